@@ -1,0 +1,34 @@
+"""trainctl's API: PyTorchJob (kubeflow.org/v1) and MSJob (mindspore.gitee.com/v1) as data.
+
+Typed wire models, in-memory defaulting, validation with field paths and CRD generation.
+Nothing here does I/O; the controller and the CLI build on it.
+"""
+
+from api.common import (
+    JobCondition,
+    JobStatus,
+    ReplicaSpec,
+    ReplicaStatus,
+    RunPolicy,
+    SchedulingPolicy,
+)
+from api.defaults import Job, default_job
+from api.mindspore import MSJob, MSJobSpec
+from api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, RDZVConf
+
+__all__ = [
+    "ElasticPolicy",
+    "Job",
+    "JobCondition",
+    "JobStatus",
+    "MSJob",
+    "MSJobSpec",
+    "PyTorchJob",
+    "PyTorchJobSpec",
+    "RDZVConf",
+    "ReplicaSpec",
+    "ReplicaStatus",
+    "RunPolicy",
+    "SchedulingPolicy",
+    "default_job",
+]

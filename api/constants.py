@@ -1,0 +1,88 @@
+"""The wire names trainctl shares with Kubeflow's training-operator and MindSpore's ms-operator.
+
+Every label key, port, container name and reason prefix that a client (kubectl, the
+kubeflow-training SDK, dashboards) can observe lives here, so that compatibility is one
+file to read and no module invents its own spelling.
+"""
+
+from __future__ import annotations
+
+# --- PyTorchJob (kubeflow.org/v1) ---------------------------------------------------------
+KUBEFLOW_GROUP = "kubeflow.org"
+KUBEFLOW_VERSION = "v1"
+KUBEFLOW_API_VERSION = f"{KUBEFLOW_GROUP}/{KUBEFLOW_VERSION}"
+PYTORCHJOB_KIND = "PyTorchJob"
+PYTORCHJOB_PLURAL = "pytorchjobs"
+PYTORCHJOB_SINGULAR = "pytorchjob"
+PYTORCH_CONTAINER = "pytorch"
+PYTORCH_PORT_NAME = "pytorchjob-port"
+PYTORCH_DEFAULT_PORT = 23456
+PYTORCH_DEFAULT_RESTART_POLICY = "OnFailure"
+PYTORCH_DEFAULT_NPROC = "auto"
+PYTORCH_FRAMEWORK = "pytorch"
+PYTORCH_CONTROLLER_NAME = "pytorchjob-controller"
+PYTORCH_REPLICA_TYPES = ("Master", "Worker")
+
+# --- MSJob (mindspore.gitee.com/v1) ------------------------------------------------------
+MINDSPORE_GROUP = "mindspore.gitee.com"
+MINDSPORE_VERSION = "v1"
+MINDSPORE_API_VERSION = f"{MINDSPORE_GROUP}/{MINDSPORE_VERSION}"
+MSJOB_KIND = "MSJob"
+MSJOB_PLURAL = "msjobs"
+MSJOB_SINGULAR = "msjob"
+MINDSPORE_CONTAINER = "mindspore"
+MINDSPORE_PORT_NAME = "msjob-port"
+MINDSPORE_DEFAULT_PORT = 2222
+MINDSPORE_DEFAULT_RESTART_POLICY = "Never"
+MINDSPORE_DEFAULT_CLEAN_POD_POLICY = "Running"
+MINDSPORE_FRAMEWORK = "mindspore"
+MINDSPORE_CONTROLLER_NAME = "msjob-controller"
+MINDSPORE_REPLICA_TYPES = ("Scheduler", "PS", "Worker")
+
+# --- Labels shared by every Kubeflow-style job ---------------------------------------------
+LABEL_OPERATOR_NAME = "training.kubeflow.org/operator-name"
+LABEL_JOB_NAME = "training.kubeflow.org/job-name"
+LABEL_REPLICA_TYPE = "training.kubeflow.org/replica-type"
+LABEL_REPLICA_INDEX = "training.kubeflow.org/replica-index"
+LABEL_JOB_ROLE = "training.kubeflow.org/job-role"
+# ms-operator duplicates these without the prefix (kubeflow/common v0.4.1 legacy keys).
+LEGACY_LABEL_GROUP_NAME = "group-name"
+LEGACY_LABEL_JOB_NAME = "job-name"
+LEGACY_LABEL_REPLICA_TYPE = "replica-type"
+LEGACY_LABEL_REPLICA_INDEX = "replica-index"
+
+# --- Policies -------------------------------------------------------------------------------
+RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
+CLEAN_POD_POLICIES = ("All", "Running", "None")
+MANAGED_BY_TRAINING_OPERATOR = "kubeflow.org/training-operator"
+MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+MANAGED_BY_VALUES = (MANAGED_BY_TRAINING_OPERATOR, MANAGED_BY_MULTIKUEUE)
+MS_SUCCESS_POLICY_ALL_WORKERS = "AllWorkers"
+RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
+NPROC_KEYWORDS = ("auto", "cpu", "gpu")
+
+# --- Condition types -----------------------------------------------------------------------
+CONDITION_CREATED = "Created"
+CONDITION_RUNNING = "Running"
+CONDITION_RESTARTING = "Restarting"
+CONDITION_SUCCEEDED = "Succeeded"
+CONDITION_FAILED = "Failed"
+CONDITION_SUSPENDED = "Suspended"
+CONDITION_TYPES = (
+    CONDITION_CREATED,
+    CONDITION_RUNNING,
+    CONDITION_RESTARTING,
+    CONDITION_SUCCEEDED,
+    CONDITION_SUSPENDED,
+    CONDITION_FAILED,
+)
+
+# --- Accelerators ---------------------------------------------------------------------------
+RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"
+RESOURCE_ASCEND_PREFIX = "huawei.com/Ascend"
+RESOURCE_HUAWEI_NPU = "huawei.com/npu"
+
+# --- trainctl's own annotations and labels ------------------------------------------------
+# Opt a job back into the exact environment the reference operator injects.
+ANNOTATION_REFERENCE_ENV = "trainctl.io/reference-env"
+LABEL_COMPONENT = "trainctl.io/component"

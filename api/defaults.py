@@ -1,0 +1,121 @@
+"""Defaulting, exactly as the reference operators do it, as a pure function.
+
+The references default in memory at every reconcile and never write defaults back, so a
+stored job looks the way the user wrote it. trainctl does the same: ``default_job`` returns
+a defaulted copy and leaves its input untouched. The steps and their order follow
+training-operator's ``SetDefaults_PyTorchJob`` and ms-operator's ``SetDefaults_MSJob``
+(see docs/compatibility.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+from api import constants as c
+from api.common import ReplicaSpec, RunPolicy
+from api.mindspore import MSJob
+from api.pytorch import PyTorchJob
+
+Job = Union[PyTorchJob, MSJob]
+
+
+def default_container(template: dict[str, Any] | None, name: str) -> dict[str, Any] | None:
+    """The container a framework talks to: the one called ``name``, else the first one."""
+    containers = ((template or {}).get("spec") or {}).get("containers") or []
+    for container in containers:
+        if isinstance(container, dict) and container.get("name") == name:
+            return container
+    if containers and isinstance(containers[0], dict):
+        return containers[0]
+    return None
+
+
+def _ensure_port(template: dict[str, Any] | None, container_name: str, port_name: str, port: int) -> None:
+    container = default_container(template, container_name)
+    if container is None:
+        return
+    ports = container.get("ports")
+    if ports is None:
+        ports = container["ports"] = []
+    if not any(isinstance(p, dict) and p.get("name") == port_name for p in ports):
+        ports.append({"name": port_name, "containerPort": port})
+
+
+def _normalise_replica_keys(specs: dict[str, ReplicaSpec], canonical: tuple[str, ...]) -> dict[str, ReplicaSpec]:
+    """``worker`` → ``Worker``: only the first key folding to a canonical name is renamed."""
+    by_fold = {name.lower(): name for name in canonical}
+    out: dict[str, ReplicaSpec] = {}
+    for key, spec in specs.items():
+        target = by_fold.get(key.lower(), key)
+        out[target if target not in out else key] = spec
+    return out
+
+
+def _default_replicas(specs: dict[str, ReplicaSpec], restart_policy: str, container: str, port_name: str, port: int) -> None:
+    for spec in specs.values():
+        if spec is None:
+            continue
+        if spec.replicas is None:
+            spec.replicas = 1
+        if not spec.restart_policy:
+            spec.restart_policy = restart_policy
+        _ensure_port(spec.template, container, port_name, port)
+
+
+def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
+    job = job.model_copy(deep=True)
+    spec = job.spec
+    if spec.run_policy is None:
+        spec.run_policy = RunPolicy()
+    if spec.run_policy.clean_pod_policy is None:
+        spec.run_policy.clean_pod_policy = "None"
+    spec.pytorch_replica_specs = _normalise_replica_keys(spec.pytorch_replica_specs, c.PYTORCH_REPLICA_TYPES)
+    _default_replicas(
+        spec.pytorch_replica_specs,
+        c.PYTORCH_DEFAULT_RESTART_POLICY,
+        c.PYTORCH_CONTAINER,
+        c.PYTORCH_PORT_NAME,
+        c.PYTORCH_DEFAULT_PORT,
+    )
+    elastic = spec.elastic_policy
+    if elastic is not None:
+        if elastic.min_replicas is None and elastic.max_replicas is not None:
+            elastic.min_replicas = elastic.max_replicas
+        elif elastic.max_replicas is None and elastic.min_replicas is not None:
+            elastic.max_replicas = elastic.min_replicas
+        elif elastic.min_replicas is None and elastic.max_replicas is None:
+            worker = spec.pytorch_replica_specs.get("Worker")
+            if worker is not None and worker.replicas is not None:
+                elastic.min_replicas = elastic.max_replicas = worker.replicas
+    if spec.nproc_per_node is None and (elastic is None or elastic.n_proc_per_node is None):
+        spec.nproc_per_node = c.PYTORCH_DEFAULT_NPROC
+    return job
+
+
+def default_msjob(job: MSJob) -> MSJob:
+    job = job.model_copy(deep=True)
+    spec = job.spec
+    if spec.run_policy is None:
+        spec.run_policy = RunPolicy()
+    if spec.run_policy.clean_pod_policy is None:
+        spec.run_policy.clean_pod_policy = c.MINDSPORE_DEFAULT_CLEAN_POD_POLICY
+    if spec.success_policy is None:
+        spec.success_policy = ""
+    spec.ms_replica_specs = _normalise_replica_keys(spec.ms_replica_specs, c.MINDSPORE_REPLICA_TYPES)
+    _default_replicas(
+        spec.ms_replica_specs,
+        c.MINDSPORE_DEFAULT_RESTART_POLICY,
+        c.MINDSPORE_CONTAINER,
+        c.MINDSPORE_PORT_NAME,
+        c.MINDSPORE_DEFAULT_PORT,
+    )
+    return job
+
+
+def default_job(job: Job) -> Job:
+    """A defaulted copy of a PyTorchJob or MSJob; the input is not modified."""
+    if isinstance(job, PyTorchJob):
+        return default_pytorchjob(job)
+    if isinstance(job, MSJob):
+        return default_msjob(job)
+    raise TypeError(f"not a training job: {type(job).__name__}")

@@ -1,0 +1,28 @@
+"""MSJob (mindspore.gitee.com/v1): the wire model, as MindSpore's ms-operator defines it."""
+
+from __future__ import annotations
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from api.common import JobStatus, ReplicaSpec, RunPolicy, WireModel
+
+
+class MSJobSpec(WireModel):
+    run_policy: Optional[RunPolicy] = None
+    success_policy: Optional[str] = Field(None, description='"" (worker 0 or all workers succeeded) or "AllWorkers".')
+    ms_replica_specs: dict[str, ReplicaSpec] = Field(description="Scheduler, PS and Worker replica specs.")
+    enable_dynamic_worker: Optional[bool] = Field(None, description="Failed Worker pods do not fail the job.")
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        return self.ms_replica_specs
+
+
+class MSJob(WireModel):
+    api_version: Literal["mindspore.gitee.com/v1"] = "mindspore.gitee.com/v1"
+    kind: Literal["MSJob"] = "MSJob"
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    spec: MSJobSpec
+    status: Optional[JobStatus] = None

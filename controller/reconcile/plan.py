@@ -1,0 +1,71 @@
+"""What one reconcile decides: the Plan, and what it looked at: the Observed state.
+
+The reconcile core is a pure function ``(job, Observed, now) -> Plan``. The shell
+(controller/kube) is the only code that turns a Plan into API calls. Keeping the contract
+in one small module lets both sides change independently.
+
+Applying a Plan must be safe to repeat: creates of objects that already exist and deletes
+of objects that are gone count as success, and every name is deterministic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class ObjectRef:
+    """An object to delete. ``uid`` makes the delete conditional (a precondition)."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: Optional[str] = None
+    # Force-delete (gracePeriodSeconds=0), used for pods stuck terminating on a lost node.
+    force: bool = False
+
+
+@dataclass(frozen=True)
+class Event:
+    """A Kubernetes Event about the job itself."""
+
+    type: str  # "Normal" or "Warning"
+    reason: str
+    message: str
+
+
+@dataclass
+class Observed:
+    """What the cluster holds for one job, as plain dicts straight from the API."""
+
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    services: list[dict[str, Any]] = field(default_factory=list)
+    hpa: Optional[dict[str, Any]] = None
+    pod_group: Optional[dict[str, Any]] = None
+
+
+@dataclass
+class Plan:
+    """Everything the shell should do for one job after one reconcile."""
+
+    # Full objects to create, in order. Children carry a controller ownerReference.
+    creates: list[dict[str, Any]] = field(default_factory=list)
+    # Full objects to replace (PUT); they carry the observed metadata.resourceVersion.
+    updates: list[dict[str, Any]] = field(default_factory=list)
+    deletes: list[ObjectRef] = field(default_factory=list)
+    # The job's new status, or None when it did not change (no write).
+    status: Optional[dict[str, Any]] = None
+    # Delete the job object itself (ttlSecondsAfterFinished expired).
+    delete_job: bool = False
+    events: list[Event] = field(default_factory=list)
+    # Reconcile again after this many seconds even if nothing changes (deadline, TTL, grace periods).
+    requeue_after: Optional[float] = None
+    # Job-level counters to increment, once per transition: "created", "succeeded",
+    # "failed", "restarted", "deleted" (training_operator_jobs_<name>_total).
+    metrics: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.creates or self.updates or self.deletes or self.status is not None or self.delete_job or self.events)
