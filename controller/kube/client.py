@@ -1,0 +1,348 @@
+"""The one door to the API server: raw JSON dicts in and out, retries, a rate limit.
+
+Configuration and authentication (kubeconfig, in-cluster service account, token refresh,
+client certificates, TLS) come from the ``kubernetes`` package; the generated model classes
+do not, because building them costs about a millisecond per object (see the client-surface
+notes) and the controller only ever needs the dicts. Every request goes through
+``ApiClient.call_api(..., _preload_content=False)`` and ``json.loads``.
+
+Error policy (Kubernetes API conventions):
+- retried with exponential back-off: 429 (honouring ``Retry-After``), 5xx and connection
+  errors, including a connection cut before the response;
+- AlreadyExists on create and NotFound on delete are success (the caller learns which);
+- everything else is raised as :class:`ApiError` for the caller to decide.
+
+Every request is recorded as ``(verb, group, resource)``: the RBAC test compares that set
+with the ClusterRole, so the manifests grant exactly what the code uses.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+import tenacity
+import urllib3
+from kubernetes import client as k8s_client
+from kubernetes import config as k8s_config
+from kubernetes.client.exceptions import ApiException
+
+from controller.kube.ratelimit import TokenBucket
+from controller.kube.resources import Resource
+
+# (connect, read) seconds for ordinary requests; watches use their own read timeout.
+REQUEST_TIMEOUT = (5.0, 30.0)
+# How much longer than the server-side watch timeout the client waits for a byte before it
+# decides the connection is dead.
+WATCH_READ_MARGIN = 15.0
+
+
+class ApiError(Exception):
+    """A non-2xx answer (``code`` > 0) or a connection failure (``code`` == 0)."""
+
+    def __init__(self, code: int, reason: str, message: str, retry_after: Optional[float] = None) -> None:
+        super().__init__(f"{code} {reason}: {message}" if code else message)
+        self.code = code
+        self.reason = reason
+        self.message = message
+        self.retry_after = retry_after
+
+    @property
+    def retryable(self) -> bool:
+        return self.code == 0 or self.code == 429 or self.code >= 500
+
+    @classmethod
+    def from_api_exception(cls, exc: ApiException) -> "ApiError":
+        reason, message = exc.reason or "", ""
+        try:
+            status = json.loads(exc.body) if exc.body else {}
+            reason = status.get("reason") or reason
+            message = status.get("message") or ""
+        except (ValueError, TypeError, AttributeError):
+            message = str(exc.body or "")[:200]
+        retry_after = None
+        headers = exc.headers or {}
+        if headers.get("Retry-After"):
+            try:
+                retry_after = float(headers["Retry-After"])
+            except ValueError:
+                pass
+        return cls(exc.status or 0, reason, message, retry_after)
+
+
+def _wait(retry_state: tenacity.RetryCallState) -> float:
+    """Retry-After when the server gave one (capped), else exponential back-off with jitter."""
+    exc = retry_state.outcome.exception() if retry_state.outcome else None
+    if isinstance(exc, ApiError) and exc.retry_after is not None:
+        return min(exc.retry_after, 10.0)
+    return tenacity.wait_exponential_jitter(initial=0.05, max=5.0)(retry_state)
+
+
+@dataclass
+class Created:
+    """What a create returned: the stored object, or None when it already existed."""
+
+    object: Optional[dict[str, Any]]
+
+    @property
+    def existed(self) -> bool:
+        return self.object is None
+
+
+class KubeClient:
+    """A thread-safe JSON client for the resources in :mod:`controller.kube.resources`."""
+
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        *,
+        qps: float = 100.0,
+        burst: int = 200,
+        max_attempts: int = 8,
+        pool_size: int = 64,
+        on_response: Optional[Callable[[str, str], None]] = None,
+    ) -> None:
+        configuration.retries = False  # tenacity decides, urllib3 must not retry on its own
+        configuration.connection_pool_maxsize = pool_size
+        self.configuration = configuration
+        self._api = k8s_client.ApiClient(configuration)
+        self._limiter = TokenBucket(qps, burst)
+        self._max_attempts = max_attempts
+        self._on_response = on_response
+        self._calls: set[tuple[str, str, str]] = set()
+        self._calls_lock = threading.Lock()
+
+    @classmethod
+    def from_kubeconfig(cls, kubeconfig: Optional[str] = None, context: Optional[str] = None, **kwargs: Any) -> "KubeClient":
+        """Load ``kubeconfig`` (or $KUBECONFIG / ~/.kube/config), falling back to in-cluster config."""
+        configuration = k8s_client.Configuration()
+        if kubeconfig:
+            k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
+        else:
+            try:
+                k8s_config.load_incluster_config(client_configuration=configuration)
+            except k8s_config.ConfigException:
+                k8s_config.load_kube_config(context=context, client_configuration=configuration)
+        return cls(configuration, **kwargs)
+
+    # --- what RBAC must allow -------------------------------------------------------------
+    @property
+    def calls(self) -> set[tuple[str, str, str]]:
+        """Every (verb, API group, resource[/subresource]) this client has requested."""
+        with self._calls_lock:
+            return set(self._calls)
+
+    def _record(self, verb: str, resource: Resource, subresource: Optional[str]) -> None:
+        name = f"{resource.plural}/{subresource}" if subresource else resource.plural
+        with self._calls_lock:
+            self._calls.add((verb, resource.group, name))
+
+    # --- the wire ---------------------------------------------------------------------------
+    def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        verb: str,
+        query: Optional[list[tuple[str, Any]]] = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        timeout: tuple[float, float] = REQUEST_TIMEOUT,
+    ) -> urllib3.BaseHTTPResponse:
+        """One HTTP exchange, no retries. Returns the unread response (2xx only)."""
+        self._limiter.acquire()
+        try:
+            response = self._api.call_api(
+                path,
+                method,
+                query_params=query or [],
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+                _return_http_data_only=True,
+                _request_timeout=timeout,
+            )
+        except ApiException as exc:
+            error = ApiError.from_api_exception(exc)
+            self._observe(verb, error.code)
+            raise error from None
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            self._observe(verb, 0)
+            raise ApiError(0, "ConnectionError", f"{type(exc).__name__}: {exc}") from None
+        self._observe(verb, response.status)
+        return response
+
+    def _observe(self, verb: str, code: int) -> None:
+        if self._on_response is not None:
+            self._on_response(verb, str(code) if code else "error")
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        """A request with retries whose JSON body is returned."""
+
+        def once() -> dict[str, Any]:
+            response = self._request(method, path, **kwargs)
+            try:
+                data = response.data
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                raise ApiError(0, "ConnectionError", f"reading response: {exc}") from None
+            finally:
+                response.release_conn()
+            return json.loads(data) if data else {}
+
+        retrying = tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(self._max_attempts),
+            wait=_wait,
+            retry=tenacity.retry_if_exception(lambda e: isinstance(e, ApiError) and e.retryable),
+            reraise=True,
+        )
+        return retrying(once)
+
+    # --- verbs ------------------------------------------------------------------------------
+    def get(self, resource: Resource, namespace: Optional[str], name: str, subresource: Optional[str] = None) -> dict[str, Any]:
+        self._record("get", resource, subresource)
+        return self._json("GET", resource.path(namespace, name, subresource), verb="get")
+
+    def get_or_none(self, resource: Resource, namespace: Optional[str], name: str) -> Optional[dict[str, Any]]:
+        try:
+            return self.get(resource, namespace, name)
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: Optional[str] = None,
+        *,
+        label_selector: Optional[str] = None,
+        page_size: int = 500,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """All objects (paginated) and the list's resourceVersion, the point to watch from."""
+        self._record("list", resource, None)
+        items: list[dict[str, Any]] = []
+        token = None
+        while True:
+            query: list[tuple[str, Any]] = [("limit", page_size)]
+            if label_selector:
+                query.append(("labelSelector", label_selector))
+            if token:
+                query.append(("continue", token))
+            page = self._json("GET", resource.path(namespace), verb="list", query=query)
+            kind = resource.kind
+            api_version = resource.api_version
+            for item in page.get("items") or ():
+                # Items of a list omit their type; the cache keeps whole objects.
+                item.setdefault("kind", kind)
+                item.setdefault("apiVersion", api_version)
+                items.append(item)
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion") or "")
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: Optional[str],
+        resource_version: str,
+        *,
+        label_selector: Optional[str] = None,
+        timeout_seconds: int = 300,
+    ) -> Iterator[dict[str, Any]]:
+        """Watch events (dicts ``{type, object}``) from ``resource_version``, bookmarks included.
+
+        The server closes the stream after ``timeout_seconds``; the client gives up on a
+        silent connection a little later, so a dead peer cannot hang the informer. A dropped
+        connection or an HTTP error is raised as :class:`ApiError`; the caller re-watches.
+        """
+        self._record("watch", resource, None)
+        query: list[tuple[str, Any]] = [
+            ("watch", "true"),
+            ("allowWatchBookmarks", "true"),
+            ("timeoutSeconds", timeout_seconds),
+        ]
+        if resource_version:
+            query.append(("resourceVersion", resource_version))
+        if label_selector:
+            query.append(("labelSelector", label_selector))
+        response = self._request(
+            "GET",
+            resource.path(namespace),
+            verb="watch",
+            query=query,
+            timeout=(REQUEST_TIMEOUT[0], timeout_seconds + WATCH_READ_MARGIN),
+        )
+        buffer = b""
+        try:
+            for chunk in response.stream(amt=None, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+            if buffer.strip():
+                yield json.loads(buffer)
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            raise ApiError(0, "ConnectionError", f"watch stream: {type(exc).__name__}: {exc}") from None
+        except ValueError as exc:
+            raise ApiError(0, "ConnectionError", f"watch stream cut mid-object: {exc}") from None
+        finally:
+            response.release_conn()
+
+    def create(self, resource: Resource, obj: dict[str, Any]) -> Created:
+        """POST; an AlreadyExists answer is success (``Created.existed``)."""
+        self._record("create", resource, None)
+        namespace = (obj.get("metadata") or {}).get("namespace")
+        try:
+            return Created(self._json("POST", resource.path(namespace), verb="create", body=obj))
+        except ApiError as exc:
+            if exc.code == 409 and exc.reason == "AlreadyExists":
+                return Created(None)
+            raise
+
+    def replace(self, resource: Resource, obj: dict[str, Any], subresource: Optional[str] = None) -> dict[str, Any]:
+        """PUT the whole object (its resourceVersion makes it conditional)."""
+        self._record("update", resource, subresource)
+        meta = obj.get("metadata") or {}
+        return self._json("PUT", resource.path(meta.get("namespace"), meta["name"], subresource), verb="update", body=obj)
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: Optional[str],
+        name: str,
+        *,
+        uid: Optional[str] = None,
+        grace_period_seconds: Optional[int] = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """DELETE; False when the object was already gone (or replaced by another uid)."""
+        self._record("delete", resource, None)
+        options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
+        if uid:
+            options["preconditions"] = {"uid": uid}
+        if grace_period_seconds is not None:
+            options["gracePeriodSeconds"] = grace_period_seconds
+        try:
+            self._json("DELETE", resource.path(namespace, name), verb="delete", body=options)
+            return True
+        except ApiError as exc:
+            if exc.code == 404:
+                return False
+            if exc.code == 409 and uid:
+                return False  # the uid precondition failed: the object we meant is gone
+            raise
+
+    def group_version_served(self, group: str, version: str) -> bool:
+        """Discovery: does the server serve ``group/version`` (e.g. a PodGroup CRD)?"""
+        try:
+            self._json("GET", f"/apis/{group}/{version}", verb="discovery")
+            return True
+        except ApiError as exc:
+            if exc.code == 404:
+                return False
+            raise

@@ -1,0 +1,95 @@
+"""Expectations: what the controller wrote and has not yet seen in its cache.
+
+The informer cache lags behind the controller's own writes. Reconciling a job whose cache
+does not yet show the pods just created would create them again; reconciling before a
+deleted pod's removal shows up would count its failure twice. So each write is recorded
+here and the job is not reconciled until the cache has caught up (the watch event that
+catches up also re-queues the job), or until the expectation is older than ``ttl``
+(client-go's and the reference's five minutes), in case an event was lost for good.
+
+Unlike the reference's add/del counters, expectations are names and uids checked against
+the cache itself: a relist, a replayed event or an AlreadyExists answer cannot make the
+counts drift.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Optional
+
+# (kind, namespace, name) of a child.
+ChildKey = tuple[str, str, str]
+
+DEFAULT_TTL = 300.0
+
+
+@dataclass
+class _Pending:
+    creates: set[ChildKey] = field(default_factory=set)
+    # child key -> uid that must disappear (or start terminating)
+    deletes: dict[ChildKey, Optional[str]] = field(default_factory=dict)
+    since: float = field(default_factory=time.monotonic)
+
+
+class Expectations:
+    def __init__(self, ttl: float = DEFAULT_TTL) -> None:
+        self._ttl = ttl
+        self._pending: dict[Hashable, _Pending] = {}
+        self._lock = threading.Lock()
+
+    def expect_creates(self, job: Hashable, children: list[ChildKey]) -> None:
+        with self._lock:
+            pending = self._pending.setdefault(job, _Pending())
+            pending.creates.update(children)
+            pending.since = time.monotonic()
+
+    def expect_deletes(self, job: Hashable, children: list[tuple[ChildKey, Optional[str]]]) -> None:
+        with self._lock:
+            pending = self._pending.setdefault(job, _Pending())
+            pending.deletes.update(children)
+            pending.since = time.monotonic()
+
+    def creation_failed(self, job: Hashable, child: ChildKey) -> None:
+        """A create that the server refused will never show up: stop waiting for it."""
+        with self._lock:
+            pending = self._pending.get(job)
+            if pending is not None:
+                pending.creates.discard(child)
+
+    def deletion_failed(self, job: Hashable, child: ChildKey) -> None:
+        with self._lock:
+            pending = self._pending.get(job)
+            if pending is not None:
+                pending.deletes.pop(child, None)
+
+    def satisfied(self, job: Hashable, lookup: Callable[[ChildKey], Optional[dict]]) -> bool:
+        """True when the cache (``lookup``) shows every expected write, or they expired.
+
+        Satisfied entries are dropped, so the check gets cheaper as the cache catches up.
+        """
+        with self._lock:
+            pending = self._pending.get(job)
+            if pending is None:
+                return True
+            if time.monotonic() - pending.since > self._ttl:
+                del self._pending[job]
+                return True
+            pending.creates = {key for key in pending.creates if lookup(key) is None}
+            for key, uid in list(pending.deletes.items()):
+                current = lookup(key)
+                if (
+                    current is None
+                    or (uid and current["metadata"].get("uid") != uid)
+                    or current["metadata"].get("deletionTimestamp")
+                ):
+                    del pending.deletes[key]
+            if pending.creates or pending.deletes:
+                return False
+            del self._pending[job]
+            return True
+
+    def forget(self, job: Hashable) -> None:
+        with self._lock:
+            self._pending.pop(job, None)

@@ -1,0 +1,446 @@
+"""The manager: informers feed a work queue, workers reconcile, plans become API calls.
+
+This is the imperative shell around the pure core (docs/architecture.md). For each job key
+a worker takes from the queue it:
+
+1. reads the job and its children from the informer caches (never from the API);
+2. waits, if the cache has not yet caught up with this controller's own writes
+   (expectations), because a stale cache is how duplicate pods are born;
+3. calls ``reconcile(job, observed, now)`` and applies the Plan: children created in
+   parallel with bounded concurrency (the reference creates them one by one, issue #2361),
+   updates, deletes, then the status through the ``status`` subresource (only when the plan
+   has one), then the plan's Events and metrics, which therefore count only transitions that
+   were persisted;
+4. re-queues with per-job exponential back-off on any error, or after ``requeue_after``.
+
+Leader election, when on, gates the workers only: caches warm up on every replica so a new
+leader starts with a synced cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
+
+from api import constants as c
+from controller.kube import resources as r
+from controller.kube.client import ApiError, KubeClient
+from controller.kube.events import EventRecorder
+from controller.kube.expectations import ChildKey, Expectations
+from controller.kube.informer import Informer
+from controller.kube.leader import LeaderElector
+from controller.kube.metrics import ControllerMetrics
+from controller.kube.workqueue import WorkQueue
+from controller.reconcile.plan import ObjectRef, Observed, Plan
+
+log = logging.getLogger("trainctl.controller")
+
+JobKey = tuple[str, str, str]  # (kind, namespace, name)
+Reconciler = Callable[[dict[str, Any], Observed, datetime], Plan]
+
+CHILD_SELECTOR = c.LABEL_OPERATOR_NAME  # every pod and service a job owns carries it
+COMPONENT_BY_KIND = {c.PYTORCHJOB_KIND: c.PYTORCH_CONTROLLER_NAME, c.MSJOB_KIND: c.MINDSPORE_CONTROLLER_NAME}
+GANG_SCHEDULERS = {"volcano": r.VOLCANO_PODGROUPS}
+
+
+class GangSchedulerMissing(Exception):
+    """The PodGroup CRD the configured gang scheduler needs is not installed."""
+
+
+class ApplyError(Exception):
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("; ".join(errors[:5]) + (f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""))
+        self.errors = errors
+
+
+@dataclass
+class ManagerOptions:
+    namespace: Optional[str] = None
+    workers: int = 4
+    create_concurrency: int = 32
+    gang_scheduler: Optional[str] = None
+    leader_elect: bool = False
+    lease_namespace: str = "default"
+    lease_name: str = "trainctl-controller"
+    identity: str = ""
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+    watch_timeout: int = 300
+
+
+def pod_group_resource(gang_scheduler: Optional[str]) -> Optional[r.Resource]:
+    """Volcano for ``volcano`` (any case), scheduler-plugins for any other name, None when off."""
+    if not gang_scheduler:
+        return None
+    return GANG_SCHEDULERS.get(gang_scheduler.lower(), r.SCHEDULER_PLUGINS_PODGROUPS)
+
+
+def default_reconciler(options: ManagerOptions) -> Reconciler:
+    """The reconcile core, configured from the command-line options."""
+    from controller.reconcile import ReconcileConfig, reconcile
+
+    config = ReconcileConfig(gang_scheduler=options.gang_scheduler or None)
+
+    def run(job: dict[str, Any], observed: Observed, now: datetime) -> Plan:
+        return reconcile(job, observed, now, config)
+
+    return run
+
+
+def _job_name(key: JobKey) -> str:
+    return f"{key[1]}/{key[2]}"
+
+
+class Manager:
+    def __init__(
+        self,
+        client: KubeClient,
+        options: ManagerOptions,
+        *,
+        reconciler: Optional[Reconciler] = None,
+        metrics: Optional[ControllerMetrics] = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
+        self.client = client
+        self.options = options
+        self.metrics = metrics or ControllerMetrics()
+        self.reconciler = reconciler or default_reconciler(options)
+        self.clock = clock
+        self.queue: WorkQueue[JobKey] = WorkQueue(on_depth=self.metrics.queue_depth.set)
+        self.expectations = Expectations()
+        self.events = EventRecorder(client)
+        self._pool = ThreadPoolExecutor(max_workers=max(1, options.create_concurrency), thread_name_prefix="apply")
+        self._stop = threading.Event()
+        self._workers: list[threading.Thread] = []
+        self.lost_leadership = False
+        self.reconciles = 0
+
+        ns = options.namespace
+        self.job_informers = {
+            res.kind: Informer(client, res, namespace=ns, watch_timeout=options.watch_timeout) for res in r.JOB_RESOURCES
+        }
+        owned = self._owned_by_a_job
+        self.child_informers = {
+            "Pod": Informer(client, r.PODS, namespace=ns, label_selector=CHILD_SELECTOR, keep=owned, watch_timeout=options.watch_timeout),
+            "Service": Informer(client, r.SERVICES, namespace=ns, label_selector=CHILD_SELECTOR, keep=owned, watch_timeout=options.watch_timeout),
+            # The reference does not label HPAs, so they are selected by owner instead.
+            "HorizontalPodAutoscaler": Informer(client, r.HPAS, namespace=ns, keep=owned, watch_timeout=options.watch_timeout),
+        }
+        self.pod_group_resource = pod_group_resource(options.gang_scheduler)
+        if self.pod_group_resource is not None:
+            self.child_informers["PodGroup"] = Informer(
+                client, self.pod_group_resource, namespace=ns, keep=owned, watch_timeout=options.watch_timeout
+            )
+        for informer in self.job_informers.values():
+            informer.add_handler(self._on_job_event)
+        for informer in self.child_informers.values():
+            informer.add_handler(self._on_child_event)
+
+        self.elector: Optional[LeaderElector] = None
+        if options.leader_elect:
+            self.elector = LeaderElector(
+                client,
+                options.lease_namespace,
+                options.lease_name,
+                options.identity,
+                lease_duration=options.lease_duration,
+                renew_deadline=options.renew_deadline,
+                retry_period=options.retry_period,
+                on_lost=self._on_lost_lease,
+            )
+
+    # --- wiring -----------------------------------------------------------------------------
+    @staticmethod
+    def _owned_by_a_job(obj: dict[str, Any]) -> bool:
+        owner = r.controller_owner(obj)
+        return owner is not None and owner.get("kind") in COMPONENT_BY_KIND
+
+    def _on_job_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
+        obj = new or old
+        assert obj is not None
+        meta = obj["metadata"]
+        key: JobKey = (obj.get("kind", ""), meta.get("namespace") or "", meta["name"])
+        if event_type == "DELETED":
+            self.expectations.forget(key)
+        self.queue.add(key)
+
+    def _on_child_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
+        obj = new or old
+        assert obj is not None
+        owner = r.controller_owner(obj)
+        if owner is None:
+            return
+        self.queue.add((owner.get("kind", ""), obj["metadata"].get("namespace") or "", owner.get("name", "")))
+
+    def _lookup(self, child: ChildKey) -> Optional[dict[str, Any]]:
+        kind, namespace, name = child
+        informer = self.child_informers.get(kind)
+        return informer.store.get(namespace, name) if informer else None
+
+    # --- lifecycle --------------------------------------------------------------------------
+    def check_prerequisites(self) -> None:
+        res = self.pod_group_resource
+        if res is not None and not self.client.group_version_served(res.group, res.version):
+            raise GangSchedulerMissing(
+                f"gang scheduler {self.options.gang_scheduler!r} needs the PodGroup CRD "
+                f"({res.plural}.{res.group}/{res.version}), which is not installed"
+            )
+
+    def informers(self) -> list[Informer]:
+        return [*self.job_informers.values(), *self.child_informers.values()]
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers())
+
+    def healthy(self) -> bool:
+        return not self._stop.is_set() or any(t.is_alive() for t in self._workers)
+
+    def start(self) -> None:
+        """Start informers, then (once leader, if electing) the workers. Does not block."""
+        for informer in self.informers():
+            informer.start()
+        threading.Thread(target=self._start_workers, name="manager", daemon=True).start()
+
+    def _start_workers(self) -> None:
+        while not self.synced():
+            if self._stop.wait(0.05):
+                return
+        if self.elector is not None:
+            self.elector.start()
+            while not self.elector.is_leader.wait(0.1):
+                if self._stop.is_set():
+                    return
+            self.metrics.leader.set(1)
+        for i in range(max(1, self.options.workers)):
+            thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
+            thread.start()
+            self._workers.append(thread)
+        log.info("workers started", extra={"workers": len(self._workers)})
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop taking work, let in-flight reconciles finish, release the lease."""
+        self._stop.set()
+        self.queue.shut_down()
+        deadline = time.monotonic() + timeout
+        for thread in self._workers:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        if self.elector is not None:
+            self.elector.stop()
+            self.elector.release()
+            self.metrics.leader.set(0)
+        for informer in self.informers():
+            informer.stop()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def request_stop(self) -> None:
+        """Ask :meth:`wait` to return (safe from a signal handler); :meth:`stop` does the work."""
+        self._stop.set()
+
+    def wait(self, timeout: Optional[float] = None) -> bool:
+        return self._stop.wait(timeout)
+
+    def _on_lost_lease(self) -> None:
+        self.lost_leadership = True
+        self.metrics.leader.set(0)
+        self._stop.set()
+        self.queue.shut_down()
+
+    # --- the worker loop --------------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            started = time.perf_counter()
+            result = "ok"
+            try:
+                requeue_after = self.reconcile_key(key)
+                self.queue.forget(key)
+                if requeue_after is not None:
+                    self.queue.add_after(key, requeue_after)
+            except Exception as exc:
+                result = "error"
+                delay = self.queue.add_rate_limited(key)
+                level = logging.WARNING if isinstance(exc, (ApiError, ApplyError)) else logging.ERROR
+                log.log(
+                    level,
+                    "reconcile failed, will retry",
+                    exc_info=level == logging.ERROR,
+                    extra={"job": _job_name(key), "kind": key[0], "error": str(exc), "retry_in": round(delay, 3)},
+                )
+            finally:
+                self.queue.done(key)
+                framework = r.FRAMEWORK_BY_KIND.get(key[0], "")
+                self.metrics.reconcile_duration.labels(framework=framework, result=result).observe(time.perf_counter() - started)
+
+    def reconcile_key(self, key: JobKey) -> Optional[float]:
+        """Reconcile one job; returns the requeue delay the plan asked for."""
+        kind, namespace, name = key
+        informer = self.job_informers.get(kind)
+        job = informer.store.get(namespace, name) if informer else None
+        if job is None:
+            self.expectations.forget(key)
+            return None
+        if job["metadata"].get("deletionTimestamp"):
+            return None
+        if not self.expectations.satisfied(key, self._lookup):
+            log.debug("waiting for the cache to show our writes", extra={"job": _job_name(key)})
+            return None
+        uid = job["metadata"].get("uid", "")
+        observed = Observed(
+            pods=self.child_informers["Pod"].store.owned_by(uid),
+            services=self.child_informers["Service"].store.owned_by(uid),
+            hpa=next(iter(self.child_informers["HorizontalPodAutoscaler"].store.owned_by(uid)), None),
+            pod_group=next(iter(self.child_informers["PodGroup"].store.owned_by(uid)), None)
+            if "PodGroup" in self.child_informers
+            else None,
+        )
+        now = self.clock()
+        plan = self.reconciler(copy.deepcopy(job), observed, now)
+        self.reconciles += 1
+        if not plan.empty:
+            self.apply(key, job, plan, now)
+        return plan.requeue_after
+
+    # --- applying a plan --------------------------------------------------------------------
+    def apply(self, key: JobKey, job: dict[str, Any], plan: Plan, now: datetime) -> None:
+        errors: list[str] = []
+        created = self._create_all(key, plan.creates, errors)
+        for obj in plan.updates:
+            try:
+                self.client.replace(r.resource_of(obj), obj)
+            except (ApiError, KeyError) as exc:
+                errors.append(f"update {obj.get('kind')} {obj['metadata'].get('name')}: {exc}")
+        deleted = self._delete_all(key, plan.deletes, errors)
+
+        status_written = plan.status is None
+        if plan.status is not None:
+            try:
+                status_written = self._write_status(job, plan.status) is not None
+            except ApiError as exc:
+                errors.append(f"status: {exc}")
+        if status_written:
+            component = COMPONENT_BY_KIND.get(job.get("kind", ""), "trainctl")
+            for event in plan.events:
+                self.events.record(job, event, component, now)
+        job_deleted = False
+        if plan.delete_job and status_written:
+            try:
+                job_deleted = self.client.delete(
+                    r.resource_of(job), key[1], key[2], uid=job["metadata"].get("uid")
+                )
+            except ApiError as exc:
+                errors.append(f"delete job: {exc}")
+        if status_written:
+            framework = r.FRAMEWORK_BY_KIND.get(job.get("kind", ""), "")
+            for name in plan.metrics:
+                if name == "deleted" and not job_deleted:
+                    continue
+                self.metrics.count_job(name, key[1], framework)
+        log.info(
+            "applied plan",
+            extra={
+                "job": _job_name(key),
+                "kind": key[0],
+                "created": created,
+                "updated": len(plan.updates),
+                "deleted": deleted,
+                "status": plan.status is not None and status_written,
+                "events": ",".join(e.reason for e in plan.events) if status_written else "",
+                "job_deleted": job_deleted,
+                "requeue_after": plan.requeue_after,
+                "errors": len(errors),
+            },
+        )
+        if errors:
+            raise ApplyError(errors)
+
+    def _create_all(self, key: JobKey, objects: list[dict[str, Any]], errors: list[str]) -> int:
+        if not objects:
+            return 0
+        children: list[ChildKey] = [
+            (o.get("kind", ""), o["metadata"].get("namespace") or key[1], o["metadata"]["name"]) for o in objects
+        ]
+        self.expectations.expect_creates(key, [k for k in children if k[0] in self.child_informers])
+
+        def create(item: tuple[ChildKey, dict[str, Any]]) -> Optional[str]:
+            child, obj = item
+            try:
+                self.client.create(r.resource_of(obj), obj)
+                return None
+            except (ApiError, KeyError) as exc:
+                self.expectations.creation_failed(key, child)
+                return f"create {child[0]} {child[2]}: {exc}"
+
+        items = list(zip(children, objects))
+        # PodGroups and HPAs first and in order (a gang must exist before its pods); pods and
+        # services, the bulk of a large job, in parallel.
+        serial = [i for i in items if i[0][0] not in ("Pod", "Service")]
+        parallel = [i for i in items if i[0][0] in ("Pod", "Service")]
+        results = [create(i) for i in serial]
+        if len(parallel) == 1:
+            results.append(create(parallel[0]))
+        elif parallel:
+            results.extend(self._pool.map(create, parallel))
+        failures = [e for e in results if e]
+        errors.extend(failures)
+        return len(items) - len(failures)
+
+    def _delete_all(self, key: JobKey, refs: list[ObjectRef], errors: list[str]) -> int:
+        if not refs:
+            return 0
+        self.expectations.expect_deletes(key, [((ref.kind, ref.namespace, ref.name), ref.uid) for ref in refs])
+
+        def delete(ref: ObjectRef) -> Optional[str]:
+            try:
+                self.client.delete(
+                    r.resource_for(ref.api_version, ref.kind),
+                    ref.namespace,
+                    ref.name,
+                    uid=ref.uid,
+                    grace_period_seconds=0 if ref.force else None,
+                )
+                return None
+            except (ApiError, KeyError) as exc:
+                self.expectations.deletion_failed(key, (ref.kind, ref.namespace, ref.name))
+                return f"delete {ref.kind} {ref.name}: {exc}"
+
+        results = [delete(refs[0])] if len(refs) == 1 else list(self._pool.map(delete, refs))
+        failures = [e for e in results if e]
+        errors.extend(failures)
+        return len(refs) - len(failures)
+
+    def _write_status(self, job: dict[str, Any], status: dict[str, Any], attempts: int = 5) -> Optional[dict[str, Any]]:
+        """PUT the new status; on a conflict re-read the job and re-apply it. None if the job is gone."""
+        resource = r.resource_of(job)
+        meta = job["metadata"]
+        body = {**job, "status": status}
+        for attempt in range(attempts):
+            try:
+                updated = self.client.replace(resource, body, subresource="status")
+            except ApiError as exc:
+                if exc.code == 404:
+                    return None
+                if exc.code != 409 or attempt == attempts - 1:
+                    raise
+                fresh = self.client.get_or_none(resource, meta.get("namespace"), meta["name"])
+                if fresh is None or fresh["metadata"].get("uid") != meta.get("uid"):
+                    return None
+                body = {**fresh, "status": status}
+                continue
+            # Write-through: the next reconcile must see this status even before the watch
+            # delivers it, or it would redo the same transition (events, counters).
+            informer = self.job_informers.get(job.get("kind", ""))
+            if informer is not None:
+                updated.setdefault("kind", job.get("kind"))
+                updated.setdefault("apiVersion", job.get("apiVersion"))
+                informer.store.upsert(updated, only_if_newer=True)
+            return updated
+        return None

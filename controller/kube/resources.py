@@ -1,0 +1,76 @@
+"""The API resources the controller reads and writes, and how to address them.
+
+One table maps an object's ``apiVersion``/``kind`` to its REST path, so that the client, the
+informers and the plan applier never spell a URL by hand, and RBAC (verb, group, resource)
+can be derived from the same place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from api import constants as c
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A REST resource: ``/apis/<group>/<version>/[namespaces/<ns>/]<plural>``."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(self, namespace: Optional[str] = None, name: Optional[str] = None, subresource: Optional[str] = None) -> str:
+        root = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        parts = [root]
+        if self.namespaced and namespace:
+            parts.append(f"namespaces/{namespace}")
+        parts.append(self.plural)
+        if name:
+            parts.append(name)
+            if subresource:
+                parts.append(subresource)
+        return "/".join(parts)
+
+
+PODS = Resource("", "v1", "pods", "Pod")
+SERVICES = Resource("", "v1", "services", "Service")
+EVENTS = Resource("", "v1", "events", "Event")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+PYTORCHJOBS = Resource(c.KUBEFLOW_GROUP, c.KUBEFLOW_VERSION, c.PYTORCHJOB_PLURAL, c.PYTORCHJOB_KIND)
+MSJOBS = Resource(c.MINDSPORE_GROUP, c.MINDSPORE_VERSION, c.MSJOB_PLURAL, c.MSJOB_KIND)
+VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
+SCHEDULER_PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
+
+JOB_RESOURCES = (PYTORCHJOBS, MSJOBS)
+FRAMEWORK_BY_KIND = {c.PYTORCHJOB_KIND: c.PYTORCH_FRAMEWORK, c.MSJOB_KIND: c.MINDSPORE_FRAMEWORK}
+
+_BY_TYPE = {
+    (r.api_version, r.kind): r
+    for r in (PODS, SERVICES, EVENTS, LEASES, HPAS, PYTORCHJOBS, MSJOBS, VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS)
+}
+
+
+def resource_for(api_version: str, kind: str) -> Resource:
+    """The resource of an object type the controller knows; KeyError for any other."""
+    return _BY_TYPE[(api_version, kind)]
+
+
+def resource_of(obj: dict[str, Any]) -> Resource:
+    return resource_for(obj.get("apiVersion", ""), obj.get("kind", ""))
+
+
+def controller_owner(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
+    """The ownerReference with ``controller: true``, if any."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref
+    return None
