@@ -12,10 +12,76 @@ strict so that a string where an integer belongs is an error, not a silent conve
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
+
+from api import constants as c
+
+# Integer widths as Go declares them; the CRD schema carries the format.
+Int32 = Annotated[int, Field(json_schema_extra={"format": "int32"})]
+NonNegativeInt32 = Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"})]
+NonNegativeInt64 = Annotated[int, Field(ge=0, json_schema_extra={"format": "int64"})]
+PositiveInt32 = Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"})]
+
+
+
+def _int_or_string(value: Any) -> Union[int, str]:
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        return value
+    raise PydanticCustomError("int_or_string_type", "Input should be an integer or a string")
+
+
+# A resource.Quantity: 2, "500m", "4Gi".
+Quantity = Annotated[
+    Union[int, str],
+    PlainValidator(_int_or_string),
+    WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}),
+]
+
+# A PodTemplateSpec, passed through as a plain dict. The CRD describes only what trainctl
+# relies on (containers with names) and preserves the rest; see docs/architecture.md.
+PodTemplate = Annotated[
+    dict[str, Any],
+    WithJsonSchema(
+        {
+            "type": "object",
+            "description": "PodTemplateSpec for the pods of this replica type.",
+            "required": ["spec"],
+            "properties": {
+                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "spec": {
+                    "type": "object",
+                    "required": ["containers"],
+                    "properties": {
+                        "containers": {
+                            "type": "array",
+                            "minItems": 1,
+                            "items": {
+                                "type": "object",
+                                "required": ["name"],
+                                "properties": {"name": {"type": "string"}, "image": {"type": "string"}},
+                                "x-kubernetes-preserve-unknown-fields": True,
+                            },
+                        }
+                    },
+                    "x-kubernetes-preserve-unknown-fields": True,
+                },
+            },
+            "x-kubernetes-preserve-unknown-fields": True,
+        }
+    ),
+]
+
+# ObjectMeta: the API server owns its schema; a CRD may only say it is an object.
+ObjectMeta = Annotated[dict[str, Any], WithJsonSchema({"type": "object"})]
+
+# Literal[tuple] spells out the tuple's values: api/constants.py stays the one list.
+RestartPolicy = Literal[c.RESTART_POLICIES]
+CleanPodPolicy = Literal[c.CLEAN_POD_POLICIES]
+ManagedBy = Literal[c.MANAGED_BY_VALUES]
 
 
 class WireModel(BaseModel):
@@ -41,31 +107,50 @@ class WireModel(BaseModel):
 class SchedulingPolicy(WireModel):
     """Gang-scheduling knobs (Volcano / scheduler-plugins PodGroup)."""
 
-    min_available: Optional[int] = Field(None, description="Minimum number of pods that must be scheduled together.")
-    queue: Optional[str] = Field(None, description="Volcano queue. Immutable.")
-    min_resources: Optional[dict[str, Any]] = Field(None, description="Minimum resources of the gang (resource name to quantity).")
+    min_available: Optional[NonNegativeInt32] = Field(None, description="Minimum number of pods that must be scheduled together.")
+    queue: Optional[str] = Field(
+        None,
+        description="Volcano queue. Immutable.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": "self == oldSelf", "message": "spec.runPolicy.schedulingPolicy.queue is immutable"}
+            ]
+        },
+    )
+    min_resources: Optional[dict[str, Quantity]] = Field(None, description="Minimum resources of the gang (resource name to quantity).")
     priority_class: Optional[str] = Field(None, description="PriorityClass of the PodGroup.")
-    schedule_timeout_seconds: Optional[int] = Field(None, description="scheduler-plugins: seconds to wait for the gang.")
+    schedule_timeout_seconds: Optional[NonNegativeInt32] = Field(None, description="scheduler-plugins: seconds to wait for the gang.")
 
 
 class RunPolicy(WireModel):
     """Job-wide policies. MSJob's kubeflow/common v0.4.1 copy lacks suspend and managedBy."""
 
-    clean_pod_policy: Optional[str] = Field(None, description="Which pods to delete when the job finishes: All, Running or None.")
-    ttl_seconds_after_finished: Optional[int] = Field(None, description="Delete the job this many seconds after it finished.")
-    active_deadline_seconds: Optional[int] = Field(None, description="Fail the job after it has been active this long (from status.startTime).")
-    backoff_limit: Optional[int] = Field(None, description="Number of retries before the job is marked Failed.")
+    clean_pod_policy: Optional[CleanPodPolicy] = Field(None, description="Which pods to delete when the job finishes: All, Running or None.")
+    ttl_seconds_after_finished: Optional[NonNegativeInt32] = Field(None, description="Delete the job this many seconds after it finished.")
+    active_deadline_seconds: Optional[NonNegativeInt64] = Field(None, description="Fail the job after it has been active this long (from status.startTime).")
+    backoff_limit: Optional[NonNegativeInt32] = Field(None, description="Number of retries before the job is marked Failed.")
     scheduling_policy: Optional[SchedulingPolicy] = None
-    suspend: Optional[bool] = Field(None, description="Delete the job's pods and stop it until resumed.")
-    managed_by: Optional[str] = Field(None, description="Controller that reconciles this job.")
+    # PyTorchJob only (MSJob's schema leaves these two out; see api/crd.py).
+    suspend: Optional[bool] = Field(
+        None,
+        description="Delete the job's pods and stop it until resumed.",
+        json_schema_extra={"default": False},
+    )
+    managed_by: Optional[ManagedBy] = Field(
+        None,
+        description="Controller that reconciles this job. Immutable.",
+        json_schema_extra={"x-kubernetes-validations": [{"rule": "self == oldSelf", "message": "field is immutable"}]},
+    )
 
 
 class ReplicaSpec(WireModel):
     """One replica type: how many pods, from which template, restarted how."""
 
-    replicas: Optional[int] = Field(None, description="Number of pods of this replica type. Defaults to 1.")
-    template: Optional[dict[str, Any]] = Field(None, description="PodTemplateSpec for the pods of this replica type.")
-    restart_policy: Optional[str] = Field(None, description="Always, OnFailure, Never or ExitCode.")
+    replicas: Optional[Int32] = Field(
+        None, description="Number of pods of this replica type. Defaults to 1.", json_schema_extra={"minimum": 0}
+    )
+    template: Optional[PodTemplate] = None
+    restart_policy: Optional[RestartPolicy] = Field(None, description="Always, OnFailure, Never or ExitCode.")
 
 
 class JobCondition(WireModel):
@@ -78,9 +163,9 @@ class JobCondition(WireModel):
 
 
 class ReplicaStatus(WireModel):
-    active: Optional[int] = None
-    succeeded: Optional[int] = None
-    failed: Optional[int] = None
+    active: Optional[Int32] = None
+    succeeded: Optional[Int32] = None
+    failed: Optional[Int32] = None
     selector: Optional[str] = None
     label_selector: Optional[dict[str, Any]] = None
 

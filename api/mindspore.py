@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Literal, Optional
 
 from pydantic import Field
 
-from api.common import JobStatus, ReplicaSpec, RunPolicy, WireModel
+from api import constants as c
+from api.common import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy, WireModel
 
 
 class MSJobSpec(WireModel):
     run_policy: Optional[RunPolicy] = None
-    success_policy: Optional[str] = Field(None, description='"" (worker 0 or all workers succeeded) or "AllWorkers".')
-    ms_replica_specs: dict[str, ReplicaSpec] = Field(description="Scheduler, PS and Worker replica specs.")
+    success_policy: Optional[Literal["", c.MS_SUCCESS_POLICY_ALL_WORKERS]] = Field(
+        None, description='"" (worker 0 or all workers succeeded) or "AllWorkers".'
+    )
+    ms_replica_specs: dict[str, ReplicaSpec] = Field(
+        description="Scheduler, PS and Worker replica specs.",
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.Scheduler) || !has(self.Scheduler.replicas) || self.Scheduler.replicas == 1",
+                    "message": "Scheduler replicas must be 1",
+                }
+            ]
+        },
+    )
     enable_dynamic_worker: Optional[bool] = Field(None, description="Failed Worker pods do not fail the job.")
 
     @property
@@ -23,6 +36,6 @@ class MSJobSpec(WireModel):
 class MSJob(WireModel):
     api_version: Literal["mindspore.gitee.com/v1"] = "mindspore.gitee.com/v1"
     kind: Literal["MSJob"] = "MSJob"
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: ObjectMeta = Field(default_factory=dict)
     spec: MSJobSpec
     status: Optional[JobStatus] = None

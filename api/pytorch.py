@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from api.common import JobStatus, ReplicaSpec, RunPolicy, WireModel
+from api import constants as c
+from api.common import JobStatus, NonNegativeInt32, ObjectMeta, PositiveInt32, ReplicaSpec, RunPolicy, WireModel
+
+# torchrun's --nproc-per-node: a keyword or a positive integer, written as a string.
+NPROC_PATTERN = r"^(auto|cpu|gpu|[1-9][0-9]*)$"
+Port = Annotated[int, Field(ge=1, le=65535, json_schema_extra={"format": "int32"})]
 
 
 class RDZVConf(WireModel):
@@ -17,24 +22,49 @@ class RDZVConf(WireModel):
 class ElasticPolicy(WireModel):
     """torchrun's elastic knobs; each becomes a PET_* variable in the pods."""
 
-    min_replicas: Optional[int] = Field(None, description="Lower bound of Worker replicas (torchrun --nnodes MIN).")
-    max_replicas: Optional[int] = Field(None, description="Upper bound of Worker replicas (torchrun --nnodes MAX).")
-    rdzv_backend: Optional[str] = Field(None, description="c10d, etcd or etcd-v2.")
-    rdzv_port: Optional[int] = None
+    model_config = ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {
+                    "rule": "!has(self.minReplicas) || !has(self.maxReplicas) || self.minReplicas <= self.maxReplicas",
+                    "message": "minReplicas must be less than or equal to maxReplicas",
+                }
+            ]
+        }
+    )
+
+    min_replicas: Optional[PositiveInt32] = Field(None, description="Lower bound of Worker replicas (torchrun --nnodes MIN).")
+    max_replicas: Optional[PositiveInt32] = Field(None, description="Upper bound of Worker replicas (torchrun --nnodes MAX).")
+    rdzv_backend: Optional[Literal[c.RDZV_BACKENDS]] = Field(None, description="c10d, etcd or etcd-v2.")
+    rdzv_port: Optional[Port] = None
     rdzv_host: Optional[str] = None
     rdzv_id: Optional[str] = None
     rdzv_conf: Optional[list[RDZVConf]] = Field(None, description="Extra rendezvous configuration (torchrun --rdzv-conf).")
     standalone: Optional[bool] = None
-    n_proc_per_node: Optional[int] = Field(None, description="Deprecated: use spec.nprocPerNode.")
-    max_restarts: Optional[int] = None
+    n_proc_per_node: Optional[PositiveInt32] = Field(None, description="Deprecated: use spec.nprocPerNode.")
+    max_restarts: Optional[NonNegativeInt32] = None
     metrics: Optional[list[dict[str, Any]]] = Field(None, description="autoscaling/v2 MetricSpecs; when set, an HPA is created.")
 
 
 class PyTorchJobSpec(WireModel):
-    pytorch_replica_specs: dict[str, ReplicaSpec] = Field(description="Master and/or Worker replica specs.")
+    pytorch_replica_specs: dict[str, ReplicaSpec] = Field(
+        description="Master and/or Worker replica specs.",
+        json_schema_extra={
+            "maxProperties": len(c.PYTORCH_REPLICA_TYPES),
+            "x-kubernetes-validations": [
+                {"rule": "self.all(k, k == 'Master' || k == 'Worker')", "message": "replica types must be Master or Worker"},
+                {
+                    "rule": "!has(self.Master) || (has(self.Master.replicas) && self.Master.replicas == 1)",
+                    "message": "Master replicas must be 1",
+                },
+            ],
+        },
+    )
     run_policy: Optional[RunPolicy] = None
     elastic_policy: Optional[ElasticPolicy] = None
-    nproc_per_node: Optional[str] = Field(None, description="Processes per node: auto, cpu, gpu or an integer.")
+    nproc_per_node: Optional[str] = Field(
+        None, description="Processes per node: auto, cpu, gpu or an integer.", pattern=NPROC_PATTERN
+    )
 
     @property
     def replica_specs(self) -> dict[str, ReplicaSpec]:
@@ -44,6 +74,6 @@ class PyTorchJobSpec(WireModel):
 class PyTorchJob(WireModel):
     api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
     kind: Literal["PyTorchJob"] = "PyTorchJob"
-    metadata: dict[str, Any] = Field(default_factory=dict)
+    metadata: ObjectMeta = Field(default_factory=dict)
     spec: PyTorchJobSpec
     status: Optional[JobStatus] = None

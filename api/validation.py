@@ -1,0 +1,305 @@
+"""Every rule a PyTorchJob or MSJob must satisfy, each problem reported with its field path.
+
+``validate`` works on the raw wire dict, before defaulting, as the reference webhook does,
+and reports every problem at once: type errors from parsing (``api.loader``), the rules of
+training-operator's validating webhook and of ms-operator's (log-only) validation, and the
+gaps both leave open (docs/compatibility.md lists them). It never raises: the rules read the
+dict defensively and skip a value whose type is wrong, since parsing has reported it.
+
+The controller calls this on every job it sees, so the rules are plain dict lookups.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Optional
+
+from api import constants as c
+from api.errors import FieldError, json_type, show, supported
+from api.loader import job_model, parse_structure
+
+# A Service name, hence every replica's name, must be a DNS-1035 label.
+DNS1035_MAX = 63
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1035_PREFIX = re.compile(r"^[a-z][-a-z0-9]*$")
+_DNS1035_HELP = "must consist of lower case letters, digits or '-', start with a letter and end with a letter or digit"
+# The API server appends this many random characters to metadata.generateName.
+_GENERATED_SUFFIX = 5
+
+
+def validate(obj: Any, old: Any = None) -> list[FieldError]:
+    """Every problem of a job (and, with ``old``, of the update from ``old`` to it)."""
+    model, errors = job_model(obj)
+    if model is None:
+        return errors
+    kind = obj["kind"]
+    errors = _validate_metadata(obj, kind)
+    errors += parse_structure(obj)[1]
+    if kind == c.PYTORCHJOB_KIND:
+        errors += _validate_pytorchjob(obj)
+    else:
+        errors += _validate_msjob(obj)
+    if isinstance(old, dict) and old.get("kind") == kind:
+        errors += _validate_update(obj, old)
+    return _unique(errors)
+
+
+def warnings(obj: Any) -> list[str]:
+    """Things that work but should change (deprecated fields), one line each."""
+    spec = _dict(obj, "spec")
+    elastic = _dict(spec, "elasticPolicy")
+    if elastic.get("nProcPerNode") is not None:
+        return ["spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"]
+    return []
+
+
+# --- helpers --------------------------------------------------------------------------------
+
+
+def _dict(obj: Any, key: str) -> dict[str, Any]:
+    value = obj.get(key) if isinstance(obj, dict) else None
+    return value if isinstance(value, dict) else {}
+
+
+def _int(value: Any) -> Optional[int]:
+    """An integer field's value, or None when unset or of the wrong type (bool is not an int)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _unique(errors: list[FieldError]) -> list[FieldError]:
+    seen: set[FieldError] = set()
+    out = []
+    for error in errors:
+        if error not in seen:
+            seen.add(error)
+            out.append(error)
+    return out
+
+
+def _replica_path(specs_field: str, rtype: str) -> str:
+    return f"spec.{specs_field}[{rtype}]"
+
+
+# --- metadata -------------------------------------------------------------------------------
+
+
+def _validate_metadata(obj: dict[str, Any], kind: str) -> list[FieldError]:
+    metadata = _dict(obj, "metadata")
+    name, generate_name = metadata.get("name"), metadata.get("generateName")
+    if name is None and generate_name is None:
+        return [FieldError("metadata.name", "Required", "name or generateName is required")]
+    if name is not None:
+        if not isinstance(name, str):
+            return [FieldError("metadata.name", "TypeInvalid", f"must be a string, not {json_type(name)} {show(name)}")]
+        if not _DNS1035.match(name):
+            return [FieldError("metadata.name", "Invalid", f"invalid value {show(name)}: a DNS-1035 label {_DNS1035_HELP}")]
+        return _validate_name_length(obj, kind, "metadata.name", name)
+    if not isinstance(generate_name, str):
+        return [FieldError("metadata.generateName", "TypeInvalid", f"must be a string, not {json_type(generate_name)}")]
+    if not _DNS1035_PREFIX.match(generate_name):
+        return [FieldError("metadata.generateName", "Invalid", f"invalid value {show(generate_name)}: a DNS-1035 label prefix {_DNS1035_HELP}")]
+    return _validate_name_length(obj, kind, "metadata.generateName", generate_name + "x" * _GENERATED_SUFFIX)
+
+
+def _validate_name_length(obj: dict[str, Any], kind: str, path: str, name: str) -> list[FieldError]:
+    """Each replica gets a Service ``<job>-<type>-<index>``, which must also be a DNS-1035 label."""
+    spec = _dict(obj, "spec")
+    specs = _dict(spec, "pytorchReplicaSpecs" if kind == c.PYTORCHJOB_KIND else "msReplicaSpecs")
+    longest = ""
+    for rtype, rspec in specs.items():
+        if not isinstance(rtype, str) or not isinstance(rspec, dict):
+            continue
+        replicas = _int(rspec.get("replicas"))
+        count = 1 if replicas is None else replicas
+        if rtype == "Worker" and kind == c.PYTORCHJOB_KIND:
+            # The HPA may scale workers up to maxReplicas.
+            count = max(count, _int(_dict(spec, "elasticPolicy").get("maxReplicas")) or 0)
+        child = f"{name}-{rtype.lower()}-{max(count - 1, 0)}"
+        if len(child) > len(longest):
+            longest = child
+    if len(longest) <= DNS1035_MAX:
+        return []
+    allowed = DNS1035_MAX - (len(longest) - len(name))
+    if path == "metadata.generateName":
+        allowed -= _GENERATED_SUFFIX
+    return [
+        FieldError(
+            path,
+            "Invalid",
+            f"must be no more than {allowed} characters: the Service {show(longest)} must be a DNS-1035 label "
+            f"of at most {DNS1035_MAX} characters",
+        )
+    ]
+
+
+# --- pod templates --------------------------------------------------------------------------
+
+
+def _validate_template(path: str, rspec: dict[str, Any], container_name: str) -> list[FieldError]:
+    """The reference webhook's container rules, plus the types the model leaves to us."""
+    template = rspec.get("template")
+    containers_path = f"{path}.template.spec.containers"
+    if template is not None and not isinstance(template, dict):
+        return []  # parsing reported it
+    pod_spec = (template or {}).get("spec")
+    if pod_spec is not None and not isinstance(pod_spec, dict):
+        return [FieldError(f"{path}.template.spec", "TypeInvalid", f"must be an object, not {json_type(pod_spec)}")]
+    containers = (pod_spec or {}).get("containers")
+    if containers is not None and not isinstance(containers, list):
+        return [FieldError(containers_path, "TypeInvalid", f"must be an array, not {json_type(containers)}")]
+    errors = []
+    if not containers:
+        errors.append(FieldError(containers_path, "Required", "must be specified"))
+    found = False
+    for i, container in enumerate(containers or ()):
+        cpath = f"{containers_path}[{i}]"
+        if not isinstance(container, dict):
+            errors.append(FieldError(cpath, "TypeInvalid", f"must be an object, not {json_type(container)}"))
+            continue
+        name, image = container.get("name"), container.get("image")
+        if name is None or name == "":
+            errors.append(FieldError(f"{cpath}.name", "Required", "Required value"))
+        elif not isinstance(name, str):
+            errors.append(FieldError(f"{cpath}.name", "TypeInvalid", f"must be a string, not {json_type(name)}"))
+        found = found or name == container_name
+        if image is None or image == "":
+            errors.append(FieldError(f"{cpath}.image", "Required", "must be required"))
+        elif not isinstance(image, str):
+            errors.append(FieldError(f"{cpath}.image", "TypeInvalid", f"must be a string, not {json_type(image)}"))
+    if not found:
+        errors.append(FieldError(containers_path, "Required", f"must have at least one container with name {container_name}"))
+    return errors
+
+
+# --- PyTorchJob -----------------------------------------------------------------------------
+
+
+def _validate_pytorchjob(obj: dict[str, Any]) -> list[FieldError]:
+    spec = _dict(obj, "spec")
+    specs = _dict(spec, "pytorchReplicaSpecs")
+    elastic = spec.get("elasticPolicy")
+    errors: list[FieldError] = []
+
+    for rtype, rspec in specs.items():
+        path = _replica_path("pytorchReplicaSpecs", rtype)
+        if rtype not in c.PYTORCH_REPLICA_TYPES:
+            errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(rtype)}; {supported(c.PYTORCH_REPLICA_TYPES)}"))
+            continue
+        if not isinstance(rspec, dict):
+            continue  # parsing reported it
+        errors += _validate_template(path, rspec, c.PYTORCH_CONTAINER)
+        replicas = rspec.get("replicas")
+        if rtype == "Master" and (replicas is None or (_int(replicas) is not None and replicas != 1)):
+            errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
+        if rtype == "Worker" and _int(replicas) is not None and replicas < 1:
+            errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be at least 1"))
+
+    if isinstance(elastic, dict):
+        errors += _validate_elastic(spec, elastic, specs)
+    return errors
+
+
+def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    worker = specs.get("Worker")
+    if worker is None:
+        errors.append(FieldError(_replica_path("pytorchReplicaSpecs", "Worker"), "Required", "must be configured if elastic policy is used"))
+    if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
+        errors.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden", "must not be used with spec.nprocPerNode"))
+
+    low, high = _int(elastic.get("minReplicas")), _int(elastic.get("maxReplicas"))
+    if low is not None and high is not None and low > high:
+        errors.append(FieldError("spec.elasticPolicy.minReplicas", "Invalid", f"must be less than or equal to maxReplicas ({high}), not {low}"))
+        return errors
+    # The bounds as defaulting fills them: a missing one takes the other's value.
+    low, high = low if low is not None else high, high if high is not None else low
+    if isinstance(worker, dict) and low is not None and low >= 1:
+        replicas = worker.get("replicas")
+        count = 1 if replicas is None else _int(replicas)
+        if count is not None and count >= 1 and not low <= count <= high:
+            errors.append(
+                FieldError(
+                    f"{_replica_path('pytorchReplicaSpecs', 'Worker')}.replicas",
+                    "Invalid",
+                    f"must be between minReplicas ({low}) and maxReplicas ({high}), not {count}",
+                )
+            )
+    return errors
+
+
+# --- MSJob ----------------------------------------------------------------------------------
+
+
+def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
+    spec = _dict(obj, "spec")
+    specs = _dict(spec, "msReplicaSpecs")
+    errors: list[FieldError] = []
+
+    run_policy = _dict(spec, "runPolicy")
+    for field in ("suspend", "managedBy"):
+        if run_policy.get(field) is not None:
+            errors.append(FieldError(f"spec.runPolicy.{field}", "Forbidden", f"not supported by {c.MSJOB_KIND} ({c.MINDSPORE_API_VERSION})"))
+
+    # ms-operator folds keys to their canonical spelling (worker → Worker); two keys that fold
+    # to the same type would be one replica type twice.
+    canonical = {name.lower(): name for name in c.MINDSPORE_REPLICA_TYPES}
+    present: set[str] = set()
+    by_type: dict[str, dict[str, Any]] = {}
+    for key, rspec in specs.items():
+        path = _replica_path("msReplicaSpecs", key)
+        rtype = canonical.get(key.lower()) if isinstance(key, str) else None
+        if rtype is None:
+            errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(key)}; {supported(c.MINDSPORE_REPLICA_TYPES)}"))
+            continue
+        if rtype in present:
+            errors.append(FieldError(path, "Duplicate", f"replica type {rtype} is already specified"))
+            continue
+        present.add(rtype)
+        if not isinstance(rspec, dict):
+            continue  # parsing reported it
+        by_type[rtype] = rspec
+        errors += _validate_template(path, rspec, c.MINDSPORE_CONTAINER)
+        replicas = _int(rspec.get("replicas"))
+        if replicas is None:
+            continue
+        if rtype == "Scheduler" and replicas != 1:
+            errors.append(FieldError(f"{path}.replicas", "Invalid", f"must be 1, not {replicas}: a job has exactly one Scheduler"))
+        elif rtype == "Worker" and replicas < 1:
+            errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be at least 1"))
+        elif replicas < 0:
+            errors.append(FieldError(f"{path}.replicas", "Invalid", f"must be greater than or equal to 0, not {replicas}"))
+
+    if not specs:
+        return errors  # a missing map was reported by parsing
+    worker = by_type.get("Worker")
+    if "Worker" not in present:
+        errors.append(FieldError(_replica_path("msReplicaSpecs", "Worker"), "Required", "must be configured: an MSJob succeeds when its workers do"))
+    worker_count = _int((worker or {}).get("replicas"))
+    worker_count = 1 if worker_count is None else worker_count
+    if "Scheduler" not in present and ("PS" in present or worker_count > 1):
+        errors.append(
+            FieldError(
+                _replica_path("msReplicaSpecs", "Scheduler"),
+                "Required",
+                "must be configured when there is a PS or more than one Worker",
+            )
+        )
+    return errors
+
+
+# --- updates --------------------------------------------------------------------------------
+
+
+def _validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
+    new_policy, old_policy = _dict(_dict(new, "spec"), "runPolicy"), _dict(_dict(old, "spec"), "runPolicy")
+    errors = []
+    # The reference meant this check but compares the new object with itself; we compare old and new.
+    if new_policy.get("managedBy") != old_policy.get("managedBy"):
+        errors.append(FieldError("spec.runPolicy.managedBy", "Invalid", "field is immutable"))
+    # As the CRD's transition rule: only when both versions have a queue.
+    new_queue = _dict(new_policy, "schedulingPolicy").get("queue")
+    old_queue = _dict(old_policy, "schedulingPolicy").get("queue")
+    if new_queue is not None and old_queue is not None and new_queue != old_queue:
+        errors.append(FieldError("spec.runPolicy.schedulingPolicy.queue", "Invalid", "spec.runPolicy.schedulingPolicy.queue is immutable"))
+    return errors
+
