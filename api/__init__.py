@@ -13,12 +13,17 @@ from api.common import (
     SchedulingPolicy,
 )
 from api.defaults import Job, default_job
+from api.errors import FieldError, JobInvalid
+from api.loader import load_documents, parse_job
 from api.mindspore import MSJob, MSJobSpec
 from api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, RDZVConf
+from api.validation import validate
 
 __all__ = [
     "ElasticPolicy",
+    "FieldError",
     "Job",
+    "JobInvalid",
     "JobCondition",
     "JobStatus",
     "MSJob",
@@ -31,4 +36,7 @@ __all__ = [
     "RunPolicy",
     "SchedulingPolicy",
     "default_job",
+    "load_documents",
+    "parse_job",
+    "validate",
 ]

@@ -13,17 +13,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, Optional
 
 import yaml
 from pydantic import ValidationError
 
 from api import constants as c
+from api.defaults import Job
 from api.errors import FieldError, JobInvalid, json_type, map_fields, from_validation_error, show, supported
 from api.mindspore import MSJob
 from api.pytorch import PyTorchJob
-
-Job = Union[PyTorchJob, MSJob]
 
 # kind → (apiVersion, model)
 JOB_KINDS: dict[str, tuple[str, type[PyTorchJob] | type[MSJob]]] = {
