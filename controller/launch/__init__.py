@@ -1,0 +1,26 @@
+"""Launch-and-wait for training jobs: the code ``trainctl run`` and the pipeline components share.
+
+``launch(api, job, namespace, view, timeout=…)`` creates a PyTorchJob or MSJob, follows it
+and its lead pod's log with watches, and returns a ``LaunchResult``.
+"""
+
+from controller.launch.client import NoClusterConfigured, connect, default_namespace, kubeconfig_path
+from controller.launch.launcher import JobExists, LaunchError, Launcher, LaunchResult, Outcome, launch
+from controller.launch.progress import PlainView, ProgressView, RichView, make_view
+
+__all__ = [
+    "JobExists",
+    "LaunchError",
+    "LaunchResult",
+    "Launcher",
+    "NoClusterConfigured",
+    "Outcome",
+    "PlainView",
+    "ProgressView",
+    "RichView",
+    "connect",
+    "default_namespace",
+    "kubeconfig_path",
+    "launch",
+    "make_view",
+]

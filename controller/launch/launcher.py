@@ -1,0 +1,380 @@
+"""Launch-and-wait: create a training job, follow it to the end, report how it ended.
+
+This is the one place that does it; ``trainctl run`` and the Kubeflow Pipelines
+components both call ``launch``. The job and its pods are followed with watches (no
+polling), progress and the lead pod's log go to a view, and the timeout is a deadline
+kept by this process's clock, independent of any server-side watch timeout, so a step
+asked to wait 7 s gives up after 7 s and one asked to wait 3 days waits 3 days.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import functools
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from api import constants as c
+from controller.launch.follow import LeadPodLogs
+from controller.launch.kinds import JobKind, current_condition, kind_of, lead_replica, terminal_condition
+from controller.launch.progress import JobProgress, PodTracker, ProgressView
+from controller.launch.watch import ResourceWatch
+
+# After the job finished, how long the lead pod's log may take to reach its last line.
+LOG_DRAIN_SECONDS = 10.0
+
+
+class Outcome(str, enum.Enum):
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    TIMED_OUT = "TimedOut"
+    INTERRUPTED = "Interrupted"
+    DELETED = "Deleted"
+
+
+class LaunchError(Exception):
+    """The job could not be created or followed; the message is meant for the user."""
+
+
+class JobExists(LaunchError):
+    """A job of the same name already exists and replacing it was not asked for."""
+
+
+@dataclass
+class LaunchResult:
+    kind: str
+    namespace: str
+    name: str
+    outcome: Outcome
+    message: str
+    condition: dict[str, Any] | None
+    status: dict[str, Any]
+    duration: float
+    restarts: int
+    pods: list[str] = field(default_factory=list)
+    deleted: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome is Outcome.SUCCEEDED
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "namespace": self.namespace,
+            "name": self.name,
+            "outcome": self.outcome.value,
+            "message": self.message,
+            "condition": self.condition,
+            "status": self.status,
+            "durationSeconds": round(self.duration, 3),
+            "restarts": self.restarts,
+            "pods": self.pods,
+            "deleted": self.deleted,
+        }
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        return json.loads(exc.body).get("message") or exc.reason or str(exc.status)
+    except (TypeError, ValueError, AttributeError):
+        return exc.reason or f"HTTP {exc.status}"
+
+
+class Launcher:
+    """Creates, follows and deletes training jobs through one API client."""
+
+    def __init__(self, api: client.ApiClient) -> None:
+        self.api = api
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+
+    # --- create ---------------------------------------------------------------------------
+
+    def create(self, job: dict[str, Any], namespace: str, *, replace: bool = False, deadline: float | None = None) -> dict[str, Any]:
+        """Create ``job`` in ``namespace``; with ``replace``, an existing job of that name is deleted first."""
+        kind = kind_of(job)
+        body = copy.deepcopy(job)
+        body.setdefault("metadata", {})["namespace"] = namespace
+        body.pop("status", None)
+        name = body["metadata"].get("name") or body["metadata"].get("generateName", "") + "…"
+        try:
+            return self._create(kind, namespace, body)
+        except ApiException as exc:
+            if exc.status == 409 and replace:
+                self.delete(kind, namespace, name)
+                self.wait_gone(kind, namespace, name, deadline)
+                try:
+                    return self._create(kind, namespace, body)
+                except ApiException as again:
+                    exc = again
+            if exc.status == 409:
+                raise JobExists(f"{kind.kind} {namespace}/{name} already exists") from None
+            message = _api_message(exc)
+            if exc.status == 404 and "namespace" not in message.lower():
+                message += f" (is the {kind.kind} CRD, {kind.plural}.{kind.group}, installed?)"
+            raise LaunchError(f"cannot create {kind.kind} {namespace}/{name}: {message}") from None
+
+    def _create(self, kind: JobKind, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self.custom.create_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, body)
+
+    def delete(self, kind: JobKind, namespace: str, name: str) -> bool:
+        """Delete the job (its pods and services go with it); False if it was already gone."""
+        try:
+            self.custom.delete_namespaced_custom_object(
+                kind.group, kind.version, namespace, kind.plural, name, body={"propagationPolicy": "Background"}
+            )
+            return True
+        except ApiException as exc:
+            if exc.status == 404:
+                return False
+            raise LaunchError(f"cannot delete {kind.kind} {namespace}/{name}: {_api_message(exc)}") from None
+
+    def wait_gone(self, kind: JobKind, namespace: str, name: str, deadline: float | None) -> None:
+        """Block until the job and its pods are gone (a watch each), so a new job can reuse the names."""
+        calls = (
+            functools.partial(self.custom.list_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, field_selector=f"metadata.name={name}"),
+            functools.partial(self.core.list_namespaced_pod, namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}"),
+        )
+        for call in calls:
+            _wait_empty(call, deadline, what=f"{kind.kind} {namespace}/{name} to be deleted")
+
+    # --- follow ---------------------------------------------------------------------------
+
+    def follow(
+        self,
+        job: dict[str, Any],
+        view: ProgressView,
+        *,
+        deadline: float | None = None,
+        started: float | None = None,
+        delete_when_done: bool = False,
+        delete_on_interrupt: bool = True,
+    ) -> LaunchResult:
+        """Follow a created job until it finishes, the deadline passes or the user interrupts.
+
+        ``deadline`` and ``started`` are ``time.monotonic()`` values. The job is deleted at the
+        end when ``delete_when_done`` (whatever the outcome), and on Ctrl-C when
+        ``delete_on_interrupt``.
+        """
+        kind = kind_of(job)
+        meta = job["metadata"]
+        namespace, name, uid = meta["namespace"], meta["name"], meta.get("uid")
+        started = time.monotonic() if started is None else started
+        events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+        tracker = PodTracker()
+        lead_type, lead_index = lead_replica(job, kind)
+        logs = LeadPodLogs(self.core, namespace, kind.container, view.log, view.note)
+
+        def on_pod(event: str, pod: dict[str, Any]) -> None:
+            if uid and not _owned_by(pod, uid):
+                return  # a leftover pod of an earlier job with the same name
+            labels = (pod.get("metadata") or {}).get("labels") or {}
+            if labels.get(c.LABEL_REPLICA_TYPE) == lead_type and labels.get(c.LABEL_REPLICA_INDEX) == lead_index:
+                logs.observe(None if event == "DELETED" else pod)
+            events.put(("pod", event, pod))
+
+        job_watch = ResourceWatch(
+            functools.partial(self.custom.list_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, field_selector=f"metadata.name={name}"),
+            lambda event, obj: events.put(("job", event, obj)),
+        )
+        pod_watch = ResourceWatch(
+            functools.partial(self.core.list_namespaced_pod, namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}"),
+            on_pod,
+        )
+        watches = [(job_watch, "job"), (pod_watch, "pods")]
+        for watch, what in watches:
+            threading.Thread(target=_run_watch, args=(watch, what, events), name=f"watch-{what}", daemon=True).start()
+        logs.start()
+
+        current, outcome = job, None
+        view.show(JobProgress.of(current, tracker, time.monotonic() - started))
+        try:
+            while outcome is None:
+                timeout = None if deadline is None else deadline - time.monotonic()
+                if timeout is not None and timeout <= 0:
+                    outcome = Outcome.TIMED_OUT
+                    break
+                try:
+                    source, event, obj = events.get(timeout=timeout)
+                except queue.Empty:
+                    continue
+                if source == "error":
+                    if event == "job":
+                        raise LaunchError(f"cannot follow {kind.kind} {namespace}/{name}: {obj}")
+                    view.note(f"cannot follow the job's {event}: {obj}")
+                    continue
+                if source == "pod":
+                    tracker.observe(event, obj)
+                elif uid and (obj.get("metadata") or {}).get("uid") != uid:
+                    continue
+                elif event == "DELETED":
+                    outcome = Outcome.DELETED
+                else:
+                    current = obj
+                    terminal = terminal_condition(current)
+                    if terminal is not None:
+                        outcome = Outcome(terminal["type"])
+                view.show(JobProgress.of(current, tracker, time.monotonic() - started))
+        except KeyboardInterrupt:
+            outcome = Outcome.INTERRUPTED
+        finally:
+            job_watch.stop()
+            if outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
+                self._catch_up(logs, namespace, name, lead_type, lead_index, uid, deadline)
+            pod_watch.stop()
+            logs.stop()
+        duration = time.monotonic() - started
+
+        deleted = False
+        if outcome is not Outcome.DELETED and (delete_when_done or (outcome is Outcome.INTERRUPTED and delete_on_interrupt)):
+            deleted = self.delete(kind, namespace, name)
+        return LaunchResult(
+            kind=kind.kind,
+            namespace=namespace,
+            name=name,
+            outcome=outcome,
+            message=_outcome_message(outcome, current, kind, namespace, name, deadline, started),
+            condition=current_condition(current),
+            status=current.get("status") or {},
+            duration=duration,
+            restarts=tracker.restarts,
+            pods=sorted(tracker.phases),
+            deleted=deleted or outcome is Outcome.DELETED,
+        )
+
+    def _catch_up(self, logs: LeadPodLogs, namespace: str, name: str, lead_type: str, lead_index: str, uid: str | None, deadline: float | None) -> None:
+        """Let the lead pod's log reach its last line before the summary is printed.
+
+        The pod watch and the job watch are separate streams, so the job may be seen to
+        finish before the lead pod's final state arrives; one GET closes that gap.
+        """
+        budget = LOG_DRAIN_SECONDS if deadline is None else min(LOG_DRAIN_SECONDS, deadline - time.monotonic())
+        if budget <= 0:
+            return
+        selector = f"{c.LABEL_JOB_NAME}={name},{c.LABEL_REPLICA_TYPE}={lead_type},{c.LABEL_REPLICA_INDEX}={lead_index}"
+        try:
+            pods = json.loads(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False, _request_timeout=budget).data)
+        except Exception:  # the log is a courtesy: never let it change the outcome
+            return
+        for pod in pods.get("items") or []:
+            if not uid or _owned_by(pod, uid):
+                logs.observe(pod)
+        logs.drain(budget)
+
+    # --- both -----------------------------------------------------------------------------
+
+    def launch(
+        self,
+        job: dict[str, Any],
+        namespace: str,
+        view: ProgressView,
+        *,
+        timeout: float | None = None,
+        replace: bool = False,
+        delete_when_done: bool = False,
+        delete_on_interrupt: bool = True,
+    ) -> LaunchResult:
+        """Create ``job`` and follow it; ``timeout`` seconds count from just before the create."""
+        started = time.monotonic()
+        deadline = None if timeout is None else started + timeout
+        created = self.create(job, namespace, replace=replace, deadline=deadline)
+        kind = kind_of(created)
+        view.note(f"created {kind.kind} {namespace}/{created['metadata']['name']}")
+        return self.follow(
+            created,
+            view,
+            deadline=deadline,
+            started=started,
+            delete_when_done=delete_when_done,
+            delete_on_interrupt=delete_on_interrupt,
+        )
+
+
+def launch(api: client.ApiClient, job: dict[str, Any], namespace: str, view: ProgressView, **options: Any) -> LaunchResult:
+    """Create a training job, follow it to the end and return how it ended (see ``Launcher.launch``)."""
+    return Launcher(api).launch(job, namespace, view, **options)
+
+
+def _run_watch(watch: ResourceWatch, what: str, events: "queue.Queue[tuple[str, str, Any]]") -> None:
+    try:
+        watch.run()
+    except ApiException as exc:
+        events.put(("error", what, _api_message(exc)))
+    except Exception as exc:  # reported to the main thread, which decides what it means
+        events.put(("error", what, f"{type(exc).__name__}: {exc}"))
+
+
+def _wait_empty(list_call: Callable[..., Any], deadline: float | None, *, what: str) -> None:
+    """Block until ``list_call`` lists nothing, as its watch reports it."""
+    present: set[str] = set()
+    synced = False
+    failures: list[str] = []
+    changed = threading.Condition()
+
+    def on_event(event: str, obj: dict[str, Any]) -> None:
+        key = (obj.get("metadata") or {}).get("uid") or ""
+        with changed:
+            (present.discard if event == "DELETED" else present.add)(key)
+            changed.notify_all()
+
+    def on_synced() -> None:
+        nonlocal synced
+        with changed:
+            synced = True
+            changed.notify_all()
+
+    watch = ResourceWatch(list_call, on_event, on_synced=on_synced)
+
+    def run() -> None:
+        try:
+            watch.run()
+        except ApiException as exc:
+            failure = _api_message(exc)
+        except Exception as exc:  # handed to the waiting thread
+            failure = f"{type(exc).__name__}: {exc}"
+        else:
+            return
+        with changed:
+            failures.append(failure)
+            changed.notify_all()
+
+    threading.Thread(target=run, name="watch-deletion", daemon=True).start()
+    try:
+        with changed:
+            while not failures and not (synced and not present):
+                timeout = None if deadline is None else deadline - time.monotonic()
+                if timeout is not None and timeout <= 0:
+                    raise LaunchError(f"timed out waiting for {what}")
+                changed.wait(timeout)
+            if failures:
+                raise LaunchError(f"waiting for {what}: {failures[0]}")
+    finally:
+        watch.stop()
+
+
+def _owned_by(obj: dict[str, Any], uid: str) -> bool:
+    refs = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return not refs or any(ref.get("uid") == uid for ref in refs if ref.get("controller"))
+
+
+def _outcome_message(outcome: Outcome, job: dict[str, Any], kind: JobKind, namespace: str, name: str, deadline: float | None, started: float) -> str:
+    condition = current_condition(job) or {}
+    if outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
+        return condition.get("message") or f"{kind.kind} {namespace}/{name} {outcome.value.lower()}"
+    last = condition.get("type") or "Pending"
+    if outcome is Outcome.TIMED_OUT:
+        assert deadline is not None
+        return f"{kind.kind} {namespace}/{name} did not finish within {deadline - started:g}s (last condition: {last})"
+    if outcome is Outcome.INTERRUPTED:
+        return f"interrupted while {kind.kind} {namespace}/{name} was {last}"
+    return f"{kind.kind} {namespace}/{name} was deleted while {last}"

@@ -1,0 +1,180 @@
+"""What a running job looks like to the person waiting for it, and how it is shown.
+
+``PodTracker`` turns pod events into the numbers a user asks about (pod phases, restarts,
+counting both in-place container restarts and re-created pods). ``JobProgress`` is one
+snapshot of the job. A view shows snapshots, log lines and notes: ``RichView`` redraws a
+live panel on a terminal, ``PlainView`` prints one line per change, which is what CI logs
+and Kubeflow Pipelines step logs want. ``summary_lines`` is the one-screen summary.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TextIO
+
+from controller.launch.kinds import current_condition
+
+
+class PodTracker:
+    """Pod phases and restarts of one job's pods, from its pod watch."""
+
+    def __init__(self) -> None:
+        self._pods: dict[str, dict[str, Any]] = {}
+        # The highest restartCount seen per pod uid, and the uids seen per pod name.
+        self._restarts_by_uid: dict[str, int] = {}
+        self._uids_by_name: dict[str, set[str]] = {}
+
+    def observe(self, event: str, pod: dict[str, Any]) -> None:
+        meta = pod.get("metadata") or {}
+        name, uid = meta.get("name") or "", meta.get("uid") or ""
+        if event == "DELETED":
+            self._pods.pop(name, None)
+        else:
+            self._pods[name] = pod
+        self._uids_by_name.setdefault(name, set()).add(uid)
+        restarts = sum(int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or [])
+        self._restarts_by_uid[uid] = max(restarts, self._restarts_by_uid.get(uid, 0))
+
+    @property
+    def restarts(self) -> int:
+        recreations = sum(len(uids) - 1 for uids in self._uids_by_name.values())
+        return recreations + sum(self._restarts_by_uid.values())
+
+    @property
+    def phases(self) -> dict[str, str]:
+        return {name: (pod.get("status") or {}).get("phase") or "Pending" for name, pod in sorted(self._pods.items())}
+
+
+@dataclass
+class JobProgress:
+    kind: str
+    namespace: str
+    name: str
+    elapsed: float
+    condition: dict[str, Any] | None = None
+    replica_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    restarts: int = 0
+    pod_phases: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, job: dict[str, Any], tracker: PodTracker, elapsed: float) -> "JobProgress":
+        meta, status = job.get("metadata") or {}, job.get("status") or {}
+        return cls(
+            kind=job.get("kind") or "",
+            namespace=meta.get("namespace") or "",
+            name=meta.get("name") or "",
+            elapsed=elapsed,
+            condition=current_condition(job),
+            replica_statuses=dict(status.get("replicaStatuses") or {}),
+            restarts=tracker.restarts,
+            pod_phases=tracker.phases,
+        )
+
+    @property
+    def state(self) -> str:
+        return (self.condition or {}).get("type") or "Pending"
+
+    def replicas_text(self) -> str:
+        parts = []
+        for rtype, counts in self.replica_statuses.items():
+            numbers = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if counts.get(k)]
+            parts.append(f"{rtype} {', '.join(numbers) or '0 active'}")
+        return "; ".join(parts) or "no replicas yet"
+
+    def line(self) -> str:
+        """Everything but the clock, so a view can tell whether anything changed."""
+        pods = ", ".join(f"{phase} {sum(1 for p in self.pod_phases.values() if p == phase)}" for phase in sorted(set(self.pod_phases.values())))
+        return f"{self.state} | {self.replicas_text()} | pods: {pods or 'none'} | restarts {self.restarts}"
+
+
+class ProgressView(Protocol):
+    def show(self, progress: JobProgress) -> None: ...
+    def log(self, pod: str, line: str) -> None: ...
+    def note(self, message: str) -> None: ...
+    def close(self) -> None: ...
+
+
+class PlainView:
+    """One line per change, for logs that are read later (CI, pipeline steps)."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self._out = out or sys.stdout
+        self._lock = threading.Lock()
+        self._last = ""
+
+    def _write(self, text: str) -> None:
+        with self._lock:
+            self._out.write(text + "\n")
+            self._out.flush()
+
+    def show(self, progress: JobProgress) -> None:
+        line = progress.line()
+        if line != self._last:
+            self._last = line
+            self._write(f"[{progress.elapsed:7.1f}s] {progress.kind} {progress.namespace}/{progress.name}: {line}")
+
+    def log(self, pod: str, line: str) -> None:
+        self._write(f"{pod} | {line}")
+
+    def note(self, message: str) -> None:
+        self._write(f"--- {message}")
+
+    def close(self) -> None:
+        pass
+
+
+class RichView:
+    """A live status panel at the bottom of the terminal; logs scroll above it."""
+
+    def __init__(self, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.live import Live
+
+        self._console = console or Console()
+        self._progress: JobProgress | None = None
+        self._shown_at = time.monotonic()
+        self._live = Live(console=self._console, refresh_per_second=4, transient=True, get_renderable=self._render)
+        self._live.start()
+
+    def _render(self) -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        p = self._progress
+        if p is None:
+            return Text("waiting for the job…", style="dim")
+        colour = {"Succeeded": "green", "Failed": "red", "Restarting": "yellow", "Running": "cyan"}.get(p.state, "white")
+        table = Table.grid(padding=(0, 2))
+        table.add_row(Text(f"{p.kind} {p.namespace}/{p.name}", style="bold"), Text(p.state, style=f"bold {colour}"), Text(f"{p.elapsed + time.monotonic() - self._shown_at:.0f}s"), Text(f"restarts {p.restarts}"))
+        for rtype, counts in p.replica_statuses.items():
+            table.add_row(Text(f"  {rtype}"), Text(f"{counts.get('active', 0)} active"), Text(f"{counts.get('succeeded', 0)} succeeded"), Text(f"{counts.get('failed', 0)} failed"))
+        return table
+
+    def show(self, progress: JobProgress) -> None:
+        self._progress, self._shown_at = progress, time.monotonic()
+
+    def log(self, pod: str, line: str) -> None:
+        from rich.text import Text
+
+        self._console.print(Text(f"{pod} | ", style="dim") + Text(line))
+
+    def note(self, message: str) -> None:
+        from rich.text import Text
+
+        self._console.print(Text(message, style="yellow"))
+
+    def close(self) -> None:
+        self._live.stop()
+
+
+def make_view(out: TextIO | None = None) -> ProgressView:
+    """A live panel on a terminal, plain lines anywhere else."""
+    out = out or sys.stdout
+    if out.isatty():
+        from rich.console import Console
+
+        return RichView(Console(file=out))
+    return PlainView(out)

@@ -1,0 +1,53 @@
+"""The one-screen summary printed when a launched job ends, for terminals and step logs alike."""
+
+from __future__ import annotations
+
+from api.constants import LABEL_JOB_NAME
+from controller.launch.launcher import LaunchResult, Outcome
+
+# Keep the summary on one screen however many replicas the job has.
+MAX_LOG_HINTS = 6
+
+
+def replicas_line(status: dict) -> str:
+    parts = []
+    for rtype, counts in (status.get("replicaStatuses") or {}).items():
+        numbers = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if (counts or {}).get(k)]
+        parts.append(f"{rtype} {', '.join(numbers) or 'none finished'}")
+    return "; ".join(parts) or "none reported"
+
+
+def summary_lines(result: LaunchResult, logs: list[str] | None = None) -> list[str]:
+    """Final condition and message, duration, replicas, restarts, what happened to the job, where the logs are.
+
+    ``logs`` overrides the default hint (``kubectl logs`` commands for the job's pods).
+    """
+    job = f"{result.kind} {result.namespace}/{result.name}"
+    headline = {
+        Outcome.SUCCEEDED: f"{job} succeeded",
+        Outcome.FAILED: f"{job} failed",
+        Outcome.TIMED_OUT: f"{job} timed out",
+        Outcome.INTERRUPTED: f"{job} interrupted",
+        Outcome.DELETED: f"{job} was deleted",
+    }[result.outcome]
+    lines = [
+        f"{headline} after {result.duration:.1f}s",
+        f"  condition: {(result.condition or {}).get('type', 'none')}"
+        + (f" ({result.condition['reason']})" if (result.condition or {}).get("reason") else ""),
+        f"  message:   {result.message}",
+        f"  replicas:  {replicas_line(result.status)}",
+        f"  restarts:  {result.restarts}",
+    ]
+    if result.deleted and result.outcome is not Outcome.DELETED:
+        lines.append("  deleted:   yes, with its pods")
+    if logs is None:
+        logs = [] if result.deleted else [f"kubectl logs -n {result.namespace} {pod}" for pod in result.pods]
+        if len(logs) > MAX_LOG_HINTS:
+            rest = len(logs) - MAX_LOG_HINTS + 1
+            logs = logs[: MAX_LOG_HINTS - 1] + [
+                f"… and {rest} more: kubectl get pods -n {result.namespace} -l {LABEL_JOB_NAME}={result.name}"
+            ]
+    if logs:
+        lines.append(f"  logs:      {logs[0]}")
+        lines.extend(f"             {hint}" for hint in logs[1:])
+    return lines
