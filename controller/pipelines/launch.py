@@ -1,0 +1,166 @@
+"""The pipeline step's entry point: ``python -m controller.pipelines.launch --kind PyTorchJob …``.
+
+The components in ``controller.pipelines.components`` run this module in the trainctl
+image. It builds (or reads) the job, launches it with ``controller.launch`` — the code
+``trainctl run`` uses —, writes the step's outputs (final condition, job status as JSON)
+and exits non-zero with the job's failure message when the job did not succeed, which is
+what fails the step. Progress and the lead pod's log go to stdout, the step's log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from api import constants as c
+
+_TRUE = {"1", "t", "true"}
+_FALSE = {"0", "f", "false", ""}
+
+
+def parse_bool(text: str) -> bool:
+    """Booleans as KFP renders them (``true``/``false``) and as Go parses them (``True``, ``1`` …)."""
+    value = text.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise argparse.ArgumentTypeError(f"not a boolean: {text!r}")
+
+
+def parse_int(text: str) -> int:
+    """An integer, also when KFP renders it as a JSON number (``2.0``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if not value.is_integer():
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}")
+    return int(value)
+
+
+def parse_list(text: str) -> list[str]:
+    """A JSON list of strings (how KFP passes a ``list`` parameter); empty means none."""
+    if not text.strip():
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a JSON list: {text!r}") from None
+    if not isinstance(value, list):
+        raise argparse.ArgumentTypeError(f"not a JSON list: {text!r}")
+    return [v if isinstance(v, str) else json.dumps(v) for v in value]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m controller.pipelines.launch", description=__doc__.splitlines()[0])
+    parser.add_argument("--kind", required=True, choices=[c.PYTORCHJOB_KIND, c.MSJOB_KIND])
+    parser.add_argument("--name", default="", help="job name (default: generated)")
+    parser.add_argument("--namespace", default="", help="namespace (default: the step's own)")
+    parser.add_argument("--manifest", default="", help="the whole job as YAML or JSON; the parameters below are then ignored")
+    parser.add_argument("--image", default="")
+    parser.add_argument("--command", type=parse_list, default=[])
+    parser.add_argument("--args", type=parse_list, default=[])
+    parser.add_argument("--replicas", type=parse_int, default=1)
+    parser.add_argument("--min-replicas", type=parse_int, default=0)
+    parser.add_argument("--max-replicas", type=parse_int, default=0)
+    parser.add_argument("--nproc-per-node", default="")
+    parser.add_argument("--cpu", default="")
+    parser.add_argument("--memory", default="")
+    parser.add_argument("--gpus", type=parse_int, default=0)
+    parser.add_argument("--npus", type=parse_int, default=0)
+    parser.add_argument("--timeout-seconds", type=float, default=0.0, help="0 waits for as long as the job runs")
+    parser.add_argument("--delete-when-done", type=parse_bool, default=True)
+    parser.add_argument("--condition-path", type=Path, help="output: the final condition (Succeeded, Failed, TimedOut …)")
+    parser.add_argument("--status-path", type=Path, help="output: the job's status as JSON")
+    return parser
+
+
+def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The job to launch; ``ManifestInvalid`` (one line per problem) when it is not usable."""
+    from controller.launch.manifests import ManifestInvalid, read_jobs
+    from controller.pipelines.jobspec import BUILDERS, JobParameters
+
+    if args.manifest.strip():
+        jobs = read_jobs(args.manifest, "manifest")
+        if len(jobs) != 1:
+            raise ManifestInvalid([f"manifest: expected one job, found {len(jobs)}"])
+        job = jobs[0]
+        if job.get("kind") != args.kind:
+            raise ManifestInvalid([f"manifest: kind is {job.get('kind')}, but this component launches {args.kind}"])
+        if args.name:
+            job.setdefault("metadata", {})["name"] = args.name
+        return job
+    params = JobParameters(
+        image=args.image,
+        command=args.command,
+        args=args.args,
+        replicas=args.replicas,
+        min_replicas=args.min_replicas,
+        max_replicas=args.max_replicas,
+        nproc_per_node=args.nproc_per_node,
+        cpu=args.cpu,
+        memory=args.memory,
+        gpus=args.gpus,
+        npus=args.npus,
+    )
+    problems = params.problems()
+    if problems:
+        raise ManifestInvalid(problems)
+    job = BUILDERS[args.kind](args.name, params)
+    from api.validation import validate
+
+    errors = validate(job)
+    if errors:
+        raise ManifestInvalid([str(error) for error in errors])
+    return job
+
+
+def write_outputs(args: argparse.Namespace, condition: str, status: dict[str, Any]) -> None:
+    for path, text in ((args.condition_path, condition), (args.status_path, json.dumps(status, sort_keys=True))):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from controller.launch import LaunchError, NoClusterConfigured, PlainView, connect, default_namespace, launch
+    from controller.launch.manifests import ManifestInvalid
+    from controller.launch.summary import summary_lines
+
+    try:
+        job = job_from_args(args)
+    except ManifestInvalid as exc:
+        for problem in exc.problems:
+            print(f"error: {problem}", file=sys.stderr)
+        return 1
+    try:
+        api = connect()
+        namespace = args.namespace or (job.get("metadata") or {}).get("namespace") or default_namespace()
+        result = launch(
+            api,
+            job,
+            namespace,
+            PlainView(sys.stdout),
+            timeout=args.timeout_seconds or None,
+            replace=False,
+            delete_when_done=args.delete_when_done,
+            delete_on_interrupt=True,
+        )
+    except (LaunchError, NoClusterConfigured) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    write_outputs(args, result.outcome.value, result.status)
+    print("\n".join(summary_lines(result)), flush=True)
+    if not result.succeeded:
+        print(f"error: {result.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
