@@ -1,0 +1,181 @@
+"""``trainctl run -f FILE``: launch training jobs, watch them run, exit with how they ended.
+
+The README's main command. It applies the job(s) to the cluster in KUBECONFIG (or
+~/.kube/config) or, when none is configured, to a throwaway embedded cluster it starts and
+removes itself; shows progress and the lead pod's log while the job runs; and exits 0 only
+when every job Succeeded. The launch-and-wait logic is ``controller.launch``'s, shared
+with the Kubeflow Pipelines components.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from ``90``, ``90s``, ``1.5m`` or ``1h30m`` (Go duration syntax, as kubectl takes it)."""
+    text = text.strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        parts = _DURATION.findall(text)
+        if not parts or "".join(n + u for n, u in parts) != text:
+            raise argparse.ArgumentTypeError(f"invalid duration {text!r}: use seconds or units like 90s, 10m, 1h30m") from None
+        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
+    if seconds <= 0:
+        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be positive")
+    return seconds
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run training jobs and wait for them (on KUBECONFIG's cluster, or a throwaway local one)",
+        description=(
+            "Create the PyTorchJob/MSJob(s) in FILE, show their progress and the master's (or worker 0's) "
+            "log, and exit 0 when every job Succeeded, 1 otherwise. Without KUBECONFIG or ~/.kube/config, "
+            "a throwaway local cluster is started for the run."
+        ),
+    )
+    parser.add_argument("-f", "--filename", required=True, metavar="FILE", help="job manifest (YAML or JSON, multi-document; - for stdin)")
+    parser.add_argument("-n", "--namespace", help="namespace for the jobs (default: the manifest's, else the kubeconfig context's)")
+    parser.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="give up after this long (e.g. 90s, 10m, 2h); the job is left running unless Ctrl-C")
+    parser.add_argument("--replace", action="store_true", help="delete an existing job of the same name first")
+    parser.add_argument("--keep", action="store_true", help="on Ctrl-C, leave the job running instead of deleting it")
+    parser.set_defaults(func=run)
+
+
+def _read(filename: str) -> str:
+    if filename == "-":
+        return sys.stdin.read()
+    return Path(filename).read_text(encoding="utf-8")
+
+
+def _error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    from controller.launch.manifests import ManifestInvalid, read_jobs
+
+    source = "<stdin>" if args.filename == "-" else args.filename
+    try:
+        jobs = read_jobs(_read(args.filename), source)
+    except (OSError, UnicodeDecodeError) as exc:
+        _error(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}")
+        return 1
+    except ManifestInvalid as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+
+    from controller.launch import LaunchError, NoClusterConfigured, make_view
+
+    view = make_view()
+    try:
+        with _cluster(view) as (api, namespace, cluster):
+            return _run_jobs(args, api, namespace, jobs, view, cluster)
+    except (LaunchError, NoClusterConfigured) as exc:
+        view.close()
+        _error(str(exc))
+        return 1
+    except KeyboardInterrupt:
+        view.close()
+        _error("interrupted")
+        return 130
+
+
+@contextlib.contextmanager
+def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
+    """(api client, default namespace, the throwaway cluster or None)."""
+    from controller.launch import connect, default_namespace, kubeconfig_path
+
+    path = kubeconfig_path()
+    if path:
+        yield connect(path), default_namespace(path), None
+        return
+    from controller.local.cluster import LocalCluster
+
+    view.note("no cluster configured (no KUBECONFIG, no ~/.kube/config): starting a throwaway local cluster")
+    with tempfile.TemporaryDirectory(prefix="trainctl-run-") as workdir, LocalCluster(workdir, controller=True) as cluster:
+        kubeconfig = str(cluster.kubeconfig)
+        yield connect(kubeconfig), default_namespace(kubeconfig), cluster
+
+
+def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[dict], view: Any, cluster: Any) -> int:
+    from controller.launch import JobExists, Launcher, Outcome
+    from controller.launch.kinds import kind_of
+    from controller.launch.summary import summary_lines
+
+    launcher = Launcher(api)
+    started = time.monotonic()
+    deadline = None if args.timeout is None else started + args.timeout
+    created: list[dict] = []
+    try:
+        for job in jobs:
+            namespace = args.namespace or (job.get("metadata") or {}).get("namespace") or default_ns
+            try:
+                obj = launcher.create(job, namespace, replace=args.replace, deadline=deadline)
+            except JobExists as exc:
+                raise JobExists(f"{exc}; pass --replace to delete and recreate it") from None
+            created.append(obj)
+            view.note(f"created {obj['kind']} {namespace}/{obj['metadata']['name']}")
+    except BaseException:
+        for obj in created:  # all or nothing: do not leave half of a multi-job file running
+            launcher.delete(kind_of(obj), obj["metadata"]["namespace"], obj["metadata"]["name"])
+        raise
+
+    results = []
+    for index, obj in enumerate(created):
+        result = launcher.follow(obj, view, deadline=deadline, started=started, delete_on_interrupt=not args.keep)
+        results.append(result)
+        if result.outcome is Outcome.INTERRUPTED:
+            for rest in created[index + 1 :]:
+                if not args.keep:
+                    launcher.delete(kind_of(rest), rest["metadata"]["namespace"], rest["metadata"]["name"])
+            break
+    view.close()
+
+    saved_logs = _save_logs(launcher, results) if cluster is not None else None
+    for result in results:
+        hints = None
+        if saved_logs is not None:
+            hints = [str(path) for path in saved_logs.get((result.namespace, result.name), [])]
+        for line in summary_lines(result, hints):
+            print(line)
+        if result.outcome is Outcome.INTERRUPTED:
+            print("  (the job was kept: --keep)" if args.keep else "  (Ctrl-C: the job and its pods were deleted; --keep leaves them)")
+    if saved_logs is not None:
+        print("the throwaway cluster is removed; the pods' logs were saved above")
+    if any(r.outcome is Outcome.INTERRUPTED for r in results):
+        return 130
+    return 0 if results and all(r.succeeded for r in results) else 1
+
+
+def _save_logs(launcher: Any, results: list) -> dict[tuple[str, str], list[Path]]:
+    """Copy every pod's log out of a throwaway cluster before it disappears."""
+    from kubernetes.client.exceptions import ApiException
+
+    directory = Path(tempfile.mkdtemp(prefix="trainctl-run-logs-"))
+    saved: dict[tuple[str, str], list[Path]] = {}
+    for result in results:
+        for pod in result.pods:
+            try:
+                text = launcher.core.read_namespaced_pod_log(pod, result.namespace, _request_timeout=30)
+            except ApiException:
+                continue
+            path = directory / f"{pod}.log"
+            path.write_text(text or "", encoding="utf-8")
+            saved.setdefault((result.namespace, result.name), []).append(path)
+    return saved
