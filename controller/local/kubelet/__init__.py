@@ -1,0 +1,12 @@
+"""The embedded cluster's kubelet: runs the pods bound to one Node as local processes.
+
+It is its own process (``trainctl local kubelet --dir DIR``, or ``python -m
+controller.local.kubelet``) so the fault tests can kill and restart it alone. Modules:
+``client`` (raw-dict REST), ``informer`` (list+watch caches), ``node`` (Node and Lease),
+``scheduler`` (single-node fit), ``env`` (environment and command line), ``runtime``
+(process groups and CRI logs), ``pod_worker`` (one pod's life), ``kubelet`` (the loop).
+"""
+
+from .kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig, run_forever
+
+__all__ = ["DEFAULT_NODE_NAME", "Kubelet", "KubeletConfig", "run_forever"]

@@ -1,0 +1,552 @@
+"""The local kubelet: node, scheduler, pod workers and Service networking in one process.
+
+Every watch event marks the node dirty; one sync thread then looks at the whole picture
+(it is one machine: a few hundred pods at most) and acts: force-deleted pods are killed,
+terminating pods are stopped and removed, pending pods are bound or told why not, bound
+pods get a worker, and the Service proxy and hosts file are brought up to date. Workers
+report their pods' status themselves.
+
+When the kubelet starts it kills any process group a previous kubelet on this directory
+left behind and marks the pods it was running Failed: processes are never adopted, so
+what happens after a crash does not depend on timing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from ..network import HOST_IP
+from ..network.hosts import HostsFile, service_fqdn
+from ..network.ipam import PodIPAllocator
+from ..network.names import Pending, Resolution, rewrite
+from ..network.proxy import Backend, Frontend, ServiceProxy
+from . import node as nodes
+from .client import ApiError, KubeClient, resource_path
+from .informer import Informer, wait_synced
+from .pod_worker import PodWorker
+from .runtime import ProcessRegistry, now_rfc3339
+from .scheduler import DEVICE_RESOURCES, fit, is_terminal, pod_requests, wants_this_scheduler
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+DEFAULT_NODE_NAME = "trainctl-local"
+
+
+@dataclass
+class KubeletConfig:
+    directory: Path
+    kubeconfig: Path
+    node_name: str = DEFAULT_NODE_NAME
+    gpus: int = 0
+    npus: int = 0
+    workdir: Path = field(default_factory=Path.cwd)
+    backoff_base: float = 10.0
+    backoff_cap: float = 300.0
+    heartbeat_seconds: float = 10.0
+
+
+def _meta(obj: Obj) -> Obj:
+    return obj.get("metadata", {})
+
+
+def selects(selector: Optional[dict[str, str]], pod: Obj) -> bool:
+    labels = _meta(pod).get("labels") or {}
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def _is_ready(pod: Obj) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in pod.get("status", {}).get("conditions") or [])
+
+
+def _creation_order(pod: Obj) -> tuple[str, str, str]:
+    meta = _meta(pod)
+    return meta.get("creationTimestamp") or "", meta.get("namespace", ""), meta.get("name", "")
+
+
+class Kubelet:
+    """Runs pods bound to one Node as local process groups."""
+
+    def __init__(self, config: KubeletConfig) -> None:
+        self.config = config
+        self.node_name = config.node_name
+        self.host_ip = HOST_IP
+        self.client = KubeClient(str(config.kubeconfig))
+        self.allocatable: dict[str, Any] = nodes.capacity(config.gpus, config.npus)
+        kubelet_dir = config.directory / "kubelet"
+        self.registry = ProcessRegistry(kubelet_dir / "processes")
+        self.pods_dir = config.directory / "pods"
+        self.backoff_base = config.backoff_base
+        self.backoff_cap = config.backoff_cap
+        self.hosts = HostsFile(config.directory / "network")
+        self.ips = PodIPAllocator()
+        self.proxy = ServiceProxy()
+        self._dirty = threading.Event()
+        self._stopped = threading.Event()
+        self._changed = threading.Condition()
+        self._lock = threading.RLock()
+        self.workers: dict[str, PodWorker] = {}
+        self._devices: dict[str, dict[str, list[int]]] = {}
+        self._finished: set[str] = set()
+        self._deleting: set[str] = set()
+        self._just_bound: dict[str, Obj] = {}
+        self._unschedulable: dict[str, str] = {}
+        self._written: dict[str, Obj] = {}
+        self.pods = Informer(self.client, "/api/v1/pods", self._on_event, "pods")
+        self.services = Informer(self.client, "/api/v1/services", self._on_event, "services")
+        self._node: Obj = {}
+        self._ready_since = now_rfc3339()
+        self._threads: list[threading.Thread] = []
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def start(self, timeout: float = 30.0) -> None:
+        killed = self.registry.kill_leftovers()
+        if killed:
+            log.info("stopped %d process group(s) left by a previous kubelet", len(killed))
+        self.hosts.install_resolver()
+        self.proxy.start()
+        self._register_node()
+        self.pods.start()
+        self.services.start()
+        if not wait_synced([self.pods, self.services], timeout):
+            raise TimeoutError("the API server did not answer the kubelet's list requests")
+        self._fail_orphans()
+        for target, name in ((self._sync_loop, "sync"), (self._heartbeat_loop, "heartbeat")):
+            thread = threading.Thread(target=target, name=f"kubelet-{name}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        self._dirty.set()
+
+    def stop(self, grace_cap: float = 10.0) -> None:
+        """Stop every pod (SIGTERM, then SIGKILL after at most ``grace_cap`` s) and leave."""
+        self._stopped.set()
+        self._dirty.set()
+        with self._lock:
+            workers = list(self.workers.values())
+        stoppers = [threading.Thread(target=w.stop, args=(min(grace_cap, self._grace(w.pod)),), daemon=True)
+                    for w in workers]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
+        self.registry.kill_leftovers()
+        try:
+            self._write_node_status(ready=False, message="kubelet stopped")
+        except (ApiError, OSError) as exc:
+            log.debug("node status on stop: %s", exc)
+        self.pods.stop()
+        self.services.stop()
+        self.proxy.stop()
+
+    def wait_for_change(self, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait(timeout)
+
+    # --- node -----------------------------------------------------------------------------
+    def _register_node(self) -> None:
+        path = resource_path("nodes", name=self.node_name)
+        try:
+            self._node = self.client.get(path)
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            self._node = self.client.create(resource_path("nodes"), nodes.node_object(self.node_name))
+        self._write_node_status(ready=True, message="kubelet is posting ready status")
+        self._renew_lease()
+
+    def _write_node_status(self, ready: bool, message: str) -> None:
+        status = nodes.node_status(self.node_name, self.allocatable, ready, message, self._ready_since)
+        path = resource_path("nodes", name=self.node_name)
+        try:
+            self.client.merge_patch(path + "/status", {"status": status})
+        except ApiError as exc:
+            if exc.code not in (404, 405):
+                raise
+            self.client.merge_patch(path, {"status": status})
+
+    def _renew_lease(self) -> None:
+        path = resource_path("leases", nodes.LEASE_NAMESPACE, self.node_name, group_version="coordination.k8s.io/v1")
+        try:
+            self.client.merge_patch(path, {"spec": {"renewTime": nodes.micro_time(),
+                                                    "holderIdentity": self.node_name}})
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            try:
+                self.client.create(resource_path("namespaces"), {"apiVersion": "v1", "kind": "Namespace",
+                                                                 "metadata": {"name": nodes.LEASE_NAMESPACE}})
+            except ApiError as ns_exc:
+                if ns_exc.code != 409:
+                    raise
+            self.client.create(resource_path("leases", nodes.LEASE_NAMESPACE, group_version="coordination.k8s.io/v1"),
+                               nodes.lease_object(self._node))
+
+    def _heartbeat_loop(self) -> None:
+        beats = 0
+        while not self._stopped.wait(self.config.heartbeat_seconds):
+            try:
+                self._renew_lease()
+                beats += 1
+                if beats % 6 == 0:  # node status once a minute, the lease every beat
+                    self._write_node_status(ready=True, message="kubelet is posting ready status")
+            except (ApiError, OSError) as exc:
+                log.debug("heartbeat: %s", exc)
+            except Exception as exc:  # urllib3 errors while the API server restarts
+                log.debug("heartbeat: %s", exc)
+
+    # --- events and the sync loop -----------------------------------------------------------
+    def _on_event(self, kind: str, obj: Obj) -> None:
+        if obj.get("kind") in (None, "Pod") and kind != "DELETED" and obj.get("spec", {}).get("containers") is not None:
+            worker = self.workers.get(_meta(obj).get("uid", ""))
+            if worker is not None:
+                worker.update(obj)
+        self._dirty.set()
+
+    def _sync_loop(self) -> None:
+        while not self._stopped.is_set():
+            self._dirty.wait()
+            if self._stopped.is_set():
+                break
+            self._dirty.clear()
+            try:
+                self.sync()
+            except Exception:
+                log.exception("kubelet sync failed; retrying on the next event")
+                self._stopped.wait(0.5)
+                self._dirty.set()
+            with self._changed:
+                self._changed.notify_all()
+
+    def sync(self) -> None:
+        pods = self.pods.list()
+        by_uid = {_meta(p).get("uid"): p for p in pods}
+        with self._lock:
+            for uid in list(self._just_bound):
+                if by_uid.get(uid, {}).get("spec", {}).get("nodeName") or uid not in by_uid:
+                    self._just_bound.pop(uid)
+            self._finished &= set(by_uid)
+            self._deleting &= set(by_uid) | set(self.workers)
+            self._unschedulable = {u: m for u, m in self._unschedulable.items() if u in by_uid}
+            # A pod that vanished from the API (force deletion) loses its processes at once.
+            for uid, worker in list(self.workers.items()):
+                if uid not in by_uid and uid not in self._deleting:
+                    self._deleting.add(uid)
+                    threading.Thread(target=self._terminate, args=(worker, None), daemon=True).start()
+        for pod in pods:
+            if _meta(pod).get("deletionTimestamp") and self._on_this_node(pod):
+                self._handle_deletion(pod)
+        self._schedule(pods)
+        for pod in pods:
+            if self._on_this_node(pod) and not _meta(pod).get("deletionTimestamp") and not self._stopped.is_set():
+                self._admit(pod)
+        self._sync_network(pods)
+
+    def _on_this_node(self, pod: Obj) -> bool:
+        uid = _meta(pod).get("uid")
+        return pod.get("spec", {}).get("nodeName") == self.node_name or uid in self._just_bound
+
+    # --- deletion -------------------------------------------------------------------------
+    @staticmethod
+    def _grace(pod: Obj) -> float:
+        grace = _meta(pod).get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+        return float(grace or 0)
+
+    def _handle_deletion(self, pod: Obj) -> None:
+        uid = _meta(pod)["uid"]
+        with self._lock:
+            if uid in self._deleting:
+                return
+            self._deleting.add(uid)
+            worker = self.workers.get(uid)
+        threading.Thread(target=self._terminate, args=(worker, pod), daemon=True,
+                         name=f"terminate-{_meta(pod).get('name')}").start()
+
+    def _terminate(self, worker: Optional[PodWorker], pod: Optional[Obj]) -> None:
+        """Stop the pod's processes; then, if it is still in the API, remove it for good."""
+        try:
+            if worker is not None:
+                worker.stop(self._grace(pod) if pod is not None else 0.0)
+            if pod is not None:
+                meta = _meta(pod)
+                try:
+                    self.client.delete(resource_path("pods", meta.get("namespace"), meta["name"]),
+                                       grace_period_seconds=0, uid=meta["uid"])
+                except ApiError as exc:
+                    if exc.code not in (404, 409):
+                        log.warning("delete pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+        finally:
+            self._dirty.set()
+
+    # --- scheduling -----------------------------------------------------------------------
+    def _bound_pods(self, pods: list[Obj]) -> list[Obj]:
+        bound = [p for p in pods if self._on_this_node(p) and not is_terminal(p)
+                 and _meta(p).get("uid") not in self._finished]
+        return bound
+
+    def _schedule(self, pods: list[Obj]) -> None:
+        pending = sorted((p for p in pods if not p.get("spec", {}).get("nodeName")
+                          and _meta(p).get("uid") not in self._just_bound
+                          and not _meta(p).get("deletionTimestamp") and not is_terminal(p)
+                          and wants_this_scheduler(p)), key=_creation_order)
+        if not pending:
+            return
+        bound = self._bound_pods(pods)
+        for pod in pending:
+            decision = fit(pod, self.allocatable, bound, self._allocated_devices())
+            uid = _meta(pod)["uid"]
+            if decision.fits:
+                if self._bind(pod):
+                    bound.append(pod)
+                    with self._lock:
+                        self._just_bound[uid] = pod
+                        self._unschedulable.pop(uid, None)
+            elif self._unschedulable.get(uid) != decision.message:
+                self._mark_unschedulable(pod, decision.message)
+
+    def _allocated_devices(self) -> dict[str, set[int]]:
+        taken: dict[str, set[int]] = {}
+        with self._lock:
+            for devices in self._devices.values():
+                for resource, indices in devices.items():
+                    taken.setdefault(resource, set()).update(indices)
+        return taken
+
+    def _bind(self, pod: Obj) -> bool:
+        meta = _meta(pod)
+        path = resource_path("pods", meta.get("namespace"), meta["name"])
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta["uid"]},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name}}
+        try:
+            self.client.create(path + "/binding", binding)
+            return True
+        except ApiError as exc:
+            if exc.code not in (404, 405):
+                log.info("bind %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+                return False
+        try:  # an API server without the binding subresource
+            self.client.merge_patch(path, {"spec": {"nodeName": self.node_name}})
+            return True
+        except ApiError as exc:
+            log.info("bind %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+            return False
+
+    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        meta = _meta(pod)
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                     "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+        try:
+            self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
+                                    {"status": {"phase": "Pending", "conditions": [condition]}})
+            self._unschedulable[meta["uid"]] = message
+        except ApiError as exc:
+            log.debug("unschedulable status of %s: %s", meta["name"], exc)
+
+    # --- running pods ---------------------------------------------------------------------
+    def _admit(self, pod: Obj) -> None:
+        uid = _meta(pod)["uid"]
+        with self._lock:
+            if uid in self.workers or uid in self._finished or is_terminal(pod):
+                return
+            wanted = pod_requests(pod)
+            devices: dict[str, list[int]] = {}
+            taken = self._allocated_devices()
+            for resource in DEVICE_RESOURCES:
+                count = int(wanted.get(resource, 0))
+                if count > 0:
+                    free = [i for i in range(int(float(self.allocatable.get(resource, 0))))
+                            if i not in taken.get(resource, set())]
+                    if len(free) < count:  # bound here by someone else, without room
+                        self._reject(pod, f"OutOf{resource}", f"Pod was rejected: Node didn't have enough resource: {resource}")
+                        return
+                    devices[resource] = free[:count]
+            self._devices[uid] = devices
+            pod_ip = self.ips.allocate(uid)
+            worker = PodWorker(self, pod, pod_ip, devices, self._worker_done)
+            self.workers[uid] = worker
+        worker.start()
+
+    def _reject(self, pod: Obj, reason: str, message: str) -> None:
+        meta = _meta(pod)
+        self._finished.add(meta["uid"])
+        self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
+                                {"status": {"phase": "Failed", "reason": reason, "message": message}})
+
+    def _worker_done(self, uid: str) -> None:
+        with self._lock:
+            self.workers.pop(uid, None)
+            self._devices.pop(uid, None)
+            self._finished.add(uid)
+            self.ips.release(uid)
+        self._dirty.set()
+
+    def _fail_orphans(self) -> None:
+        """Pods this node was running before a restart: their processes are gone; say so."""
+        for pod in self.pods.list():
+            meta = _meta(pod)
+            if pod.get("spec", {}).get("nodeName") != self.node_name or is_terminal(pod):
+                continue
+            if meta.get("deletionTimestamp"):
+                continue  # the sync loop removes it
+            statuses = []
+            for status in pod.get("status", {}).get("containerStatuses") or []:
+                status = dict(status)
+                if "running" in (status.get("state") or {}):
+                    status["state"] = {"terminated": {"exitCode": 137, "reason": "Error", "message":
+                                       "the kubelet restarted and stopped the container",
+                                       "startedAt": status["state"]["running"].get("startedAt"),
+                                       "finishedAt": now_rfc3339()}}
+                    status["ready"] = False
+                    status["started"] = False
+                statuses.append(status)
+            patch: Obj = {"status": {"phase": "Failed", "reason": "KubeletRestarted",
+                                     "message": "The local kubelet restarted; the pod's processes were stopped."}}
+            if statuses:
+                patch["status"]["containerStatuses"] = statuses
+            try:
+                self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"), patch)
+                self._finished.add(meta["uid"])
+            except ApiError as exc:
+                log.warning("marking pod %s/%s failed: %s", meta.get("namespace"), meta["name"], exc)
+
+    # --- what pod workers call ----------------------------------------------------------------
+    def report(self, pod: Obj, status: Obj) -> None:
+        meta = _meta(pod)
+        uid = meta["uid"]
+        if self._written.get(uid) == status:
+            return
+        try:
+            self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
+                                    {"status": status})
+            self._written[uid] = status
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+
+    def configmap(self, namespace: str, name: str) -> Optional[Obj]:
+        return self._get_optional(resource_path("configmaps", namespace, name))
+
+    def secret(self, namespace: str, name: str) -> Optional[Obj]:
+        return self._get_optional(resource_path("secrets", namespace, name))
+
+    def _get_optional(self, path: str) -> Optional[Obj]:
+        try:
+            return self.client.get(path)
+        except ApiError as exc:
+            if exc.code == 404:
+                return None
+            raise
+
+    def base_env(self, namespace: str) -> dict[str, str]:
+        """The kubelet's own environment, with this interpreter's bin dir first on PATH."""
+        env = dict(os.environ)
+        bin_dir = os.path.dirname(sys.executable)
+        env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", "").split(os.pathsep) if p and p != bin_dir])
+        env.pop("KUBECONFIG", None)
+        env.update(self.hosts.pod_env(namespace, os.environ.get("PYTHONPATH")))
+        return env
+
+    def working_dir(self, container: Obj) -> str:
+        wanted = container.get("workingDir")
+        if wanted and os.path.isdir(wanted):
+            return wanted
+        return str(self.config.workdir)
+
+    # --- names and Services -----------------------------------------------------------------
+    def _selected_address(self, service: Obj) -> Optional[str]:
+        namespace = _meta(service).get("namespace")
+        selector = service.get("spec", {}).get("selector")
+        candidates = []
+        for pod in self.pods.list():
+            if _meta(pod).get("namespace") != namespace or not selects(selector, pod):
+                continue
+            if is_terminal(pod) or _meta(pod).get("deletionTimestamp"):
+                continue
+            address = self.ips.lookup(_meta(pod).get("uid", ""))
+            if address:
+                candidates.append((_meta(pod).get("name", ""), address))
+        return min(candidates)[1] if candidates else None
+
+    def resolve(self, namespace: str, name: str) -> Resolution:
+        service = self.services.get(namespace, name)
+        if service is None:
+            pod = self.pods.get(namespace, name)
+            if pod is not None and not is_terminal(pod):
+                return Pending(f"Service {namespace}/{name} (pod {namespace}/{name} exists, its Service not yet)")
+            return None
+        spec = service.get("spec", {})
+        if spec.get("type") == "ExternalName":
+            return spec.get("externalName") or None
+        cluster_ip = spec.get("clusterIP")
+        if cluster_ip and cluster_ip != "None":
+            return cluster_ip
+        if cluster_ip == "None":
+            if not spec.get("selector"):
+                return None
+            return self._selected_address(service) or Pending(f"a pod selected by headless Service {namespace}/{name}")
+        return Pending(f"a cluster IP for Service {namespace}/{name}")
+
+    def rewrite(self, text: str, namespace: str) -> tuple[str, list[str]]:
+        return rewrite(text, namespace, self.resolve)
+
+    def _sync_network(self, pods: list[Obj]) -> None:
+        rules: dict[Frontend, list[Backend]] = {}
+        addresses: dict[str, str] = {}
+        for service in self.services.list():
+            meta, spec = _meta(service), service.get("spec", {})
+            resolved = self.resolve(meta.get("namespace", "default"), meta["name"])
+            if isinstance(resolved, str):
+                addresses[service_fqdn(meta["name"], meta.get("namespace", "default"))] = resolved
+            cluster_ip = spec.get("clusterIP")
+            if not cluster_ip or cluster_ip == "None" or spec.get("type") == "ExternalName":
+                continue
+            endpoints = [p for p in pods if _meta(p).get("namespace") == meta.get("namespace")
+                         and selects(spec.get("selector"), p) and _is_ready(p)
+                         and not _meta(p).get("deletionTimestamp") and p.get("status", {}).get("podIP")]
+            for port in spec.get("ports") or []:
+                if (port.get("protocol") or "TCP") != "TCP":
+                    continue
+                backends = []
+                for pod in sorted(endpoints, key=lambda p: _meta(p).get("name", "")):
+                    target = _target_port(port, pod)
+                    if target:
+                        backends.append((pod["status"]["podIP"], target))
+                rules[(cluster_ip, int(port["port"]))] = backends
+        self.hosts.write(addresses)
+        self.proxy.update(rules)
+
+
+def _target_port(port: Obj, pod: Obj) -> Optional[int]:
+    target = port.get("targetPort", port.get("port"))
+    if isinstance(target, int):
+        return target
+    if isinstance(target, str) and target.isdigit():
+        return int(target)
+    for container in pod.get("spec", {}).get("containers") or []:
+        for declared in container.get("ports") or []:
+            if declared.get("name") == target:
+                return declared.get("containerPort")
+    return None
+
+
+def run_forever(config: KubeletConfig) -> int:
+    """``trainctl local kubelet``: run until SIGTERM/SIGINT, then stop every pod."""
+    kubelet = Kubelet(config)
+    done = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: done.set())
+    kubelet.start()
+    print(f"kubelet ready: node {config.node_name}", flush=True)
+    done.wait()
+    kubelet.stop()
+    return 0

@@ -1,0 +1,364 @@
+"""One pod's life on this node: init containers, containers, restarts, status, termination.
+
+A :class:`PodWorker` owns a pod from admission to its terminal phase (or its deletion). It
+runs init containers in order, then every container at once, restarts them in place as the
+pod's ``restartPolicy`` says (with CrashLoopBackOff back-off), and reports a status shaped
+like the real kubelet's after every change. What it needs from the node (name rewriting,
+ConfigMaps, the status writer) comes through :class:`PodContext`.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Protocol
+
+from .env import ConfigError, command_line, container_env
+from .runtime import ContainerProcess, ProcessRegistry, now_rfc3339
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+DEVICE_ENV = {"nvidia.com/gpu": "CUDA_VISIBLE_DEVICES", "huawei.com/Ascend910": "ASCEND_VISIBLE_DEVICES"}
+
+
+class PodContext(Protocol):
+    """What a pod worker needs from its kubelet."""
+
+    node_name: str
+    host_ip: str
+    allocatable: dict[str, Any]
+    registry: ProcessRegistry
+    pods_dir: Path
+    backoff_base: float
+    backoff_cap: float
+
+    def rewrite(self, text: str, namespace: str) -> tuple[str, list[str]]: ...
+    def configmap(self, namespace: str, name: str) -> Optional[Obj]: ...
+    def secret(self, namespace: str, name: str) -> Optional[Obj]: ...
+    def base_env(self, namespace: str) -> dict[str, str]: ...
+    def working_dir(self, container: Obj) -> str: ...
+    def report(self, pod: Obj, status: Obj) -> None: ...
+    def wait_for_change(self, timeout: float) -> None: ...
+
+
+@dataclass
+class ContainerState:
+    """The kubelet's record of one container, rendered as a ``ContainerStatus``."""
+
+    name: str
+    image: str
+    restart_count: int = 0
+    state: Obj = field(default_factory=lambda: {"waiting": {"reason": "PodInitializing"}})
+    last_state: Obj = field(default_factory=dict)
+    container_id: str = ""
+
+    def render(self) -> Obj:
+        running = "running" in self.state
+        status: Obj = {"name": self.name, "image": self.image, "imageID": "", "ready": running,
+                       "started": running, "restartCount": self.restart_count,
+                       "state": copy.deepcopy(self.state), "lastState": copy.deepcopy(self.last_state)}
+        if self.container_id:
+            status["containerID"] = self.container_id
+        return status
+
+    def terminated(self) -> Optional[Obj]:
+        return self.state.get("terminated")
+
+
+def _terminated(code: int, started_at: str, finished_at: str, container_id: str, message: str = "",
+                reason: Optional[str] = None) -> Obj:
+    state: Obj = {"exitCode": code, "reason": reason or ("Completed" if code == 0 else "Error"),
+                  "startedAt": started_at, "finishedAt": finished_at, "containerID": container_id}
+    if message:
+        state["message"] = message
+    return {"terminated": state}
+
+
+class PodWorker:
+    """Runs one admitted pod in background threads."""
+
+    def __init__(self, context: PodContext, pod: Obj, pod_ip: str, devices: dict[str, list[int]],
+                 on_done: Callable[[str], None]) -> None:
+        self.ctx = context
+        self.pod = pod
+        self.uid: str = pod["metadata"]["uid"]
+        self.namespace: str = pod["metadata"].get("namespace", "default")
+        self.pod_ip = pod_ip
+        self.devices = devices
+        self._on_done = on_done
+        spec = pod.get("spec", {})
+        self.restart_policy: str = spec.get("restartPolicy") or "Always"
+        self.init_specs: list[Obj] = spec.get("initContainers") or []
+        self.specs: list[Obj] = spec.get("containers") or []
+        self.init_states = [ContainerState(c.get("name", ""), c.get("image", "")) for c in self.init_specs]
+        self.states = [ContainerState(c.get("name", ""), c.get("image", "")) for c in self.specs]
+        self.start_time = now_rfc3339()
+        self.phase = "Pending"
+        self.initialized = not self.init_specs
+        self._transitions: dict[str, tuple[str, str]] = {}
+        self._lock = threading.RLock()
+        self._processes: dict[str, ContainerProcess] = {}
+        self.stopping = threading.Event()
+        self._grace = 30.0
+        self._thread = threading.Thread(target=self._run, name=f"pod-{pod['metadata'].get('name')}", daemon=True)
+        self.done = threading.Event()
+
+    # --- control --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, grace_seconds: float) -> None:
+        """Graceful termination: SIGTERM every container, SIGKILL after the grace period. Blocks."""
+        with self._lock:
+            self._grace = max(0.0, grace_seconds)
+            self.stopping.set()
+            processes = list(self._processes.values())
+        stoppers = [threading.Thread(target=p.stop, args=(self._grace,), daemon=True) for p in processes]
+        for stopper in stoppers:
+            stopper.start()
+        for stopper in stoppers:
+            stopper.join()
+        self.done.wait(timeout=self._grace + 10)
+
+    def update(self, pod: Obj) -> None:
+        """The latest API object (labels, annotations and status feed the downward API)."""
+        with self._lock:
+            self.pod = pod
+
+    # --- status ---------------------------------------------------------------------------
+    def _condition(self, kind: str, ok: bool, reason: str = "", message: str = "") -> Obj:
+        value = "True" if ok else "False"
+        previous = self._transitions.get(kind)
+        if previous is None or previous[0] != value:
+            self._transitions[kind] = (value, now_rfc3339())
+        condition: Obj = {"type": kind, "status": value, "lastProbeTime": None,
+                          "lastTransitionTime": self._transitions[kind][1]}
+        if not ok and reason:
+            condition["reason"] = reason
+        if not ok and message:
+            condition["message"] = message
+        return condition
+
+    def status(self) -> Obj:
+        with self._lock:
+            scheduled = next((c for c in self.pod.get("status", {}).get("conditions") or []
+                              if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
+            not_initialized = [s.name for s in self.init_states if (s.terminated() or {}).get("exitCode") != 0]
+            not_ready = [s.name for s in self.states if "running" not in s.state]
+            terminal = self.phase in ("Succeeded", "Failed")
+            conditions = [
+                self._condition("Initialized", self.initialized or not not_initialized, "ContainersNotInitialized",
+                                f"containers with incomplete status: [{' '.join(not_initialized)}]"),
+                self._condition("Ready", not not_ready and not terminal,
+                                "PodCompleted" if terminal else "ContainersNotReady",
+                                "" if terminal else f"containers with unready status: [{' '.join(not_ready)}]"),
+                self._condition("ContainersReady", not not_ready and not terminal,
+                                "PodCompleted" if terminal else "ContainersNotReady",
+                                "" if terminal else f"containers with unready status: [{' '.join(not_ready)}]"),
+                scheduled or {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                              "lastTransitionTime": self.start_time},
+            ]
+            status: Obj = {
+                "phase": self.phase,
+                "conditions": conditions,
+                "hostIP": self.ctx.host_ip,
+                "hostIPs": [{"ip": self.ctx.host_ip}],
+                "podIP": self.pod_ip,
+                "podIPs": [{"ip": self.pod_ip}],
+                "startTime": self.start_time,
+                "qosClass": qos_class(self.pod),
+                "containerStatuses": [s.render() for s in self.states],
+            }
+            if self.init_states:
+                status["initContainerStatuses"] = [s.render() for s in self.init_states]
+            return status
+
+    def _report(self) -> None:
+        with self._lock:
+            pod, status = self.pod, self.status()
+        try:
+            self.ctx.report(pod, status)
+        except Exception as exc:  # the next report carries the same state; never kill the worker
+            log.warning("status of pod %s/%s: %s", self.namespace, pod["metadata"].get("name"), exc)
+
+    # --- running containers -------------------------------------------------------------
+    def _environment(self, spec: Obj) -> tuple[list[str], dict[str, str]]:
+        """argv and env for one start, waiting (interruptibly) for Service names to resolve."""
+        state = self._state_of(spec)
+        while not self.stopping.is_set():
+            try:
+                with self._lock:
+                    pod = copy.deepcopy(self.pod)
+                pod.setdefault("status", {}).update({"podIP": self.pod_ip, "podIPs": [{"ip": self.pod_ip}],
+                                                     "hostIP": self.ctx.host_ip, "hostIPs": [{"ip": self.ctx.host_ip}]})
+                pod["spec"]["nodeName"] = self.ctx.node_name
+                declared = container_env(pod, spec, self.ctx.configmap, self.ctx.secret, self.ctx.allocatable)
+                argv = command_line(spec, declared)
+                pending: list[str] = []
+                env = {}
+                for name, value in declared.items():
+                    env[name], waits = self.ctx.rewrite(value, self.namespace)
+                    pending += waits
+                rewritten = argv[:1]  # the executable itself is never a Service name
+                for part in argv[1:]:
+                    text, waits = self.ctx.rewrite(part, self.namespace)
+                    rewritten.append(text)
+                    pending += waits
+                if not pending:
+                    full = self.ctx.base_env(self.namespace)
+                    for resource, variable in DEVICE_ENV.items():
+                        if resource in self.devices:
+                            full[variable] = ",".join(str(i) for i in self.devices[resource])
+                    full.update(env)
+                    return rewritten, full
+                waiting = {"reason": "ContainerCreating", "message": "waiting for " + "; ".join(sorted(set(pending)))}
+            except ConfigError as exc:
+                waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}
+            if state.state.get("waiting") != waiting:
+                with self._lock:
+                    state.state = {"waiting": waiting}
+                self._report()
+            self.ctx.wait_for_change(5.0)
+        raise _Stopped()
+
+    def _state_of(self, spec: Obj) -> ContainerState:
+        for specs, states in ((self.init_specs, self.init_states), (self.specs, self.states)):
+            for s, st in zip(specs, states):
+                if s is spec:
+                    return st
+        raise KeyError(spec.get("name"))
+
+    def _run_once(self, spec: Obj) -> int:
+        """Start the container once and wait for it; return its exit code."""
+        state = self._state_of(spec)
+        argv, env = self._environment(spec)
+        log_path = self.ctx.pods_dir / self.uid / state.name / f"{state.restart_count}.log"
+        started = now_rfc3339()
+        try:
+            with self._lock:
+                if self.stopping.is_set():
+                    raise _Stopped()
+                process = ContainerProcess(argv, env, self.ctx.working_dir(spec), log_path, self.ctx.registry,
+                                           self.uid, state.name)
+                self._processes[state.name] = process
+                state.container_id = f"process://{process.pid}"
+                state.state = {"running": {"startedAt": process.started_at}}
+        except OSError as exc:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+            with self._lock:
+                state.state = _terminated(128, started, now_rfc3339(), state.container_id,
+                                          f"failed to start {argv[0]!r}: {exc.strerror or exc}", reason="StartError")
+            self._report()
+            return 128
+        self._report()
+        code = process.wait()
+        assert code is not None
+        with self._lock:
+            self._processes.pop(state.name, None)
+            state.state = _terminated(code, process.started_at, process.finished_at or now_rfc3339(),
+                                      state.container_id)
+        return code
+
+    def _back_off(self, state: ContainerState) -> None:
+        """CrashLoopBackOff: the first restart is immediate, then base, 2*base, ... up to the cap."""
+        delay = 0.0 if state.restart_count == 0 else min(self.ctx.backoff_cap,
+                                                          self.ctx.backoff_base * 2 ** (state.restart_count - 1))
+        with self._lock:
+            state.last_state = state.state
+            if delay > 0:
+                state.state = {"waiting": {"reason": "CrashLoopBackOff", "message":
+                               f"back-off {delay:g}s restarting failed container={state.name} "
+                               f"pod={self.pod['metadata'].get('name')}_{self.namespace}({self.uid})"}}
+            state.restart_count += 1
+        if delay > 0:
+            self._report()
+            self.stopping.wait(delay)
+        if self.stopping.is_set():
+            raise _Stopped()
+
+    def _should_restart(self, code: int) -> bool:
+        return self.restart_policy == "Always" or (self.restart_policy == "OnFailure" and code != 0)
+
+    def _run_container(self, spec: Obj) -> None:
+        state = self._state_of(spec)
+        try:
+            while True:
+                code = self._run_once(spec)
+                if self.stopping.is_set() or not self._should_restart(code):
+                    break
+                self._back_off(state)
+        except _Stopped:
+            pass
+        finally:
+            self._report()
+
+    def _run(self) -> None:
+        try:
+            self._report()
+            for spec, state in zip(self.init_specs, self.init_states):
+                while True:
+                    code = self._run_once(spec)
+                    if code == 0 or self.stopping.is_set():
+                        break
+                    if self.restart_policy == "Never":
+                        with self._lock:
+                            self.phase = "Failed"
+                            for other in self.states:
+                                other.state = {"waiting": {"reason": "PodInitializing"}}
+                        return
+                    self._back_off(state)
+                if self.stopping.is_set():
+                    raise _Stopped()
+                self._report()
+            with self._lock:
+                self.initialized = True
+                for state in self.states:
+                    state.state = {"waiting": {"reason": "ContainerCreating"}}
+            runners = [threading.Thread(target=self._run_container, args=(spec,), daemon=True,
+                                        name=f"container-{spec.get('name')}") for spec in self.specs]
+            for runner in runners:
+                runner.start()
+            with self._lock:
+                self.phase = "Running"
+            self._report()
+            for runner in runners:
+                runner.join()
+            with self._lock:
+                codes = [(s.terminated() or {}).get("exitCode", 1) for s in self.states]
+                self.phase = "Succeeded" if all(code == 0 for code in codes) else "Failed"
+        except _Stopped:
+            with self._lock:
+                if self.phase != "Succeeded":
+                    self.phase = "Failed"
+                for state in self.init_states + self.states:
+                    if "terminated" not in state.state:
+                        state.state = {"waiting": state.state.get("waiting", {"reason": "PodInitializing"})}
+        except Exception:  # a bug here must not leave processes behind unreported
+            log.exception("pod worker %s/%s failed", self.namespace, self.pod["metadata"].get("name"))
+            with self._lock:
+                self.phase = "Failed"
+        finally:
+            self._report()
+            self.done.set()
+            self._on_done(self.uid)
+
+
+class _Stopped(Exception):
+    """The pod is being terminated while a container was about to start."""
+
+
+def qos_class(pod: Obj) -> str:
+    containers = pod.get("spec", {}).get("containers") or []
+    requests = [(c.get("resources") or {}).get("requests") or {} for c in containers]
+    limits = [(c.get("resources") or {}).get("limits") or {} for c in containers]
+    if not any(requests) and not any(limits):
+        return "BestEffort"
+    guaranteed = all(l.get("cpu") and l.get("memory") and (not r or (r.get("cpu") in (None, l["cpu"]) and
+                     r.get("memory") in (None, l["memory"]))) for r, l in zip(requests, limits))
+    return "Guaranteed" if guaranteed else "Burstable"

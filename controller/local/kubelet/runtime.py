@@ -1,0 +1,173 @@
+"""The container runtime: a container is a process group on this machine.
+
+Each container runs in its own session (so a signal reaches everything it spawned), its
+stdout and stderr are written to ``DIR/pods/<uid>/<container>/<restartCount>.log`` in the
+CRI log format the API server serves ``pods/log`` from, and its process group is recorded
+under ``DIR/kubelet/processes`` so a restarted kubelet (or ``trainctl local down``) can find
+and stop whatever a crashed kubelet left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import IO, Optional
+
+
+def now_rfc3339() -> str:
+    """Second precision, as Kubernetes writes metav1.Time."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rfc3339_nano(ns: int) -> str:
+    seconds, fraction = divmod(ns, 1_000_000_000)
+    stamp = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    return f"{stamp}.{fraction:09d}Z"
+
+
+def exit_code(returncode: int) -> int:
+    """Like a container runtime: killed by signal n -> 128+n."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def process_start_time(pid: int) -> Optional[str]:
+    """The kernel's start time of ``pid`` (field 22 of /proc/pid/stat), to detect pid reuse."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+@dataclass
+class ProcessRecord:
+    """What is written to disk for each running container process group."""
+
+    pid: int
+    start_time: str
+    pod_uid: str
+    container: str
+
+    def alive(self) -> bool:
+        return process_start_time(self.pid) == self.start_time
+
+
+class ProcessRegistry:
+    """``DIR/kubelet/processes/<pod-uid>.<container>.json``: the process groups we own."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        directory.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, pod_uid: str, container: str) -> Path:
+        return self.directory / f"{pod_uid}.{container}.json"
+
+    def add(self, record: ProcessRecord) -> None:
+        path = self._path(record.pod_uid, record.container)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(record.__dict__))
+        os.replace(tmp, path)
+
+    def remove(self, pod_uid: str, container: str) -> None:
+        self._path(pod_uid, container).unlink(missing_ok=True)
+
+    def records(self) -> list[ProcessRecord]:
+        found = []
+        for path in sorted(self.directory.glob("*.json")):
+            try:
+                found.append(ProcessRecord(**json.loads(path.read_text())))
+            except (OSError, ValueError, TypeError):
+                path.unlink(missing_ok=True)
+        return found
+
+    def kill_leftovers(self) -> list[ProcessRecord]:
+        """SIGKILL every recorded process group that is still ours; forget all records."""
+        killed = []
+        for record in self.records():
+            if record.alive():
+                try:
+                    os.killpg(record.pid, signal.SIGKILL)
+                    killed.append(record)
+                except ProcessLookupError:
+                    pass
+            self.remove(record.pod_uid, record.container)
+        return killed
+
+
+class ContainerProcess:
+    """One run of one container: a process group with its output pumped to a CRI log."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log_path: Path,
+                 registry: ProcessRegistry, pod_uid: str, container: str) -> None:
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab", buffering=0)
+        self._log_lock = threading.Lock()
+        self._registry = registry
+        self._pod_uid, self._container = pod_uid, container
+        self.started_at = now_rfc3339()
+        # Raises OSError (e.g. FileNotFoundError) when the command cannot be started.
+        self._proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
+        registry.add(ProcessRecord(self._proc.pid, process_start_time(self._proc.pid) or "", pod_uid, container))
+        self._pumps = [threading.Thread(target=self._pump, args=(stream, name), daemon=True,
+                                        name=f"log-{container}-{name}")
+                       for stream, name in ((self._proc.stdout, "stdout"), (self._proc.stderr, "stderr"))]
+        for pump in self._pumps:
+            pump.start()
+        self.finished_at: Optional[str] = None
+        self._finish_lock = threading.Lock()
+
+    @property
+    def pid(self) -> int:
+        return self._proc.pid
+
+    def _pump(self, stream: IO[bytes], name: str) -> None:
+        prefix = f" {name} ".encode()
+        for line in iter(stream.readline, b""):
+            tag = b"F " if line.endswith(b"\n") else b"P "
+            record = rfc3339_nano(time.time_ns()).encode() + prefix + tag + line.rstrip(b"\n") + b"\n"
+            with self._log_lock:
+                if not self._log.closed:
+                    self._log.write(record)
+        stream.close()
+
+    def wait(self, timeout: Optional[float] = None) -> Optional[int]:
+        """The container's exit code once it ended (and its output is flushed), else None."""
+        try:
+            returncode = self._proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        # As in a container, the rest of the group does not outlive the main process.
+        self.signal_group(signal.SIGKILL)
+        with self._finish_lock:
+            for pump in self._pumps:
+                pump.join(timeout=5)
+            if self.finished_at is None:
+                self.finished_at = now_rfc3339()
+                with self._log_lock:
+                    self._log.close()
+                self._registry.remove(self._pod_uid, self._container)
+        return exit_code(returncode)
+
+    def signal_group(self, signum: int) -> None:
+        try:
+            os.killpg(self._proc.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def stop(self, grace_seconds: float) -> int:
+        """SIGTERM the group, wait up to the grace period, then SIGKILL; return the exit code."""
+        if self._proc.poll() is None:
+            self.signal_group(signal.SIGTERM)
+            code = self.wait(grace_seconds)
+            if code is not None:
+                return code
+            self.signal_group(signal.SIGKILL)
+        return self.wait() or 0

@@ -1,0 +1,101 @@
+"""The userspace Service proxy: ClusterIP:port -> a ready endpoint's podIP:targetPort.
+
+kube-proxy's oldest mode, on loopback: for every port of every ClusterIP Service it listens
+on the Service's address and forwards each TCP connection to one ready endpoint, round
+robin. The kubelet calls :meth:`ServiceProxy.update` with the full rule set whenever a
+Service or a pod changes; listeners are opened and closed to match.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import threading
+from typing import Optional
+
+log = logging.getLogger(__name__)
+
+Frontend = tuple[str, int]  # (cluster IP, port)
+Backend = tuple[str, int]  # (pod IP, target port)
+
+
+class ServiceProxy:
+    """Owns an event loop thread with one listening socket per Service port."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="service-proxy", daemon=True)
+        self._servers: dict[Frontend, asyncio.AbstractServer] = {}
+        self._backends: dict[Frontend, list[Backend]] = {}
+        self._counters: dict[Frontend, itertools.count] = {}
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        if not self._thread.is_alive():
+            return
+        asyncio.run_coroutine_threadsafe(self._apply({}), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+
+    def update(self, rules: dict[Frontend, list[Backend]]) -> None:
+        """Make the listeners match ``rules`` (waits until done, so tests can rely on it)."""
+        asyncio.run_coroutine_threadsafe(self._apply(dict(rules)), self._loop).result(timeout=30)
+
+    def listening(self) -> set[Frontend]:
+        return set(self._servers)
+
+    async def _apply(self, rules: dict[Frontend, list[Backend]]) -> None:
+        self._backends = rules
+        for frontend in list(self._servers):
+            if frontend not in rules:
+                server = self._servers.pop(frontend)
+                server.close()
+                await server.wait_closed()
+        for frontend in rules:
+            if frontend in self._servers:
+                continue
+            host, port = frontend
+            try:
+                self._servers[frontend] = await asyncio.start_server(
+                    lambda r, w, f=frontend: self._forward(f, r, w), host, port, reuse_address=True)
+            except OSError as exc:
+                log.warning("service proxy cannot listen on %s:%d: %s", host, port, exc)
+
+    def _pick(self, frontend: Frontend) -> Optional[Backend]:
+        backends = self._backends.get(frontend) or []
+        if not backends:
+            return None
+        counter = self._counters.setdefault(frontend, itertools.count())
+        return backends[next(counter) % len(backends)]
+
+    async def _forward(self, frontend: Frontend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        backend = self._pick(frontend)
+        if backend is None:  # no ready endpoint: refuse, as kube-proxy's REJECT rule does
+            writer.close()
+            return
+        try:
+            upstream_reader, upstream_writer = await asyncio.open_connection(*backend)
+        except OSError:
+            writer.close()
+            return
+        writers = (writer, upstream_writer)
+        await asyncio.gather(_pipe(reader, upstream_writer, writers), _pipe(upstream_reader, writer, writers))
+        for each in writers:
+            each.close()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                both: tuple[asyncio.StreamWriter, asyncio.StreamWriter]) -> None:
+    """Copy one direction; pass a half-close on, and tear both down on an error."""
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+    except (ConnectionError, OSError):
+        for each in both:
+            each.close()

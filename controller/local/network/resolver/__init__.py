@@ -1,0 +1,1 @@
+"""Holds the ``sitecustomize`` module the kubelet copies next to the cluster's hosts file."""

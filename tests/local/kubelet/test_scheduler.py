@@ -1,0 +1,72 @@
+"""The single-node fit rules: resources, fake devices, ports across owners, scheduler names."""
+
+from controller.local.kubelet.scheduler import fit, owner_key, pod_requests, wants_this_scheduler
+
+NODE = {"cpu": "2", "memory": "4Gi", "pods": "110", "nvidia.com/gpu": "2"}
+
+
+def pod(name, owner=None, ports=(), requests=None, limits=None, init=None, phase=None):
+    meta = {"name": name, "namespace": "default", "uid": f"uid-{name}"}
+    if owner:
+        meta["ownerReferences"] = [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": owner,
+                                    "uid": f"uid-{owner}", "controller": True}]
+    container = {"name": "c", "ports": [{"containerPort": p} for p in ports],
+                 "resources": {k: v for k, v in (("requests", requests), ("limits", limits)) if v}}
+    spec = {"containers": [container]}
+    if init:
+        spec["initContainers"] = [{"name": "i", "resources": {"requests": init}}]
+    return {"metadata": meta, "spec": spec, "status": {"phase": phase} if phase else {}}
+
+
+def test_fits_and_allocates_free_devices():
+    decision = fit(pod("a", limits={"nvidia.com/gpu": "1"}), NODE, [], {"nvidia.com/gpu": {0}})
+    assert decision.fits
+    assert decision.devices == {"nvidia.com/gpu": [1]}
+
+
+def test_too_many_gpus_stays_pending_with_scheduler_message():
+    decision = fit(pod("a", limits={"nvidia.com/gpu": "3"}), NODE, [])
+    assert not decision.fits
+    assert decision.message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+def test_cpu_and_memory_add_up_over_bound_pods():
+    bound = [pod("a", requests={"cpu": "1500m", "memory": "1Gi"})]
+    decision = fit(pod("b", requests={"cpu": "1", "memory": "3Gi"}), NODE, bound)
+    assert decision.message == "0/1 nodes are available: 1 Insufficient cpu."
+    finished = [pod("a", requests={"cpu": "1500m"}, phase="Succeeded")]
+    assert fit(pod("b", requests={"cpu": "1"}), NODE, finished).fits
+
+
+def test_unknown_extended_resource_does_not_fit():
+    decision = fit(pod("a", limits={"huawei.com/Ascend910": "1"}), NODE, [])
+    assert decision.message == "0/1 nodes are available: 1 Insufficient huawei.com/Ascend910."
+
+
+def test_port_held_by_another_owner_blocks_with_the_holder_named():
+    bound = [pod("other-master-0", owner="other", ports=[23456])]
+    decision = fit(pod("mine-master-0", owner="mine", ports=[23456]), NODE, bound)
+    assert not decision.fits
+    assert decision.message == "0/1 nodes are available: port 23456 is in use by pod default/other-master-0."
+
+
+def test_same_owner_shares_ports_and_finished_pods_free_them():
+    assert fit(pod("job-worker-1", owner="job", ports=[23456]), NODE, [pod("job-master-0", owner="job", ports=[23456])]).fits
+    assert fit(pod("b", owner="y", ports=[23456]), NODE, [pod("a", owner="x", ports=[23456], phase="Failed")]).fits
+
+
+def test_pods_without_owner_are_their_own_owner():
+    assert owner_key(pod("a")) == "uid-a"
+    assert not fit(pod("b", ports=[8080]), NODE, [pod("a", ports=[8080])]).fits
+
+
+def test_effective_request_takes_the_larger_of_init_and_containers():
+    requests = pod_requests(pod("a", requests={"cpu": "500m"}, init={"cpu": "1"}))
+    assert requests["cpu"] == 1
+
+
+def test_scheduler_name():
+    p = pod("a")
+    assert wants_this_scheduler(p)
+    p["spec"]["schedulerName"] = "volcano"
+    assert not wants_this_scheduler(p)
