@@ -1,0 +1,168 @@
+"""What differs between job kinds, behind one interface the reconcile core drives.
+
+The core owns the generic machinery (replica slots, restarts, conditions, policies); a
+framework supplies the kind's vocabulary and rules: its replica types and their order, the
+labels and Services its pods get, the environment each container receives, which exit codes
+are retryable and when the job has succeeded or failed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+from api import constants as c
+from api.defaults import Job
+
+EnvFactory = Callable[[int], list[dict[str, Any]]]
+
+# Exit code the references use when the framework container has no terminated state
+# (evicted pods, pods that never started).
+UNKNOWN_EXIT_CODE = 0xBEEF
+
+
+@dataclass(frozen=True)
+class ReplicaCounts:
+    """One replica type's pods as the status counts them (spec §5.11)."""
+
+    active: int = 0
+    succeeded: int = 0
+    failed: int = 0
+
+
+@dataclass(frozen=True)
+class ConditionChange:
+    """A condition the framework wants set, with the event that announces it."""
+
+    type: str
+    reason: str
+    message: str
+    event_type: str = "Normal"
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What a framework may look at to decide the job's state in one pass."""
+
+    name: str
+    namespace: str
+    job: Job  # defaulted
+    counts: dict[str, ReplicaCounts]
+    # Replica types whose failed pods this pass deleted to be recreated.
+    restarted: frozenset[str] = frozenset()
+    # For MSJob's default success policy: Worker 0 exited 0.
+    worker0_completed: bool = False
+    # The condition types currently True, as the pass has left them so far.
+    true_conditions: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class EnvContext:
+    """Inputs to the environment that are not in the job spec."""
+
+    name: str
+    namespace: str
+    uid: str
+    reference_env: bool
+    gang_scheduler: Optional[str]
+    # PyTorch: the endpoint of the trainctl-managed rendezvous store, when the job has one.
+    rendezvous_host: Optional[str] = None
+    rendezvous_conf: Optional[str] = None
+    # MSJob: the Scheduler Service as observed (ClusterIP and port), when it exists.
+    scheduler_service: Optional[dict[str, Any]] = None
+
+
+class Framework:
+    """Base class: the shared Kubeflow vocabulary; subclasses fill in the kind."""
+
+    kind: str
+    api_version: str
+    controller_name: str
+    framework_name: str
+    container: str
+    port_name: str
+    replica_types: tuple[str, ...]
+    # Reference event reasons for a template that set restartPolicy / schedulerName itself.
+    restart_policy_event: str
+    scheduler_name_event: str
+    # Condition reason for failures from backoffLimit / activeDeadlineSeconds.
+    limit_failure_reason: str
+
+    def reason(self, what: str) -> str:
+        return f"{self.kind}{what}"
+
+    # --- replica types ------------------------------------------------------------------
+    def ordered_types(self, job: Job) -> list[str]:
+        """The job's replica types in the kind's order, unknown keys last (sorted)."""
+        specs = job.spec.replica_specs
+        known = [t for t in self.replica_types if t in specs]
+        return known + sorted(t for t in specs if t not in self.replica_types)
+
+    # --- labels ---------------------------------------------------------------------------
+    def base_labels(self, job_name: str) -> dict[str, str]:
+        return {c.LABEL_OPERATOR_NAME: self.controller_name, c.LABEL_JOB_NAME: job_name.replace("/", "-")}
+
+    def replica_labels(self, job_name: str, rtype: str, index: int) -> dict[str, str]:
+        """Base labels plus replica type and index: Services' labels and selector."""
+        labels = self.base_labels(job_name)
+        labels[c.LABEL_REPLICA_TYPE] = rtype.lower()
+        labels[c.LABEL_REPLICA_INDEX] = str(index)
+        return labels
+
+    def is_master_role(self, job: Job, rtype: str, index: int) -> bool:
+        return False
+
+    # --- services -------------------------------------------------------------------------
+    def service_cluster_ip(self, rtype: str) -> Optional[str]:
+        """``"None"`` for a headless Service, ``""`` for a ClusterIP one, None for no Service."""
+        raise NotImplementedError
+
+    # --- pods -----------------------------------------------------------------------------
+    def env_containers(self, template: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+        """Which containers of a pod receive the injected environment."""
+        raise NotImplementedError
+
+    def env_factory(self, job: Job, rtype: str, ctx: EnvContext) -> Optional[EnvFactory]:
+        """The env for pod ``index`` of ``rtype``; None when pods cannot be created yet."""
+        raise NotImplementedError
+
+    def init_containers(self, job: Job, rtype: str, name: str, image: str, max_tries: int) -> list[dict[str, Any]]:
+        return []
+
+    def waits_for_services(self, job: Job) -> bool:
+        """True when pods need a Service's ClusterIP in their env (no pods until it exists)."""
+        return False
+
+    # --- restarts and outcome -------------------------------------------------------------
+    def is_retryable(self, exit_code: int) -> bool:
+        raise NotImplementedError
+
+    def permanent_failure(self, name: str, rtype: str) -> Optional[ConditionChange]:
+        """The Failed condition for a non-retryable exit under ``ExitCode``, if set at once."""
+        return None
+
+    def restarting(self, name: str, rtype: str) -> ConditionChange:
+        raise NotImplementedError
+
+    def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
+        """Conditions to set, in order, from this pass's replica counts."""
+        raise NotImplementedError
+
+    def scale_selector(self, job_name: str, rtype: str) -> Optional[str]:
+        """``status.replicaStatuses[T].selector`` (the scale subresource's), if the kind has one."""
+        return None
+
+
+def env(name: str, value: Any) -> dict[str, Any]:
+    return {"name": name, "value": str(value)}
+
+
+def env_from_field(name: str, field_path: str) -> dict[str, Any]:
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+
+
+def named_port(container: Optional[dict[str, Any]], port_name: str) -> Optional[int]:
+    for port in (container or {}).get("ports") or []:
+        if port.get("name") == port_name:
+            return port.get("containerPort")
+    return None

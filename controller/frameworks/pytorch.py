@@ -1,0 +1,256 @@
+"""PyTorchJob (kubeflow.org/v1): the rules of training-operator's PyTorch controller.
+
+Environment, Services, the ``init-pytorch`` wait container and the success rules follow
+kubeflow-pytorchjob.md §2–§5. Where the reference is broken (``PET_STANDALONE=""``, an empty
+``rdzvConf`` crashing the controller, ``WORLD_SIZE`` ignoring the devices a pod declares) the
+fixed behaviour is here and listed in docs/compatibility.md. For elastic jobs trainctl adds
+what it takes for a rendezvous to survive a lost pod (elastic-fault-tolerance.md §0), unless
+the user configured the rendezvous or asked for the reference environment.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from api import constants as c
+from api.defaults import default_container
+from api.pytorch import PyTorchJob
+from controller.frameworks.accelerators import devices_per_pod
+from controller.frameworks.base import (
+    ConditionChange,
+    EnvContext,
+    EnvFactory,
+    Framework,
+    JobFacts,
+    env,
+    env_from_field,
+    named_port,
+)
+
+MASTER = "Master"
+WORKER = "Worker"
+INIT_CONTAINER = "init-pytorch"
+BACKEND_C10D = "c10d"
+
+
+def is_elastic(job: PyTorchJob) -> bool:
+    return job.spec.elastic_policy is not None
+
+
+def uses_rendezvous_store(job: PyTorchJob, reference_env: bool) -> bool:
+    """Whether trainctl hosts this elastic job's c10d store outside the training pods.
+
+    Only when the user left the rendezvous to us: no ``rdzvHost``, no ``rdzvConf``, the c10d
+    backend, not standalone (torchrun then ignores the endpoint) and no opt-out annotation.
+    """
+    elastic = job.spec.elastic_policy
+    if elastic is None or reference_env:
+        return False
+    return (
+        not elastic.rdzv_host
+        and not elastic.rdzv_conf
+        and (elastic.rdzv_backend or BACKEND_C10D) == BACKEND_C10D
+        and not elastic.standalone
+    )
+
+
+def rendezvous_port(job: PyTorchJob) -> int:
+    """``rdzvPort``, else the Worker's ``pytorchjob-port`` (spec §2.3)."""
+    elastic = job.spec.elastic_policy
+    if elastic is not None and elastic.rdzv_port is not None:
+        return elastic.rdzv_port
+    worker = job.spec.pytorch_replica_specs.get(WORKER)
+    port = named_port(default_container(worker.template if worker else None, c.PYTORCH_CONTAINER), c.PYTORCH_PORT_NAME)
+    return port if port is not None else c.PYTORCH_DEFAULT_PORT
+
+
+def processes_per_pod(job: PyTorchJob, rtype: str, reference_env: bool) -> tuple[int, Optional[str]]:
+    """(processes per pod for WORLD_SIZE, the ``PET_NPROC_PER_NODE`` value to inject).
+
+    An integer ``nprocPerNode`` is taken as written. ``auto`` and ``gpu`` mean one process per
+    device, so trainctl resolves them from the devices the pod declares (reference issue
+    #1790; the reference counts 1) and injects the number, so torchrun and ``WORLD_SIZE``
+    agree. Without devices (and for ``cpu``) a pod counts as 1 process, as in the reference.
+    """
+    nproc = job.spec.nproc_per_node
+    if nproc is None:
+        return 1, None
+    if nproc.isdigit():
+        return int(nproc), nproc
+    if not reference_env and nproc in ("auto", "gpu"):
+        spec = job.spec.pytorch_replica_specs[rtype]
+        devices = devices_per_pod(default_container(spec.template, c.PYTORCH_CONTAINER))
+        if devices:
+            return devices, str(devices)
+    return 1, nproc
+
+
+class PyTorchFramework(Framework):
+    kind = c.PYTORCHJOB_KIND
+    api_version = c.KUBEFLOW_API_VERSION
+    controller_name = c.PYTORCH_CONTROLLER_NAME
+    framework_name = c.PYTORCH_FRAMEWORK
+    container = c.PYTORCH_CONTAINER
+    port_name = c.PYTORCH_PORT_NAME
+    replica_types = c.PYTORCH_REPLICA_TYPES
+    restart_policy_event = "SetPodTemplateRestartPolicy"
+    scheduler_name_event = "SetPodTemplateSchedulerName"
+    limit_failure_reason = "PyTorchJobFailed"
+
+    def is_master_role(self, job: PyTorchJob, rtype: str, index: int) -> bool:
+        if MASTER in job.spec.pytorch_replica_specs:
+            return rtype == MASTER
+        return rtype == WORKER and index == 0
+
+    def service_cluster_ip(self, rtype: str) -> Optional[str]:
+        return "None"  # one headless Service per replica, Workers included
+
+    def env_containers(self, template: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+        return lambda container: True  # every container, sidecars too (spec §2.1)
+
+    def env_factory(self, job: PyTorchJob, rtype: str, ctx: EnvContext) -> EnvFactory:
+        spec = job.spec
+        specs = spec.pytorch_replica_specs
+        head = [env("PYTHONUNBUFFERED", "1")]
+        has_master = MASTER in specs
+        if has_master:
+            master_port = named_port(default_container(specs[MASTER].template, c.PYTORCH_CONTAINER), c.PYTORCH_PORT_NAME)
+            master_addr = f"{ctx.name}-master-0"
+            world = sum((s.replicas or 0) * processes_per_pod(job, t, ctx.reference_env)[0] for t, s in specs.items())
+            head += [
+                env("MASTER_PORT", master_port),
+                env("PET_MASTER_PORT", master_port),
+                env("MASTER_ADDR", master_addr),
+                env("PET_MASTER_ADDR", master_addr),
+                env("WORLD_SIZE", world),
+            ]
+        tail: list[dict[str, Any]] = []
+        nproc = processes_per_pod(job, rtype, ctx.reference_env)[1]
+        if nproc is not None:
+            tail.append(env("PET_NPROC_PER_NODE", nproc))
+        if is_elastic(job):
+            tail += self._elastic_env(job, ctx)
+        else:
+            tail.append(env("PET_NNODES", sum(s.replicas or 0 for s in specs.values())))
+        if not has_master:
+            shared = head + tail
+            return lambda index: shared
+        first_rank = 0 if rtype == MASTER else 1
+
+        def factory(index: int) -> list[dict[str, Any]]:
+            rank = str(first_rank + index)
+            return head + [{"name": "RANK", "value": rank}, {"name": "PET_NODE_RANK", "value": rank}] + tail
+
+        return factory
+
+    def _elastic_env(self, job: PyTorchJob, ctx: EnvContext) -> list[dict[str, Any]]:
+        elastic = job.spec.elastic_policy
+        host = elastic.rdzv_host or ctx.rendezvous_host or f"{ctx.name}-worker-0"
+        out = [
+            env("PET_RDZV_ENDPOINT", f"{host}:{rendezvous_port(job)}"),
+            env("PET_RDZV_BACKEND", elastic.rdzv_backend or BACKEND_C10D),
+            env("PET_NNODES", f"{elastic.min_replicas}:{elastic.max_replicas}"),
+        ]
+        max_restarts = elastic.max_restarts
+        if not ctx.reference_env:
+            # Every node that leaves costs each survivor one restart (a scale-down is seen
+            # as a worker failure); leave room for all of them on top of the user's budget.
+            max_restarts = (max_restarts or 0) + (elastic.max_replicas or 0)
+        if max_restarts is not None:
+            out.append(env("PET_MAX_RESTARTS", max_restarts))
+        if elastic.n_proc_per_node is not None:
+            out.append(env("PET_NPROC_PER_NODE", elastic.n_proc_per_node))
+        rdzv_id = elastic.rdzv_id or (None if ctx.reference_env else ctx.uid)
+        if rdzv_id:
+            out.append(env("PET_RDZV_ID", rdzv_id))
+        if elastic.rdzv_conf:  # an empty list is no configuration (the reference crashes)
+            out.append(env("PET_RDZV_CONF", ",".join(f"{p.key}={p.value}" for p in elastic.rdzv_conf)))
+        elif ctx.rendezvous_conf:
+            out.append(env("PET_RDZV_CONF", ctx.rendezvous_conf))
+        if elastic.standalone:
+            out.append(env("PET_STANDALONE", "1"))  # torchrun parses the switch with int()
+        if not ctx.reference_env:
+            out.append(env("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"))
+            out.append(env_from_field("PET_LOCAL_ADDR", "status.podIP"))
+        return out
+
+    def init_containers(self, job: PyTorchJob, rtype: str, name: str, image: str, max_tries: int) -> list[dict[str, Any]]:
+        if rtype != WORKER or MASTER not in job.spec.pytorch_replica_specs:
+            return []
+        master = f"{name}-master-0"
+        script = (
+            f"err=1; for i in $(seq {max_tries}); do "
+            f"if nslookup {master}; then err=0 && break; fi; "
+            "echo waiting for master; sleep 2; done; exit $err"
+        )
+        return [
+            {
+                "name": INIT_CONTAINER,
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "resources": {
+                    "limits": {"cpu": "100m", "memory": "20Mi"},
+                    "requests": {"cpu": "50m", "memory": "10Mi"},
+                },
+                "command": ["sh", "-c", script],
+            }
+        ]
+
+    def is_retryable(self, exit_code: int) -> bool:
+        return exit_code >= 128
+
+    def permanent_failure(self, name: str, rtype: str) -> ConditionChange:
+        return ConditionChange(
+            c.CONDITION_FAILED,
+            self.reason("Failed"),
+            f'job "{name}" is failing because "{rtype}" replica(s) failed.',
+            "Warning",
+        )
+
+    def restarting(self, name: str, rtype: str) -> ConditionChange:
+        return ConditionChange(
+            c.CONDITION_RESTARTING,
+            self.reason("Restarting"),
+            f"job {name} is restarting because {rtype} replica(s) failed.",
+            "Warning",
+        )
+
+    def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
+        job, name, ns = facts.job, facts.name, facts.namespace
+        specs = job.spec.pytorch_replica_specs
+        has_master = MASTER in specs
+        out: list[ConditionChange] = []
+        running = ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"PyTorchJob {name} is running.")
+        succeeded = ConditionChange(
+            c.CONDITION_SUCCEEDED, self.reason("Succeeded"), f"PyTorchJob {ns}/{name} successfully completed."
+        )
+        for rtype in self.ordered_types(job):
+            counts, replicas = facts.counts[rtype], specs[rtype].replicas or 0
+            if rtype == MASTER:
+                if counts.active > 0:
+                    out.append(running)
+                if replicas - counts.succeeded == 0:
+                    return out + [succeeded]  # a Master's success decides (spec §5.4)
+            elif rtype == WORKER and not has_master:
+                if (counts.succeeded > 0) if is_elastic(job) else (replicas - counts.succeeded == 0):
+                    return out + [succeeded]
+                if counts.active > 0:
+                    out.append(
+                        ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"PyTorchJob {ns}/{name} is running.")
+                    )
+            if counts.failed > 0 and replicas > counts.succeeded + counts.active:
+                message = f"PyTorchJob {name} is {{}} because {counts.failed} {rtype} replica(s) failed."
+                if specs[rtype].restart_policy != "Never":
+                    out.append(
+                        ConditionChange(
+                            c.CONDITION_RESTARTING, self.reason("Restarting"), message.format("restarting"), "Warning"
+                        )
+                    )
+                else:
+                    out.append(ConditionChange(c.CONDITION_FAILED, self.reason("Failed"), message.format("failed")))
+        return out
+
+    def scale_selector(self, job_name: str, rtype: str) -> str:
+        labels = self.base_labels(job_name)
+        labels[c.LABEL_REPLICA_TYPE] = rtype.lower()
+        return ",".join(f"{k}={v}" for k, v in sorted(labels.items()))

@@ -1,0 +1,88 @@
+"""The objects a job owns: their names, owner references, and finding them again.
+
+Names are deterministic (``<job>-<type>-<index>``), so a create that raced with an earlier
+one is a harmless conflict and a plan can be applied twice. Observed pods and Services are
+indexed once per pass by (replica type, index); everything after that is a dict lookup.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from api import constants as c
+from controller.reconcile.plan import ObjectRef
+
+RENDEZVOUS_COMPONENT = "rendezvous"
+
+
+def replica_name(job_name: str, rtype: str, index: int) -> str:
+    return f"{job_name}-{rtype.lower()}-{index}".replace("/", "-")
+
+
+def owner_reference(api_version: str, kind: str, name: str, uid: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "name": name,
+        "uid": uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def ref(obj: dict[str, Any], *, force: bool = False) -> ObjectRef:
+    meta = obj.get("metadata") or {}
+    return ObjectRef(
+        api_version=obj.get("apiVersion", "v1"),
+        kind=obj.get("kind", ""),
+        namespace=meta.get("namespace", ""),
+        name=meta.get("name", ""),
+        uid=meta.get("uid"),
+        force=force,
+    )
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(text: Optional[str]) -> Optional[datetime]:
+    if not text:
+        return None
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def is_terminating(obj: dict[str, Any]) -> bool:
+    return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+
+
+class ChildIndex:
+    """Observed objects by lowercase replica type and index, plus the ones that fit no slot."""
+
+    def __init__(self, objects: list[dict[str, Any]]):
+        self.by_slot: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(dict)
+        self.by_name: dict[str, dict[str, Any]] = {}
+        self.rendezvous: list[dict[str, Any]] = []
+        for obj in objects:
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels") or {}
+            self.by_name[meta.get("name", "")] = obj
+            if labels.get(c.LABEL_COMPONENT) == RENDEZVOUS_COMPONENT:
+                self.rendezvous.append(obj)
+                continue
+            rtype, index = labels.get(c.LABEL_REPLICA_TYPE), labels.get(c.LABEL_REPLICA_INDEX)
+            if rtype is None or index is None or not index.isdigit():
+                continue  # not a replica (the reference skips these too)
+            self.by_slot[rtype].setdefault(int(index), []).append(obj)
+
+    def slots(self, rtype: str) -> dict[int, list[dict[str, Any]]]:
+        return self.by_slot.get(rtype.lower(), {})
+
+    def replicas(self) -> list[dict[str, Any]]:
+        return [obj for slots in self.by_slot.values() for objs in slots.values() for obj in objs]

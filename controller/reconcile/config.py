@@ -1,0 +1,53 @@
+"""The knobs of the reconcile core, fixed for the life of a controller process.
+
+They mirror the reference controller's flags (gang scheduler, init-container image and
+tries) and add trainctl's own timers. Everything has a default that works on a plain
+cluster, so ``ReconcileConfig()`` is a valid configuration.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+VOLCANO = "volcano"
+
+
+@dataclass(frozen=True)
+class ReconcileConfig:
+    # None: no gang scheduling. "volcano" (any case): Volcano PodGroups. Any other name:
+    # scheduler-plugins PodGroups, with that name as the pods' schedulerName.
+    gang_scheduler: Optional[str] = None
+    # The PyTorch Worker pods' ``init-pytorch`` container, which waits for the Master's DNS name.
+    init_container_image: str = "alpine:3.10"
+    init_container_max_tries: int = 100
+    # A pod still terminating this long after its deletionTimestamp (its node is gone) is
+    # force-deleted so its replica can be recreated (reference issue #2072).
+    force_delete_grace_seconds: float = 300.0
+    # While Volcano has not admitted the PodGroup, look again this often.
+    podgroup_poll_seconds: float = 5.0
+    # Rendezvous timers for elastic jobs with a trainctl-hosted store, so that a lost pod
+    # is noticed in seconds (elastic-fault-tolerance.md §1.7: ~6 s instead of ~45 s).
+    rdzv_last_call_timeout: int = 2
+    rdzv_keep_alive_interval: int = 1
+    rdzv_keep_alive_max_attempt: int = 3
+    rdzv_join_timeout: int = 600
+    # Requests of the rendezvous store pod (a Python process holding a TCPStore).
+    rdzv_store_cpu: str = "100m"
+    rdzv_store_memory: str = "256Mi"
+
+    @property
+    def gang(self) -> Optional[str]:
+        """"volcano", the scheduler-plugins scheduler name, or None."""
+        if not self.gang_scheduler:
+            return None
+        return VOLCANO if self.gang_scheduler.lower() == VOLCANO else self.gang_scheduler
+
+    def rendezvous_conf(self) -> str:
+        """``PET_RDZV_CONF`` for agents of a trainctl-hosted store (never host it themselves)."""
+        return (
+            f"is_host=0,last_call_timeout={self.rdzv_last_call_timeout},"
+            f"keep_alive_interval={self.rdzv_keep_alive_interval},"
+            f"keep_alive_max_attempt={self.rdzv_keep_alive_max_attempt},"
+            f"join_timeout={self.rdzv_join_timeout}"
+        )

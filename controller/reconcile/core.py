@@ -1,0 +1,504 @@
+"""The reconcile function: one job, what the cluster holds for it, the time → a Plan.
+
+This is the whole decision-making of the controller, as a pure function: it parses,
+validates and defaults the job in memory, then walks the reference controller's algorithm
+(kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed order: the HPA; the
+finished path (clean-up, TTL); the suspended path; limits (backoffLimit, deadline); the
+PodGroup; per replica type the Services and the pods by index; then the job's conditions.
+It reads no clock and does no I/O, so every policy is a table of plain dicts in the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Callable, Optional
+
+from api import constants as c
+from api.defaults import Job, default_job
+from api.loader import parse_job
+from api.validation import validate
+from controller.frameworks import Framework, framework_for
+from controller.frameworks.base import UNKNOWN_EXIT_CODE, EnvContext, JobFacts, ReplicaCounts
+from controller.frameworks.pytorch import rendezvous_port, uses_rendezvous_store
+from controller.reconcile import gang as gangs
+from controller.reconcile import rendezvous
+from controller.reconcile.children import (
+    ChildIndex,
+    is_terminating,
+    owner_reference,
+    parse_time,
+    ref,
+    replica_name,
+    rfc3339,
+)
+from controller.reconcile.conditions import FALSE, TRUE, ConditionBook, find
+from controller.reconcile.config import VOLCANO, ReconcileConfig
+from controller.reconcile.hpa import HPA_API_VERSION, HPA_KIND, desired_hpa, hpa_update
+from controller.reconcile.plan import Event, ObjectRef, Observed, Plan
+from controller.reconcile.pods import PodFactory, build_service, service_ports
+
+_DEFAULT_CONFIG = ReconcileConfig()
+# Restart policies under which the controller recreates a pod whose phase is Failed.
+_RECREATE_ALWAYS = ("OnFailure", "Always")
+
+
+def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: ReconcileConfig = _DEFAULT_CONFIG) -> Plan:
+    """Decide what to do for ``job``; see docs/architecture.md for the contract."""
+    framework = framework_for(job.get("kind", ""))
+    meta = job.get("metadata") or {}
+    plan = Plan()
+    if meta.get("deletionTimestamp"):
+        return plan  # garbage collection removes the children
+    run_policy = (job.get("spec") or {}).get("runPolicy")
+    if isinstance(run_policy, dict) and run_policy.get("managedBy") not in (None, c.MANAGED_BY_TRAINING_OPERATOR):
+        return plan  # another controller (e.g. Kueue's MultiKueue) owns this job
+    status = job.get("status") or {}
+    book = ConditionBook(status.get("conditions"), rfc3339(now))
+
+    problems = validate(job)
+    if problems:
+        message = "; ".join(map(str, problems))
+        book.set(c.CONDITION_FAILED, TRUE, framework.reason("FailedValidation"), message, "Warning")
+        plan.events, _ = book.changes()
+        new_status = {**status, "conditions": book.conditions}
+        if new_status != status:
+            plan.status = new_status
+        return plan
+
+    _Pass(framework, job, default_job(parse_job(job)), observed, now, config, book, plan).run()
+    return plan
+
+
+@dataclass
+class _Pass:
+    """The state of one reconcile of one job; ``run`` fills in the plan."""
+
+    framework: Framework
+    raw: dict[str, Any]
+    job: Job  # parsed and defaulted
+    observed: Observed
+    now: datetime
+    config: ReconcileConfig
+    book: ConditionBook
+    plan: Plan
+    requeue: list[float] = field(default_factory=list)
+    warnings: dict[str, Event] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        meta = self.raw.get("metadata") or {}
+        self.name: str = meta.get("name", "")
+        self.namespace: str = meta.get("namespace") or "default"
+        self.uid: str = meta.get("uid", "")
+        self.annotations: dict[str, Any] = meta.get("annotations") or {}
+        self.reference_env = str(self.annotations.get(c.ANNOTATION_REFERENCE_ENV, "")).lower() == "true"
+        self.owner = owner_reference(self.framework.api_version, self.framework.kind, self.name, self.uid)
+        self.old_status: dict[str, Any] = self.raw.get("status") or {}
+        self.status: dict[str, Any] = dict(self.old_status)
+        self.pods = ChildIndex(self.observed.pods)
+        self.services = ChildIndex(self.observed.services)
+        self.run_policy = self.job.spec.run_policy
+        self.specs = self.job.spec.replica_specs
+        self.types = self.framework.ordered_types(self.job)
+        self.gang = self.config.gang
+
+    # --- the pass ---------------------------------------------------------------------------
+    def run(self) -> None:
+        fw = self.framework
+        if find(self.book.conditions, c.CONDITION_CREATED) is None:
+            self.book.set(c.CONDITION_CREATED, TRUE, fw.reason("Created"), f"{fw.kind} {self.name} is created.", None)
+        suspended = bool(self.run_policy.suspend)
+        self.reconcile_hpa(suspended)
+        self.force_delete_stuck_pods()
+        if self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED):
+            self.finished()
+        elif suspended:
+            self.suspend()
+        else:
+            self.active()
+        self.finish()
+
+    def finish(self) -> None:
+        self.status["conditions"] = self.book.conditions
+        order = ("conditions", "replicaStatuses", "startTime", "completionTime", "lastReconcileTime", "restartCount")
+        self.status = {**{k: self.status[k] for k in order if k in self.status}, **self.status}
+        events, metrics = self.book.changes()
+        self.plan.events = events + self.plan.events + list(self.warnings.values())
+        self.plan.metrics = metrics + self.plan.metrics
+        if self.status != self.old_status:
+            self.plan.status = self.status
+        if self.requeue:
+            self.plan.requeue_after = max(0.0, min(self.requeue))
+
+    # --- paths ------------------------------------------------------------------------------
+    def finished(self) -> None:
+        """Clean up per cleanPodPolicy, drop the PodGroup and the store, then the TTL."""
+        self.clean_up()
+        if self.book.is_true(c.CONDITION_SUCCEEDED):
+            statuses = {}
+            for rtype, counts in (self.status.get("replicaStatuses") or {}).items():
+                counts = dict(counts)
+                moved = (counts.pop("active", 0) or 0) + (counts.get("succeeded", 0) or 0)
+                if moved:
+                    counts["succeeded"] = moved
+                statuses[rtype] = counts
+            if statuses:
+                self.status["replicaStatuses"] = statuses
+        if not self.status.get("completionTime"):
+            self.status["completionTime"] = rfc3339(self.now)
+        self.ttl()
+
+    def suspend(self) -> None:
+        """Delete every pod, Service, the PodGroup and the store; mark the job Suspended."""
+        fw = self.framework
+        for pod in self.pods.replicas():
+            self.delete(pod)
+        for service in self.services.replicas():
+            self.delete(service, kind="Service", with_service=False)
+        self.delete_rendezvous_store()
+        self.delete_pod_group()
+        statuses = {}
+        for rtype, counts in (self.status.get("replicaStatuses") or {}).items():
+            statuses[rtype] = {k: v for k, v in counts.items() if k != "active"}
+        if statuses:
+            self.status["replicaStatuses"] = statuses
+        message = f"{fw.kind} {self.name} is suspended."
+        if self.book.is_true(c.CONDITION_RUNNING):
+            self.book.set(c.CONDITION_RUNNING, FALSE, fw.reason("Suspended"), message, None)
+        if not self.book.is_true(c.CONDITION_SUSPENDED):
+            self.book.set(c.CONDITION_SUSPENDED, TRUE, fw.reason("Suspended"), message, "Normal")
+
+    def active(self) -> None:
+        fw = self.framework
+        if self.book.is_true(c.CONDITION_SUSPENDED):
+            self.book.set(c.CONDITION_SUSPENDED, FALSE, fw.reason("Resumed"), f"{fw.kind} {self.name} is resumed.", "Normal")
+            self.status["startTime"] = rfc3339(self.now)
+        if not self.status.get("startTime"):
+            self.status["startTime"] = rfc3339(self.now)
+        counts = {rtype: self.count(rtype) for rtype in self.types}
+        failure = self.limit_failure(counts)
+        if failure is not None:
+            self.set_replica_statuses(counts)
+            if not self.status.get("completionTime"):
+                self.status["completionTime"] = rfc3339(self.now)
+            self.clean_up()
+            self.book.set(c.CONDITION_FAILED, TRUE, fw.limit_failure_reason, failure, "Normal")
+            self.ttl()
+            return
+        may_create_pods = self.reconcile_pod_group()
+        ctx = EnvContext(
+            name=self.name,
+            namespace=self.namespace,
+            uid=self.uid,
+            reference_env=self.reference_env,
+            gang_scheduler=self.gang,
+        )
+        if fw.kind == c.PYTORCHJOB_KIND and uses_rendezvous_store(self.job, self.reference_env):
+            ctx = replace(ctx, rendezvous_host=rendezvous.store_name(self.name), rendezvous_conf=self.config.rendezvous_conf())
+            self.reconcile_rendezvous_store()
+        if fw.waits_for_services(self.job):
+            scheduler = self.services.by_name.get(replica_name(self.name, "Scheduler", 0))
+            ctx = replace(ctx, scheduler_service=scheduler)
+
+        restarted: set[str] = set()
+        permanent = []
+        restarts = 0
+        for rtype in self.types:
+            spec = self.specs[rtype]
+            replicas = spec.replicas or 0
+            if fw.service_cluster_ip(rtype) is not None:
+                self.reconcile_services(rtype, replicas)
+            env_factory = fw.env_factory(self.job, rtype, ctx) if may_create_pods else None
+            factory: Optional[PodFactory] = None
+            slots = self.pods.slots(rtype)
+            for index in range(max(max(slots, default=-1) + 1, replicas)):
+                pods = slots.get(index)
+                if not pods:
+                    if index < replicas and env_factory is not None:
+                        if factory is None:
+                            factory = self.pod_factory(rtype, env_factory)
+                            for warning in factory.warnings:
+                                self.warnings.setdefault(warning.reason, warning)
+                        self.plan.creates.append(factory.build(index))
+                    continue
+                if len(pods) > 1:
+                    continue  # duplicates on one index: left alone, as the reference does
+                pod = pods[0]
+                if is_terminating(pod):
+                    continue
+                if index >= replicas:
+                    self.delete(pod, with_service=False)  # scale-down: highest indices go
+                    continue
+                if (pod.get("status") or {}).get("phase") != "Failed":
+                    continue
+                policy = spec.restart_policy
+                code = exit_code(pod, fw.container)
+                if policy in _RECREATE_ALWAYS or (policy == "ExitCode" and fw.is_retryable(code)):
+                    self.delete(pod, with_service=False)  # recreated under the same name once gone
+                    restarted.add(rtype)
+                    restarts += 1
+                elif policy == "ExitCode":
+                    change = fw.permanent_failure(self.name, rtype)
+                    if change is not None:
+                        permanent.append(change)
+
+        if restarts:
+            self.status["restartCount"] = (self.status.get("restartCount") or 0) + restarts
+        for rtype in self.types:
+            if rtype in restarted:
+                self.book.apply(fw.restarting(self.name, rtype))
+        for change in permanent:
+            self.book.apply(change)
+        facts = JobFacts(
+            name=self.name,
+            namespace=self.namespace,
+            job=self.job,
+            counts=counts,
+            restarted=frozenset(restarted),
+            worker0_completed=self.worker0_completed(),
+            true_conditions=self.book.true_types(),
+        )
+        for change in fw.evaluate(facts):
+            self.book.apply(change)
+        self.set_replica_statuses(counts)
+        if (self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)) and not self.status.get(
+            "completionTime"
+        ):
+            self.status["completionTime"] = rfc3339(self.now)
+        self.deadline_requeue()
+
+    # --- pods and services --------------------------------------------------------------------
+    def pod_factory(self, rtype: str, env_factory: Callable[[int], list[dict[str, Any]]]) -> PodFactory:
+        return PodFactory(
+            framework=self.framework,
+            job=self.job,
+            job_name=self.name,
+            namespace=self.namespace,
+            owner=self.owner,
+            rtype=rtype,
+            spec=self.specs[rtype],
+            env_factory=env_factory,
+            gang=self.gang,
+            init_image=self.config.init_container_image,
+            init_max_tries=self.config.init_container_max_tries,
+            ascend_annotation_env=self.gang == VOLCANO and not self.reference_env,
+        )
+
+    def reconcile_services(self, rtype: str, replicas: int) -> None:
+        fw = self.framework
+        slots = self.services.slots(rtype)
+        ports: Optional[list[dict[str, Any]]] = None
+        for index in range(max(max(slots, default=-1) + 1, replicas)):
+            services = slots.get(index)
+            if not services:
+                if index < replicas:
+                    if ports is None:
+                        ports = service_ports(fw, self.specs[rtype])
+                    cluster_ip = fw.service_cluster_ip(rtype) or ""
+                    self.plan.creates.append(
+                        build_service(fw, self.name, self.namespace, self.owner, rtype, index, ports, cluster_ip)
+                    )
+            elif index >= replicas and len(services) == 1:
+                self.delete(services[0], kind="Service", with_service=False)
+
+    def count(self, rtype: str) -> ReplicaCounts:
+        """Active, succeeded and failed pods of one type (spec §5.11; Pending is not counted)."""
+        active = succeeded = failed = 0
+        for pods in self.pods.slots(rtype).values():
+            if len(pods) != 1:
+                continue
+            pod = pods[0]
+            phase = (pod.get("status") or {}).get("phase")
+            if phase == "Running":
+                if is_terminating(pod):
+                    failed += 1  # being deleted, e.g. its node is gone
+                else:
+                    active += 1
+            elif phase == "Succeeded":
+                succeeded += 1
+            elif phase == "Failed":
+                failed += 1
+        return ReplicaCounts(active, succeeded, failed)
+
+    def set_replica_statuses(self, counts: dict[str, ReplicaCounts]) -> None:
+        statuses = {}
+        for rtype in self.types:
+            entry: dict[str, Any] = {}
+            rc = counts[rtype]
+            for key, value in (("active", rc.active), ("succeeded", rc.succeeded), ("failed", rc.failed)):
+                if value:
+                    entry[key] = value
+            selector = self.framework.scale_selector(self.name, rtype)
+            if selector is not None:
+                entry["selector"] = selector
+            statuses[rtype] = entry
+        self.status["replicaStatuses"] = statuses
+
+    def worker0_completed(self) -> bool:
+        pods = self.pods.slots("Worker").get(0) or []
+        if len(pods) != 1 or (pods[0].get("status") or {}).get("phase") != "Succeeded":
+            return False
+        return exit_code(pods[0], self.framework.container) == 0
+
+    def delete(self, obj: dict[str, Any], *, kind: str = "Pod", with_service: bool = True) -> None:
+        """Delete a live object (and a pod's same-named Service); terminating ones are left."""
+        if is_terminating(obj):
+            return
+        self.plan.deletes.append(_typed_ref(obj, kind))
+        if with_service:
+            service = self.services.by_name.get((obj.get("metadata") or {}).get("name", ""))
+            if service is not None and service is not obj and not is_terminating(service):
+                self.plan.deletes.append(_typed_ref(service, "Service"))
+
+    def clean_up(self) -> None:
+        """cleanPodPolicy: None keeps every pod, Running deletes Running and Pending ones, else all."""
+        policy = self.run_policy.clean_pod_policy
+        self.delete_rendezvous_store()
+        self.delete_pod_group()
+        if policy == "None":
+            return
+        for pod in self.pods.replicas():
+            phase = (pod.get("status") or {}).get("phase")
+            if policy == "Running" and phase not in ("Running", "Pending"):
+                continue
+            self.delete(pod)
+
+    def force_delete_stuck_pods(self) -> None:
+        """Pods terminating long past their deletionTimestamp sit on a lost node (#2072)."""
+        grace = self.config.force_delete_grace_seconds
+        for pod in self.observed.pods:
+            deleted_at = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
+            if deleted_at is None:
+                continue
+            left = (deleted_at - self.now).total_seconds() + grace
+            if left <= 0:
+                self.plan.deletes.append(_typed_ref(pod, "Pod", force=True))
+            else:
+                self.requeue.append(left)
+
+    # --- trainctl's rendezvous store --------------------------------------------------------
+    def reconcile_rendezvous_store(self) -> None:
+        port = rendezvous_port(self.job)
+        base = self.framework.base_labels(self.name)
+        name = rendezvous.store_name(self.name)
+        pod = self.pods.by_name.get(name)
+        if pod is None:
+            self.plan.creates.append(rendezvous.store_pod(self.job, self.name, self.namespace, self.owner, base, port, self.config))
+        elif (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):
+            self.plan.deletes.append(_typed_ref(pod, "Pod"))  # recreated once it is gone
+        if name not in self.services.by_name:
+            self.plan.creates.append(rendezvous.store_service(self.name, self.namespace, self.owner, base, port))
+
+    def delete_rendezvous_store(self) -> None:
+        for pod in self.pods.rendezvous:
+            if not is_terminating(pod):
+                self.plan.deletes.append(_typed_ref(pod, "Pod"))
+        for service in self.services.rendezvous:
+            if not is_terminating(service):
+                self.plan.deletes.append(_typed_ref(service, "Service"))
+
+    # --- HPA and PodGroup ---------------------------------------------------------------------
+    def reconcile_hpa(self, suspended: bool) -> None:
+        desired = desired_hpa(self.job, self.name, self.namespace, self.owner)
+        current = self.observed.hpa
+        if current is None:
+            if desired is not None and not suspended:
+                self.plan.creates.append(desired)
+        elif desired is None or suspended:
+            self.plan.deletes.append(_typed_ref(current, HPA_KIND, HPA_API_VERSION))
+        else:
+            update = hpa_update(desired, current)
+            if update is not None:
+                self.plan.updates.append(update)
+
+    def reconcile_pod_group(self) -> bool:
+        """Create or update the PodGroup; whether pods may be created now."""
+        if not self.gang:
+            return True
+        current = self.observed.pod_group
+        desired = gangs.desired_pod_group(
+            self.framework, self.job, self.gang, self.name, self.namespace, self.annotations, self.owner, current
+        )
+        if current is None:
+            self.plan.creates.append(desired)
+        else:
+            update = gangs.pod_group_update(desired, current)
+            if update is not None:
+                self.plan.updates.append(update)
+        if gangs.admitted(self.gang, current):
+            return True
+        self.requeue.append(self.config.podgroup_poll_seconds)
+        return False
+
+    def delete_pod_group(self) -> None:
+        if self.gang and self.observed.pod_group is not None:
+            api_version = gangs.VOLCANO_API_VERSION if self.gang == VOLCANO else gangs.SCHEDULER_PLUGINS_API_VERSION
+            self.plan.deletes.append(_typed_ref(self.observed.pod_group, gangs.PODGROUP_KIND, api_version))
+            self.warnings.setdefault("JobTerminated", Event("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"))
+
+    # --- limits -------------------------------------------------------------------------------
+    def limit_failure(self, counts: dict[str, ReplicaCounts]) -> Optional[str]:
+        """The failure message when backoffLimit or activeDeadlineSeconds is exceeded."""
+        limit = self.run_policy.backoff_limit
+        if limit is not None and self.past_backoff_limit(limit, counts):
+            return f"Job {self.name} has failed because it has reached the specified backoff limit"
+        deadline = self.run_policy.active_deadline_seconds
+        started = parse_time(self.status.get("startTime"))
+        if deadline is not None and started is not None and (self.now - started).total_seconds() >= deadline:
+            return f"Job {self.name} has failed because it was active longer than specified deadline"
+        return None
+
+    def past_backoff_limit(self, limit: int, counts: dict[str, ReplicaCounts]) -> bool:
+        """Restarts so far, the kubelet's and the controller's own (#2045), against the limit."""
+        own = self.status.get("restartCount") or 0
+        kubelet = 0
+        for rtype in self.types:
+            if self.specs[rtype].restart_policy == "Never":
+                continue
+            for pods in self.pods.slots(rtype).values():
+                for pod in pods:
+                    status = pod.get("status") or {}
+                    if status.get("phase") != "Running":
+                        continue
+                    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+                        kubelet += cs.get("restartCount") or 0
+        used = kubelet + own
+        if used > 0 if limit == 0 else used >= limit:
+            return True
+        failed_before = sum((s or {}).get("failed") or 0 for s in (self.old_status.get("replicaStatuses") or {}).values())
+        failed_now = sum(rc.failed for rc in counts.values())
+        all_active = sum(rc.active for rc in counts.values()) == sum(self.specs[t].replicas or 0 for t in self.types)
+        return failed_now > failed_before and not all_active and own + 1 > limit
+
+    def deadline_requeue(self) -> None:
+        deadline = self.run_policy.active_deadline_seconds
+        started = parse_time(self.status.get("startTime"))
+        if deadline is not None and started is not None:
+            self.requeue.append(deadline - (self.now - started).total_seconds())
+
+    def ttl(self) -> None:
+        ttl = self.run_policy.ttl_seconds_after_finished
+        completed = parse_time(self.status.get("completionTime"))
+        if ttl is None or completed is None:
+            return
+        left = (completed - self.now).total_seconds() + ttl
+        if left <= 0:
+            self.plan.delete_job = True
+            self.plan.metrics.append("deleted")
+        else:
+            self.requeue.append(left)
+
+
+def exit_code(pod: dict[str, Any], container: str) -> int:
+    """The framework container's exit code, or the references' placeholder 0xBEEF."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            terminated = (cs.get("state") or {}).get("terminated")
+            if terminated is not None and terminated.get("exitCode") is not None:
+                return terminated["exitCode"]
+    return UNKNOWN_EXIT_CODE
+
+
+def _typed_ref(obj: dict[str, Any], kind: str, api_version: str = "v1", *, force: bool = False) -> ObjectRef:
+    """A reference to an observed object; items of a list response carry no apiVersion/kind."""
+    return ref({**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}, force=force)

@@ -1,0 +1,173 @@
+"""Pods and Services of one replica type, built from the replica's template.
+
+A job with thousands of replicas creates thousands of pods from one template, so the
+template is prepared once per replica type (restart policy, init containers, scheduler,
+annotations) and each pod shares the parts it does not change. Only the metadata, the
+container list and the containers that receive environment variables are new per pod.
+Objects in a Plan are read-only; nothing may mutate them after the reconcile returns.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from api import constants as c
+from api.common import ReplicaSpec
+from api.defaults import Job, default_container
+from controller.frameworks.accelerators import ascend_visible_devices_env
+from controller.frameworks.base import EnvFactory, Framework
+from controller.reconcile.children import replica_name
+from controller.reconcile.config import VOLCANO
+from controller.reconcile.plan import Event
+
+ANNOTATION_VOLCANO_GROUP = "scheduling.k8s.io/group-name"
+ANNOTATION_VOLCANO_TASK = "volcano.sh/task-spec"
+LABEL_SCHEDULER_PLUGINS_GROUP = "scheduling.x-k8s.io/pod-group"
+
+
+def pod_restart_policy(policy: Optional[str]) -> str:
+    """The pod-level policy: ``ExitCode`` is the controller's job, so the kubelet gets Never."""
+    return "Never" if policy == "ExitCode" else (policy or "Never")
+
+
+class PodFactory:
+    """Builds pod ``index`` of one replica type."""
+
+    def __init__(
+        self,
+        *,
+        framework: Framework,
+        job: Job,
+        job_name: str,
+        namespace: str,
+        owner: dict[str, Any],
+        rtype: str,
+        spec: ReplicaSpec,
+        env_factory: EnvFactory,
+        gang: Optional[str],
+        init_image: str,
+        init_max_tries: int,
+        ascend_annotation_env: bool,
+    ):
+        self.framework, self.job, self.job_name, self.rtype = framework, job, job_name, rtype
+        self.namespace, self.owner, self.env_factory = namespace, owner, env_factory
+        template = spec.template or {}
+        meta = template.get("metadata") or {}
+        tspec = template.get("spec") or {}
+        self.warnings: list[Event] = []
+
+        self.template_labels = meta.get("labels") or {}
+        annotations = dict(meta.get("annotations") or {})
+        self.finalizers = meta.get("finalizers")
+        pod_spec = dict(tspec)
+        if "restartPolicy" in tspec:
+            self.warnings.append(
+                Event(
+                    "Warning",
+                    framework.restart_policy_event,
+                    "Restart policy in pod template will be overwritten by restart policy in replica spec",
+                )
+            )
+        pod_spec["restartPolicy"] = pod_restart_policy(spec.restart_policy)
+        init = framework.init_containers(job, rtype, job_name, init_image, init_max_tries)
+        if init:
+            pod_spec["initContainers"] = list(tspec.get("initContainers") or []) + init
+        self.gang_label: Optional[str] = None
+        if gang:
+            if not tspec.get("schedulerName"):
+                pod_spec["schedulerName"] = gang
+            elif tspec["schedulerName"] != gang:
+                self.warnings.append(
+                    Event(
+                        "Warning",
+                        framework.scheduler_name_event,
+                        "Another scheduler is specified when gang-scheduling is enabled and it will not be overwritten",
+                    )
+                )
+            if gang == VOLCANO:
+                annotations[ANNOTATION_VOLCANO_GROUP] = job_name
+                annotations[ANNOTATION_VOLCANO_TASK] = rtype.lower()
+            else:
+                self.gang_label = job_name
+        self.annotations = annotations
+        self.pod_spec = pod_spec
+        wants_env = framework.env_containers(template)
+        self.containers = [
+            (
+                container,
+                wants_env(container),
+                ascend_visible_devices_env(container) if ascend_annotation_env else None,
+            )
+            for container in tspec.get("containers") or []
+        ]
+
+    def build(self, index: int) -> dict[str, Any]:
+        env = self.env_factory(index)
+        containers = []
+        for container, inject, extra in self.containers:
+            if not (inject and env) and extra is None:
+                containers.append(container)
+                continue
+            container = dict(container)
+            container_env = list(container.get("env") or [])
+            if inject:
+                container_env += env
+            if extra is not None:
+                container_env.append(extra)
+            container["env"] = container_env
+            containers.append(container)
+        labels = {**self.template_labels, **self.framework.replica_labels(self.job_name, self.rtype, index)}
+        if self.framework.is_master_role(self.job, self.rtype, index):
+            labels[c.LABEL_JOB_ROLE] = "master"
+        if self.gang_label:
+            labels[LABEL_SCHEDULER_PLUGINS_GROUP] = self.gang_label
+        metadata: dict[str, Any] = {
+            "name": replica_name(self.job_name, self.rtype, index),
+            "namespace": self.namespace,
+            "labels": labels,
+        }
+        if self.annotations:
+            metadata["annotations"] = dict(self.annotations)
+        if self.finalizers:
+            metadata["finalizers"] = list(self.finalizers)
+        metadata["ownerReferences"] = [self.owner]
+        spec = dict(self.pod_spec)
+        spec["containers"] = containers
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def service_ports(framework: Framework, spec: ReplicaSpec) -> list[dict[str, Any]]:
+    """Every named port of the framework container, as ``{name, port}`` (spec §3.6)."""
+    container = default_container(spec.template, framework.container)
+    return [
+        {"name": port["name"], "port": port["containerPort"]}
+        for port in (container or {}).get("ports") or []
+        if port.get("name") and port.get("containerPort") is not None
+    ]
+
+
+def build_service(
+    framework: Framework,
+    job_name: str,
+    namespace: str,
+    owner: dict[str, Any],
+    rtype: str,
+    index: int,
+    ports: list[dict[str, Any]],
+    cluster_ip: str,
+) -> dict[str, Any]:
+    labels = framework.replica_labels(job_name, rtype, index)
+    spec: dict[str, Any] = {"selector": dict(labels), "ports": ports}
+    if cluster_ip:
+        spec["clusterIP"] = cluster_ip
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": replica_name(job_name, rtype, index),
+            "namespace": namespace,
+            "labels": labels,
+            "ownerReferences": [owner],
+        },
+        "spec": spec,
+    }

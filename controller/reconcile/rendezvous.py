@@ -1,0 +1,98 @@
+"""A rendezvous store that outlives the training pods of an elastic PyTorchJob.
+
+With torchrun's c10d backend the store normally lives inside the agent of one training pod;
+when that pod dies every other agent loses the rendezvous and the whole job ends
+(elastic-fault-tolerance.md §0.1, measured). trainctl runs the store in its own small pod,
+``<job>-rdzv``, behind a Service of the same name, and starts every agent with
+``is_host=0``. The pod runs from the job's own image (the Worker's, which has torch), holds a
+``torch.distributed.TCPStore`` server on the rendezvous port and does nothing else. It is
+not a replica: it carries the job's base labels and ``trainctl.io/component: rendezvous``
+but no replica-type label, so it is never counted or scaled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from api import constants as c
+from api.defaults import default_container
+from api.pytorch import PyTorchJob
+from controller.reconcile.children import RENDEZVOUS_COMPONENT
+from controller.reconcile.config import ReconcileConfig
+
+RDZV_PORT_NAME = "rdzv"
+RDZV_CONTAINER = "rendezvous"
+
+# Binds the pod IP itself and hands the socket to TCPStore, because TCPStore on its own
+# listens on every address (pods that share a host network would collide).
+STORE_SCRIPT = """\
+import os, signal, socket, sys, threading
+import torch.distributed as dist
+host = os.environ.get("POD_IP") or "0.0.0.0"
+port = int(os.environ["RDZV_PORT"])
+family = socket.AF_INET6 if ":" in host else socket.AF_INET
+sock = socket.create_server((host, port), family=family, backlog=1024)
+store = dist.TCPStore(host, port, is_master=True, wait_for_workers=False, master_listen_fd=sock.detach())
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+print(f"rendezvous store listening on {host}:{port}", flush=True)
+threading.Event().wait()
+"""
+
+
+def store_name(job_name: str) -> str:
+    return f"{job_name}-rdzv"
+
+
+def labels(base: dict[str, str]) -> dict[str, str]:
+    return {**base, c.LABEL_COMPONENT: RENDEZVOUS_COMPONENT}
+
+
+def store_pod(
+    job: PyTorchJob, name: str, namespace: str, owner: dict[str, Any], base_labels: dict[str, str], port: int,
+    config: ReconcileConfig,
+) -> dict[str, Any]:
+    worker = job.spec.pytorch_replica_specs["Worker"]
+    template = worker.template or {}
+    tspec = template.get("spec") or {}
+    container = default_container(template, c.PYTORCH_CONTAINER) or {}
+    store = {
+        "name": RDZV_CONTAINER,
+        "image": container.get("image"),
+        "command": ["python", "-c", STORE_SCRIPT],
+        "env": [
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "RDZV_PORT", "value": str(port)},
+            {"name": "PYTHONUNBUFFERED", "value": "1"},
+        ],
+        "ports": [{"name": RDZV_PORT_NAME, "containerPort": port}],
+        "resources": {"requests": {"cpu": config.rdzv_store_cpu, "memory": config.rdzv_store_memory}},
+    }
+    if container.get("imagePullPolicy"):
+        store["imagePullPolicy"] = container["imagePullPolicy"]
+    spec: dict[str, Any] = {"containers": [store], "restartPolicy": "Always"}
+    # What it takes to run the job's image where the job's pods run.
+    for key in ("imagePullSecrets", "nodeSelector", "tolerations", "serviceAccountName"):
+        if key in tspec:
+            spec[key] = tspec[key]
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": store_name(name),
+            "namespace": namespace,
+            "labels": labels(base_labels),
+            "ownerReferences": [owner],
+        },
+        "spec": spec,
+    }
+
+
+def store_service(name: str, namespace: str, owner: dict[str, Any], base_labels: dict[str, str], port: int) -> dict[str, Any]:
+    """A ClusterIP Service: its address stays put when the store pod is replaced."""
+    selector = labels(base_labels)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": store_name(name), "namespace": namespace, "labels": dict(selector), "ownerReferences": [owner]},
+        "spec": {"selector": selector, "ports": [{"name": RDZV_PORT_NAME, "port": port, "targetPort": port}]},
+    }
