@@ -123,7 +123,10 @@ class SchedulingPolicy(WireModel):
 
 
 class RunPolicy(WireModel):
-    """Job-wide policies. MSJob's kubeflow/common v0.4.1 copy lacks suspend and managedBy."""
+    """Job-wide policies: clean-up, TTL, deadline, retries, gang scheduling and suspension."""
+
+    # MSJob's copy (kubeflow/common v0.4.1) lacks suspend and managedBy; api/crd.py drops
+    # them from its schema and api/validation.py rejects them.
 
     clean_pod_policy: Optional[CleanPodPolicy] = Field(None, description="Which pods to delete when the job finishes: All, Running or None.")
     ttl_seconds_after_finished: Optional[NonNegativeInt32] = Field(None, description="Delete the job this many seconds after it finished.")
@@ -153,16 +156,24 @@ class ReplicaSpec(WireModel):
     restart_policy: Optional[RestartPolicy] = Field(None, description="Always, OnFailure, Never or ExitCode.")
 
 
+# metav1.Time on the wire: an RFC 3339 string.
+Time = Annotated[str, Field(json_schema_extra={"format": "date-time"})]
+
+
 class JobCondition(WireModel):
-    type: str
-    status: str
+    """One observation of the job's state; the last one in the list is the job's State."""
+
+    type: str = Field(description="Created, Running, Restarting, Succeeded, Suspended or Failed.")
+    status: str = Field(description="True, False or Unknown.")
     reason: Optional[str] = None
     message: Optional[str] = None
-    last_update_time: Optional[str] = None
-    last_transition_time: Optional[str] = None
+    last_update_time: Optional[Time] = None
+    last_transition_time: Optional[Time] = None
 
 
 class ReplicaStatus(WireModel):
+    """Pod counts of one replica type; ``selector`` feeds the scale subresource."""
+
     active: Optional[Int32] = None
     succeeded: Optional[Int32] = None
     failed: Optional[Int32] = None
@@ -171,8 +182,10 @@ class ReplicaStatus(WireModel):
 
 
 class JobStatus(WireModel):
+    """What the controller observed; written through the status subresource only."""
+
     conditions: Optional[list[JobCondition]] = None
     replica_statuses: Optional[dict[str, ReplicaStatus]] = None
-    start_time: Optional[str] = None
-    completion_time: Optional[str] = None
-    last_reconcile_time: Optional[str] = None
+    start_time: Optional[Time] = None
+    completion_time: Optional[Time] = None
+    last_reconcile_time: Optional[Time] = None

@@ -60,7 +60,9 @@ class PyTorchJobSpec(WireModel):
             ],
         },
     )
-    run_policy: Optional[RunPolicy] = None
+    # The CRD defaults runPolicy to {} so every stored job has one: the kubeflow-training SDK
+    # cannot read a PyTorchJob without it (docs/compatibility.md).
+    run_policy: Optional[RunPolicy] = Field(None, json_schema_extra={"default": {}})
     elastic_policy: Optional[ElasticPolicy] = None
     nproc_per_node: Optional[str] = Field(
         None, description="Processes per node: auto, cpu, gpu or an integer.", pattern=NPROC_PATTERN
