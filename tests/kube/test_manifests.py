@@ -1,0 +1,103 @@
+"""The kustomize manifests render, validate against the Kubernetes schemas, and are locked down."""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+
+import kubernetes_validate
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+MANIFESTS = ROOT / "manifests"
+SCHEMA_VERSION = "1.32.0"  # the kubectl this project tests with
+
+
+def render(path: pathlib.Path) -> list[dict]:
+    out = subprocess.run(["kubectl", "kustomize", str(path)], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return [doc for doc in yaml.safe_load_all(out.stdout) if doc]
+
+
+def by_kind(objects: list[dict], kind: str) -> list[dict]:
+    return [o for o in objects if o["kind"] == kind]
+
+
+@pytest.fixture(scope="module")
+def cluster_install() -> list[dict]:
+    return render(MANIFESTS)
+
+
+@pytest.fixture(scope="module")
+def namespace_install() -> list[dict]:
+    return render(MANIFESTS / "overlays" / "single-namespace")
+
+
+def test_the_base_renders_everything_a_cluster_needs(cluster_install):
+    kinds = sorted(o["kind"] for o in cluster_install)
+    assert kinds == sorted(
+        [
+            "Namespace",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "Deployment",
+            "Service",
+        ]
+    )
+    crds = {o["metadata"]["name"] for o in by_kind(cluster_install, "CustomResourceDefinition")}
+    assert crds == {"pytorchjobs.kubeflow.org", "msjobs.mindspore.gitee.com"}
+
+
+@pytest.mark.parametrize("install", ["cluster_install", "namespace_install"])
+def test_every_rendered_object_validates_against_the_kubernetes_schemas(install, request):
+    for obj in request.getfixturevalue(install):
+        try:
+            kubernetes_validate.validate(obj, SCHEMA_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:  # pragma: no cover - the failure message
+            pytest.fail(f"{obj['kind']}/{obj['metadata']['name']}: {exc.message} at {'.'.join(map(str, exc.path))}")
+
+
+def test_the_deployment_is_locked_down_and_pinned(cluster_install):
+    (deployment,) = by_kind(cluster_install, "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]}
+    assert container["image"].endswith(":0.1.0")
+    assert set(container["resources"]) == {"requests", "limits"}
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert "--leader-elect" in container["args"]
+    assert pod["serviceAccountName"] == "trainctl-controller"
+
+
+def test_the_cluster_role_has_no_wildcards(cluster_install):
+    for role in by_kind(cluster_install, "ClusterRole") + by_kind(cluster_install, "Role"):
+        for rule in role["rules"]:
+            for field in ("apiGroups", "resources", "verbs"):
+                assert "*" not in rule[field], (role["metadata"]["name"], rule)
+
+
+def test_the_single_namespace_overlay_confines_the_controller(namespace_install):
+    kinds = {o["kind"] for o in namespace_install}
+    assert "ClusterRoleBinding" not in kinds and "CustomResourceDefinition" not in kinds
+    for obj in namespace_install:
+        if obj["kind"] not in ("ClusterRole", "Namespace"):
+            assert obj["metadata"]["namespace"] == "training", obj["metadata"]["name"]
+        for subject in obj.get("subjects", ()):
+            assert subject["namespace"] == "training"
+    binding = next(o for o in namespace_install if o["kind"] == "RoleBinding" and o["roleRef"]["kind"] == "ClusterRole")
+    assert binding["roleRef"]["name"] == "trainctl-controller"
+    (deployment,) = by_kind(namespace_install, "Deployment")
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=$(POD_NAMESPACE)" in args
