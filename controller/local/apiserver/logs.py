@@ -1,0 +1,189 @@
+"""``pods/log``: container output, read from the files the kubelet writes.
+
+The kubelet writes ``<dir>/pods/<pod-uid>/<container>/<restartCount>.log`` in the CRI log
+format, one record per line: ``<RFC3339Nano time> <stdout|stderr> <P|F> <text>`` (``P`` marks
+a partial line continued by the next record). This module turns those records back into
+the text ``kubectl logs`` shows, with the query parameters of the real endpoint:
+``container``, ``previous``, ``tailLines``, ``timestamps``, ``sinceSeconds``, ``sinceTime``,
+``limitBytes`` and ``follow`` (stream until the container has terminated or the pod is
+gone).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any, AsyncIterator, Callable
+
+from . import errors
+
+Obj = dict[str, Any]
+FOLLOW_POLL_SECONDS = 0.1
+
+
+@dataclass
+class LogOptions:
+    container: str = ""
+    previous: bool = False
+    follow: bool = False
+    timestamps: bool = False
+    tail_lines: int | None = None
+    since: datetime | None = None
+    limit_bytes: int | None = None
+
+
+def parse_time(text: str) -> datetime | None:
+    """RFC 3339 with up to nanosecond precision (Python keeps microseconds)."""
+    try:
+        head, dot, rest = text.partition(".")
+        if dot:
+            digits = "".join(ch for ch in rest if ch.isdigit())
+            zone = rest[len(digits):]
+            text = f"{head}.{digits[:6].ljust(6, '0')}{zone}"
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _container_status(pod: Obj, container: str) -> Obj:
+    status = pod.get("status") or {}
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for cs in status.get(key) or []:
+            if cs.get("name") == container:
+                return cs
+    return {}
+
+
+def choose_container(pod: Obj, requested: str) -> str:
+    spec = pod.get("spec") or {}
+    containers = [c.get("name") for c in spec.get("containers") or []]
+    init = [c.get("name") for c in spec.get("initContainers") or []]
+    name = pod["metadata"]["name"]
+    if not requested:
+        default = (pod["metadata"].get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
+        if default in containers:
+            return default
+        if not containers:
+            raise errors.bad_request(f"a container name must be specified for pod {name}")
+        return containers[0]
+    if requested not in containers and requested not in init:
+        choices = " ".join(containers)
+        raise errors.bad_request(f"container {requested} is not valid for pod {name}, choose one of: [{choices}]")
+    return requested
+
+
+def log_file(root: Path, pod: Obj, options: LogOptions) -> Path:
+    container = options.container
+    restarts = int(_container_status(pod, container).get("restartCount", 0) or 0)
+    attempt = restarts - 1 if options.previous else restarts
+    name = pod["metadata"]["name"]
+    if attempt < 0:
+        raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
+    return root / "pods" / pod["metadata"]["uid"] / container / f"{attempt}.log"
+
+
+def _render(record: bytes, options: LogOptions, pending: list[bytes]) -> tuple[bytes | None, datetime | None]:
+    """One CRI record to output text (None while a partial line continues)."""
+    parts = record.rstrip(b"\n").split(b" ", 3)
+    if len(parts) < 3:
+        return None, None
+    stamp = parts[0].decode(errors="replace")
+    tag = parts[2]
+    text = parts[3] if len(parts) > 3 else b""
+    when = parse_time(stamp)
+    if tag == b"P":
+        pending.append(text)
+        return None, when
+    line = b"".join(pending) + text + b"\n"
+    pending.clear()
+    if options.timestamps:
+        line = stamp.encode() + b" " + line
+    return line, when
+
+
+def _terminated(pod: Obj | None, options: LogOptions, attempt_path: Path) -> bool:
+    if pod is None:
+        return True
+    status = _container_status(pod, options.container)
+    if int(status.get("restartCount", 0) or 0) > int(attempt_path.stem):
+        return True  # a newer attempt writes another file
+    if "terminated" in (status.get("state") or {}):
+        return True
+    return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
+
+
+async def stream(root: Path, pod: Obj, options: LogOptions, current_pod: Callable[[], Obj | None]) -> AsyncIterator[bytes]:
+    """The log text; with ``follow`` it keeps reading until the container has stopped."""
+    path = log_file(root, pod, options)
+    if not path.exists() and not options.follow:
+        if (pod.get("status") or {}).get("phase", "Pending") == "Pending":
+            raise errors.bad_request(
+                f'container "{options.container}" in pod "{pod["metadata"]["name"]}" is waiting to start: ContainerCreating')
+        return
+    budget = options.limit_bytes
+    pending: list[bytes] = []
+
+    def accept(line: bytes | None, when: datetime | None) -> bytes | None:
+        if line is None:
+            return None
+        if options.since is not None and when is not None and when < options.since:
+            return None
+        return line
+
+    while options.follow and not path.exists():
+        if _terminated(current_pod(), options, path):
+            return
+        await asyncio.sleep(FOLLOW_POLL_SECONDS)
+    with path.open("rb") as handle:
+        lines = []
+        for record in handle:
+            if not record.endswith(b"\n"):
+                handle.seek(-len(record), 1)  # a record still being written
+                break
+            line = accept(*_render(record, options, pending))
+            if line is not None:
+                lines.append(line)
+        if options.tail_lines is not None:
+            lines = lines[-options.tail_lines:] if options.tail_lines > 0 else []
+        for line in lines:
+            if budget is not None:
+                if budget <= 0:
+                    return
+                line = line[:budget]
+                budget -= len(line)
+            yield line
+        while options.follow:
+            record = handle.readline()
+            if record.endswith(b"\n"):
+                line = accept(*_render(record, options, pending))
+                if line is not None:
+                    if budget is not None:
+                        if budget <= 0:
+                            return
+                        line = line[:budget]
+                        budget -= len(line)
+                    yield line
+                continue
+            if record:
+                handle.seek(-len(record), 1)
+            if _terminated(current_pod(), options, path):
+                rest = handle.read()
+                for tail in rest.splitlines(keepends=True):
+                    line = accept(*_render(tail if tail.endswith(b"\n") else tail + b"\n", options, pending))
+                    if line is not None:
+                        yield line
+                return
+            await asyncio.sleep(FOLLOW_POLL_SECONDS)
+
+
+def since_from(seconds: int | None, since_time: str | None) -> datetime | None:
+    if seconds is not None:
+        return datetime.now(timezone.utc) - timedelta(seconds=seconds)
+    if since_time:
+        parsed = parse_time(since_time)
+        if parsed is None:
+            raise errors.bad_request(f"invalid sinceTime {since_time!r}")
+        return parsed
+    return None

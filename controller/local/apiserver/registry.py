@@ -1,0 +1,185 @@
+"""The kinds the server serves: the built-in ones and those CustomResourceDefinitions add.
+
+A ``ResourceType`` is everything the rest of the server needs to know about one
+group/version/resource: how discovery names it, which subresources it has, how objects are
+defaulted, pruned and validated (CRDs), which columns ``kubectl get`` shows and where the
+``scale`` subresource reads and writes replicas. Objects of one resource are stored once,
+whatever version they are read through (``storage_key``).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass
+class ResourceType:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    singular: str
+    namespaced: bool = True
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = ALL_VERBS
+    # Built-ins reset status on create and keep it on main-resource writes when they have a
+    # status subresource; CRDs only when the CRD declares one.
+    status_on_create: bool = False
+    # CRD-only behaviour.
+    crd_name: str | None = None
+    schema: dict[str, Any] | None = None
+    printer_columns: list[dict[str, Any]] = field(default_factory=list)
+    scale: dict[str, str] | None = None
+    validators: list[Any] = field(default_factory=list)  # compiled x-kubernetes-validations
+    # Built-in defaulting hook: called on every create and update with the new object.
+    defaulter: Callable[[dict[str, Any]], None] | None = None
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def storage_key(self) -> str:
+        return f"{self.group}/{self.plural}"
+
+    @property
+    def group_resource(self) -> str:
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+    @property
+    def is_custom(self) -> bool:
+        return self.crd_name is not None
+
+
+def _pod_defaults(pod: dict[str, Any]) -> None:
+    spec = pod.setdefault("spec", {})
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    spec.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    spec.setdefault("priority", 0)
+    for key in ("initContainers", "containers"):
+        for container in spec.get(key) or []:
+            container.setdefault("terminationMessagePath", "/dev/termination-log")
+            container.setdefault("terminationMessagePolicy", "File")
+            image = str(container.get("image", ""))
+            latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
+            container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
+            container.setdefault("resources", {})
+            for port in container.get("ports") or []:
+                port.setdefault("protocol", "TCP")
+
+
+def _service_defaults(service: dict[str, Any]) -> None:
+    spec = service.setdefault("spec", {})
+    spec.setdefault("type", "ClusterIP")
+    spec.setdefault("sessionAffinity", "None")
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        port.setdefault("targetPort", port.get("port"))
+
+
+def _namespace_defaults(namespace: dict[str, Any]) -> None:
+    namespace.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    namespace.setdefault("status", {}).setdefault("phase", "Active")
+    labels = namespace.setdefault("metadata", {}).setdefault("labels", {})
+    labels.setdefault("kubernetes.io/metadata.name", namespace["metadata"].get("name", ""))
+
+
+def builtin_types() -> list[ResourceType]:
+    """The built-in kinds, in discovery order."""
+    return [
+        ResourceType("", "v1", "namespaces", "Namespace", "namespace", namespaced=False,
+                     short_names=("ns",), subresources=("status", "finalize"),
+                     defaulter=_namespace_defaults),
+        ResourceType("", "v1", "pods", "Pod", "pod", short_names=("po",), categories=("all",),
+                     subresources=("status", "log", "binding", "eviction"), status_on_create=True,
+                     defaulter=_pod_defaults),
+        ResourceType("", "v1", "services", "Service", "service", short_names=("svc",),
+                     categories=("all",), subresources=("status",), status_on_create=True,
+                     defaulter=_service_defaults),
+        ResourceType("", "v1", "endpoints", "Endpoints", "endpoints", short_names=("ep",)),
+        ResourceType("", "v1", "events", "Event", "event", short_names=("ev",)),
+        ResourceType("", "v1", "configmaps", "ConfigMap", "configmap", short_names=("cm",)),
+        ResourceType("", "v1", "secrets", "Secret", "secret"),
+        ResourceType("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", short_names=("sa",)),
+        ResourceType("", "v1", "nodes", "Node", "node", namespaced=False, short_names=("no",),
+                     subresources=("status",)),
+        ResourceType("events.k8s.io", "v1", "events", "Event", "event", short_names=("ev",)),
+        ResourceType("coordination.k8s.io", "v1", "leases", "Lease", "lease"),
+        ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
+                     "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
+                     subresources=("status",), status_on_create=True),
+        ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
+                     "CustomResourceDefinition", "customresourcedefinition", namespaced=False,
+                     short_names=("crd", "crds"), categories=("api-extensions",),
+                     subresources=("status",)),
+    ]
+
+
+class Registry:
+    """Lookup of served resource types by group/version/plural, kind, and CRD."""
+
+    def __init__(self) -> None:
+        self._types: dict[tuple[str, str, str], ResourceType] = {}
+        for rtype in builtin_types():
+            self.add(rtype)
+
+    def add(self, rtype: ResourceType) -> None:
+        self._types[(rtype.group, rtype.version, rtype.plural)] = rtype
+
+    def remove_crd(self, crd_name: str) -> None:
+        for key in [k for k, t in self._types.items() if t.crd_name == crd_name]:
+            del self._types[key]
+
+    def get(self, group: str, version: str, plural: str) -> ResourceType | None:
+        return self._types.get((group, version, plural))
+
+    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
+        group, _, version = api_version.rpartition("/")
+        for rtype in self._types.values():
+            if rtype.group == group and rtype.version == version and rtype.kind == kind:
+                return rtype
+        return None
+
+    def versions_of(self, group: str, plural: str) -> list[ResourceType]:
+        return [t for t in self._types.values() if t.group == group and t.plural == plural]
+
+    def has_group_version(self, group: str, version: str) -> bool:
+        return any(t.group == group and t.version == version for t in self._types.values())
+
+    def __iter__(self) -> Iterator[ResourceType]:
+        return iter(list(self._types.values()))
+
+    def group_versions(self) -> dict[str, list[str]]:
+        """group -> versions in preference order (the first one is preferred)."""
+        groups: dict[str, list[str]] = {}
+        for rtype in self._types.values():
+            versions = groups.setdefault(rtype.group, [])
+            if rtype.version not in versions:
+                versions.append(rtype.version)
+        for group, versions in groups.items():
+            versions.sort(key=version_priority, reverse=True)
+        return groups
+
+
+def version_priority(version: str) -> tuple[int, int, int]:
+    """Kubernetes version ordering: GA > beta > alpha, higher numbers first."""
+    match = re.fullmatch(r"v(\d+)(?:(alpha|beta)(\d+))?", version)
+    if not match:
+        return (0, 0, 0)
+    stability = {"alpha": 1, "beta": 2, None: 3}[match.group(2)]
+    return (stability, int(match.group(1)), int(match.group(3) or 0))

@@ -1,0 +1,144 @@
+"""Label and field selectors, parsed like the API server parses ``labelSelector`` and
+``fieldSelector`` query parameters.
+
+Label selectors: ``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``
+(exists) and ``!k``, comma-separated (AND). Field selectors: ``=``, ``==``, ``!=`` on the
+fields each kind supports (``metadata.name`` and ``metadata.namespace`` everywhere; pods add
+``status.phase``, ``spec.nodeName`` ...).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable
+
+from . import errors
+
+Obj = dict[str, Any]
+Predicate = Callable[[Obj], bool]
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+        (?P<notexists>!\s*(?P<nkey>[^\s,!=()]+))
+      | (?P<key>[^\s,!=()]+)\s*(?:
+            (?P<setop>in|notin)\s*\((?P<values>[^)]*)\)
+          | (?P<op>==|=|!=)\s*(?P<value>[^\s,()]*)
+          | (?P<gt>>|<)\s*(?P<num>-?\d+)
+        )?
+    )\s*(?:,|$)""",
+    re.VERBOSE,
+)
+
+_LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+
+
+def parse_label_selector(text: str | None) -> Predicate | None:
+    if not text or not text.strip():
+        return None
+    requirements: list[Predicate] = []
+    pos = 0
+    while pos < len(text):
+        match = _TOKEN.match(text, pos)
+        if not match or match.end() == pos:
+            raise errors.bad_request(f"unable to parse requirement: invalid label selector: {text!r}")
+        pos = match.end()
+        if match.group("notexists"):
+            key = match.group("nkey")
+            requirements.append(lambda labels, k=key: k not in labels)
+            continue
+        key = match.group("key")
+        if not _LABEL_KEY.match(key):
+            raise errors.bad_request(f"unable to parse requirement: invalid label key {key!r}")
+        if match.group("setop"):
+            values = frozenset(v.strip() for v in match.group("values").split(",") if v.strip())
+            if match.group("setop") == "in":
+                requirements.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
+            else:
+                requirements.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
+        elif match.group("op"):
+            value = match.group("value")
+            if match.group("op") == "!=":
+                requirements.append(lambda labels, k=key, v=value: labels.get(k) != v)
+            else:
+                requirements.append(lambda labels, k=key, v=value: labels.get(k) == v)
+        elif match.group("gt"):
+            bound = int(match.group("num"))
+            greater = match.group("gt") == ">"
+            requirements.append(lambda labels, k=key, b=bound, g=greater: _compare(labels.get(k), b, g))
+        else:
+            requirements.append(lambda labels, k=key: k in labels)
+
+    def matches(obj: Obj) -> bool:
+        labels = obj["metadata"].get("labels") or {}
+        return all(req(labels) for req in requirements)
+
+    return matches
+
+
+def _compare(value: str | None, bound: int, greater: bool) -> bool:
+    try:
+        number = int(value or "")
+    except ValueError:
+        return False
+    return number > bound if greater else number < bound
+
+
+_COMMON_FIELDS = {"metadata.name", "metadata.namespace"}
+_KIND_FIELDS = {
+    "pods": {"status.phase", "spec.nodeName", "spec.restartPolicy", "spec.schedulerName",
+             "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName"},
+    "events": {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+               "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
+               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
+               "regarding.kind", "regarding.name", "regarding.namespace", "regarding.uid"},
+    "secrets": {"type"},
+    "namespaces": {"status.phase"},
+    "nodes": {"spec.unschedulable"},
+    "services": {"spec.clusterIP", "spec.type"},
+}
+
+
+def _field_value(obj: Obj, path: str) -> str:
+    value: Any = obj
+    for part in path.split("."):
+        value = value.get(part) if isinstance(value, dict) else None
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def parse_field_selector(text: str | None, plural: str, custom: bool) -> Predicate | None:
+    if not text or not text.strip():
+        return None
+    allowed = _COMMON_FIELDS | (set() if custom else _KIND_FIELDS.get(plural, set()))
+    requirements: list[tuple[str, bool, str]] = []
+    for term in text.split(","):
+        term = term.strip()
+        if not term:
+            continue
+        match = re.fullmatch(r"([^!=]+)(==|=|!=)(.*)", term)
+        if not match:
+            raise errors.bad_request(f"invalid selector: '{text}'; can't understand '{term}'")
+        name, op, value = match.group(1).strip(), match.group(2), match.group(3).strip()
+        if name not in allowed:
+            raise errors.bad_request(f'field label not supported: {name}')
+        requirements.append((name, op == "!=", value))
+
+    def matches(obj: Obj) -> bool:
+        for name, negate, value in requirements:
+            if (_field_value(obj, name) == value) == negate:
+                return False
+        return True
+
+    return matches
+
+
+def combine(*predicates: Predicate | None) -> Predicate:
+    active = [p for p in predicates if p is not None]
+    if not active:
+        return lambda obj: True
+    if len(active) == 1:
+        return active[0]
+    return lambda obj: all(p(obj) for p in active)

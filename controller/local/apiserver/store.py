@@ -1,0 +1,279 @@
+"""The object store: every object in memory, every acknowledged write in SQLite, and the
+recent history for watches.
+
+Why this shape: one process owns the data, so the in-memory map is the truth that reads,
+lists, selectors and optimistic-concurrency checks use without touching disk, and SQLite
+(WAL, ``synchronous=FULL``) only has to make writes durable. Writes are group-committed: a
+write changes memory at once, joins the batch that the next commit carries, and its caller
+is answered (and watchers are told) only when that batch is on disk. A kill -9 therefore
+never loses an acknowledged write.
+
+resourceVersion is one global integer, persisted with each batch, so it keeps increasing
+across restarts. Watches resume from an in-memory window of recent events; a version older
+than the window (and after a restart, any version from before it) is 410 Expired, which
+makes clients relist, as with a compacted etcd.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import orjson
+
+from . import errors
+
+Obj = dict[str, Any]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS objects (
+    resource TEXT NOT NULL,      -- storage key: "<group>/<plural>"
+    namespace TEXT NOT NULL,     -- "" for cluster-scoped objects
+    name TEXT NOT NULL,
+    rv INTEGER NOT NULL,
+    data BLOB NOT NULL,          -- the object as JSON
+    PRIMARY KEY (resource, namespace, name)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+
+@dataclass(slots=True)
+class Event:
+    rv: int
+    type: str  # ADDED, MODIFIED, DELETED
+    resource: str
+    obj: Obj
+    prev: Obj | None
+
+
+@dataclass(eq=False)
+class Watcher:
+    """One open watch: its filter and the queue the store feeds."""
+
+    resource: str
+    namespace: str | None
+    matches: Callable[[Obj], bool]
+    queue: asyncio.Queue[Event | None] = field(default_factory=asyncio.Queue)
+    since: int = 0
+    max_backlog: int = 50_000
+
+    def offer(self, event: Event) -> None:
+        if event.rv <= self.since:
+            return  # already part of the list the client started from
+        if self.namespace is not None and event.obj["metadata"].get("namespace") != self.namespace:
+            return
+        now = self.matches(event.obj)
+        before = event.prev is not None and event.type == "MODIFIED" and self.matches(event.prev)
+        if event.type == "MODIFIED" and now != before:
+            # An object entering or leaving the selection is an add or a delete to this watcher.
+            event = Event(event.rv, "ADDED" if now else "DELETED", event.resource, event.obj, None)
+            now = True
+        if not now:
+            return
+        if self.queue.qsize() >= self.max_backlog:
+            self.queue.put_nowait(None)  # too slow: end the watch, the client re-watches
+            return
+        self.queue.put_nowait(event)
+
+
+def object_key(obj: Obj) -> tuple[str, str]:
+    meta = obj["metadata"]
+    return meta.get("namespace") or "", meta["name"]
+
+
+class Store:
+    def __init__(self, path: Path, window: int = 20_000) -> None:
+        if not path.exists():
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # the WAL and SHM files inherit this
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.executescript(_SCHEMA)
+        self._objects: dict[str, dict[tuple[str, str], Obj]] = collections.defaultdict(dict)
+        self._by_uid: dict[str, tuple[str, str, str]] = {}
+        self._dependents: dict[str, set[tuple[str, str, str]]] = collections.defaultdict(set)
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'rv'").fetchone()
+        self.rv: int = row[0] if row else 0
+        for resource, data in self._db.execute("SELECT resource, data FROM objects"):
+            obj = orjson.loads(data)
+            self._objects[resource][object_key(obj)] = obj
+            self._index(resource, obj)
+        # Watches can resume from any version >= this one.
+        self._window_start = self.rv
+        self._history: collections.deque[Event] = collections.deque(maxlen=window)
+        self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
+        self._pending: list[tuple[Event, asyncio.Future[None]]] = []
+        self._flushing = False
+        self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+
+    def close(self) -> None:
+        self._writer.shutdown(wait=True)
+        self._db.close()
+
+    # --- reads --------------------------------------------------------------------------
+
+    def get(self, resource: str, namespace: str, name: str) -> Obj | None:
+        return self._objects[resource].get((namespace, name))
+
+    def list(self, resource: str, namespace: str | None = None) -> list[Obj]:
+        items = self._objects[resource]
+        if namespace is None:
+            keys = sorted(items)
+        else:
+            keys = sorted(k for k in items if k[0] == namespace)
+        return [items[k] for k in keys]
+
+    def count(self, resource: str) -> int:
+        return len(self._objects[resource])
+
+    def by_uid(self, uid: str) -> tuple[str, str, str] | None:
+        return self._by_uid.get(uid)
+
+    def dependents(self, uid: str) -> list[tuple[str, str, str]]:
+        return sorted(self._dependents.get(uid, ()))
+
+    def namespaced_resources(self, namespace: str) -> Iterable[tuple[str, Obj]]:
+        for resource, items in list(self._objects.items()):
+            for (ns, _), obj in list(items.items()):
+                if ns == namespace:
+                    yield resource, obj
+
+    # --- writes -------------------------------------------------------------------------
+
+    def put(self, resource: str, obj: Obj) -> asyncio.Future[None]:
+        """Store ``obj`` (created or replaced) under a fresh resourceVersion.
+
+        The caller hands over ``obj``: it must not change it afterwards. The future resolves
+        when the write is durable.
+        """
+        key = object_key(obj)
+        prev = self._objects[resource].get(key)
+        self.rv += 1
+        obj["metadata"]["resourceVersion"] = str(self.rv)
+        self._objects[resource][key] = obj
+        if prev is not None:
+            self._unindex(resource, prev)
+        self._index(resource, obj)
+        return self._enqueue(Event(self.rv, "MODIFIED" if prev else "ADDED", resource, obj, prev))
+
+    def remove(self, resource: str, obj: Obj) -> asyncio.Future[None]:
+        key = object_key(obj)
+        prev = self._objects[resource].pop(key)
+        self._unindex(resource, prev)
+        self.rv += 1
+        gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
+        return self._enqueue(Event(self.rv, "DELETED", resource, gone, prev))
+
+    def _index(self, resource: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        ref = (resource, meta.get("namespace") or "", meta["name"])
+        if uid := meta.get("uid"):
+            self._by_uid[uid] = ref
+        for owner in meta.get("ownerReferences") or ():
+            self._dependents[owner.get("uid", "")].add(ref)
+
+    def _unindex(self, resource: str, obj: Obj) -> None:
+        meta = obj["metadata"]
+        ref = (resource, meta.get("namespace") or "", meta["name"])
+        if (uid := meta.get("uid")) and self._by_uid.get(uid) == ref:
+            del self._by_uid[uid]
+        for owner in meta.get("ownerReferences") or ():
+            refs = self._dependents.get(owner.get("uid", ""))
+            if refs is not None:
+                refs.discard(ref)
+                if not refs:
+                    del self._dependents[owner.get("uid", "")]
+
+    def _enqueue(self, event: Event) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        self._pending.append((event, done))
+        if not self._flushing:
+            self._flushing = True
+            loop.create_task(self._flush())
+        return done
+
+    async def _flush(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while self._pending:
+                batch, self._pending = self._pending, []
+                try:
+                    await loop.run_in_executor(self._writer, self._persist, [e for e, _ in batch])
+                except Exception as exc:  # disk full, I/O error: fail the callers, keep serving
+                    for _, done in batch:
+                        if not done.done():
+                            done.set_exception(errors.ApiError(500, "InternalError", f"storage: {exc}"))
+                    continue
+                for event, done in batch:
+                    self._publish(event)
+                    if not done.done():
+                        done.set_result(None)
+        finally:
+            self._flushing = False
+
+    def _persist(self, batch: list[Event]) -> None:
+        db = self._db
+        db.execute("BEGIN")
+        try:
+            # Order matters when one batch deletes and re-creates the same name.
+            for event in batch:
+                namespace, name = object_key(event.obj)
+                if event.type == "DELETED":
+                    db.execute(
+                        "DELETE FROM objects WHERE resource = ? AND namespace = ? AND name = ?",
+                        (event.resource, namespace, name),
+                    )
+                else:
+                    db.execute(
+                        "INSERT OR REPLACE INTO objects VALUES (?, ?, ?, ?, ?)",
+                        (event.resource, namespace, name, event.rv, orjson.dumps(event.obj)),
+                    )
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('rv', ?)", (batch[-1].rv,))
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+
+    # --- watch --------------------------------------------------------------------------
+
+    def _publish(self, event: Event) -> None:
+        self._history.append(event)
+        for watcher in self._watchers.get(event.resource, ()):
+            watcher.offer(event)
+
+    @property
+    def oldest_resumable(self) -> int:
+        if len(self._history) == self._history.maxlen:
+            return self._history[0].rv - 1
+        return self._window_start
+
+    @property
+    def published_rv(self) -> int:
+        """The newest version every watcher has been told about."""
+        return self._history[-1].rv if self._history else self._window_start
+
+    def watch(self, resource: str, namespace: str | None, matches: Callable[[Obj], bool], since: int | None) -> Watcher:
+        """Open a watch; events after ``since`` (None: from now) are replayed first."""
+        watcher = Watcher(resource, namespace, matches, since=self.rv if since is None else since)
+        if since is not None:
+            if since < self.oldest_resumable:
+                raise errors.expired(since)
+            for event in self._history:
+                if event.rv > since and event.resource == resource:
+                    watcher.offer(event)
+        self._watchers[resource].add(watcher)
+        return watcher
+
+    def stop_watch(self, watcher: Watcher) -> None:
+        self._watchers[watcher.resource].discard(watcher)
+
+    def watcher_count(self) -> int:
+        return sum(len(w) for w in self._watchers.values())
