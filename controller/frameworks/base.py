@@ -32,12 +32,12 @@ class ReplicaCounts:
 
 @dataclass(frozen=True)
 class ConditionChange:
-    """A condition the framework wants set, with the event that announces it."""
+    """A condition the framework wants set, with the type of the event that announces it."""
 
     type: str
     reason: str
     message: str
-    event_type: str = "Normal"
+    event_type: Optional[str] = "Normal"  # None: no event (Running has none in the references)
 
 
 @dataclass(frozen=True)

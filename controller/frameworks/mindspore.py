@@ -134,7 +134,9 @@ class MindSporeFramework(Framework):
                 elif counts.active > 0 and not facts.restarted:
                     # After a restart in this pass the job is Restarting, not Running: the
                     # reference flips to Running here and then fails the job (§2.13.6).
-                    out.append(ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"MSJob {ns}/{name} is running."))
+                    out.append(
+                        ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"MSJob {ns}/{name} is running.", None)
+                    )
             if counts.failed > 0:
                 if restarting or facts.restarted:
                     continue

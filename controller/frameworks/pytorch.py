@@ -220,7 +220,7 @@ class PyTorchFramework(Framework):
         specs = job.spec.pytorch_replica_specs
         has_master = MASTER in specs
         out: list[ConditionChange] = []
-        running = ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"PyTorchJob {name} is running.")
+        running = ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"PyTorchJob {name} is running.", None)
         succeeded = ConditionChange(
             c.CONDITION_SUCCEEDED, self.reason("Succeeded"), f"PyTorchJob {ns}/{name} successfully completed."
         )
@@ -236,7 +236,9 @@ class PyTorchFramework(Framework):
                     return out + [succeeded]
                 if counts.active > 0:
                     out.append(
-                        ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"PyTorchJob {ns}/{name} is running.")
+                        ConditionChange(
+                            c.CONDITION_RUNNING, self.reason("Running"), f"PyTorchJob {ns}/{name} is running.", None
+                        )
                     )
             if counts.failed > 0 and replicas > counts.succeeded + counts.active:
                 message = f"PyTorchJob {name} is {{}} because {counts.failed} {rtype} replica(s) failed."

@@ -152,7 +152,7 @@ class _Pass:
         """Delete every pod, Service, the PodGroup and the store; mark the job Suspended."""
         fw = self.framework
         for pod in self.pods.replicas():
-            self.delete(pod)
+            self.delete(pod, with_service=False)
         for service in self.services.replicas():
             self.delete(service, kind="Service", with_service=False)
         self.delete_rendezvous_store()
