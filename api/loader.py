@@ -11,6 +11,7 @@ in one mapping is an error instead of silently keeping the last value.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -108,9 +109,41 @@ def _yaml_problem(exc: yaml.YAMLError, first_line: int) -> str:
     return text
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in obj:
+            raise _DuplicateKey(f"duplicate key {show(key)}")
+        obj[key] = value
+    return obj
+
+
+def _read_json(text: str) -> Optional[list[Document]]:
+    """A JSON document (which may be indented with tabs, unlike YAML), or None if it is not JSON."""
+    try:
+        obj = json.loads(text, object_pairs_hook=_json_object)
+    except _DuplicateKey as exc:
+        return [Document(1, 1, error=str(exc))]
+    except ValueError:
+        return None  # not JSON: YAML's flow style also starts with { or [
+    except RecursionError:
+        return [Document(1, 1, error="nested too deeply")]
+    if not isinstance(obj, dict):
+        return [Document(1, 1, error=f"expected a Kubernetes object (a mapping), got {json_type(obj)} {show(obj)}")]
+    return [Document(1, 1, obj=obj)]
+
+
 def read_documents(text: str) -> list[Document]:
-    """Every non-empty document of a YAML stream, good or bad, in order."""
-    documents: list[Document] = []
+    """Every non-empty document of a YAML stream (or one JSON object), good or bad, in order."""
+    if text.lstrip().startswith(("{", "[")):
+        documents = _read_json(text)
+        if documents is not None:
+            return documents
+    documents = []
     for first_line, chunk in _split(text):
         try:
             obj = yaml.load(chunk, Loader=_KubernetesYAMLLoader)

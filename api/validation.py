@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from typing import Any, Optional
 
+from pydantic import BaseModel
+
 from api import constants as c
 from api.errors import FieldError, json_type, show, supported
 from api.loader import job_model, parse_structure
@@ -45,12 +47,38 @@ def validate(obj: Any, old: Any = None) -> list[FieldError]:
 
 
 def warnings(obj: Any) -> list[str]:
-    """Things that work but should change (deprecated fields), one line each."""
+    """Things that work but should change, one line each: deprecated and unknown fields.
+
+    An unknown field is most often a typo (``restartpolicy``); the API server would prune it,
+    so the job would silently run without it.
+    """
     spec = _dict(obj, "spec")
     elastic = _dict(spec, "elasticPolicy")
+    out = []
     if elastic.get("nProcPerNode") is not None:
-        return ["spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"]
-    return []
+        out.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
+    job, _ = parse_structure(obj)
+    if job is not None:
+        out += [f'unknown field "{path}"' for path in _unknown_fields(job, "")]
+    return out
+
+
+def _unknown_fields(model: BaseModel, path: str) -> list[str]:
+    """Paths of the fields parsing kept without knowing them (``extra="allow"``)."""
+    found = [f"{path}.{key}" if path else key for key in (model.model_extra or {})]
+    for name, field in type(model).model_fields.items():
+        if name not in model.model_fields_set:
+            continue
+        value = getattr(model, name)
+        alias = field.alias or name
+        here = f"{path}.{alias}" if path else alias
+        if isinstance(value, BaseModel):
+            found += _unknown_fields(value, here)
+        elif isinstance(value, dict):
+            found += [p for k, v in value.items() if isinstance(v, BaseModel) for p in _unknown_fields(v, f"{here}[{k}]")]
+        elif isinstance(value, list):
+            found += [p for i, v in enumerate(value) if isinstance(v, BaseModel) for p in _unknown_fields(v, f"{here}[{i}]")]
+    return found
 
 
 # --- helpers --------------------------------------------------------------------------------

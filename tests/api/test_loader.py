@@ -126,3 +126,24 @@ def test_self_referencing_yaml_is_one_line():
     assert info.value.problems == [
         "document 1 (line 1): an alias (*name) refers to a node that contains it; JSON cannot hold a cycle"
     ]
+
+
+def test_json_documents_may_be_indented_with_tabs():
+    assert load_documents('{\n\t"kind": "PyTorchJob",\n\t"spec": {}\n}\n') == [{"kind": "PyTorchJob", "spec": {}}]
+
+
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        ('{"kind": "A", "kind": "B"}', 'document 1 (line 1): duplicate key "kind"'),
+        ("[1, 2]", "document 1 (line 1): expected a Kubernetes object (a mapping), got array [1, 2]"),
+    ],
+)
+def test_bad_json_is_one_line(text, problem):
+    with pytest.raises(DocumentsInvalid) as info:
+        load_documents(text)
+    assert info.value.problems == [problem]
+
+
+def test_yaml_flow_mapping_is_still_yaml():
+    assert load_documents("{kind: PyTorchJob, spec: {}}") == [{"kind": "PyTorchJob", "spec": {}}]

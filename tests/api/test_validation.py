@@ -218,3 +218,22 @@ def test_deprecated_nproc_is_a_warning_not_an_error(pytorchjob, mutate):
 )
 def test_samples_are_valid(load_sample, sample):
     assert validate(load_sample(sample)) == []
+
+
+def test_unknown_fields_are_warnings_with_their_paths(load_sample, mutate):
+    job = mutate(
+        load_sample("pytorch_full.yaml"),
+        {
+            W + ("restartpolicy",): "Never",
+            RP + ("schedulingPolicy", "Queue"): "x",
+            ("status", "conditions", 0, "extra"): 1,
+            W + ("template", "spec", "anyPodField"): 1,  # pod templates are passed through
+        },
+    )
+    assert validate(job) == []
+    assert warnings(job) == [
+        'unknown field "spec.futureField"',
+        'unknown field "spec.pytorchReplicaSpecs[Worker].restartpolicy"',
+        'unknown field "spec.runPolicy.schedulingPolicy.Queue"',
+        'unknown field "status.conditions[0].extra"',
+    ]
