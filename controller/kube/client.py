@@ -252,12 +252,11 @@ class KubeClient:
         *,
         label_selector: Optional[str] = None,
         timeout_seconds: int = 300,
-    ) -> Iterator[dict[str, Any]]:
-        """Watch events (dicts ``{type, object}``) from ``resource_version``, bookmarks included.
+    ) -> "WatchStream":
+        """Open a watch from ``resource_version``, bookmarks included.
 
         The server closes the stream after ``timeout_seconds``; the client gives up on a
-        silent connection a little later, so a dead peer cannot hang the informer. A dropped
-        connection or an HTTP error is raised as :class:`ApiError`; the caller re-watches.
+        silent connection a little later, so a dead peer cannot hang the informer.
         """
         self._record("watch", resource, None)
         query: list[tuple[str, Any]] = [
@@ -276,22 +275,7 @@ class KubeClient:
             query=query,
             timeout=(REQUEST_TIMEOUT[0], timeout_seconds + WATCH_READ_MARGIN),
         )
-        buffer = b""
-        try:
-            for chunk in response.stream(amt=None, decode_content=True):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-            if buffer.strip():
-                yield json.loads(buffer)
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            raise ApiError(0, "ConnectionError", f"watch stream: {type(exc).__name__}: {exc}") from None
-        except ValueError as exc:
-            raise ApiError(0, "ConnectionError", f"watch stream cut mid-object: {exc}") from None
-        finally:
-            response.release_conn()
+        return WatchStream(response)
 
     def create(self, resource: Resource, obj: dict[str, Any]) -> Created:
         """POST; an AlreadyExists answer is success (``Created.existed``)."""
@@ -346,3 +330,43 @@ class KubeClient:
             if exc.code == 404:
                 return False
             raise
+
+
+class WatchStream:
+    """The events (dicts ``{type, object}``) of one open watch; :meth:`close` unblocks a reader.
+
+    A dropped connection or a body cut mid-event is raised as :class:`ApiError` (code 0);
+    the informer re-watches from its last resourceVersion.
+    """
+
+    def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
+        self._response = response
+        self._closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        buffer = b""
+        try:
+            for chunk in self._response.stream(amt=None, decode_content=True):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        yield json.loads(line)
+            if buffer.strip():
+                yield json.loads(buffer)
+        except (urllib3.exceptions.HTTPError, OSError, AttributeError) as exc:
+            if self._closed:
+                return
+            raise ApiError(0, "ConnectionError", f"watch stream: {type(exc).__name__}: {exc}") from None
+        except ValueError as exc:
+            raise ApiError(0, "ConnectionError", f"watch stream cut mid-event: {exc}") from None
+        finally:
+            self._response.release_conn()
+
+    def close(self) -> None:
+        """Stop the stream from another thread (the reader returns quietly)."""
+        self._closed = True
+        try:
+            self._response.shutdown()
+        except (OSError, AttributeError):
+            pass

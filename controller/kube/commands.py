@@ -14,7 +14,7 @@ import signal
 import socket
 import sys
 import uuid
-from typing import Optional
+from typing import Callable, Optional
 
 log = logging.getLogger("trainctl.controller")
 
@@ -121,15 +121,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainctl controller: cannot reach the API server at {client.configuration.host}: {exc.message}", file=sys.stderr)
         return 1
 
-    servers = []
+    servers: list[Callable[[], None]] = []
     try:
         if args.metrics_port:
             server, _ = start_http_server(args.metrics_port, addr=args.bind_address, registry=metrics.registry)
-            servers.append(server)
+            servers.append(server.shutdown)
         if args.health_port:
             health = HealthServer(args.bind_address, args.health_port, manager.healthy, manager.synced)
             health.start()
-            servers.append(health)
+            servers.append(health.stop)
     except OSError as exc:
         print(f"trainctl controller: cannot listen: {exc}", file=sys.stderr)
         return 1
@@ -154,8 +154,8 @@ def run(args: argparse.Namespace) -> int:
     while not manager.wait(1.0):
         pass
     manager.stop()
-    for server in servers:
-        server.shutdown()
+    for stop_server in servers:
+        stop_server()
     if manager.lost_leadership:
         print("trainctl controller: lost the leader lease; exiting so a fresh replica can compete", file=sys.stderr)
         return 1

@@ -23,7 +23,7 @@ import random
 import threading
 from typing import Any, Callable, Iterable, Optional
 
-from controller.kube.client import ApiError, KubeClient
+from controller.kube.client import ApiError, KubeClient, WatchStream
 from controller.kube.resources import Resource, controller_owner
 
 log = logging.getLogger("trainctl.controller.informer")
@@ -173,6 +173,7 @@ class Informer:
         self._thread: Optional[threading.Thread] = None
         self.resource_version = ""
         self.relists = 0
+        self._stream: Optional[WatchStream] = None
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -183,6 +184,9 @@ class Informer:
 
     def stop(self) -> None:
         self._stop.set()
+        stream = self._stream
+        if stream is not None:
+            stream.close()
 
     def _emit(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
         for handler in self._handlers:
@@ -235,9 +239,11 @@ class Informer:
             label_selector=self.label_selector,
             timeout_seconds=timeout,
         )
+        self._stream = stream
+        if self._stop.is_set():
+            stream.close()
         for event in stream:
             if self._stop.is_set():
-                stream.close()
                 return
             event_type = event.get("type")
             obj = event.get("object") or {}

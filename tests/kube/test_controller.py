@@ -1,0 +1,136 @@
+"""The controller against the embedded API server: jobs run to completion, exactly once."""
+
+from __future__ import annotations
+
+import collections
+import urllib.request
+
+from controller.kube.resources import PYTORCHJOBS
+
+from .conftest import CRDS, condition, expected_replicas, job_events, master_succeeds_when_all_run, pytorch_job
+from .podphase import PodPhaseDriver
+
+
+def _names(objs):
+    return sorted(o["metadata"]["name"] for o in objs)
+
+
+def test_a_job_runs_to_success_with_each_child_created_once(kube, start_manager, jobs, pods, services, events, rbac_allowed):
+    manager = start_manager()
+    driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
+    try:
+        expected_replicas["mnist"] = 3
+        kube.create(PYTORCHJOBS, pytorch_job("mnist", workers=2))
+        done = jobs.wait(lambda: condition(jobs.get("mnist"), "Succeeded"), what="mnist Succeeded")
+        assert done["reason"] == "PyTorchJobSucceeded"
+    finally:
+        driver.stop()
+
+    job = jobs.get("mnist")
+    assert job["status"].get("startTime") and job["status"].get("completionTime")
+    mine = [p for p in pods.list() if p["metadata"]["labels"].get("training.kubeflow.org/job-name") == "mnist"]
+    assert _names(mine) == ["mnist-master-0", "mnist-worker-0", "mnist-worker-1"]
+    assert len(driver.created) == 3, "a pod was created twice"
+    assert _names(s for s in services.list() if s["metadata"]["name"].startswith("mnist-")) == _names(mine)
+    for child in mine:
+        (owner,) = child["metadata"]["ownerReferences"]
+        assert owner["uid"] == job["metadata"]["uid"] and owner["controller"] is True
+
+    reasons = [e["reason"] for e in events.wait(lambda: job_events(events, "mnist"), what="events")]
+    events.wait(lambda: "PyTorchJobSucceeded" in [e["reason"] for e in job_events(events, "mnist")], what="success event")
+    reasons = collections.Counter(e["reason"] for e in job_events(events, "mnist"))
+    assert reasons["PyTorchJobSucceeded"] == 1, reasons
+
+    counters = manager.metrics.jobs
+    assert counters["succeeded"].labels(job_namespace="default", framework="pytorch")._value.get() == 1
+    assert manager.client.calls <= rbac_allowed, manager.client.calls - rbac_allowed
+
+
+def test_a_failed_pod_is_replaced_and_the_job_still_succeeds(kube, start_manager, jobs, pods):
+    manager = start_manager()
+    failed_uids: set[str] = set()
+
+    def outcome(pod, running):
+        name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+        if name == "flaky-worker-0" and not failed_uids:
+            failed_uids.add(uid)
+            return "Failed"
+        # The master finishes only once the replacement worker runs.
+        replaced = any(p["metadata"]["name"] == "flaky-worker-0" and p["metadata"]["uid"] not in failed_uids for p in running)
+        return master_succeeds_when_all_run(pod, running) if failed_uids and replaced else None
+
+    expected_replicas["flaky"] = 2
+    driver = PodPhaseDriver(kube, "default", outcome).start()
+    try:
+        kube.create(PYTORCHJOBS, pytorch_job("flaky", workers=1))
+        jobs.wait(lambda: condition(jobs.get("flaky"), "Succeeded"), what="flaky Succeeded")
+    finally:
+        driver.stop()
+    # The worker was created twice (the replacement), the master once.
+    assert len(driver.created) == 3
+    assert manager.metrics.jobs["restarted"].labels(job_namespace="default", framework="pytorch")._value.get() >= 1
+
+
+def _without_validation(schema):
+    """The schema minus its CEL rules: a cluster whose CRD does not guard the spec."""
+    if isinstance(schema, dict):
+        return {k: _without_validation(v) for k, v in schema.items() if k != "x-kubernetes-validations"}
+    if isinstance(schema, list):
+        return [_without_validation(v) for v in schema]
+    return schema
+
+
+def test_an_invalid_job_fails_naming_the_field_and_others_still_run(kube, start_manager, jobs, events):
+    crd = kube.get(CRDS, None, "pytorchjobs.kubeflow.org")
+    crd["spec"] = _without_validation(crd["spec"])
+    kube.replace(CRDS, crd)
+    start_manager()
+    bad = pytorch_job("bad", workers=1)
+    bad["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2  # a PyTorchJob has one Master
+    kube.create(PYTORCHJOBS, bad)
+    expected_replicas["good"] = 2
+    driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
+    try:
+        kube.create(PYTORCHJOBS, pytorch_job("good", workers=1))
+        failed = jobs.wait(lambda: condition(jobs.get("bad"), "Failed"), what="bad Failed")
+        jobs.wait(lambda: condition(jobs.get("good"), "Succeeded"), what="good Succeeded")
+    finally:
+        driver.stop()
+    assert "spec.pytorchReplicaSpecs[Master].replicas" in failed["message"]
+    warning = events.wait(
+        lambda: [e for e in job_events(events, "bad") if "spec.pytorchReplicaSpecs[Master].replicas" in e.get("message", "")],
+        what="an event naming the field",
+    )
+    assert warning[0]["type"] in ("Warning", "Normal")
+
+
+def test_probes_and_metrics_are_served(controller_process, kube, jobs):
+    import socket
+
+    def free_port() -> int:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+
+    metrics_port, health_port = free_port(), free_port()
+    proc = controller_process(
+        "--metrics-port", str(metrics_port), "--health-port", str(health_port), "--bind-address", "127.0.0.1", "--log-format", "json"
+    ).start()
+
+    def ready() -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=1) as r:
+                return r.status == 200
+        except OSError:
+            return False
+
+    jobs.wait(ready, timeout=30, what="/readyz")
+    with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=1) as r:
+        assert r.status == 200
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1) as r:
+        text = r.read().decode()
+    assert 'trainctl_api_requests_total{code="200",verb="list"}' in text
+    assert "trainctl_workqueue_depth" in text
+    assert proc.terminate() == 0
+    log = proc.log()
+    assert '"msg": "starting"' in log and '"msg": "stopped"' in log
