@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from api import MSJob, PyTorchJob, default_job
@@ -28,12 +30,14 @@ def test_round_trip_is_exact(load_sample, sample):
 
 
 @pytest.mark.parametrize("sample", SAMPLES)
-def test_defaulting_leaves_the_parsed_job_alone(load_sample, sample):
+def test_defaulting_leaves_the_parsed_job_and_its_source_alone(load_sample, sample):
     obj = load_sample(sample)
+    snapshot = copy.deepcopy(obj)
     job = parse_job(obj)
     defaulted = default_job(job).dump()
-    assert job.dump() == obj
-    assert defaulted != obj
+    assert obj == snapshot
+    assert job.dump() == snapshot
+    assert defaulted != snapshot
 
 
 def test_timestamps_stay_strings(load_sample):
