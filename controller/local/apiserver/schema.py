@@ -139,7 +139,6 @@ def _validate(value: Any, schema: Obj, old: Any, path: str, causes: list[Cause],
                 causes.append(Cause(path, "FieldValueTypeInvalid",
                                     f'Invalid value: "null": {where} in body must be of type {expected}: "null"'))
         return
-    before = len(causes)
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))):
             causes.append(Cause(path, "FieldValueTypeInvalid",
@@ -201,5 +200,5 @@ def _validate(value: Any, schema: Obj, old: Any, path: str, causes: list[Cause],
         causes.append(_invalid(path, value, f"{where} in body must match at least one schema in anyOf"))
     if schema.get("oneOf") and sum(not validate(value, s, old, path, root) for s in schema["oneOf"]) != 1:
         causes.append(_invalid(path, value, f"{where} in body must match exactly one schema in oneOf"))
-    if len(causes) == before and schema.get("x-kubernetes-validations"):
-        causes += cel.check(schema, value, old, path)
+    if schema.get("x-kubernetes-validations"):
+        causes += cel.check(schema, value, old, path)  # reached only when the type is right

@@ -1,0 +1,194 @@
+"""kubectl 1.32 against the embedded API server, with default (server-side) validation."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import yaml
+
+from .conftest import ms_job, pytorch_job, write_cri_log
+
+pytestmark = pytest.mark.usefixtures("crds")
+
+
+def apply(kubectl, obj, *flags):
+    return kubectl("apply", *flags, "-f", "-", input=json.dumps(obj))
+
+
+def test_crds_register_kinds_with_discovery_and_short_table(kubectl):
+    resources = kubectl("api-resources", "--api-group=kubeflow.org")
+    assert "pytorchjobs" in resources and "PyTorchJob" in resources
+    assert "msjobs" in kubectl("api-resources", "--api-group=mindspore.gitee.com")
+    crd = kubectl.json("get", "crd", "pytorchjobs.kubeflow.org")
+    established = {c["type"]: c["status"] for c in crd["status"]["conditions"]}
+    assert established == {"NamesAccepted": "True", "Established": "True"}
+
+
+def test_apply_get_and_yaml_of_pytorchjob_and_msjob(kubectl):
+    assert "pytorchjob.kubeflow.org/pt created" in apply(kubectl, pytorch_job("pt"))
+    assert "msjob.mindspore.gitee.com/ms created" in apply(kubectl, ms_job("ms"))
+    assert "unchanged" in apply(kubectl, pytorch_job("pt"))
+
+    table = kubectl("get", "pytorchjobs").splitlines()
+    assert table[0].split() == ["NAME", "STATE", "AGE"]
+    assert table[1].split()[0] == "pt" and table[1].split()[-1].endswith("s")
+
+    job = yaml.safe_load(kubectl("get", "pytorchjob", "pt", "-o", "yaml"))
+    assert job["metadata"]["uid"] and job["metadata"]["generation"] == 1
+    assert job["spec"]["runPolicy"] == {"suspend": False}  # the CRD schema's defaults
+    assert int(job["metadata"]["resourceVersion"]) > 0
+    ms = kubectl.json("get", "msjob", "ms")
+    assert ms["spec"]["msReplicaSpecs"]["Worker"]["replicas"] == 2
+
+    changed = pytorch_job("pt", workers=3)
+    assert "configured" in apply(kubectl, changed)
+    after = kubectl.json("get", "pytorchjob", "pt")
+    assert after["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
+    assert after["metadata"]["generation"] == 2
+
+
+def test_invalid_job_is_refused_with_field_paths_by_schema_and_cel(kubectl):
+    bad = pytorch_job("bad")
+    bad["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
+    bad["spec"]["pytorchReplicaSpecs"]["Chief"] = bad["spec"]["pytorchReplicaSpecs"]["Master"]
+    result = kubectl.run("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert result.returncode == 1
+    assert 'The PyTorchJob "bad" is invalid' in result.stderr
+    assert "spec.pytorchReplicaSpecs[Worker].replicas" in result.stderr
+    assert "replica types must be Master or Worker" in result.stderr
+    assert kubectl.run("get", "pytorchjob", "bad", check=False).returncode == 1
+
+
+def test_watch_prints_changes_until_the_timeout(kubectl):
+    apply(kubectl, pytorch_job("w"))
+    watcher = kubectl.popen("get", "pytorchjobs", "-w", "--request-timeout=4s", "-o", "name")
+    try:
+        first = watcher.stdout.readline()
+        assert first.strip() == "pytorchjob.kubeflow.org/w"
+        kubectl("label", "pytorchjob", "w", "step=1")
+        assert watcher.stdout.readline().strip() == "pytorchjob.kubeflow.org/w"
+    finally:
+        watcher.kill()
+        watcher.communicate()
+
+
+def test_wait_for_condition_set_through_status(kubectl):
+    apply(kubectl, pytorch_job("done"))
+    waiter = kubectl.popen("wait", "--for=condition=Succeeded", "pytorchjob/done", "--timeout=20s")
+    status = {"status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "JobSucceeded",
+                                         "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
+    kubectl("patch", "pytorchjob", "done", "--subresource=status", "--type=merge", "-p", json.dumps(status))
+    out, err = waiter.communicate(timeout=25)
+    assert waiter.returncode == 0, err
+    assert "condition met" in out
+    assert kubectl("get", "pytorchjob", "done").splitlines()[1].split()[1] == "Succeeded"
+
+
+def test_status_is_isolated_from_spec_writes(kubectl):
+    job = pytorch_job("iso")
+    job["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
+    apply(kubectl, job)
+    assert "status" not in kubectl.json("get", "pytorchjob", "iso")
+    kubectl("patch", "pytorchjob", "iso", "--type=merge", "-p", '{"status":{"startTime":"2026-01-01T00:00:00Z"}}')
+    assert "status" not in kubectl.json("get", "pytorchjob", "iso")
+
+
+def test_scale_uses_the_crd_scale_paths(kubectl):
+    apply(kubectl, pytorch_job("sc"))
+    assert "scaled" in kubectl("scale", "pytorchjob", "sc", "--replicas=4")
+    assert kubectl.json("get", "pytorchjob", "sc")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
+    assert "scaled" in kubectl("scale", "pytorchjob", "sc", "--current-replicas=4", "--replicas=1")
+    refused = kubectl.run("scale", "pytorchjob", "sc", "--current-replicas=7", "--replicas=2", check=False)
+    assert refused.returncode == 1
+    assert kubectl.json("get", "pytorchjob", "sc")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+
+
+def test_patch_merge_json_and_strategic_refused_for_custom_resources(kubectl):
+    apply(kubectl, pytorch_job("pa"))
+    kubectl("patch", "pytorchjob", "pa", "--type=merge", "-p", '{"metadata":{"labels":{"team":"a"}}}')
+    kubectl("patch", "pytorchjob", "pa", "--type=json", "-p",
+            '[{"op":"replace","path":"/spec/pytorchReplicaSpecs/Worker/replicas","value":5}]')
+    job = kubectl.json("get", "pytorchjob", "pa")
+    assert job["metadata"]["labels"] == {"team": "a"}
+    assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 5
+    strategic = kubectl.run("patch", "pytorchjob", "pa", "-p", '{"metadata":{"labels":{"team":"b"}}}', check=False)
+    assert strategic.returncode == 1
+    assert "application/strategic-merge-patch+json is not supported" in strategic.stderr
+
+
+def test_server_side_apply_creates_then_updates(kubectl):
+    job = pytorch_job("ssa")
+    assert "serverside-applied" in kubectl("apply", "--server-side", "-f", "-", input=json.dumps(job))
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 6
+    kubectl("apply", "--server-side", "-f", "-", input=json.dumps(job))
+    assert kubectl.json("get", "pytorchjob", "ssa")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 6
+
+
+def test_strategic_apply_of_a_changed_pod_merges_lists_by_key(kubectl):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "x"}},
+           "spec": {"containers": [{"name": "main", "image": "busybox:1.36",
+                                    "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}]}}
+    apply(kubectl, pod)
+    pod["spec"]["containers"][0]["env"] = [{"name": "B", "value": "3"}, {"name": "C", "value": "4"}]
+    pod["metadata"]["labels"] = {"app": "y"}
+    assert "configured" in apply(kubectl, pod)
+    stored = kubectl.json("get", "pod", "p")
+    assert stored["spec"]["containers"][0]["env"] == [{"name": "B", "value": "3"}, {"name": "C", "value": "4"}]
+    assert stored["metadata"]["labels"] == {"app": "y"}
+    assert stored["spec"]["containers"][0]["terminationMessagePath"] == "/dev/termination-log"  # defaults kept
+    wide = kubectl("get", "pods", "-o", "wide").splitlines()
+    assert wide[0].split()[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    assert wide[1].split()[:3] == ["p", "0/1", "Pending"]
+
+
+def test_logs_read_the_kubelet_files(kubectl, apiserver):
+    kubectl("run", "logger", "--image=busybox:1.36", "--restart=Never")
+    pod = kubectl.json("get", "pod", "logger")
+    write_cri_log(apiserver.dir, pod, "logger", 0, [
+        ("2026-01-01T00:00:00.000000001Z", "stdout", "epoch 1"),
+        ("2026-01-01T00:00:01.5Z", "stderr", "warning: slow"),
+        ("2026-01-01T00:00:02Z", "stdout", "epoch 2"),
+    ])
+    assert kubectl("logs", "logger") == "epoch 1\nwarning: slow\nepoch 2\n"
+    assert kubectl("logs", "logger", "--tail=1") == "epoch 2\n"
+    assert kubectl("logs", "logger", "--timestamps", "--tail=1") == "2026-01-01T00:00:02Z epoch 2\n"
+
+
+def test_delete_plain_and_with_a_finalizer(kubectl):
+    apply(kubectl, pytorch_job("gone"))
+    assert 'deleted' in kubectl("delete", "pytorchjob", "gone")
+    assert kubectl.run("get", "pytorchjob", "gone", check=False).returncode == 1
+
+    job = pytorch_job("held")
+    job["metadata"]["finalizers"] = ["example.com/hold"]
+    apply(kubectl, job)
+    kubectl("delete", "pytorchjob", "held", "--wait=false")
+    held = kubectl.json("get", "pytorchjob", "held")
+    assert held["metadata"]["deletionTimestamp"] and held["metadata"]["finalizers"] == ["example.com/hold"]
+    deleting = kubectl.popen("delete", "pytorchjob", "held", "--timeout=20s")  # waits for the finalizer
+    kubectl("patch", "pytorchjob", "held", "--type=json", "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
+    out, err = deleting.communicate(timeout=20)
+    assert deleting.returncode == 0, err
+    assert kubectl.run("get", "pytorchjob", "held", check=False).returncode == 1
+
+
+def test_missing_object_and_unknown_kind_errors(kubectl):
+    missing = kubectl.run("get", "pytorchjob", "nope", check=False)
+    assert missing.returncode == 1
+    assert 'pytorchjobs.kubeflow.org "nope" not found' in missing.stderr
+    unknown = kubectl.run("get", "tfjobs", check=False)
+    assert unknown.returncode == 1
+    assert 'the server doesn\'t have a resource type "tfjobs"' in unknown.stderr
+
+
+def test_token_is_required(kube_env, apiserver):
+    config = yaml.safe_load(apiserver.kubeconfig.read_text())
+    config["users"][0]["user"]["token"] = "wrong"
+    bad = apiserver.kubeconfig.with_name("bad-kubeconfig")
+    bad.write_text(yaml.safe_dump(config))
+    env = {**kube_env, "KUBECONFIG": str(bad)}
+    result = subprocess.run(["kubectl", "get", "pods"], env=env, capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1
+    assert "You must be logged in to the server (Unauthorized)" in result.stderr
