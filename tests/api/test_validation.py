@@ -237,3 +237,44 @@ def test_unknown_fields_are_warnings_with_their_paths(load_sample, mutate):
         'unknown field "spec.runPolicy.schedulingPolicy.Queue"',
         'unknown field "status.conditions[0].extra"',
     ]
+
+
+def _nodes(obj, path=()):
+    yield path
+    if isinstance(obj, dict):
+        for key, value in obj.items():
+            yield from _nodes(value, path + (key,))
+    elif isinstance(obj, list):
+        for i, value in enumerate(obj):
+            yield from _nodes(value, path + (i,))
+
+
+ODD_VALUES = [None, True, 0, -1, 2**40, 1.5, "", "x", [], [None], {}, {"": None}, {1: 2}, [[["deep"]]]]
+
+
+@pytest.mark.parametrize("sample", ["pytorch_full.yaml", "pytorch_elastic_hpa.yaml", "msjob_ps.yaml"])
+def test_validation_and_parsing_are_total(load_sample, sample):
+    """Every node of a sample replaced by every odd value: never an exception, never silence."""
+    from api.errors import JobInvalid
+    from api.loader import parse_job
+
+    base = load_sample(sample)
+    for path in list(_nodes(base))[1:]:
+        for value in ODD_VALUES:
+            job = _replace(base, path, value)
+            errors = validate(job)
+            warnings(job)
+            try:
+                parse_job(job)
+            except JobInvalid as exc:
+                assert exc.errors, path
+                assert errors, (path, value)  # a job that cannot be parsed is never valid
+
+
+def _replace(obj, path, value):
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    if isinstance(obj, dict):
+        return {**obj, head: _replace(obj[head], rest, value)}
+    return [_replace(v, rest, value) if i == head else v for i, v in enumerate(obj)]
