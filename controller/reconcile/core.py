@@ -195,7 +195,6 @@ class _Pass:
         )
         if fw.kind == c.PYTORCHJOB_KIND and uses_rendezvous_store(self.job, self.reference_env):
             ctx = replace(ctx, rendezvous_host=rendezvous.store_name(self.name), rendezvous_conf=self.config.rendezvous_conf())
-            self.reconcile_rendezvous_store()
         if fw.waits_for_services(self.job):
             scheduler = self.services.by_name.get(replica_name(self.name, "Scheduler", 0))
             ctx = replace(ctx, scheduler_service=scheduler)
@@ -242,6 +241,8 @@ class _Pass:
                     if change is not None:
                         permanent.append(change)
 
+        if ctx.rendezvous_host is not None and may_create_pods:
+            self.reconcile_rendezvous_store()
         if restarts:
             self.status["restartCount"] = (self.status.get("restartCount") or 0) + restarts
         for rtype in self.types:
