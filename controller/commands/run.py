@@ -71,14 +71,18 @@ def run(args: argparse.Namespace) -> int:
 
     source = "<stdin>" if args.filename == "-" else args.filename
     try:
-        jobs = read_jobs(_read(args.filename), source)
+        manifest = read_jobs(_read(args.filename), args.filename)
     except (OSError, UnicodeDecodeError) as exc:
-        _error(f"cannot read {source}: {getattr(exc, 'strerror', None) or exc}")
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"{source}: cannot read: {reason}", file=sys.stderr)
         return 1
     except ManifestInvalid as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
+    for warning in manifest.warnings:
+        print(warning, file=sys.stderr)
+    jobs = manifest.jobs
 
     from controller.launch import LaunchError, NoClusterConfigured, make_view
 
@@ -131,9 +135,12 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
                 raise JobExists(f"{exc}; pass --replace to delete and recreate it") from None
             created.append(obj)
             view.note(f"created {obj['kind']} {namespace}/{obj['metadata']['name']}")
-    except BaseException:
-        for obj in created:  # all or nothing: do not leave half of a multi-job file running
-            launcher.delete(kind_of(obj), obj["metadata"]["namespace"], obj["metadata"]["name"])
+    except BaseException as exc:
+        # All or nothing: do not leave half of a multi-job file running (Ctrl-C with --keep excepted).
+        if not (isinstance(exc, KeyboardInterrupt) and args.keep):
+            for obj in created:
+                launcher.delete(kind_of(obj), obj["metadata"]["namespace"], obj["metadata"]["name"])
+                view.note(f"deleted {obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']}")
         raise
 
     results = []

@@ -68,10 +68,14 @@ class LeadPodLogs:
             self._cond.notify_all()
 
     def drain(self, timeout: float) -> None:
-        """Wait (at most ``timeout`` seconds) until every instance seen so far has been streamed."""
+        """Wait (at most ``timeout`` seconds) for the log of every instance that has exited.
+
+        An exited container's stream ends by itself once its last line is read; a container
+        still running when the job ended (a worker failed the job) is not waited for.
+        """
         deadline = time.monotonic() + timeout
         with self._cond:
-            while self._active is not None or self._pending() is not None:
+            while self._exited(self._active) or self._exited(self._pending()):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._stopped:
                     return
@@ -88,6 +92,18 @@ class LeadPodLogs:
     def _container_name(self, pod: dict[str, Any]) -> str:
         container = default_container(pod, self._container)
         return (container or {}).get("name") or self._container
+
+    def _exited(self, instance: Instance | None) -> bool:
+        """Whether the latest pod snapshot shows ``instance`` terminated (or its pod gone)."""
+        if instance is None:
+            return False
+        pod = self._pod
+        if pod is None or (pod.get("metadata") or {}).get("uid") != instance[0]:
+            return True
+        status = container_status(pod, self._container_name(pod)) or {}
+        if int(status.get("restartCount") or 0) != instance[1]:
+            return True
+        return "terminated" in (status.get("state") or {})
 
     def _pending(self) -> Instance | None:
         """The newest container instance with a log we have not streamed yet."""

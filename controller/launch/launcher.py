@@ -191,14 +191,12 @@ class Launcher:
             functools.partial(self.core.list_namespaced_pod, namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}"),
             on_pod,
         )
-        watches = [(job_watch, "job"), (pod_watch, "pods")]
-        for watch, what in watches:
-            threading.Thread(target=_run_watch, args=(watch, what, events), name=f"watch-{what}", daemon=True).start()
-        logs.start()
-
         current, outcome = job, None
-        view.show(JobProgress.of(current, tracker, time.monotonic() - started))
         try:
+            for watch, what in ((job_watch, "job"), (pod_watch, "pods")):
+                threading.Thread(target=_run_watch, args=(watch, what, events), name=f"watch-{what}", daemon=True).start()
+            logs.start()
+            view.show(JobProgress.of(current, tracker, time.monotonic() - started))
             while outcome is None:
                 timeout = None if deadline is None else deadline - time.monotonic()
                 if timeout is not None and timeout <= 0:

@@ -1,15 +1,20 @@
 """Jobs to launch, read from text and checked before anything reaches a cluster.
 
-``trainctl run`` and the pipeline components reject bad input up front, with the same
-one-line-per-problem messages as ``trainctl validate``, instead of letting the API server
-or the controller discover it halfway through.
+``trainctl run`` and the pipeline components reject bad input up front, with exactly the
+lines ``trainctl validate`` prints (same rules, same labels), instead of letting the API
+server or the controller discover it halfway through.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from api.loader import read_documents
+from api.validation import validate, warnings
+
+# How `trainctl validate` names an object in its messages (``PyTorchJob/mnist``, else its place in the file).
+from controller.commands.validate import _label as object_label
 
 
 class ManifestInvalid(ValueError):
@@ -20,23 +25,33 @@ class ManifestInvalid(ValueError):
         self.problems = problems
 
 
-def read_jobs(text: str, source: str) -> list[dict[str, Any]]:
-    """Every job in a multi-document YAML (or JSON) text, or ``ManifestInvalid`` listing every problem."""
-    from api.validation import validate
+@dataclass
+class Manifest:
+    jobs: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
 
+
+def read_jobs(text: str, filename: str) -> Manifest:
+    """Every job in a multi-document YAML (or JSON) text, or ``ManifestInvalid`` listing every problem.
+
+    ``filename`` is how the text was named on the command line (``-`` for stdin).
+    """
+    source = "<stdin>" if filename == "-" else filename
+    documents = read_documents(text)
+    if not documents:
+        raise ManifestInvalid([f"{source}: no objects found"])
     problems: list[str] = []
-    jobs: list[dict[str, Any]] = []
-    for document in read_documents(text):
+    manifest = Manifest(jobs=[])
+    for document in documents:
         if document.error is not None:
             problems.append(f"{source}: {document.where}: {document.error}")
             continue
+        label = object_label(filename, document)
         errors = validate(document.obj)
-        if errors:
-            problems.extend(f"{source}: {document.where}: {error}" for error in errors)
-        else:
-            jobs.append(document.obj)
-    if not problems and not jobs:
-        problems.append(f"{source}: no job found (expected a PyTorchJob or MSJob)")
+        problems.extend(f"{label}: {error}" for error in errors)
+        if not errors:
+            manifest.jobs.append(document.obj)
+            manifest.warnings.extend(f"{label}: warning: {warning}" for warning in warnings(document.obj))
     if problems:
         raise ManifestInvalid(problems)
-    return jobs
+    return manifest

@@ -1,0 +1,139 @@
+"""The launcher's watch, timeout and progress logic, against the real API server.
+
+The ``StatusDriver`` plays the controller (conditions through ``/status``, owned pods), so
+every outcome is produced by real HTTP watches from the real Python client.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from controller.launch import JobExists, Launcher, Outcome
+
+from .conftest import NAMESPACE, Background, condition, pytorchjob, unique
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def start(kube, view, job, **options):
+    return Background(Launcher(kube).launch, job, NAMESPACE, view, **options)
+
+
+def test_succeeded_job_returns_its_condition_status_and_progress(kube, driver, view):
+    name = unique("ok")
+    run = start(kube, view, pytorchjob(name, workers=1))
+    view.wait_created()
+    driver.set_status(name, condition("Created", f"PyTorchJob {name} is created."))
+    view.wait_state("Created")
+    running = {"Master": {"active": 1}, "Worker": {"active": 1}}
+    driver.set_status(name, condition("Created", "created"), condition("Running", "running"), replicas=running)
+    view.wait_state("Running")
+    done = {"Master": {"succeeded": 1}, "Worker": {"succeeded": 1}}
+    message = f"PyTorchJob {name} is successfully completed."
+    driver.set_status(name, condition("Created", "created"), condition("Succeeded", message), replicas=done)
+
+    result = run.join()
+    assert result.outcome is Outcome.SUCCEEDED and result.succeeded
+    assert result.message == message
+    assert result.condition["type"] == "Succeeded" and result.condition["reason"] == "PyTorchJobSucceeded"
+    assert result.status["replicaStatuses"] == done
+    assert view.states == ["Pending", "Created", "Running", "Succeeded"]
+    assert "Master 1 active; Worker 1 active" in view.buffer.getvalue()
+    assert not result.deleted and driver.exists(name)
+
+
+def test_failed_job_propagates_the_failure_message(kube, driver, view):
+    name = unique("fail")
+    run = start(kube, view, pytorchjob(name))
+    view.wait_created()
+    message = f"PyTorchJob {name} is failed because 1 Master replica(s) failed."
+    driver.set_status(name, condition("Created", "created"), condition("Failed", message), replicas={"Master": {"failed": 1}})
+
+    result = run.join()
+    assert result.outcome is Outcome.FAILED and not result.succeeded
+    assert result.message == message
+    assert result.status["replicaStatuses"] == {"Master": {"failed": 1}}
+
+
+def test_failed_wins_when_msjob_style_status_has_both_terminal_conditions(kube, driver, view):
+    name = unique("both")
+    run = start(kube, view, pytorchjob(name))
+    view.wait_created()
+    driver.set_status(name, condition("Succeeded", "worker 0 succeeded"), condition("Failed", "worker 1 failed"))
+    result = run.join()
+    assert result.outcome is Outcome.FAILED and result.message == "worker 1 failed"
+
+
+@pytest.mark.parametrize("delete", [True, False], ids=["delete-when-done", "keep"])
+def test_timeout_is_kept_exactly_and_the_job_deleted_only_if_asked(kube, driver, view, delete):
+    name = unique("slow")
+    timeout = 1.5
+    run = start(kube, view, pytorchjob(name), timeout=timeout, delete_when_done=delete)
+    view.wait_created()
+    driver.set_status(name, condition("Created", "created"), condition("Running", "running"), replicas={"Master": {"active": 1}})
+
+    result = run.join()
+    elapsed = time.monotonic() - run.started
+    assert result.outcome is Outcome.TIMED_OUT
+    assert timeout <= result.duration < timeout + 0.5
+    assert elapsed < timeout + 1.0  # returned promptly, not after a server-side watch timeout
+    assert result.message == f"PyTorchJob {NAMESPACE}/{name} did not finish within 1.5s (last condition: Running)"
+    assert result.deleted is delete
+    assert driver.exists(name) is not delete
+
+
+def test_job_deleted_by_someone_else_ends_the_wait(kube, driver, view):
+    name = unique("gone")
+    run = start(kube, view, pytorchjob(name))
+    view.wait_created()
+    driver.set_status(name, condition("Created", "created"))
+    view.wait_state("Created")
+    driver.delete_job(name)
+    result = run.join()
+    assert result.outcome is Outcome.DELETED and result.deleted
+    assert "was deleted while Created" in result.message
+
+
+def test_restarts_count_in_place_restarts_and_recreated_pods(kube, driver, view):
+    name = unique("restarts")
+    run = start(kube, view, pytorchjob(name, workers=1))
+    view.wait_created()
+    job = driver.job(name)
+    driver.create_pod(job, "master", 0)  # left Pending: a bare API server has no log to stream
+    driver.create_pod(job, "worker", 0)
+    driver.set_pod_running(f"{name}-worker-0")
+    view.wait_until(lambda v: v.progress[-1].pod_phases.get(f"{name}-worker-0") == "Running")
+    driver.set_pod_running(f"{name}-worker-0", restart_count=2)  # two in-place restarts
+    view.wait_until(lambda v: v.progress[-1].restarts == 2)
+    driver.delete_pod(f"{name}-worker-0")  # the operator recreates it under the same name
+    view.wait_until(lambda v: f"{name}-worker-0" not in v.progress[-1].pod_phases)
+    driver.create_pod(job, "worker", 0)
+    driver.set_status(name, condition("Restarting", "restarting"))
+    view.wait_state("Restarting")
+    driver.set_status(name, condition("Succeeded", "done"))
+
+    result = run.join()
+    assert result.restarts == 3
+    assert result.pods == [f"{name}-master-0", f"{name}-worker-0"]
+    assert "restarts 3" in view.buffer.getvalue()
+
+
+def test_existing_job_is_an_error_unless_replace(kube, driver, view):
+    name = unique("twice")
+    launcher = Launcher(kube)
+    first = launcher.create(pytorchjob(name), NAMESPACE)
+    with pytest.raises(JobExists, match=f"PyTorchJob {NAMESPACE}/{name} already exists"):
+        launcher.create(pytorchjob(name), NAMESPACE)
+
+    second = launcher.create(pytorchjob(name), NAMESPACE, replace=True, deadline=time.monotonic() + 30)
+    assert second["metadata"]["uid"] != first["metadata"]["uid"]
+    assert driver.job(name)["metadata"]["uid"] == second["metadata"]["uid"]
+
+
+def test_missing_namespace_is_one_clear_error(kube, view):
+    from controller.launch import LaunchError
+
+    with pytest.raises(LaunchError, match=r"^cannot create PyTorchJob no-such-ns/x: .*no-such-ns"):
+        Launcher(kube).create(pytorchjob("x"), "no-such-ns")
