@@ -14,18 +14,31 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
 from api import constants as c
 
-# Integer widths as Go declares them; the CRD schema carries the format.
-Int32 = Annotated[int, Field(json_schema_extra={"format": "int32"})]
-NonNegativeInt32 = Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"})]
-NonNegativeInt64 = Annotated[int, Field(ge=0, json_schema_extra={"format": "int64"})]
-PositiveInt32 = Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"})]
 
+
+def _fits(bits: int) -> AfterValidator:
+    """Go's intN range, checked without adding bounds to the CRD schema (its format says it)."""
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def check(value: int) -> int:
+        if not low <= value <= high:
+            raise PydanticCustomError("int_range", "must be at most {high}", {"high": high, "low": low})
+        return value
+
+    return AfterValidator(check)
+
+
+# Integer widths as Go declares them; the CRD schema carries the format.
+Int32 = Annotated[int, Field(json_schema_extra={"format": "int32"}), _fits(32)]
+NonNegativeInt32 = Annotated[int, Field(ge=0, json_schema_extra={"format": "int32"}), _fits(32)]
+NonNegativeInt64 = Annotated[int, Field(ge=0, json_schema_extra={"format": "int64"}), _fits(64)]
+PositiveInt32 = Annotated[int, Field(ge=1, json_schema_extra={"format": "int32"}), _fits(32)]
 
 
 def _int_or_string(value: Any) -> Union[int, str]:

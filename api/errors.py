@@ -135,6 +135,8 @@ def from_validation_error(exc: ValidationError, maps: frozenset[str], prefix: st
             }[kind]
             bound = next(iter(ctx.values()), "")
             errors.append(FieldError(path, "Invalid", f"must be {words} {bound}, not {show(value)}"))
+        elif kind == "int_range":
+            errors.append(FieldError(path, "Invalid", f"must be between {ctx['low']} and {ctx['high']}, not {show(value)}"))
         elif kind == "string_pattern_mismatch":
             errors.append(FieldError(path, "Invalid", f"invalid value {show(value)}: must match {ctx.get('pattern')}"))
         else:

@@ -11,7 +11,7 @@ from api.common import JobStatus, NonNegativeInt32, ObjectMeta, PositiveInt32, R
 
 # torchrun's --nproc-per-node: a keyword or a positive integer, written as a string.
 NPROC_PATTERN = r"^(auto|cpu|gpu|[1-9][0-9]*)$"
-Port = Annotated[int, Field(ge=1, le=65535, json_schema_extra={"format": "int32"})]
+Port = Annotated[int, Field(ge=1, le=65535, json_schema_extra={"format": "int32"})]  # le=65535 implies int32
 
 
 class RDZVConf(WireModel):

@@ -80,6 +80,8 @@ PYTORCH_CASES = [
     # --- types, reported with the same paths
     ("replicas as string", {W + ("replicas",): "2"}, [("spec.pytorchReplicaSpecs[Worker].replicas", "TypeInvalid")]),
     ("replicas as bool", {W + ("replicas",): True}, [("spec.pytorchReplicaSpecs[Worker].replicas", "TypeInvalid")]),
+    ("replicas beyond int32", {W + ("replicas",): 2**31}, [("spec.pytorchReplicaSpecs[Worker].replicas", "Invalid")]),
+    ("deadline beyond int64", {RP + ("activeDeadlineSeconds",): 2**63}, [("spec.runPolicy.activeDeadlineSeconds", "Invalid")]),
     ("replica spec null", {W: None}, [("spec.pytorchReplicaSpecs[Worker]", "TypeInvalid")]),
     ("template as list", {W + ("template",): []}, [("spec.pytorchReplicaSpecs[Worker].template", "TypeInvalid")]),
     ("containers as map", {W + CONTAINERS: {"name": "pytorch"}}, [("spec.pytorchReplicaSpecs[Worker].template.spec.containers", "TypeInvalid")]),
