@@ -105,7 +105,11 @@ class Store:
             obj = orjson.loads(data)
             self._objects[resource][object_key(obj)] = obj
             self._index(resource, obj)
-        # Watches can resume from any version >= this one.
+        # A restart starts a new history: step the version once, so that every version handed
+        # out before is older than what watches can resume from (410, relist), while a list
+        # made now returns a version that can be watched.
+        self.rv += 1
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('rv', ?)", (self.rv,))
         self._window_start = self.rv
         self._history: collections.deque[Event] = collections.deque(maxlen=window)
         self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
