@@ -77,7 +77,7 @@ def _wait(retry_state: tenacity.RetryCallState) -> float:
     exc = retry_state.outcome.exception() if retry_state.outcome else None
     if isinstance(exc, ApiError) and exc.retry_after is not None:
         return min(exc.retry_after, 10.0)
-    return tenacity.wait_exponential_jitter(initial=0.05, max=5.0)(retry_state)
+    return tenacity.wait_exponential_jitter(multiplier=0.05, max=5.0)(retry_state)
 
 
 @dataclass
@@ -368,5 +368,5 @@ class WatchStream:
         self._closed = True
         try:
             self._response.shutdown()
-        except (OSError, AttributeError):
+        except (OSError, AttributeError, ValueError):  # ValueError: no socket left to shut
             pass

@@ -326,10 +326,6 @@ class Manager:
                 status_written = self._write_status(job, plan.status) is not None
             except ApiError as exc:
                 errors.append(f"status: {exc}")
-        if status_written:
-            component = COMPONENT_BY_KIND.get(job.get("kind", ""), "trainctl")
-            for event in plan.events:
-                self.events.record(job, event, component, now)
         job_deleted = False
         if plan.delete_job and status_written:
             try:
@@ -344,6 +340,9 @@ class Manager:
                 if name == "deleted" and not job_deleted:
                     continue
                 self.metrics.count_job(name, key[1], framework)
+            component = COMPONENT_BY_KIND.get(job.get("kind", ""), "trainctl")
+            for event in plan.events:
+                self.events.record(job, event, component, now)
         log.info(
             "applied plan",
             extra={

@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import pytest
 import yaml
+from kubernetes import client as k8s_client
 
 from controller.kube.client import KubeClient
 from controller.kube.informer import Informer
@@ -157,9 +158,13 @@ def start_manager(apiserver, kube) -> Iterator[Callable[..., Manager]]:
     started: list[Manager] = []
 
     def start(server_url: Optional[str] = None, **options: Any) -> Manager:
-        client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0)
-        if server_url:
-            client.configuration.host = server_url  # e.g. through the fault proxy
+        if server_url:  # e.g. the fault proxy, plain HTTP on loopback
+            configuration = k8s_client.Configuration()
+            configuration.host = server_url
+            configuration.api_key = {"authorization": f"Bearer {apiserver.token}"}
+            client = KubeClient(configuration, qps=0)
+        else:
+            client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0)
         options.setdefault("watch_timeout", 30)
         manager = Manager(client, ManagerOptions(**options))
         client._on_response = manager.metrics.observe_api

@@ -1,0 +1,71 @@
+"""Faults the controller must survive: a flaky API server, cut watches, being killed."""
+
+from __future__ import annotations
+
+import collections
+import ssl
+
+from controller.kube.resources import PYTORCHJOBS
+
+from .conftest import condition, expected_replicas, master_succeeds_when_all_run, pytorch_job
+from .faultproxy import FaultProxy
+from .podphase import PodPhaseDriver
+
+
+def _pods_per_name(pods, prefix):
+    return collections.Counter(p["metadata"]["name"] for p in pods.list() if p["metadata"]["name"].startswith(prefix))
+
+
+def test_jobs_complete_through_errors_and_dropped_watches(apiserver, kube, start_manager, jobs, pods, rbac_allowed):
+    tls = ssl.create_default_context(cafile=kube.configuration.ssl_ca_cert)
+    with FaultProxy(apiserver.url, error_rate=0.2, drop_watch_after=7, seed=11, ssl_context=tls) as proxy:
+        manager = start_manager(server_url=proxy.url)
+        driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
+        try:
+            names = [f"flaky-net-{i}" for i in range(3)]
+            for name in names:
+                expected_replicas[name] = 3
+                kube.create(PYTORCHJOBS, pytorch_job(name, workers=2))
+            for name in names:
+                jobs.wait(lambda: condition(jobs.get(name), "Succeeded"), timeout=120, what=f"{name} Succeeded")
+        finally:
+            driver.stop()
+            manager.stop()  # while its API server is still reachable
+        assert proxy.injected.get(500) and proxy.injected.get(429), proxy.injected
+        assert proxy.dropped_watches > 0
+    assert len(driver.created) == 9, "duplicate pods were created"
+    for name in names:
+        assert len(_pods_per_name(pods, name)) == 3
+    # Every success counted once, although requests failed and streams were cut.
+    succeeded = manager.metrics.jobs["succeeded"].labels(job_namespace="default", framework="pytorch")
+    jobs.wait(lambda: succeeded._value.get() >= 3, timeout=30, what="3 successes counted")
+    assert succeeded._value.get() == 3
+    assert manager.client.calls <= rbac_allowed
+
+
+def test_killed_at_any_point_and_restarted_every_job_finishes_without_duplicates(kube, controller_process, jobs, pods):
+    expected = {}
+    driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
+    try:
+        for i in range(4):
+            name = f"crashy-{i}"
+            expected_replicas[name] = expected[name] = 1 + 3
+            kube.create(PYTORCHJOBS, pytorch_job(name, workers=3))
+        # Kill the controller at varied points of progress: after 1, 5, 9 ... pods exist.
+        for threshold in (1, 5, 9, 13):
+            proc = controller_process("--metrics-port", "0", "--health-port", "0").start()
+            pods.wait(lambda: len(pods.list()) >= threshold or proc.proc.poll() is not None, timeout=60, what=f"{threshold} pods")
+            proc.kill()
+        final = controller_process("--metrics-port", "0", "--health-port", "0").start()
+        for name in expected:
+            jobs.wait(lambda: condition(jobs.get(name), "Succeeded"), timeout=120, what=f"{name} Succeeded")
+        final.terminate()
+    finally:
+        driver.stop()
+    assert len(driver.created) == sum(expected.values()), "a pod was created twice"
+    for name, count in expected.items():
+        per_name = _pods_per_name(pods, name + "-")
+        assert len(per_name) == count and set(per_name.values()) == {1}
+    uids = {j["metadata"]["uid"] for j in jobs.list()}
+    for pod in pods.list():
+        assert pod["metadata"]["ownerReferences"][0]["uid"] in uids, "orphaned pod"
