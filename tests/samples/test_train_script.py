@@ -1,0 +1,228 @@
+"""The PyTorch sample script's own guarantees, on one process (multi-process runs are e2e's job).
+
+Fault specs parse or fail with one clear line; a checkpoint round-trips and is replaced
+atomically; a resumed run continues exactly where the saved one stopped; a fault fires
+once per job; a gloo "peer gone" error is told apart from a bug; the loss goes down.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "samples" / "pytorch" / "train.py"
+
+
+def step_lines(out: str) -> list[dict[str, str]]:
+    return [dict(kv.split("=", 1) for kv in line.split()[1:]) for line in out.splitlines() if line.startswith("[step]")]
+
+
+# --- fault specs ------------------------------------------------------------------------------
+
+
+def test_fault_spec_with_exit_code_and_with_signal(train):
+    faults = train.parse_faults("rank=1,step=30,exit=137; rank=0, step=5, signal=sigkill")
+    assert faults == [
+        train.Fault(rank=1, step=30, exit_code=137),
+        train.Fault(rank=0, step=5, signal_name="KILL"),
+    ]
+
+
+def test_fault_without_exit_or_signal_exits_1(train):
+    assert train.parse_faults("rank=2,step=3") == [train.Fault(rank=2, step=3, exit_code=1)]
+
+
+def test_empty_fault_spec_means_no_faults(train):
+    assert train.parse_faults("") == []
+    assert train.parse_faults(" ; ") == []
+
+
+@pytest.mark.parametrize(
+    ("spec", "complaint"),
+    [
+        ("rank=1", "missing step="),
+        ("step=1", "missing rank="),
+        ("rank=one,step=1", "must be integers"),
+        ("rank=1,step=1,exit=300", "exit in 0..255"),
+        ("rank=-1,step=1", ">= 0"),
+        ("rank=1,step=1,exit=1,signal=KILL", "not both"),
+        ("rank=1,step=1,signal=NOPE", "unknown signal"),
+        ("rank=1,step=1,when=now", "unknown key(s) when"),
+        ("rank=1,step", "expected key=value"),
+    ],
+)
+def test_bad_fault_spec_names_the_problem(train, spec, complaint):
+    with pytest.raises(ValueError) as error:
+        train.parse_faults(spec)
+    assert complaint in str(error.value)
+    assert spec.split(",")[0] in str(error.value)
+
+
+def test_bad_fault_flag_is_one_line_without_traceback(train, capsys):
+    with pytest.raises(SystemExit) as exited:
+        train.parse_args(["--fault", "rank=x,step=1"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.strip().splitlines()[-1].endswith("rank, step and exit must be integers")
+
+
+def test_fault_fires_once_per_job_when_recorded_in_the_checkpoint_dir(train, tmp_path):
+    fault = train.Fault(rank=1, step=30, exit_code=137)
+    assert train.due_fault([fault], rank=1, step=30, restart=0, checkpoint_dir=tmp_path) == fault
+    assert train.due_fault([fault], rank=0, step=30, restart=0, checkpoint_dir=tmp_path) is None
+    assert train.due_fault([fault], rank=1, step=29, restart=0, checkpoint_dir=tmp_path) is None
+    (tmp_path / train.FAULT_MARKER_DIR).mkdir()
+    (tmp_path / train.FAULT_MARKER_DIR / fault.marker).touch()
+    assert train.due_fault([fault], rank=1, step=30, restart=0, checkpoint_dir=tmp_path) is None
+
+
+def test_fault_without_checkpoint_dir_fires_only_in_the_first_attempt(train):
+    fault = train.Fault(rank=0, step=3)
+    assert train.due_fault([fault], rank=0, step=3, restart=0, checkpoint_dir=None) == fault
+    assert train.due_fault([fault], rank=0, step=3, restart=1, checkpoint_dir=None) is None
+
+
+def test_injected_fault_exits_with_its_code_then_the_rerun_resumes_and_finishes(train, tmp_path, capsys, monkeypatch):
+    flags = ["--steps=8", "--checkpoint-every=2", "--step-sleep=0", f"--checkpoint-dir={tmp_path}",
+             "--fault=rank=0,step=5,exit=42"]
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "TORCHELASTIC_RESTART_COUNT")}
+    # The fault leaves through os._exit, so the first attempt needs a process of its own.
+    first = subprocess.run([sys.executable, str(SCRIPT), *flags], env=env, capture_output=True, text=True, timeout=60)
+    assert first.returncode == 42, first.stderr
+    assert "[fault] rank=0 step=5 exit_code=42" in first.stdout
+    assert [s["step"] for s in step_lines(first.stdout)] == ["1", "2", "3", "4", "5"]
+
+    for name in ("WORLD_SIZE", "RANK", "TORCHELASTIC_RESTART_COUNT"):
+        monkeypatch.delenv(name, raising=False)
+    assert train.main(flags) == 0
+    second = capsys.readouterr().out
+    assert "[resume] step=4 " in second
+    assert [s["step"] for s in step_lines(second)] == ["5", "6", "7", "8"]
+    assert "[fault]" not in second
+
+
+# --- checkpoints ------------------------------------------------------------------------------
+
+
+def test_checkpoint_round_trip(train, tmp_path):
+    model = train.make_model(4, 8)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    model(torch.randn(2, 4)).sum().backward()
+    optimizer.step()
+    state = {"step": 7, "world_size": 3, "model": model.state_dict(), "optimizer": optimizer.state_dict()}
+
+    path = train.save_checkpoint(tmp_path / "ck", state)
+    loaded = train.load_checkpoint(tmp_path / "ck")
+
+    assert path == tmp_path / "ck" / train.CHECKPOINT_FILE
+    assert loaded["step"] == 7 and loaded["world_size"] == 3
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded["model"][name], tensor)
+    momentum = [s["momentum_buffer"] for s in loaded["optimizer"]["state"].values()]
+    assert momentum and all(isinstance(m, torch.Tensor) for m in momentum)
+
+
+def test_checkpoint_is_replaced_whole_and_leaves_no_temporary_files(train, tmp_path):
+    train.save_checkpoint(tmp_path, {"step": 1, "world_size": 1, "model": {}, "optimizer": {}})
+    train.save_checkpoint(tmp_path, {"step": 2, "world_size": 1, "model": {}, "optimizer": {}})
+    assert train.load_checkpoint(tmp_path)["step"] == 2
+    assert [p.name for p in tmp_path.iterdir()] == [train.CHECKPOINT_FILE]
+
+
+def test_no_checkpoint_yet(train, tmp_path):
+    assert train.load_checkpoint(tmp_path) is None
+    assert train.load_checkpoint(None) is None
+
+
+def test_single_process_agrees_with_itself(train):
+    state = {"step": 3}
+    assert train.agree_on_checkpoint(state, world_size=1) is state
+
+
+# --- data order on resume -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("start", [0, 3, 8, 13])
+def test_resumed_batches_continue_the_same_sequence(train, start):
+    dataset = train.make_dataset(40, 2, seed=5)
+    sampler = torch.utils.data.DistributedSampler(dataset, num_replicas=2, rank=1, seed=5)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler, drop_last=True)
+    take = 16
+    whole = list(itertools.islice(train.batches(loader, sampler, 0), take))
+    resumed = list(itertools.islice(train.batches(loader, sampler, start), take - start))
+    assert [step for step, _ in whole] == list(range(take))
+    assert [step for step, _ in resumed] == list(range(start, take))
+    for (_, (x1, _)), (_, (x2, _)) in zip(whole[start:], resumed):
+        assert torch.equal(x1, x2)
+
+
+def test_generated_dataset_is_the_same_everywhere(train):
+    a, b = train.make_dataset(16, 3, seed=1), train.make_dataset(16, 3, seed=1)
+    assert torch.equal(a.tensors[0], b.tensors[0]) and torch.equal(a.tensors[1], b.tensors[1])
+    assert not torch.equal(a.tensors[0], train.make_dataset(16, 3, seed=2).tensors[0])
+
+
+# --- the run ------------------------------------------------------------------------------------
+
+
+def test_single_process_run_logs_every_step_and_the_loss_goes_down(train, capsys, monkeypatch):
+    for name in ("WORLD_SIZE", "RANK", "TORCHELASTIC_RESTART_COUNT", "INJECT_FAULT", "CHECKPOINT_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    assert train.main(["--steps=60", "--step-sleep=0"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].startswith("[start] RANK=0 WORLD_SIZE=1 MASTER_ADDR= ")
+    steps = step_lines(out)
+    assert [int(s["step"]) for s in steps] == list(range(1, 61))
+    assert {(s["rank"], s["world_size"], s["restart"]) for s in steps} == {("0", "1", "0")}
+    first, last = float(steps[0]["loss"]), float(steps[-1]["loss"])
+    assert last < first / 4
+    assert out.splitlines()[-1].startswith("[done] steps=60 ")
+
+
+def test_resume_reproduces_an_uninterrupted_run(train, capsys, tmp_path, monkeypatch):
+    for name in ("WORLD_SIZE", "RANK", "TORCHELASTIC_RESTART_COUNT", "INJECT_FAULT"):
+        monkeypatch.delenv(name, raising=False)
+    common = ["--step-sleep=0", "--checkpoint-every=5"]
+    train.main(["--steps=20", *common])
+    straight = step_lines(capsys.readouterr().out)
+
+    train.main(["--steps=10", f"--checkpoint-dir={tmp_path}", *common])
+    capsys.readouterr()
+    train.main(["--steps=20", f"--checkpoint-dir={tmp_path}", *common])
+    out = capsys.readouterr().out
+    assert "[resume] step=10 saved_world_size=1 rank=0 world_size=1" in out
+    resumed = step_lines(out)
+    assert [(s["step"], s["loss"]) for s in resumed] == [(s["step"], s["loss"]) for s in straight[10:]]
+
+
+@pytest.mark.parametrize(
+    ("message", "peer"),
+    [
+        ("[../gloo/transport/tcp/pair.cc:537] Read error [127.0.0.1]:10140: Connection reset by peer.", True),
+        ("[../gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:6867.", True),
+        ("mat1 and mat2 shapes cannot be multiplied (2x3 and 4x1)", False),
+    ],
+)
+def test_peer_failures_are_told_apart_from_bugs(train, message, peer):
+    assert train.is_peer_failure(RuntimeError(message)) is peer
+
+
+def test_a_bug_is_not_turned_into_a_retryable_exit(train, monkeypatch):
+    monkeypatch.setattr(train, "train", lambda args: (_ for _ in ()).throw(RuntimeError("shape mismatch")))
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        train.main(["--peer-failure-exit-code=143"])
+
+
+def test_a_lost_peer_exits_with_the_configured_code(train, monkeypatch, capsys):
+    gone = RuntimeError("[pair.cc:553] Connection closed by peer [127.0.0.1]:6867")
+    monkeypatch.setattr(train, "train", lambda args: (_ for _ in ()).throw(gone))
+    assert train.main(["--peer-failure-exit-code=143"]) == 143
+    assert "[error] rank=0 reason=peer-failure" in capsys.readouterr().out
