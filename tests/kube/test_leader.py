@@ -1,0 +1,80 @@
+"""Two controllers with leader election: one acts, the other takes over when the lease lapses."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from controller.kube.resources import LEASES, PYTORCHJOBS
+
+from .conftest import condition, expected_replicas, master_succeeds_when_all_run, pytorch_job
+from .podphase import PodPhaseDriver
+
+LEASE = ("default", "trainctl-controller")
+FAST_LEASE = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.3", "--leader-elect-namespace", "default")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _metrics(port: int) -> dict[str, float]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as r:
+            text = r.read().decode()
+    except OSError:
+        return {}
+    values: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            values[sample.name] = values.get(sample.name, 0.0) + sample.value
+    return values
+
+
+def _holder(kube) -> str:
+    lease = kube.get_or_none(LEASES, *LEASE)
+    return ((lease or {}).get("spec") or {}).get("holderIdentity") or ""
+
+
+def test_one_leader_acts_and_a_standby_takes_over(kube, controller_process, jobs):
+    ports = [_free_port(), _free_port()]
+    a, b = (
+        controller_process("--leader-elect", *FAST_LEASE, "--metrics-port", str(p), "--health-port", "0", "--bind-address", "127.0.0.1").start()
+        for p in ports
+    )
+    procs = {ports[0]: a, ports[1]: b}
+    driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
+    try:
+        jobs.wait(lambda: _holder(kube), timeout=30, what="a lease holder")
+        expected_replicas["elected-1"] = 2
+        kube.create(PYTORCHJOBS, pytorch_job("elected-1", workers=1))
+        jobs.wait(lambda: condition(jobs.get("elected-1"), "Succeeded"), timeout=60, what="elected-1 Succeeded")
+
+        leaders = {p: _metrics(p).get("trainctl_leader", 0.0) for p in ports}
+        assert sorted(leaders.values()) == [0.0, 1.0], leaders
+        leader_port = max(leaders, key=leaders.get)
+        standby_port = min(leaders, key=leaders.get)
+        assert _metrics(leader_port).get("trainctl_reconcile_duration_seconds_count", 0) > 0
+        assert _metrics(standby_port).get("trainctl_reconcile_duration_seconds_count", 0) == 0, "the standby acted"
+
+        # The leader dies without a word: the standby must wait out the lease, then lead.
+        first_holder = _holder(kube)
+        killed_at = time.monotonic()
+        procs[leader_port].kill()
+        jobs.wait(lambda: _holder(kube) not in ("", first_holder), timeout=30, what="a new holder")
+        assert time.monotonic() - killed_at >= 2.0, "took over before the lease expired"
+        expected_replicas["elected-2"] = 2
+        kube.create(PYTORCHJOBS, pytorch_job("elected-2", workers=1))
+        jobs.wait(lambda: condition(jobs.get("elected-2"), "Succeeded"), timeout=60, what="elected-2 Succeeded")
+        assert _metrics(standby_port).get("trainctl_leader") == 1.0
+
+        # SIGTERM: in-flight work finishes, the lease is released at once.
+        assert procs[standby_port].terminate() == 0
+        assert _holder(kube) == ""
+    finally:
+        driver.stop()
