@@ -1,6 +1,7 @@
 """Fixtures for the controller's integration tests on the embedded API server.
 
-The API server is the real one (``apiserver`` fixture, tests/conftest.py); the controller is
+The API server is the real one (``apiserver`` fixture, tests/conftest.py; ``kube`` installs
+the job CRDs into it); the controller is
 the real Manager, in-process when a test needs to look inside it and as a ``trainctl
 controller`` subprocess when it must be killed. Waiting is done on watch events, never on
 sleeps.
@@ -103,15 +104,6 @@ class Watcher:
 
 
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
-
-
-@pytest.fixture
-def apiserver(tmp_path):
-    from controller.local.apiserver.process import start_apiserver
-
-    handle = start_apiserver(tmp_path / "cluster")
-    yield handle
-    handle.stop()
 
 
 @pytest.fixture
