@@ -101,11 +101,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ms.set_context(mode=ms.GRAPH_MODE)
     # The scheduler only does networking (always over mccl); its pod needs no accelerator.
     ms.set_device(args.device_target if role == "MS_WORKER" else "CPU")
+    # In the Scheduler, init() runs the meta server and ends the process when every worker
+    # has unregistered (exit 0) or one timed out (exit 1): it does not return.
     init()
-    if role == "MS_SCHED":
-        # The meta server ran inside init(); the workers have all left.
-        print("[done] role=MS_SCHED", flush=True)
-        return 0
     train(args)
     return 0
 
