@@ -102,6 +102,9 @@ class Framework:
     def base_labels(self, job_name: str) -> dict[str, str]:
         return {c.LABEL_OPERATOR_NAME: self.controller_name, c.LABEL_JOB_NAME: job_name.replace("/", "-")}
 
+    # The labels that carry the replica index (the rest of a replica's labels do not vary).
+    index_labels: tuple[str, ...] = (c.LABEL_REPLICA_INDEX,)
+
     def replica_labels(self, job_name: str, rtype: str, index: int) -> dict[str, str]:
         """Base labels plus replica type and index: Services' labels and selector."""
         labels = self.base_labels(job_name)

@@ -54,6 +54,7 @@ class MindSporeFramework(Framework):
     restart_policy_event = "SettedPodTemplateRestartPolicy"
     scheduler_name_event = "SettedPodTemplateSchedulerName"
     limit_failure_reason = "JobFailed"
+    index_labels = (c.LABEL_REPLICA_INDEX, c.LEGACY_LABEL_REPLICA_INDEX)
 
     def base_labels(self, job_name: str) -> dict[str, str]:
         labels = super().base_labels(job_name)

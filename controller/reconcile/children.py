@@ -63,26 +63,40 @@ def is_terminating(obj: dict[str, Any]) -> bool:
 
 
 class ChildIndex:
-    """Observed objects by lowercase replica type and index, plus the ones that fit no slot."""
+    """Observed objects by lowercase replica type and index, and by name.
+
+    A slot normally holds one object; the rare index with several (the reference only logs
+    them) is listed in ``duplicates`` so the hot path allocates nothing per object.
+    """
 
     def __init__(self, objects: list[dict[str, Any]]):
-        self.by_slot: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(dict)
+        self.by_slot: dict[str, dict[int, dict[str, Any]]] = defaultdict(dict)
+        self.duplicates: dict[str, dict[int, list[dict[str, Any]]]] = defaultdict(dict)
         self.by_name: dict[str, dict[str, Any]] = {}
         self.rendezvous: list[dict[str, Any]] = []
         for obj in objects:
             meta = obj.get("metadata") or {}
             labels = meta.get("labels") or {}
             self.by_name[meta.get("name", "")] = obj
-            if labels.get(c.LABEL_COMPONENT) == RENDEZVOUS_COMPONENT:
-                self.rendezvous.append(obj)
-                continue
             rtype, index = labels.get(c.LABEL_REPLICA_TYPE), labels.get(c.LABEL_REPLICA_INDEX)
             if rtype is None or index is None or not index.isdigit():
+                if labels.get(c.LABEL_COMPONENT) == RENDEZVOUS_COMPONENT:
+                    self.rendezvous.append(obj)
                 continue  # not a replica (the reference skips these too)
-            self.by_slot[rtype].setdefault(int(index), []).append(obj)
+            slots = self.by_slot[rtype]
+            i = int(index)
+            first = slots.setdefault(i, obj)
+            if first is not obj:
+                self.duplicates[rtype].setdefault(i, [first]).append(obj)
 
-    def slots(self, rtype: str) -> dict[int, list[dict[str, Any]]]:
+    def slots(self, rtype: str) -> dict[int, dict[str, Any]]:
+        """Index → object; an index listed in ``duplicated(rtype)`` has more than one."""
         return self.by_slot.get(rtype.lower(), {})
 
+    def duplicated(self, rtype: str) -> dict[int, list[dict[str, Any]]]:
+        return self.duplicates.get(rtype.lower(), {})
+
     def replicas(self) -> list[dict[str, Any]]:
-        return [obj for slots in self.by_slot.values() for objs in slots.values() for obj in objs]
+        out = [obj for slots in self.by_slot.values() for obj in slots.values()]
+        out += [obj for dupes in self.duplicates.values() for objs in dupes.values() for obj in objs[1:]]
+        return out

@@ -209,10 +209,10 @@ class _Pass:
                 self.reconcile_services(rtype, replicas)
             env_factory = fw.env_factory(self.job, rtype, ctx) if may_create_pods else None
             factory: Optional[PodFactory] = None
-            slots = self.pods.slots(rtype)
+            slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
             for index in range(max(max(slots, default=-1) + 1, replicas)):
-                pods = slots.get(index)
-                if not pods:
+                pod = slots.get(index)
+                if pod is None:
                     if index < replicas and env_factory is not None:
                         if factory is None:
                             factory = self.pod_factory(rtype, env_factory)
@@ -220,9 +220,8 @@ class _Pass:
                                 self.warnings.setdefault(warning.reason, warning)
                         self.plan.creates.append(factory.build(index))
                     continue
-                if len(pods) > 1:
+                if index in duplicated:
                     continue  # duplicates on one index: left alone, as the reference does
-                pod = pods[0]
                 if is_terminating(pod):
                     continue
                 if index >= replicas:
@@ -287,11 +286,11 @@ class _Pass:
 
     def reconcile_services(self, rtype: str, replicas: int) -> None:
         fw = self.framework
-        slots = self.services.slots(rtype)
+        slots, duplicated = self.services.slots(rtype), self.services.duplicated(rtype)
         ports: Optional[list[dict[str, Any]]] = None
         for index in range(max(max(slots, default=-1) + 1, replicas)):
-            services = slots.get(index)
-            if not services:
+            service = slots.get(index)
+            if service is None:
                 if index < replicas:
                     if ports is None:
                         ports = service_ports(fw, self.specs[rtype])
@@ -299,16 +298,16 @@ class _Pass:
                     self.plan.creates.append(
                         build_service(fw, self.name, self.namespace, self.owner, rtype, index, ports, cluster_ip)
                     )
-            elif index >= replicas and len(services) == 1:
-                self.delete(services[0], kind="Service", with_service=False)
+            elif index >= replicas and index not in duplicated:
+                self.delete(service, kind="Service", with_service=False)
 
     def count(self, rtype: str) -> ReplicaCounts:
         """Active, succeeded and failed pods of one type (spec §5.11; Pending is not counted)."""
         active = succeeded = failed = 0
-        for pods in self.pods.slots(rtype).values():
-            if len(pods) != 1:
+        duplicated = self.pods.duplicated(rtype)
+        for index, pod in self.pods.slots(rtype).items():
+            if index in duplicated:
                 continue
-            pod = pods[0]
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running":
                 if is_terminating(pod):
@@ -336,10 +335,10 @@ class _Pass:
         self.status["replicaStatuses"] = statuses
 
     def worker0_completed(self) -> bool:
-        pods = self.pods.slots("Worker").get(0) or []
-        if len(pods) != 1 or (pods[0].get("status") or {}).get("phase") != "Succeeded":
+        pod = self.pods.slots("Worker").get(0)
+        if pod is None or 0 in self.pods.duplicated("Worker") or (pod.get("status") or {}).get("phase") != "Succeeded":
             return False
-        return exit_code(pods[0], self.framework.container) == 0
+        return exit_code(pod, self.framework.container) == 0
 
     def delete(self, obj: dict[str, Any], *, kind: str = "Pod", with_service: bool = True) -> None:
         """Delete a live object (and a pod's same-named Service); terminating ones are left."""
@@ -456,13 +455,12 @@ class _Pass:
         for rtype in self.types:
             if self.specs[rtype].restart_policy == "Never":
                 continue
-            for pods in self.pods.slots(rtype).values():
-                for pod in pods:
-                    status = pod.get("status") or {}
-                    if status.get("phase") != "Running":
-                        continue
-                    for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
-                        kubelet += cs.get("restartCount") or 0
+            for pod in self.pods.slots(rtype).values():
+                status = pod.get("status") or {}
+                if status.get("phase") != "Running":
+                    continue
+                for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
+                    kubelet += cs.get("restartCount") or 0
         used = kubelet + own
         if used > 0 if limit == 0 else used >= limit:
             return True

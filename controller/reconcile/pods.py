@@ -56,7 +56,8 @@ class PodFactory:
         tspec = template.get("spec") or {}
         self.warnings: list[Event] = []
 
-        self.template_labels = meta.get("labels") or {}
+        # Operator labels win over template labels with the same key (spec §3.2).
+        self.labels = {**(meta.get("labels") or {}), **framework.replica_labels(job_name, rtype, 0)}
         annotations = dict(meta.get("annotations") or {})
         self.finalizers = meta.get("finalizers")
         pod_spec = dict(tspec)
@@ -116,7 +117,10 @@ class PodFactory:
                 container_env.append(extra)
             container["env"] = container_env
             containers.append(container)
-        labels = {**self.template_labels, **self.framework.replica_labels(self.job_name, self.rtype, index)}
+        labels = dict(self.labels)
+        position = str(index)
+        for key in self.framework.index_labels:
+            labels[key] = position
         if self.framework.is_master_role(self.job, self.rtype, index):
             labels[c.LABEL_JOB_ROLE] = "master"
         if self.gang_label:
@@ -157,7 +161,7 @@ def build_service(
     cluster_ip: str,
 ) -> dict[str, Any]:
     labels = framework.replica_labels(job_name, rtype, index)
-    spec: dict[str, Any] = {"selector": dict(labels), "ports": ports}
+    spec: dict[str, Any] = {"selector": labels, "ports": ports}
     if cluster_ip:
         spec["clusterIP"] = cluster_ip
     return {
