@@ -46,6 +46,7 @@ def condition(type_: str, message: str, kind: str = "PyTorchJob") -> dict[str, A
 
 
 def pytorchjob(name: str, command: list[str] | None = None, *, workers: int = 0, restart_policy: str = "Never") -> dict[str, Any]:
+    """A small PyTorchJob whose pods still running when it ends are deleted (cleanPodPolicy Running)."""
     def replica(count: int) -> dict[str, Any]:
         container = {"name": "pytorch", "image": "python:3.11", "command": command or ["python", "-c", "print('hello')"]}
         return {"replicas": count, "restartPolicy": restart_policy, "template": {"spec": {"containers": [container]}}}
@@ -57,7 +58,7 @@ def pytorchjob(name: str, command: list[str] | None = None, *, workers: int = 0,
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": name},
-        "spec": {"runPolicy": {"cleanPodPolicy": "None"}, "pytorchReplicaSpecs": specs},
+        "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, "pytorchReplicaSpecs": specs},
     }
 
 

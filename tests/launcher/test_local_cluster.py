@@ -1,0 +1,120 @@
+"""The launcher and ``trainctl run`` on the whole embedded cluster: API server, kubelet, controller.
+
+Real jobs run as local processes; the controller sets the conditions. These are the
+end-to-end checks of what the bare-API-server tests check piece by piece: the outcome,
+the failure message, the exact timeout, and the lead pod's log across a restart.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+import yaml
+
+from controller.launch import Launcher, Outcome, connect
+from controller.local.cluster import LocalCluster
+
+from .conftest import NAMESPACE, REPO, RecordingView, StatusDriver, pytorchjob, unique
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path_factory.mktemp("cluster"), controller=True, workdir=REPO, backoff_base=0.2) as running:
+        yield running
+
+
+@pytest.fixture
+def launcher(cluster: LocalCluster) -> Launcher:
+    return Launcher(connect(str(cluster.kubeconfig)))
+
+
+def python(code: str) -> list[str]:
+    return [sys.executable, "-c", code]
+
+
+def test_a_job_that_succeeds_streams_the_masters_log(launcher):
+    name = unique("hello")
+    job = pytorchjob(name, python("for i in range(3): print('step', i, flush=True)"), workers=1)
+    view = RecordingView()
+    result = launcher.launch(job, NAMESPACE, view, timeout=60)
+    assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()
+    assert result.condition["reason"] == "PyTorchJobSucceeded"
+    assert view.lines == [(f"{name}-master-0", f"step {i}") for i in range(3)]
+    assert any(f"{name}-worker-0" in p.pod_phases for p in view.progress)
+    assert f"{name}-master-0" in result.pods
+    assert "Running" in view.states and view.states[-1] == "Succeeded"
+
+
+def test_a_job_that_fails_reports_the_controllers_message(launcher):
+    name = unique("broken")
+    view = RecordingView()
+    job = pytorchjob(name, python("import sys; print('giving up', flush=True); sys.exit(3)"))
+    result = launcher.launch(job, NAMESPACE, view, timeout=60)
+    assert result.outcome is Outcome.FAILED
+    failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
+    assert result.message == failed["message"] and "Master" in result.message
+    assert (f"{name}-master-0", "giving up") in view.lines
+
+
+def test_a_job_that_runs_too_long_is_stopped_at_the_timeout_and_deleted(launcher, cluster):
+    name = unique("sleepy")
+    view = RecordingView()
+    job = pytorchjob(name, python("import time; print('sleeping', flush=True); time.sleep(300)"))
+    result = launcher.launch(job, NAMESPACE, view, timeout=4, delete_when_done=True)
+    assert result.outcome is Outcome.TIMED_OUT
+    assert 4 <= result.duration < 4.5
+    assert result.deleted
+    assert not StatusDriver(launcher.api).exists(name)
+
+
+def test_the_masters_log_is_followed_across_a_container_restart(launcher, tmp_path):
+    name = unique("flaky")
+    marker = tmp_path / "attempted"
+    code = (
+        "import pathlib, sys\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if not marker.exists():\n"
+        "    marker.touch(); print('attempt 1 fails', flush=True); sys.exit(1)\n"
+        "print('attempt 2 works', flush=True)\n"
+    )
+    view = RecordingView()
+    result = launcher.launch(pytorchjob(name, python(code), restart_policy="OnFailure"), NAMESPACE, view, timeout=60)
+    assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()
+    pod = f"{name}-master-0"
+    assert view.lines == [(pod, "attempt 1 fails"), (pod, "attempt 2 works")]
+    assert f"{pod}: following restart 1 of container pytorch" in view.notes
+    assert result.restarts == 1
+
+
+def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
+    job = pytorchjob("throwaway", python("print('trained on a throwaway cluster', flush=True)"))
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+    env["HOME"] = str(home)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "controller.cli", "run", "-f", str(manifest), "--timeout", "90s"],
+        capture_output=True, text=True, env=env, cwd=REPO, timeout=110,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "starting a throwaway local cluster" in out
+    assert "throwaway-master-0 | trained on a throwaway cluster" in out
+    assert "PyTorchJob default/throwaway succeeded after" in out
+    log_line = next(line for line in out.splitlines() if line.strip().startswith("logs:"))
+    saved = Path(log_line.split("logs:", 1)[1].strip())
+    assert saved.name == "throwaway-master-0.log"
+    assert "trained on a throwaway cluster" in saved.read_text()
+    assert not (home / ".kube").exists()  # nothing written where a real kubeconfig would live
+    assert time.monotonic() - started < 100
