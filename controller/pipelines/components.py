@@ -29,7 +29,8 @@ try:
 except PackageNotFoundError:  # running from a source tree
     _VERSION = "latest"
 
-TRAINCTL_IMAGE = os.environ.get("TRAINCTL_LAUNCHER_IMAGE", f"ghcr.io/trainctl/trainctl:{_VERSION}")
+# The project's image (see the Dockerfile): trainctl installed, `python` on PATH.
+TRAINCTL_IMAGE = os.environ.get("TRAINCTL_LAUNCHER_IMAGE", f"ghcr.io/trainctl/trainctl-controller:{_VERSION}")
 ENTRY_POINT = ["python", "-m", "controller.pipelines.launch"]
 
 

@@ -85,7 +85,7 @@ def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
     from controller.pipelines.jobspec import BUILDERS, JobParameters
 
     if args.manifest.strip():
-        jobs = read_jobs(args.manifest, "manifest")
+        jobs = read_jobs(args.manifest, "manifest").jobs
         if len(jobs) != 1:
             raise ManifestInvalid([f"manifest: expected one job, found {len(jobs)}"])
         job = jobs[0]
