@@ -8,6 +8,8 @@ subresources such as ``pods/log``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -40,9 +42,15 @@ class Metrics:
             registry=self.registry,
         )
 
+        self._children: dict[tuple[str, str, int], tuple[Any, Any]] = {}
+
     def observe(self, verb: str, resource: str, code: int, seconds: float) -> None:
-        self.requests.labels(verb, resource, str(code)).inc()
-        self.duration.labels(verb, resource).observe(seconds)
+        children = self._children.get((verb, resource, code))
+        if children is None:
+            children = (self.requests.labels(verb, resource, str(code)), self.duration.labels(verb, resource))
+            self._children[(verb, resource, code)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST

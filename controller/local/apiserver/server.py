@@ -87,10 +87,11 @@ class RequestInfo:
 
 class ApiServer:
     def __init__(self, data_dir: Path, token: str, service_cidr: str = "127.96.0.0/16",
-                 bookmark_interval: float = 30.0, watch_window: int = 20_000) -> None:
+                 bookmark_interval: float = 30.0, watch_window: int = 20_000, fsync: bool = False) -> None:
         self.data_dir = data_dir
         self.token = token
-        self.store = Store(data_dir / "state.db", window=watch_window)
+        self._authorization = f"Bearer {token}".encode()
+        self.store = Store(data_dir / "state.db", window=watch_window, fsync=fsync)
         self.registry = Registry()
         self.resources = Resources(self.store, self.registry, service_cidr)
         self.metrics = Metrics()
@@ -118,7 +119,7 @@ class ApiServer:
         try:
             if request.path not in _PUBLIC_PATHS:
                 supplied = request.headers.get("Authorization", "")
-                if not hmac.compare_digest(supplied.encode(), f"Bearer {self.token}".encode()):
+                if not hmac.compare_digest(supplied.encode(), self._authorization):
                     raise errors.unauthorized()
             response = await handler(request)
         except errors.ApiError as exc:

@@ -3,10 +3,13 @@ recent history for watches.
 
 Why this shape: one process owns the data, so the in-memory map is the truth that reads,
 lists, selectors and optimistic-concurrency checks use without touching disk, and SQLite
-(WAL, ``synchronous=FULL``) only has to make writes durable. Writes are group-committed: a
-write changes memory at once, joins the batch that the next commit carries, and its caller
-is answered (and watchers are told) only when that batch is on disk. A kill -9 therefore
-never loses an acknowledged write.
+(WAL) only has to make writes durable. Writes are group-committed: a write changes memory
+at once, joins the batch that the next commit carries, and its caller is answered (and
+watchers are told) only when that batch is committed. A kill -9 therefore never loses an
+acknowledged write. By default commits are not fsynced (``synchronous=NORMAL``: the WAL is
+in the kernel's hands, which survives the process but not a power cut) and run on the event
+loop; with ``fsync=True`` every batch is fsynced (``synchronous=FULL``) on a writer thread,
+so that slow disks do not stall the loop.
 
 resourceVersion is one global integer, persisted with each batch, so it keeps increasing
 across restarts. Watches resume from an in-memory window of recent events; a version older
@@ -89,12 +92,13 @@ def object_key(obj: Obj) -> tuple[str, str]:
 
 
 class Store:
-    def __init__(self, path: Path, window: int = 20_000) -> None:
+    def __init__(self, path: Path, window: int = 20_000, fsync: bool = False) -> None:
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # the WAL and SHM files inherit this
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        self._db.execute(f"PRAGMA synchronous={'FULL' if fsync else 'NORMAL'}")
+        self._fsync = fsync
         self._db.executescript(_SCHEMA)
         self._objects: dict[str, dict[tuple[str, str], Obj]] = collections.defaultdict(dict)
         self._by_uid: dict[str, tuple[str, str, str]] = {}
@@ -210,7 +214,11 @@ class Store:
             while self._pending:
                 batch, self._pending = self._pending, []
                 try:
-                    await loop.run_in_executor(self._writer, self._persist, [e for e, _ in batch])
+                    events = [e for e, _ in batch]
+                    if self._fsync:
+                        await loop.run_in_executor(self._writer, self._persist, events)
+                    else:
+                        self._persist(events)
                 except Exception as exc:  # disk full, I/O error: fail the callers, keep serving
                     for _, done in batch:
                         if not done.done():

@@ -167,7 +167,10 @@ def test_delete_plain_and_with_a_finalizer(kubectl):
     kubectl("delete", "pytorchjob", "held", "--wait=false")
     held = kubectl.json("get", "pytorchjob", "held")
     assert held["metadata"]["deletionTimestamp"] and held["metadata"]["finalizers"] == ["example.com/hold"]
-    deleting = kubectl.popen("delete", "pytorchjob", "held", "--timeout=20s")  # waits for the finalizer
+    deleting = kubectl.popen("delete", "pytorchjob", "held", "--timeout=20s", "-v=6")
+    for line in deleting.stderr:  # -v=6 logs each request once answered: wait for kubectl's watch
+        if "watch=true" in line:
+            break
     kubectl("patch", "pytorchjob", "held", "--type=json", "-p", '[{"op":"remove","path":"/metadata/finalizers"}]')
     out, err = deleting.communicate(timeout=20)
     assert deleting.returncode == 0, err
