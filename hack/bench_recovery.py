@@ -1,0 +1,364 @@
+"""How long elastic PyTorch training takes to recover from failures (docs/benchmarks.md).
+
+The numbers this project promises are relative to plain torchrun, so the benchmark runs the
+same four measurements against interchangeable "pod" back-ends and prints them side by side:
+
+1. cold start: two pods started together → the first step with WORLD_SIZE=2;
+2. worker killed: SIGKILL the worker process of the pod whose worker has RANK 0 → the
+   restarted workers train again with WORLD_SIZE=2;
+3. pod lost: SIGKILL that pod (agent and worker) → the survivor trains alone (WORLD_SIZE=1);
+4. replacement: start a new pod → both train (WORLD_SIZE=2).
+
+Each phase starts a few seconds after the previous one ends; every repetition starts from
+nothing; the table shows medians (min–max) over the repetitions.
+
+With ``--mindspore-python`` (an interpreter that has MindSpore 2.10 and numpy<2; MindSpore is
+not a dependency of trainctl) it also times the MindSpore data-parallel sample: a Scheduler
+and two Workers with the env ms-operator injects, start to the last exit.
+
+Back-ends:
+- ``torchrun``: the baseline. Two torchrun agents started by hand on 127.0.0.1 with the
+  settings the elastic sample uses (c10d rendezvous on a TCPStore hosted by a separate
+  process, ``is_host=0``, short rendezvous timers, ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``),
+  training ``samples/pytorch/train.py``.
+- (next) the same measurements through the embedded cluster, as a second ``Pods`` class.
+
+Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun] [--mindspore-python PY] [--json FILE]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Optional, Protocol
+
+REPO = Path(__file__).resolve().parent.parent
+TRAIN_SCRIPT = REPO / "samples" / "pytorch" / "train.py"
+MINDSPORE_SCRIPT = REPO / "samples" / "mindspore" / "train.py"
+PHASES = ("cold start → 1st step", "worker SIGKILL → training again",
+          "pod SIGKILL → survivor trains alone", "replacement start → both train")
+RDZV_CONF = "is_host=0,last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=3"
+PHASE_TIMEOUT = 120.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Line:
+    """One ``[event] key=value ...`` line of the training script, as a pod printed it."""
+
+    at: float  # time.monotonic() when the line was read
+    pod: str
+    event: str
+    fields: dict[str, str]
+
+    @classmethod
+    def parse(cls, at: float, pod: str, text: str) -> Optional["Line"]:
+        if not text.startswith("[") or "]" not in text:
+            return None
+        event, _, rest = text[1:].partition("]")
+        fields = dict(part.split("=", 1) for part in rest.split() if "=" in part)
+        return cls(at, pod, event, fields)
+
+
+class LogBook:
+    """Every line every pod printed, and a way to wait for the one a phase is waiting for."""
+
+    def __init__(self) -> None:
+        self._lines: list[Line] = []
+        self._changed = threading.Condition()
+
+    def add(self, line: Line) -> None:
+        with self._changed:
+            self._lines.append(line)
+            self._changed.notify_all()
+
+    def follow(self, pod: str, stream) -> threading.Thread:
+        def pump() -> None:
+            for raw in stream:
+                line = Line.parse(time.monotonic(), pod, raw.decode(errors="replace").strip())
+                if line is not None:
+                    self.add(line)
+        thread = threading.Thread(target=pump, name=f"log-{pod}", daemon=True)
+        thread.start()
+        return thread
+
+    def wait_for(self, match: Callable[[Line, list[Line]], bool], timeout: float = PHASE_TIMEOUT) -> Line:
+        """The first line (in arrival order) for which ``match(line, lines before it)`` holds."""
+        deadline = time.monotonic() + timeout
+        seen = 0
+        with self._changed:
+            while True:
+                for i in range(seen, len(self._lines)):
+                    if match(self._lines[i], self._lines[:i]):
+                        return self._lines[i]
+                seen = len(self._lines)
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError("no matching line within %.0f s" % timeout)
+                self._changed.wait(left)
+
+    def lines(self) -> list[Line]:
+        with self._changed:
+            return list(self._lines)
+
+
+class Pods(Protocol):
+    """What a measurement needs from a back-end: start, break and observe "pods"."""
+
+    log: LogBook
+
+    def start(self, pod: str) -> None: ...
+    def kill_worker(self, pod: str) -> None: ...
+    def kill_pod(self, pod: str) -> None: ...
+    def close(self) -> None: ...
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_store(port: int) -> None:
+    """Host the rendezvous TCPStore until killed (a stand-in for a controller-hosted store)."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+    from torch.distributed import TCPStore
+
+    store = TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False)
+    print(f"[store] port={port}", flush=True)
+    while store is not None:
+        signal.pause()
+
+
+class TorchrunPods:
+    """Pods as plain torchrun agents on 127.0.0.1: the baseline the cluster is compared to."""
+
+    def __init__(self, workdir: Path, steps: int, step_sleep: float, checkpoint_every: int) -> None:
+        self.log = LogBook()
+        self.workdir = workdir
+        self.port = free_port()
+        self.agents: dict[str, subprocess.Popen] = {}
+        self.train_args = ["--steps", str(steps), "--step-sleep", str(step_sleep),
+                           "--checkpoint-every", str(checkpoint_every),
+                           "--checkpoint-dir", str(workdir / "checkpoints")]
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+        self.store = subprocess.Popen([sys.executable, __file__, "--serve-store", str(self.port)],
+                                      stdout=subprocess.PIPE, env=self.env)
+        self.log.follow("store", self.store.stdout)
+        self.log.wait_for(lambda line, _: line.event == "store", timeout=30)
+
+    def start(self, pod: str) -> None:
+        command = [
+            sys.executable, "-m", "torch.distributed.run",
+            "--nnodes=1:3", "--nproc-per-node=1", "--max-restarts=100",
+            "--rdzv-backend=c10d", f"--rdzv-endpoint=127.0.0.1:{self.port}", "--rdzv-id=bench",
+            f"--rdzv-conf={RDZV_CONF}", "--local-addr=127.0.0.1",
+            str(TRAIN_SCRIPT), *self.train_args,
+        ]
+        agent = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
+                                 stderr=open(self.workdir / f"{pod}.agent.log", "ab"))
+        self.agents[pod] = agent
+        self.log.follow(pod, agent.stdout)
+
+    def worker_pid(self, pod: str) -> int:
+        starts = [line for line in self.log.lines() if line.pod == pod and line.event == "start"]
+        return int(starts[-1].fields["pid"])
+
+    def kill_worker(self, pod: str) -> None:
+        _kill(self.worker_pid(pod))
+
+    def kill_pod(self, pod: str) -> None:
+        # torchrun starts workers in their own session, so the agent's death would not reach
+        # them; a container's death would, so kill both, as the kernel does for a pod.
+        worker = self.worker_pid(pod)
+        _kill(self.agents.pop(pod).pid)
+        _kill(worker)
+
+    def close(self) -> None:
+        workers = {int(line.fields["pid"]) for line in self.log.lines() if line.event == "start"}
+        for process in [*self.agents.values(), self.store]:
+            _kill(process.pid)
+            process.wait()
+        for pid in workers:
+            _kill(pid)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def trains(world_size: int, pods: Optional[set[str]] = None, after: float = 0.0, restarted: bool = False):
+    """Match a step at ``world_size`` (from ``pods``), read after ``after``.
+
+    With ``restarted``, the step must come from a worker that started after ``after``, so
+    that a step the old generation printed while dying does not count.
+    """
+    def match(line: Line, before: list[Line]) -> bool:
+        if line.event != "step" or line.at < after or int(line.fields["world_size"]) != world_size:
+            return False
+        if pods is not None and line.pod not in pods:
+            return False
+        if restarted:
+            return any(b.pod == line.pod and b.event == "start" and b.at >= after for b in before)
+        return True
+    return match
+
+
+def rank0_pod(log: LogBook) -> str:
+    """The pod whose current worker has RANK 0."""
+    starts = [line for line in log.lines() if line.event == "start"]
+    latest = {line.pod: line for line in starts}
+    return next(pod for pod, line in latest.items() if line.fields["RANK"] == "0")
+
+
+def measure_once(pods: Pods, pause: float) -> tuple[list[float], dict[str, object]]:
+    """The four phase durations of one repetition, plus what resumed from where."""
+    log = pods.log
+    began = time.monotonic()
+    pods.start("a")
+    pods.start("b")
+    first = log.wait_for(trains(2))
+    durations = [first.at - began]
+
+    time.sleep(pause)
+    victim = rank0_pod(log)
+    killed = time.monotonic()
+    pods.kill_worker(victim)
+    durations.append(log.wait_for(trains(2, after=killed, restarted=True)).at - killed)
+
+    time.sleep(pause)
+    victim = rank0_pod(log)
+    survivor = ({"a", "b"} - {victim}).pop()
+    killed = time.monotonic()
+    pods.kill_pod(victim)
+    durations.append(log.wait_for(trains(1, {survivor}, after=killed, restarted=True)).at - killed)
+
+    time.sleep(pause)
+    started = time.monotonic()
+    pods.start("c")
+    durations.append(log.wait_for(trains(2, after=started, restarted=True)).at - started)
+
+    resumes = [int(line.fields["step"]) for line in log.lines() if line.event == "resume" and line.pod != "store"]
+    return durations, {"resumed_from_steps": sorted(set(resumes))}
+
+
+def mindspore_by_hand(python: str, workdir: Path) -> float:
+    """Seconds from starting a Scheduler and two Workers to the last exit; all must exit 0."""
+    env = {**os.environ, "MS_SCHED_HOST": "127.0.0.1", "MS_SCHED_PORT": str(free_port()),
+           "MS_WORKER_NUM": "2", "MS_SERVER_NUM": "0", "GLOG_v": "3"}
+    roles = {"ms-scheduler-0": "MS_SCHED", "ms-worker-0": "MS_WORKER", "ms-worker-1": "MS_WORKER"}
+    began = time.monotonic()
+    processes = {
+        node: subprocess.Popen([python, str(MINDSPORE_SCRIPT)], cwd=REPO,
+                               env={**env, "MS_ROLE": role, "MS_NODE_ID": node},
+                               stdout=open(workdir / f"{node}.log", "wb"), stderr=subprocess.STDOUT)
+        for node, role in roles.items()
+    }
+    try:
+        codes = {node: process.wait(timeout=PHASE_TIMEOUT) for node, process in processes.items()}
+    finally:
+        for process in processes.values():
+            _kill(process.pid)
+    elapsed = time.monotonic() - began
+    if any(codes.values()):
+        raise RuntimeError(f"MindSpore processes failed: {codes} (logs in {workdir})")
+    weights = {(workdir / f"{node}.log").read_text().split("weights=")[-1].split()[0] for node in roles if node != "ms-scheduler-0"}
+    if len(weights) != 1:
+        raise RuntimeError(f"the workers ended with different weights: {weights}")
+    return elapsed
+
+
+def summarise(rows: list[list[float]]) -> list[str]:
+    cells = []
+    for column in zip(*rows):
+        cells.append(f"{statistics.median(column):.2f} ({min(column):.2f}–{max(column):.2f})")
+    return cells
+
+
+@contextlib.contextmanager
+def backend(name: str, args: argparse.Namespace) -> Iterator[Pods]:
+    with tempfile.TemporaryDirectory(prefix="bench-recovery-") as workdir:
+        if name == "torchrun":
+            pods: Pods = TorchrunPods(Path(workdir), args.steps, args.step_sleep, args.checkpoint_every)
+        else:
+            raise SystemExit(f"bench_recovery: unknown backend {name!r} (known: torchrun)")
+        try:
+            yield pods
+        finally:
+            pods.close()
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--backend", action="append", choices=["torchrun"], help="default: all")
+    p.add_argument("--pause", type=float, default=5.0, help="seconds between phases")
+    p.add_argument("--steps", type=int, default=1_000_000, help="training steps (the run is killed long before)")
+    p.add_argument("--step-sleep", type=float, default=0.05)
+    p.add_argument("--checkpoint-every", type=int, default=20)
+    p.add_argument("--mindspore-python", metavar="PY", help="interpreter with MindSpore 2.10: also time the MSJob sample")
+    p.add_argument("--mindspore-only", action="store_true", help="skip the PyTorch measurements")
+    p.add_argument("--json", type=Path, help="also write the raw durations here")
+    p.add_argument("--serve-store", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.serve_store:
+        serve_store(args.serve_store)
+        return 0
+    if args.runs < 1:
+        p.error("--runs must be >= 1")
+    if args.mindspore_only and not args.mindspore_python:
+        p.error("--mindspore-only needs --mindspore-python")
+    results: dict[str, list[list[float]]] = {}
+    for name in [] if args.mindspore_only else args.backend or ["torchrun"]:
+        results[name] = []
+        for run in range(1, args.runs + 1):
+            with backend(name, args) as pods:
+                try:
+                    durations, notes = measure_once(pods, args.pause)
+                except TimeoutError as e:
+                    print(f"{name} run {run}: {e}", file=sys.stderr)
+                    return 1
+            results[name].append(durations)
+            print(f"{name} run {run}: " + ", ".join(f"{d:.2f}" for d in durations) + f"  {notes}", flush=True)
+    if results:
+        print()
+        print("| back-end | " + " | ".join(PHASES) + " |")
+        print("|---|" + "---|" * len(PHASES))
+        for name, rows in results.items():
+            print(f"| {name} | " + " | ".join(summarise(rows)) + " |")
+    if args.mindspore_python:
+        walls = []
+        for run in range(1, args.runs + 1):
+            with tempfile.TemporaryDirectory(prefix="bench-mindspore-") as workdir:
+                try:
+                    walls.append(mindspore_by_hand(args.mindspore_python, Path(workdir)))
+                except (RuntimeError, subprocess.TimeoutExpired) as e:
+                    print(f"mindspore run {run}: {e}", file=sys.stderr)
+                    return 1
+            print(f"mindspore by hand run {run}: {walls[-1]:.2f}", flush=True)
+        results["mindspore by hand"] = [[w] for w in walls]
+        print()
+        print("| back-end | MindSpore data-parallel job, start → last exit |")
+        print("|---|---|")
+        print(f"| processes by hand | {summarise([[w] for w in walls])[0]} |")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
