@@ -12,14 +12,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from api import constants as c
 from api.defaults import Job, default_job
 from api.loader import parse_job
 from api.validation import validate
 from controller.frameworks import Framework, framework_for
-from controller.frameworks.base import UNKNOWN_EXIT_CODE, EnvContext, JobFacts, ReplicaCounts
+from controller.frameworks.base import (
+    UNKNOWN_EXIT_CODE,
+    ConditionChange,
+    EnvContext,
+    EnvFactory,
+    JobFacts,
+    ReplicaCounts,
+)
 from controller.frameworks.pytorch import rendezvous_port, uses_rendezvous_store
 from controller.reconcile import gang as gangs
 from controller.reconcile import rendezvous
@@ -199,54 +206,26 @@ class _Pass:
             scheduler = self.services.by_name.get(replica_name(self.name, "Scheduler", 0))
             ctx = replace(ctx, scheduler_service=scheduler)
 
-        restarted: set[str] = set()
-        permanent = []
+        restarted: list[str] = []
+        permanent: list[ConditionChange] = []
         restarts = 0
         for rtype in self.types:
-            spec = self.specs[rtype]
-            replicas = spec.replicas or 0
             if fw.service_cluster_ip(rtype) is not None:
-                self.reconcile_services(rtype, replicas)
+                self.reconcile_services(rtype, self.specs[rtype].replicas or 0)
             env_factory = fw.env_factory(self.job, rtype, ctx) if may_create_pods else None
-            factory: Optional[PodFactory] = None
-            slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
-            for index in range(max(max(slots, default=-1) + 1, replicas)):
-                pod = slots.get(index)
-                if pod is None:
-                    if index < replicas and env_factory is not None:
-                        if factory is None:
-                            factory = self.pod_factory(rtype, env_factory)
-                            for warning in factory.warnings:
-                                self.warnings.setdefault(warning.reason, warning)
-                        self.plan.creates.append(factory.build(index))
-                    continue
-                if index in duplicated:
-                    continue  # duplicates on one index: left alone, as the reference does
-                if is_terminating(pod):
-                    continue
-                if index >= replicas:
-                    self.delete(pod, with_service=False)  # scale-down: highest indices go
-                    continue
-                if (pod.get("status") or {}).get("phase") != "Failed":
-                    continue
-                policy = spec.restart_policy
-                code = exit_code(pod, fw.container)
-                if policy in _RECREATE_ALWAYS or (policy == "ExitCode" and fw.is_retryable(code)):
-                    self.delete(pod, with_service=False)  # recreated under the same name once gone
-                    restarted.add(rtype)
-                    restarts += 1
-                elif policy == "ExitCode":
-                    change = fw.permanent_failure(self.name, rtype)
-                    if change is not None:
-                        permanent.append(change)
+            count, exit_failure = self.reconcile_pods(rtype, env_factory)
+            if count:
+                restarted.append(rtype)
+                restarts += count
+            if exit_failure is not None:
+                permanent.append(exit_failure)
 
         if ctx.rendezvous_host is not None and may_create_pods:
             self.reconcile_rendezvous_store()
         if restarts:
             self.status["restartCount"] = (self.status.get("restartCount") or 0) + restarts
-        for rtype in self.types:
-            if rtype in restarted:
-                self.book.apply(fw.restarting(self.name, rtype))
+        for rtype in restarted:
+            self.book.apply(fw.restarting(self.name, rtype))
         for change in permanent:
             self.book.apply(change)
         facts = JobFacts(
@@ -268,7 +247,43 @@ class _Pass:
         self.deadline_requeue()
 
     # --- pods and services --------------------------------------------------------------------
-    def pod_factory(self, rtype: str, env_factory: Callable[[int], list[dict[str, Any]]]) -> PodFactory:
+    def reconcile_pods(self, rtype: str, env_factory: Optional[EnvFactory]) -> tuple[int, Optional[ConditionChange]]:
+        """Create missing indices, delete surplus ones, restart failed pods (spec §3.8, §5.5).
+
+        Returns how many failed pods were deleted to be recreated, and the Failed condition
+        a non-retryable ``ExitCode`` exit calls for. ``env_factory`` None: create nothing yet.
+        """
+        fw, spec = self.framework, self.specs[rtype]
+        replicas = spec.replicas or 0
+        factory: Optional[PodFactory] = None
+        restarts, failure = 0, None
+        slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
+        for index in range(max(max(slots, default=-1) + 1, replicas)):
+            pod = slots.get(index)
+            if pod is None:
+                if index < replicas and env_factory is not None:
+                    if factory is None:
+                        factory = self.pod_factory(rtype, env_factory)
+                        for warning in factory.warnings:
+                            self.warnings.setdefault(warning.reason, warning)
+                    self.plan.creates.append(factory.build(index))
+                continue
+            if index in duplicated or is_terminating(pod):
+                continue  # duplicates on one index are left alone, as the reference does
+            if index >= replicas:
+                self.delete(pod, with_service=False)  # scale-down: the highest indices go
+                continue
+            if (pod.get("status") or {}).get("phase") != "Failed":
+                continue
+            code = exit_code(pod, fw.container)
+            if spec.restart_policy in _RECREATE_ALWAYS or (spec.restart_policy == "ExitCode" and fw.is_retryable(code)):
+                self.delete(pod, with_service=False)  # recreated under the same name once gone
+                restarts += 1
+            elif spec.restart_policy == "ExitCode":
+                failure = failure or fw.permanent_failure(self.name, rtype)
+        return restarts, failure
+
+    def pod_factory(self, rtype: str, env_factory: EnvFactory) -> PodFactory:
         return PodFactory(
             framework=self.framework,
             job=self.job,
