@@ -231,22 +231,22 @@ def log(event: str, **fields: Any) -> None:
 
 
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
-    env = os.environ.get
+    env = os.environ.get  # string defaults go through `type`, so a bad env value is a usage error
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--steps", type=int, default=int(env("TRAIN_STEPS", "60")), help="total optimizer steps (default 60)")
+    p.add_argument("--steps", type=int, default=env("TRAIN_STEPS", "60"), help="total optimizer steps (default 60)")
     p.add_argument("--batch-size", type=int, default=32, help="per-rank batch size")
     p.add_argument("--lr", type=float, default=0.02)
     p.add_argument("--samples", type=int, default=2048, help="size of the generated dataset")
     p.add_argument("--features", type=int, default=16)
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--step-sleep", type=float, default=float(env("TRAIN_STEP_SLEEP", "0.05")),
+    p.add_argument("--step-sleep", type=float, default=env("TRAIN_STEP_SLEEP", "0.05"),
                    help="seconds to sleep per step, standing in for real work (default 0.05)")
     p.add_argument("--checkpoint-dir", type=Path, default=env("CHECKPOINT_DIR") or None,
                    help="directory for the checkpoint (default $CHECKPOINT_DIR; none: no checkpoints)")
     p.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints")
     p.add_argument("--fault", default=env("INJECT_FAULT", ""), help="faults to inject, e.g. rank=1,step=30,exit=137")
-    p.add_argument("--peer-failure-exit-code", type=int, default=int(env("PEER_FAILURE_EXIT_CODE", "1")),
+    p.add_argument("--peer-failure-exit-code", type=int, default=env("PEER_FAILURE_EXIT_CODE", "1"),
                    help="exit code when a collective fails because a peer is gone (default 1)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait for peers")
     args = p.parse_args(argv)

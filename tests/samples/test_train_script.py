@@ -226,3 +226,20 @@ def test_a_lost_peer_exits_with_the_configured_code(train, monkeypatch, capsys):
     monkeypatch.setattr(train, "train", lambda args: (_ for _ in ()).throw(gone))
     assert train.main(["--peer-failure-exit-code=143"]) == 143
     assert "[error] rank=0 reason=peer-failure" in capsys.readouterr().out
+
+
+def test_bad_env_default_is_a_usage_error_not_a_traceback(train, capsys, monkeypatch):
+    monkeypatch.setenv("TRAIN_STEPS", "many")
+    with pytest.raises(SystemExit) as exited:
+        train.parse_args([])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "argument --steps: invalid int value: 'many'" in err
+
+
+def test_env_defaults_are_read(train, monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAIN_STEPS", "7")
+    monkeypatch.setenv("CHECKPOINT_DIR", str(tmp_path))
+    monkeypatch.setenv("INJECT_FAULT", "rank=1,step=2,exit=137")
+    args = train.parse_args([])
+    assert (args.steps, args.checkpoint_dir, args.faults) == (7, tmp_path, [train.Fault(1, 2, 137)])
