@@ -1,0 +1,132 @@
+"""Refusals over plain HTTPS: each is a ``metav1.Status`` with the right code and reason,
+and a refused write stores nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+import requests
+
+from .conftest import pytorch_job
+
+pytestmark = pytest.mark.usefixtures("crds")
+JOBS = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs"
+
+
+@pytest.fixture
+def http(apiserver):
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {apiserver.token}"
+    base, ca = apiserver.url, str(apiserver.ca_cert)
+
+    def call(method: str, path: str, **kwargs):
+        return session.request(method, base + path, timeout=10, verify=ca, **kwargs)
+
+    yield call
+    session.close()
+
+
+def status_of(response) -> dict:
+    body = response.json()
+    assert body["kind"] == "Status" and body["status"] == "Failure" and body["code"] == response.status_code
+    return body
+
+
+def stored_jobs(http) -> list[str]:
+    return [j["metadata"]["name"] for j in http("GET", JOBS).json()["items"]]
+
+
+def test_requests_without_the_token_are_unauthorized(apiserver):
+    for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+        response = requests.get(apiserver.url + "/api/v1/pods", headers=headers, verify=str(apiserver.ca_cert), timeout=10)
+        assert response.status_code == 401
+        assert status_of(response)["reason"] == "Unauthorized"
+    assert requests.get(apiserver.url + "/healthz", verify=str(apiserver.ca_cert), timeout=10).text == "ok"
+    for name in ("kubeconfig", "token"):
+        assert stat.S_IMODE(os.stat(apiserver.dir / name).st_mode) == 0o600
+
+
+def test_malformed_json_is_a_bad_request(http):
+    response = http("POST", JOBS, data=b'{"apiVersion": "kubeflow.org/v1", "kind": ', headers={"Content-Type": "application/json"})
+    assert response.status_code == 400
+    assert status_of(response)["reason"] == "BadRequest"
+    assert stored_jobs(http) == []
+
+
+def test_unknown_resource_is_not_found(http):
+    for path in ("/apis/kubeflow.org/v1/namespaces/default/tfjobs", "/apis/nope.example.com/v1/things", "/api/v2/pods"):
+        response = http("GET", path)
+        assert response.status_code == 404, path
+        assert status_of(response)["reason"] == "NotFound"
+
+
+def test_schema_violations_are_invalid_with_every_field(http):
+    job = pytorch_job("bad")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two"
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"
+    response = http("POST", JOBS, json=job)
+    assert response.status_code == 422
+    body = status_of(response)
+    assert body["reason"] == "Invalid"
+    assert body["details"]["kind"] == "PyTorchJob" and body["details"]["group"] == "kubeflow.org"
+    fields = {c["field"]: c["reason"] for c in body["details"]["causes"]}
+    assert fields == {"spec.pytorchReplicaSpecs[Worker].replicas": "FieldValueTypeInvalid",
+                      "spec.pytorchReplicaSpecs[Worker].restartPolicy": "FieldValueNotSupported"}
+    assert stored_jobs(http) == []
+
+
+def test_cel_rules_are_enforced_on_create_and_as_transition_rules(http):
+    job = pytorch_job("cel")
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
+    response = http("POST", JOBS, json=job)
+    assert response.status_code == 422
+    causes = status_of(response)["details"]["causes"]
+    assert [(c["field"], c["message"]) for c in causes] == [
+        ("spec.pytorchReplicaSpecs", 'Invalid value: "object": Master replicas must be 1')]
+    assert stored_jobs(http) == []
+
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 1
+    job["spec"]["runPolicy"] = {"schedulingPolicy": {"queue": "a"}}
+    assert http("POST", JOBS, json=job).status_code == 201
+    moved = http("PATCH", f"{JOBS}/cel", data=json.dumps({"spec": {"runPolicy": {"schedulingPolicy": {"queue": "b"}}}}),
+                 headers={"Content-Type": "application/merge-patch+json"})
+    assert moved.status_code == 422
+    assert "queue is immutable" in status_of(moved)["message"]
+    assert http("GET", f"{JOBS}/cel").json()["spec"]["runPolicy"]["schedulingPolicy"]["queue"] == "a"
+
+
+def test_unknown_fields_strict_is_refused_warn_is_pruned_with_a_warning(http):
+    job = pytorch_job("strict")
+    job["spec"]["surprise"] = 1
+    strict = http("POST", JOBS + "?fieldValidation=Strict", json=job)
+    assert strict.status_code == 400
+    assert 'unknown field "spec.surprise"' in status_of(strict)["message"]
+    warned = http("POST", JOBS, json=job)
+    assert warned.status_code == 201
+    assert 'unknown field \\"spec.surprise\\"' in warned.headers["Warning"] or "spec.surprise" in warned.headers["Warning"]
+    assert "surprise" not in warned.json()["spec"]
+
+
+def test_strategic_merge_patch_on_a_custom_resource_is_unsupported(http):
+    assert http("POST", JOBS, json=pytorch_job("smp")).status_code == 201
+    response = http("PATCH", f"{JOBS}/smp", data="{}", headers={"Content-Type": "application/strategic-merge-patch+json"})
+    assert response.status_code == 415
+    assert status_of(response)["reason"] == "UnsupportedMediaType"
+
+
+def test_missing_namespace_and_wrong_kind(http):
+    response = http("POST", "/api/v1/namespaces/nowhere/configmaps", json={"metadata": {"name": "x"}})
+    assert response.status_code == 404 and status_of(response)["message"] == 'namespaces "nowhere" not found'
+    response = http("POST", "/api/v1/namespaces/default/configmaps", json={"kind": "Secret", "metadata": {"name": "x"}})
+    assert response.status_code == 400
+    assert http("GET", "/api/v1/namespaces/default/configmaps").json()["items"] == []
+
+
+def test_bad_query_parameters_are_bad_requests(http):
+    for query in ("watch=maybe", "labelSelector=a%20in%20(", "fieldSelector=spec.secret%3Dx", "limit=ten"):
+        response = http("GET", "/api/v1/namespaces/default/pods?" + query)
+        assert response.status_code == 400, query
+        assert status_of(response)["reason"] == "BadRequest"
