@@ -57,10 +57,11 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
     plan = Plan()
     if meta.get("deletionTimestamp"):
         return plan  # garbage collection removes the children
-    run_policy = (job.get("spec") or {}).get("runPolicy")
+    spec = job.get("spec")
+    run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
     if isinstance(run_policy, dict) and run_policy.get("managedBy") not in (None, c.MANAGED_BY_TRAINING_OPERATOR):
         return plan  # another controller (e.g. Kueue's MultiKueue) owns this job
-    status = job.get("status") or {}
+    status = job.get("status") if isinstance(job.get("status"), dict) else {}
     book = ConditionBook(status.get("conditions"), rfc3339(now))
 
     problems = validate(job)
@@ -100,7 +101,7 @@ class _Pass:
         self.annotations: dict[str, Any] = meta.get("annotations") or {}
         self.reference_env = str(self.annotations.get(c.ANNOTATION_REFERENCE_ENV, "")).lower() == "true"
         self.owner = owner_reference(self.framework.api_version, self.framework.kind, self.name, self.uid)
-        self.old_status: dict[str, Any] = self.raw.get("status") or {}
+        self.old_status: dict[str, Any] = self.raw.get("status") if isinstance(self.raw.get("status"), dict) else {}
         self.status: dict[str, Any] = dict(self.old_status)
         self.pods = ChildIndex(self.observed.pods)
         self.services = ChildIndex(self.observed.services)

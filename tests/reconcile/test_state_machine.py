@@ -311,3 +311,16 @@ def test_scale_up_and_down_by_index():
         ("Pod", "mnist-worker-1"), ("Pod", "mnist-worker-2"), ("Pod", "mnist-worker-3"),
         ("Service", "mnist-worker-1"), ("Service", "mnist-worker-2"), ("Service", "mnist-worker-3"),
     ]
+
+
+@pytest.mark.parametrize(
+    "spec, status",
+    [("nope", None), ({"pytorchReplicaSpecs": {}, "runPolicy": "bad"}, None), ({"pytorchReplicaSpecs": "x"}, "weird")],
+)
+def test_malformed_job_gets_a_failed_condition_not_a_crash(spec, status):
+    job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x", "namespace": "default"}, "spec": spec}
+    if status is not None:
+        job["status"] = status
+    plan = Cluster(job).reconcile()
+    assert conditions(plan.status) == [("Failed", "True", "PyTorchJobFailedValidation")]
+    assert plan.creates == [] and plan.deletes == []
