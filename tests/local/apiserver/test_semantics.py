@@ -1,0 +1,283 @@
+"""Object semantics controllers depend on, through the Python client and plain HTTPS:
+naming, selectors, generation, services, pod deletion, garbage collection, tables, metrics."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+from kubernetes import client, watch
+from kubernetes.client.rest import ApiException
+
+NS = "default"
+
+
+def pod(name: str, node: str | None = None, **labels: str) -> dict:
+    spec: dict = {"containers": [{"name": "main", "image": "busybox:1.36"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
+
+
+def owned(name: str, owner: dict, block: bool = False) -> dict:
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"],
+           "controller": True, "blockOwnerDeletion": block}
+    return {"metadata": {"name": name, "ownerReferences": [ref]}}
+
+
+@pytest.fixture
+def core(api) -> client.CoreV1Api:
+    return client.CoreV1Api(api)
+
+
+@pytest.fixture
+def http(apiserver):
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {apiserver.token}"
+
+    def call(method: str, path: str, **kwargs):
+        return session.request(method, apiserver.url + path, timeout=10, verify=str(apiserver.ca_cert), **kwargs)
+
+    yield call
+    session.close()
+
+
+def names(items) -> list[str]:
+    return sorted(i.metadata.name for i in items)
+
+
+def wait_deleted(core: client.CoreV1Api, kind: str, name: str, resource_version: str) -> None:
+    """Block on a watch until ``name`` is DELETED (or already gone)."""
+    lister = getattr(core, f"list_namespaced_{kind}")
+    for event in watch.Watch().stream(lister, NS, field_selector=f"metadata.name={name}",
+                                      resource_version=resource_version, timeout_seconds=10):
+        if event["type"] == "DELETED":
+            return
+    raise AssertionError(f"{kind} {name} was not deleted")
+
+
+def test_generate_name_uid_and_creation_timestamp(core):
+    first = core.create_namespaced_config_map(NS, {"metadata": {"generateName": "job-"}})
+    second = core.create_namespaced_config_map(NS, {"metadata": {"generateName": "job-"}})
+    assert first.metadata.name.startswith("job-") and len(first.metadata.name) == 9
+    assert first.metadata.name != second.metadata.name and first.metadata.uid != second.metadata.uid
+    assert first.metadata.creation_timestamp.tzinfo is not None
+    assert int(second.metadata.resource_version) > int(first.metadata.resource_version)
+
+
+def test_label_selectors(core):
+    core.create_namespaced_pod(NS, pod("m", role="master", job="a"))
+    core.create_namespaced_pod(NS, pod("w0", role="worker", job="a"))
+    core.create_namespaced_pod(NS, pod("w1", role="worker", job="b"))
+    core.create_namespaced_pod(NS, pod("x"))
+    cases = {
+        "role=master": ["m"], "role==worker": ["w0", "w1"], "role!=worker": ["m", "x"],
+        "job in (a,c)": ["m", "w0"], "job notin (a)": ["w1", "x"], "role": ["m", "w0", "w1"], "!role": ["x"],
+        "role=worker,job=b": ["w1"],
+    }
+    for selector, expected in cases.items():
+        assert names(core.list_namespaced_pod(NS, label_selector=selector).items) == expected, selector
+
+
+def test_field_selectors(core, http):
+    core.create_namespaced_pod(NS, pod("bound", node="local"))
+    core.create_namespaced_pod(NS, pod("free"))
+    core.patch_namespaced_pod_status("bound", NS, {"status": {"phase": "Running"}})
+    assert names(core.list_namespaced_pod(NS, field_selector="status.phase=Running").items) == ["bound"]
+    assert names(core.list_namespaced_pod(NS, field_selector="spec.nodeName=local").items) == ["bound"]
+    assert names(core.list_namespaced_pod(NS, field_selector="spec.nodeName=").items) == ["free"]
+    assert names(core.list_namespaced_pod(NS, field_selector="metadata.name!=bound,metadata.namespace=default").items) == ["free"]
+    assert names(core.list_pod_for_all_namespaces(field_selector="metadata.namespace=kube-system").items) == []
+
+
+def test_go_booleans_in_query_strings(core, http):
+    core.create_namespaced_pod(NS, pod("b"))
+    for value in ("true", "True", "1", "t"):
+        lines = http("GET", f"/api/v1/namespaces/default/pods?watch={value}&timeoutSeconds=1").text.splitlines()
+        assert json.loads(lines[0])["type"] == "ADDED", value
+    assert http("GET", "/api/v1/namespaces/default/pods?watch=False").json()["kind"] == "PodList"
+
+
+def test_generation_follows_spec_not_metadata_or_status(apiserver, api):
+    ext = client.ApiextensionsV1Api(api)
+    custom = client.CustomObjectsApi(api)
+    ext.create_custom_resource_definition({
+        "metadata": {"name": "podgroups.scheduling.example.com"},
+        "spec": {"group": "scheduling.example.com", "scope": "Namespaced",
+                 "names": {"plural": "podgroups", "kind": "PodGroup", "shortNames": ["pg"]},
+                 "versions": [{"name": "v1alpha1", "served": True, "storage": True, "subresources": {"status": {}},
+                               "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                                   "spec": {"type": "object", "properties": {
+                                       "minMember": {"type": "integer", "default": 1},
+                                       "queue": {"type": "string"}}},
+                                   "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}}}]}})
+    group = ("scheduling.example.com", "v1alpha1", NS, "podgroups")
+    created = custom.create_namespaced_custom_object(*group, {"apiVersion": "scheduling.example.com/v1alpha1",
+                                                              "kind": "PodGroup", "metadata": {"name": "pg"}, "spec": {}})
+    assert created["spec"] == {"minMember": 1} and created["metadata"]["generation"] == 1
+    custom.patch_namespaced_custom_object(*group, "pg", {"metadata": {"labels": {"a": "b"}}})
+    custom.patch_namespaced_custom_object_status(*group, "pg", {"status": {"phase": "Running"}})
+    assert custom.get_namespaced_custom_object(*group, "pg")["metadata"]["generation"] == 1
+    updated = custom.patch_namespaced_custom_object(*group, "pg", {"spec": {"minMember": 3}})
+    assert updated["metadata"]["generation"] == 2 and updated["status"] == {"phase": "Running"}
+    unchanged = custom.patch_namespaced_custom_object(*group, "pg", {"spec": {"minMember": 3}})
+    assert unchanged["metadata"]["resourceVersion"] == updated["metadata"]["resourceVersion"]  # a no-op write
+
+
+def test_services_get_loopback_cluster_ips(core):
+    svc = core.create_namespaced_service(NS, {"metadata": {"name": "master"},
+                                             "spec": {"selector": {"job": "a"}, "ports": [{"port": 23456}]}})
+    assert svc.spec.cluster_ip.startswith("127.96.")
+    assert svc.spec.ports[0].target_port == 23456 and svc.spec.ports[0].protocol == "TCP"
+    other = core.create_namespaced_service(NS, {"metadata": {"name": "worker"}, "spec": {"ports": [{"port": 1}]}})
+    assert other.spec.cluster_ip != svc.spec.cluster_ip
+    headless = core.create_namespaced_service(NS, {"metadata": {"name": "h"},
+                                                  "spec": {"clusterIP": "None", "ports": [{"port": 2222}]}})
+    assert headless.spec.cluster_ip == "None"
+    with pytest.raises(ApiException) as taken:
+        core.create_namespaced_service(NS, {"metadata": {"name": "dup"},
+                                           "spec": {"clusterIP": svc.spec.cluster_ip, "ports": [{"port": 1}]}})
+    assert taken.value.status == 422
+
+
+def test_bound_pods_terminate_gracefully_unbound_pods_go_at_once(core):
+    core.create_namespaced_pod(NS, pod("pending"))
+    core.delete_namespaced_pod("pending", NS)
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_pod("pending", NS)
+    assert gone.value.status == 404
+
+    running = pod("running", node="local")
+    running["spec"]["terminationGracePeriodSeconds"] = 12
+    core.create_namespaced_pod(NS, running)
+    core.patch_namespaced_pod_status("running", NS, {"status": {"phase": "Running"}})
+    core.delete_namespaced_pod("running", NS)
+    terminating = core.read_namespaced_pod("running", NS)
+    assert terminating.metadata.deletion_timestamp is not None
+    assert terminating.metadata.deletion_grace_period_seconds == 12
+    core.patch_namespaced_pod_status("running", NS, {"status": {"phase": "Running", "message": "stopping"}})
+    assert core.read_namespaced_pod("running", NS).metadata.deletion_timestamp is not None  # updates keep it
+    core.delete_namespaced_pod("running", NS, grace_period_seconds=0)  # what the kubelet does once stopped
+    with pytest.raises(ApiException):
+        core.read_namespaced_pod("running", NS)
+
+    core.create_namespaced_pod(NS, pod("done", node="local"))
+    core.patch_namespaced_pod_status("done", NS, {"status": {"phase": "Succeeded"}})
+    core.delete_namespaced_pod("done", NS)
+    assert names(core.list_namespaced_pod(NS).items) == []
+
+
+def test_binding_assigns_a_node_once(core, http):
+    core.create_namespaced_pod(NS, pod("bind-me"))
+    binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "bind-me"},
+               "target": {"apiVersion": "v1", "kind": "Node", "name": "local"}}
+    assert http("POST", "/api/v1/namespaces/default/pods/bind-me/binding", json=binding).status_code == 201
+    bound = core.read_namespaced_pod("bind-me", NS)
+    assert bound.spec.node_name == "local"
+    assert [c.type for c in bound.status.conditions] == ["PodScheduled"]
+    assert http("POST", "/api/v1/namespaces/default/pods/bind-me/binding", json=binding).status_code == 409
+
+
+def test_finalizers_hold_deletion_until_removed(core):
+    core.create_namespaced_config_map(NS, {"metadata": {"name": "held", "finalizers": ["example.com/x"]}})
+    core.delete_namespaced_config_map("held", NS)
+    held = core.read_namespaced_config_map("held", NS)
+    assert held.metadata.deletion_timestamp is not None
+    core.patch_namespaced_config_map("held", NS, {"metadata": {"finalizers": None}})
+    with pytest.raises(ApiException) as gone:
+        core.read_namespaced_config_map("held", NS)
+    assert gone.value.status == 404
+
+
+def test_garbage_collection_background_orphan_and_foreground(core):
+    owner = core.create_namespaced_config_map(NS, {"metadata": {"name": "owner"}}).to_dict()
+    owner = {"metadata": {"name": owner["metadata"]["name"], "uid": owner["metadata"]["uid"]}}
+    core.create_namespaced_config_map(NS, owned("child", owner))
+    listed = core.list_namespaced_config_map(NS)
+    core.delete_namespaced_config_map("owner", NS)  # Background by default
+    wait_deleted(core, "config_map", "child", listed.metadata.resource_version)
+
+    keeper = core.create_namespaced_config_map(NS, {"metadata": {"name": "keeper"}})
+    keeper_ref = {"metadata": {"name": "keeper", "uid": keeper.metadata.uid}}
+    core.create_namespaced_config_map(NS, owned("kept", keeper_ref))
+    core.delete_namespaced_config_map("keeper", NS, propagation_policy="Orphan")
+    assert core.read_namespaced_config_map("kept", NS).metadata.owner_references is None
+
+    parent = core.create_namespaced_config_map(NS, {"metadata": {"name": "parent"}})
+    parent_ref = {"metadata": {"name": "parent", "uid": parent.metadata.uid}}
+    core.create_namespaced_config_map(NS, {**owned("blocker", parent_ref, block=True),
+                                           "metadata": {**owned("blocker", parent_ref, block=True)["metadata"],
+                                                        "finalizers": ["example.com/slow"]}})
+    listed = core.list_namespaced_config_map(NS)
+    core.delete_namespaced_config_map("parent", NS, propagation_policy="Foreground")
+    waiting = core.read_namespaced_config_map("parent", NS)
+    assert "foregroundDeletion" in waiting.metadata.finalizers and waiting.metadata.deletion_timestamp
+    core.patch_namespaced_config_map("blocker", NS, {"metadata": {"finalizers": None}})
+    wait_deleted(core, "config_map", "parent", listed.metadata.resource_version)
+    with pytest.raises(ApiException):
+        core.read_namespaced_config_map("blocker", NS)
+
+
+def test_dependents_of_a_missing_owner_are_collected(core):
+    listed = core.list_namespaced_config_map(NS)
+    core.create_namespaced_config_map(NS, owned("stray", {"metadata": {"name": "ghost", "uid": "00000000-dead"}}))
+    wait_deleted(core, "config_map", "stray", listed.metadata.resource_version)
+
+
+def test_namespace_deletion_removes_its_contents(core):
+    core.create_namespace({"metadata": {"name": "team"}})
+    core.create_namespaced_config_map("team", {"metadata": {"name": "c"}})
+    listed = core.list_namespace()
+    core.delete_namespace("team")
+    for event in watch.Watch().stream(core.list_namespace, field_selector="metadata.name=team",
+                                      resource_version=listed.metadata.resource_version, timeout_seconds=10):
+        if event["type"] == "DELETED":
+            break
+    else:
+        raise AssertionError("namespace not deleted")
+    assert core.list_config_map_for_all_namespaces(field_selector="metadata.namespace=team").items == []
+    with pytest.raises(ApiException) as forbidden:
+        core.delete_namespace("default")
+    assert forbidden.value.status == 403
+
+
+def test_tables_render_columns_ages_and_include_object(core, http):
+    core.create_namespaced_pod(NS, pod("t", node="local"))
+    accept = {"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"}
+    table = http("GET", "/api/v1/namespaces/default/pods", headers=accept).json()
+    assert table["kind"] == "Table"
+    assert [c["name"] for c in table["columnDefinitions"] if c["priority"] == 0] == ["Name", "Ready", "Status", "Restarts", "Age"]
+    row = table["rows"][0]
+    assert row["cells"][:4] == ["t", "0/1", "Pending", 0] and row["cells"][4].endswith("s")
+    assert row["cells"][6] == "local"
+    assert row["object"]["kind"] == "PartialObjectMetadata"
+    full = http("GET", "/api/v1/namespaces/default/pods?includeObject=Object", headers=accept).json()
+    assert full["rows"][0]["object"]["spec"]["nodeName"] == "local"
+
+
+def test_metrics_count_requests_by_verb_resource_and_code(core, http):
+    core.create_namespaced_pod(NS, pod("m1"))
+    core.list_namespaced_pod(NS)
+    with pytest.raises(ApiException):
+        core.read_namespaced_pod("absent", NS)
+    text = http("GET", "/metrics").text
+    assert 'apiserver_request_total{code="201",resource="pods",verb="CREATE"} 1.0' in text
+    assert 'apiserver_request_total{code="200",resource="pods",verb="LIST"} 1.0' in text
+    assert 'apiserver_request_total{code="404",resource="pods",verb="GET"} 1.0' in text
+    assert "apiserver_request_duration_seconds_bucket" in text
+
+
+def test_discovery_both_forms_and_openapi(http):
+    aggregated = http("GET", "/apis", headers={"Accept": "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"})
+    assert aggregated.headers["Content-Type"] == "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    assert {i["metadata"]["name"] for i in aggregated.json()["items"]} >= {"apiextensions.k8s.io", "coordination.k8s.io"}
+    legacy = http("GET", "/apis").json()
+    assert legacy["kind"] == "APIGroupList"
+    core = http("GET", "/api/v1").json()
+    assert {"pods", "pods/status", "pods/log", "services", "nodes/status"} <= {r["name"] for r in core["resources"]}
+    index = http("GET", "/openapi/v3").json()
+    document = http("GET", index["paths"]["api/v1"]["serverRelativeURL"]).json()
+    patch = document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
+    assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
+    assert http("GET", "/version").json()["major"] == "1"
