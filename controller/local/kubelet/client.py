@@ -67,6 +67,8 @@ class KubeClient:
         self._auth = configuration.get_api_key_with_prefix("authorization")
         self._rest = RESTClientObject(configuration, pools_size=8)
         self._timeout = request_timeout
+        self._watches: set[Any] = set()
+        self._closed = False
 
     def _headers(self, content_type: str = "application/json") -> dict[str, str]:
         headers = {"Accept": "application/json", "Content-Type": content_type}
@@ -108,9 +110,10 @@ class KubeClient:
             body["preconditions"] = {"uid": uid}
         return self.request("DELETE", path, body=body)
 
-    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300) -> Iterator[Obj]:
+    def watch(self, path: str, resource_version: str, timeout_seconds: int = 300,
+              **params: str) -> Iterator[Obj]:
         """Yield watch events (``{"type": ..., "object": ...}``) until the server closes the stream."""
-        query = {"watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
+        query = {**params, "watch": "true", "resourceVersion": resource_version, "allowWatchBookmarks": "true",
                  "timeoutSeconds": str(timeout_seconds)}
         url = f"{self.host}{path}?{urlencode(query)}"
         try:
@@ -118,6 +121,9 @@ class KubeClient:
                                           _request_timeout=(10, timeout_seconds + 30))
         except ApiException as exc:
             raise ApiError.from_exception(exc) from None
+        self._watches.add(response)
+        if self._closed:
+            _shutdown(response)
         try:
             pending = b""
             for chunk in response.stream(None, decode_content=False):
@@ -129,4 +135,20 @@ class KubeClient:
             if pending.strip():
                 yield json.loads(pending)
         finally:
+            self._watches.discard(response)
             response.release_conn()
+
+    def close(self) -> None:
+        """End every open watch stream (their readers see the stream end) and the pool."""
+        self._closed = True
+        for response in list(self._watches):
+            _shutdown(response)
+        self._rest.pool_manager.clear()
+
+
+def _shutdown(response: Any) -> None:
+    """Unblock a reader of ``response``; it may just have finished on its own."""
+    try:
+        response.shutdown()
+    except (RuntimeError, ValueError, OSError):
+        pass

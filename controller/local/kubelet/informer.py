@@ -65,7 +65,13 @@ class Informer:
                     resource_version = self._watch(resource_version)
             except _Expired:
                 continue
-            except (ApiError, urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
+            except ApiError as exc:
+                if exc.code == 410:
+                    continue
+                log.debug("watch %s: %s; relisting in %.1fs", self._path, exc, delay)
+                self._stopped.wait(delay)
+                delay = min(delay * 2, 2.0)
+            except (urllib3.exceptions.HTTPError, OSError, ValueError) as exc:
                 log.debug("watch %s: %s; relisting in %.1fs", self._path, exc, delay)
                 self._stopped.wait(delay)
                 delay = min(delay * 2, 2.0)

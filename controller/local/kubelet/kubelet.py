@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -144,6 +145,7 @@ class Kubelet:
             log.debug("node status on stop: %s", exc)
         self.pods.stop()
         self.services.stop()
+        self.client.close()
         self.proxy.stop()
 
     def wait_for_change(self, timeout: float) -> None:
@@ -240,6 +242,7 @@ class Kubelet:
                 if uid not in by_uid and uid not in self._deleting:
                     self._deleting.add(uid)
                     threading.Thread(target=self._terminate, args=(worker, None), daemon=True).start()
+        self._remove_logs_of_removed_pods(set(by_uid))
         for pod in pods:
             if _meta(pod).get("deletionTimestamp") and self._on_this_node(pod):
                 self._handle_deletion(pod)
@@ -254,6 +257,14 @@ class Kubelet:
         return pod.get("spec", {}).get("nodeName") == self.node_name or uid in self._just_bound
 
     # --- deletion -------------------------------------------------------------------------
+    def _remove_logs_of_removed_pods(self, present: set[str]) -> None:
+        """Container logs go with their pod, as the real kubelet's garbage collection does."""
+        if not self.pods_dir.is_dir():
+            return
+        for entry in self.pods_dir.iterdir():
+            if entry.name not in present and entry.name not in self.workers:
+                shutil.rmtree(entry, ignore_errors=True)
+
     @staticmethod
     def _grace(pod: Obj) -> float:
         grace = _meta(pod).get("deletionGracePeriodSeconds")
@@ -331,14 +342,8 @@ class Kubelet:
             self.client.create(path + "/binding", binding)
             return True
         except ApiError as exc:
-            if exc.code not in (404, 405):
+            if exc.code != 404:  # 404: the pod is gone; the next sync no longer sees it
                 log.info("bind %s/%s: %s", meta.get("namespace"), meta["name"], exc)
-                return False
-        try:  # an API server without the binding subresource
-            self.client.merge_patch(path, {"spec": {"nodeName": self.node_name}})
-            return True
-        except ApiError as exc:
-            log.info("bind %s/%s: %s", meta.get("namespace"), meta["name"], exc)
             return False
 
     def _mark_unschedulable(self, pod: Obj, message: str) -> None:
@@ -477,11 +482,18 @@ class Kubelet:
                 candidates.append((_meta(pod).get("name", ""), address))
         return min(candidates)[1] if candidates else None
 
-    def resolve(self, namespace: str, name: str) -> Resolution:
+    def resolve(self, namespace: str, name: str, owner: Optional[str] = None, fresh: bool = False) -> Resolution:
+        """What ``name`` in ``namespace`` reaches. ``owner`` is the asking pod's controller uid:
+        a name of a pod with the same controller whose Service does not exist yet is worth
+        waiting for (a job's controller creates pods and Services in parallel). ``fresh``
+        reads a Service missing from the cache from the API server (its watch event may
+        simply not have arrived yet)."""
         service = self.services.get(namespace, name)
+        if service is None and fresh:
+            service = self._get_optional(resource_path("services", namespace, name))
         if service is None:
             pod = self.pods.get(namespace, name)
-            if pod is not None and not is_terminal(pod):
+            if owner and pod is not None and not is_terminal(pod) and controller_uid(pod) == owner:
                 return Pending(f"Service {namespace}/{name} (pod {namespace}/{name} exists, its Service not yet)")
             return None
         spec = service.get("spec", {})
@@ -496,8 +508,9 @@ class Kubelet:
             return self._selected_address(service) or Pending(f"a pod selected by headless Service {namespace}/{name}")
         return Pending(f"a cluster IP for Service {namespace}/{name}")
 
-    def rewrite(self, text: str, namespace: str) -> tuple[str, list[str]]:
-        return rewrite(text, namespace, self.resolve)
+    def rewrite(self, text: str, pod: Obj) -> tuple[str, list[str]]:
+        owner = controller_uid(pod)
+        return rewrite(text, _meta(pod).get("namespace", "default"), lambda ns, name: self.resolve(ns, name, owner, fresh=True))
 
     def _sync_network(self, pods: list[Obj]) -> None:
         rules: dict[Frontend, list[Backend]] = {}
@@ -524,6 +537,10 @@ class Kubelet:
                 rules[(cluster_ip, int(port["port"]))] = backends
         self.hosts.write(addresses)
         self.proxy.update(rules)
+
+
+def controller_uid(pod: Obj) -> Optional[str]:
+    return next((o.get("uid") for o in _meta(pod).get("ownerReferences") or [] if o.get("controller")), None)
 
 
 def _target_port(port: Obj, pod: Obj) -> Optional[int]:

@@ -38,7 +38,7 @@ class PodContext(Protocol):
     backoff_base: float
     backoff_cap: float
 
-    def rewrite(self, text: str, namespace: str) -> tuple[str, list[str]]: ...
+    def rewrite(self, text: str, pod: Obj) -> tuple[str, list[str]]: ...
     def configmap(self, namespace: str, name: str) -> Optional[Obj]: ...
     def secret(self, namespace: str, name: str) -> Optional[Obj]: ...
     def base_env(self, namespace: str) -> dict[str, str]: ...
@@ -203,15 +203,16 @@ class PodWorker:
                 pending: list[str] = []
                 env = {}
                 for name, value in declared.items():
-                    env[name], waits = self.ctx.rewrite(value, self.namespace)
+                    env[name], waits = self.ctx.rewrite(value, pod)
                     pending += waits
                 rewritten = argv[:1]  # the executable itself is never a Service name
                 for part in argv[1:]:
-                    text, waits = self.ctx.rewrite(part, self.namespace)
+                    text, waits = self.ctx.rewrite(part, pod)
                     rewritten.append(text)
                     pending += waits
                 if not pending:
                     full = self.ctx.base_env(self.namespace)
+                    full["HOSTNAME"] = pod["metadata"].get("name", "")
                     for resource, variable in DEVICE_ENV.items():
                         if resource in self.devices:
                             full[variable] = ",".join(str(i) for i in self.devices[resource])

@@ -48,6 +48,9 @@ class ServiceProxy:
         return set(self._servers)
 
     async def _apply(self, rules: dict[Frontend, list[Backend]]) -> None:
+        # Only ports with a ready endpoint listen: without one a client gets "connection
+        # refused", as with kube-proxy's REJECT rule, and can retry.
+        rules = {frontend: backends for frontend, backends in rules.items() if backends}
         self._backends = rules
         for frontend in list(self._servers):
             if frontend not in rules:
@@ -73,7 +76,7 @@ class ServiceProxy:
 
     async def _forward(self, frontend: Frontend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         backend = self._pick(frontend)
-        if backend is None:  # no ready endpoint: refuse, as kube-proxy's REJECT rule does
+        if backend is None:  # the last endpoint went away a moment ago
             writer.close()
             return
         try:

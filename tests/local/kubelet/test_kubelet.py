@@ -1,0 +1,226 @@
+"""The kubelet against a real API server: pods run as local processes, with real clients."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from .conftest import container_state, create, gone, phase, pod, wait_pod
+
+from controller.local.kubelet.runtime import process_start_time
+
+
+def test_pod_runs_to_completion_and_kubectl_shows_its_logs(api, kube_env):
+    create(api, pod("hello", "print('hello from the pod')"))
+    done = wait_pod(api, "hello", phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    terminated = container_state(done)["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
+    assert done["status"]["podIP"].startswith("127.128.")
+    assert {c["type"]: c["status"] for c in done["status"]["conditions"]} == {
+        "PodScheduled": "True", "Initialized": "True", "Ready": "False", "ContainersReady": "False"}
+    logs = subprocess.run(["kubectl", "logs", "hello"], env=kube_env, capture_output=True, text=True, timeout=30)
+    assert logs.stdout == "hello from the pod\n", logs.stderr
+
+
+def test_failing_container_fails_the_pod_with_its_exit_code(api):
+    create(api, pod("fails", "import sys; sys.exit(3)"))
+    done = wait_pod(api, "fails", phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Failed"
+    terminated = container_state(done)["state"]["terminated"]
+    assert (terminated["exitCode"], terminated["reason"]) == (3, "Error")
+
+
+def test_on_failure_restarts_in_place_with_back_off(api, kube_env, tmp_path):
+    counter = tmp_path / "attempts"
+    script = (f"import pathlib, sys; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
+              "p.write_text(str(n + 1)); print('attempt', n); sys.exit(0 if n == 2 else 1)")
+    created = create(api, pod("flaky", script, restart_policy="OnFailure"))
+    done = wait_pod(api, "flaky", phase("Succeeded", "Failed"))
+    assert done["metadata"]["uid"] == created["metadata"]["uid"]  # the same pod, restarted in place
+    assert done["status"]["phase"] == "Succeeded"
+    status = container_state(done)
+    assert status["restartCount"] == 2
+    assert status["lastState"]["terminated"]["exitCode"] == 1
+    previous = subprocess.run(["kubectl", "logs", "flaky", "--previous"], env=kube_env, capture_output=True,
+                              text=True, timeout=30)
+    assert previous.stdout == "attempt 1\n", previous.stderr
+
+
+def test_init_containers_run_in_order_before_the_containers(api, tmp_path):
+    order = tmp_path / "order"
+    spec = pod("inits", f"print(open({str(order)!r}).read(), end='')")
+    spec["spec"]["initContainers"] = [
+        {"name": name, "image": "busybox", "command": ["sh", "-c", f"echo {name} >> {order}"]}
+        for name in ("first", "second")]
+    done = wait_pod(api, create(api, spec)["metadata"]["name"], phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    assert [s["state"]["terminated"]["reason"] for s in done["status"]["initContainerStatuses"]] == ["Completed"] * 2
+    assert order.read_text() == "first\nsecond\n"
+
+
+def test_env_value_from_field_refs_and_expansion(api, tmp_path):
+    out = tmp_path / "env"
+    env = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+           {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+           {"name": "ADDRESS", "value": "$(POD_IP):1234"}]
+    script = f"import os; open({str(out)!r}, 'w').write(' '.join(os.environ[k] for k in ('POD_NAME', 'POD_IP', 'ADDRESS')))"
+    done = wait_pod(api, create(api, pod("downward", script, env=env))["metadata"]["name"], phase("Succeeded", "Failed"))
+    ip = done["status"]["podIP"]
+    assert out.read_text() == f"downward {ip} {ip}:1234"
+
+
+SERVER = """
+import os, socket
+server = socket.create_server((os.environ["POD_IP"], 7000))
+while True:
+    conn, _ = server.accept()
+    conn.sendall(b"hello from " + os.environ["POD_IP"].encode() + b"\\n")
+    conn.close()
+"""
+CLIENT = """
+import os, socket, sys, time
+host, port = os.environ["TARGET"].rsplit(":", 1)
+deadline = time.monotonic() + 15
+while True:
+    try:
+        with socket.create_connection((host, int(port)), timeout=5) as conn:
+            print(os.environ["TARGET"], conn.makefile().readline().strip())
+            break
+    except ConnectionRefusedError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.05)
+"""
+
+
+def start_server(api):
+    server = pod("server", SERVER, env=[{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
+                 ports=[{"name": "echo", "containerPort": 7000}])
+    server["metadata"]["labels"] = {"app": "echo"}
+    create(api, server)
+    return wait_pod(api, "server", lambda p: p.get("status", {}).get("podIP") and phase("Running")(p))
+
+
+def logs_of(kubelet, done):
+    path = kubelet.pods_dir / done["metadata"]["uid"] / "main" / "0.log"
+    return [line.split(" ", 3)[3] for line in path.read_text().splitlines()]
+
+
+def test_headless_service_name_in_env_is_rewritten_to_the_pod_ip(api, kubelet):
+    server_ip = start_server(api)["status"]["podIP"]
+    create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
+                 "spec": {"clusterIP": "None", "selector": {"app": "echo"}, "ports": [{"port": 7000}]}})
+    client = pod("client", CLIENT, env=[{"name": "TARGET", "value": "echo.default.svc:7000"}])
+    done = wait_pod(api, create(api, client)["metadata"]["name"], phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    assert logs_of(kubelet, done) == [f"{server_ip}:7000 hello from {server_ip}"]
+
+
+def test_cluster_ip_service_reaches_its_pod_through_the_proxy(api, kubelet):
+    server_ip = start_server(api)["status"]["podIP"]
+    service = create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
+                           "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": "echo"}]}})
+    cluster_ip = service["spec"]["clusterIP"]
+    assert cluster_ip.startswith("127.96.")
+    client = pod("client", CLIENT, env=[{"name": "TARGET", "value": "echo:80"}])
+    done = wait_pod(api, create(api, client)["metadata"]["name"], phase("Succeeded", "Failed"))
+    assert logs_of(kubelet, done) == [f"{cluster_ip}:80 hello from {server_ip}"]
+
+
+def test_gpu_pods_get_devices_and_too_many_gpus_stay_pending(api, tmp_path):
+    out = tmp_path / "devices"
+    one = pod("one-gpu", f"import os; open({str(out)!r}, 'w').write(os.environ['CUDA_VISIBLE_DEVICES'])",
+              resources={"limits": {"nvidia.com/gpu": "2"}})
+    assert wait_pod(api, create(api, one)["metadata"]["name"], phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+    assert out.read_text() == "0,1"
+    create(api, pod("three-gpus", "pass", resources={"limits": {"nvidia.com/gpu": "3"}}))
+
+    def unschedulable(p):
+        return any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                   for c in p.get("status", {}).get("conditions") or [])
+    pending = wait_pod(api, "three-gpus", unschedulable)
+    assert pending["status"]["phase"] == "Pending"
+    assert not pending["spec"].get("nodeName")
+    message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+
+
+SLEEPER = """
+import pathlib, signal, sys, time
+def on_term(*_):
+    pathlib.Path(sys.argv[1]).write_text("SIGTERM")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, on_term)
+with open(sys.argv[1] + ".ready", "w") as ready:  # a FIFO the test blocks on
+    ready.write("ready")
+time.sleep(600)
+"""
+
+
+def sleeper(name, marker, owner=None, port=None):
+    os.mkfifo(f"{marker}.ready")
+    spec = pod(name, SLEEPER, args=[str(marker)])
+    if port:
+        spec["spec"]["containers"][0]["ports"] = [{"containerPort": port}]
+    if owner:
+        spec["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
+                                                "uid": owner["metadata"]["uid"], "controller": True}]
+    return spec
+
+
+def wait_ready(marker):
+    """Block until the sleeper has installed its SIGTERM handler (it writes to the FIFO)."""
+    with open(f"{marker}.ready") as ready:
+        assert ready.read() == "ready"
+
+
+def owner(api, name):
+    return create(api, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}})
+
+
+def test_ports_conflict_across_owners_until_freed(api, tmp_path):
+    job_a, job_b = owner(api, "job-a"), owner(api, "job-b")
+    create(api, sleeper("a-master-0", tmp_path / "a0", job_a, 23456))
+    create(api, sleeper("a-worker-0", tmp_path / "a1", job_a, 23456))  # same owner: shares the port
+    wait_ready(tmp_path / "a0")
+    wait_ready(tmp_path / "a1")
+    create(api, sleeper("b-master-0", tmp_path / "b0", job_b, 23456))
+
+    def waits_for_port(p):
+        return any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or [])
+    pending = wait_pod(api, "b-master-0", waits_for_port)
+    message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert message in (f"0/1 nodes are available: port 23456 is in use by pod default/{name}."
+                       for name in ("a-master-0", "a-worker-0"))
+    api.delete("/api/v1/namespaces/default/pods/a-master-0", grace_period_seconds=0)
+    api.delete("/api/v1/namespaces/default/pods/a-worker-0", grace_period_seconds=0)
+    wait_ready(tmp_path / "b0")
+    assert wait_pod(api, "b-master-0", phase("Running"))["spec"]["nodeName"] == "trainctl-local"
+
+
+def test_graceful_deletion_sends_sigterm_then_removes_the_pod(api, tmp_path):
+    marker = tmp_path / "graceful"
+    create(api, sleeper("graceful", marker))
+    wait_ready(marker)
+    running = wait_pod(api, "graceful", phase("Running"))
+    pid = int(container_state(running)["containerID"].removeprefix("process://"))
+    api.delete("/api/v1/namespaces/default/pods/graceful", grace_period_seconds=10)
+    wait_pod(api, "graceful", gone)
+    assert marker.read_text() == "SIGTERM"
+    assert process_start_time(pid) is None
+
+
+def test_force_deletion_kills_the_processes(api, kubelet, tmp_path):
+    marker = tmp_path / "forced"
+    create(api, sleeper("forced", marker))
+    wait_ready(marker)
+    running = wait_pod(api, "forced", phase("Running"))
+    pid = int(container_state(running)["containerID"].removeprefix("process://"))
+    assert process_start_time(pid) is not None
+    uid = running["metadata"]["uid"]
+    api.delete("/api/v1/namespaces/default/pods/forced", grace_period_seconds=0)
+    wait_pod(api, "forced", gone)
+    worker = kubelet.workers.get(uid)
+    assert worker is None or worker.done.wait(10)
+    assert process_start_time(pid) is None or not os.path.exists(f"/proc/{pid}")

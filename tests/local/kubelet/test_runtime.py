@@ -1,0 +1,70 @@
+"""Containers as process groups: CRI logs, exit codes, graceful stop, leftovers after a crash."""
+
+import os
+import re
+import signal
+import sys
+import textwrap
+
+from controller.local.kubelet.runtime import ContainerProcess, ProcessRegistry
+
+CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] (.*)$")
+
+
+def start(tmp_path, code, name="c"):
+    registry = ProcessRegistry(tmp_path / "processes")
+    process = ContainerProcess([sys.executable, "-c", textwrap.dedent(code)], dict(os.environ), str(tmp_path),
+                               tmp_path / "logs" / "0.log", registry, "uid-1", name)
+    return process, registry
+
+
+def test_output_goes_to_a_cri_log_and_the_exit_code_is_reported(tmp_path):
+    process, registry = start(tmp_path, """
+        import sys
+        print("hello")
+        print("oops", file=sys.stderr)
+        sys.stdout.write("no newline")
+        sys.exit(3)
+    """)
+    assert registry.records()[0].pid == process.pid
+    assert process.wait() == 3
+    lines = [CRI_LINE.match(line).groups() for line in (tmp_path / "logs" / "0.log").read_text().splitlines()]
+    assert sorted(lines) == [("stderr", "oops"), ("stdout", "hello"), ("stdout", "no newline")]
+    assert registry.records() == []
+
+
+def test_stop_sends_sigterm_to_the_group_then_sigkill(tmp_path):
+    process, _ = start(tmp_path, """
+        import signal, sys, time
+        def bye(*_):
+            print("got SIGTERM", flush=True)
+            sys.exit(0)
+        signal.signal(signal.SIGTERM, bye)
+        print("ready", flush=True)
+        time.sleep(60)
+    """)
+    with open(tmp_path / "logs" / "0.log") as log:  # wait for the handler to be installed
+        while "ready" not in log.read():
+            process.wait(0.05)
+    assert process.stop(5) == 0
+    assert "got SIGTERM" in (tmp_path / "logs" / "0.log").read_text()
+
+    stubborn, _ = start(tmp_path, """
+        import signal, time
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print("ready", flush=True)
+        time.sleep(60)
+    """, name="d")
+    with open(tmp_path / "logs" / "0.log") as log:
+        log.read()
+        while "ready" not in log.read():
+            stubborn.wait(0.05)
+    assert stubborn.stop(0.2) == 128 + signal.SIGKILL
+
+
+def test_leftover_process_groups_are_killed(tmp_path):
+    process, registry = start(tmp_path, "import time; time.sleep(60)")
+    killed = ProcessRegistry(tmp_path / "processes").kill_leftovers()
+    assert [r.pid for r in killed] == [process.pid]
+    assert process.wait(10) == 128 + signal.SIGKILL
+    assert registry.records() == []
