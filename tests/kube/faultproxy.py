@@ -2,7 +2,8 @@
 
 It forwards every request untouched, except that it (deterministically, from a seed):
 - answers a share of ordinary requests itself with 500, 429 (with ``Retry-After``) or, for
-  PUTs, 409 Conflict, as an overloaded or contended API server does;
+  PUTs, 409 Conflict, as an overloaded or contended API server does; and, on request, the
+  first status writes of each object with 409, as a concurrent writer would cause;
 - cuts watch streams after a few events, as a load balancer or an API server restart does.
 
 Nothing is simulated beyond the failure: answers that get through come from the real server.
@@ -37,6 +38,7 @@ class FaultProxy:
         seed: int = 7,
         retry_after: int = 0,
         ssl_context: ssl.SSLContext | None = None,
+        status_conflicts: int = 0,
     ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         self.upstream_tls = parsed.scheme == "https"
@@ -49,6 +51,10 @@ class FaultProxy:
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self.injected: dict[int, int] = {}
+        # The first ``status_conflicts`` PUTs to each .../status path get 409 Conflict.
+        self.status_conflicts = status_conflicts
+        self._status_puts: dict[str, int] = {}
+        self.status_conflicts_sent = 0
         self._upstreams: set[socket.socket] = set()
         self.dropped_watches = 0
         proxy = self
@@ -65,7 +71,7 @@ class FaultProxy:
                 query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
                 is_watch = query.get("watch", ["false"])[0].lower() in ("true", "1")
                 if not is_watch:
-                    fault = proxy._pick_fault(self.command)
+                    fault = proxy._pick_fault(self.command, urllib.parse.urlsplit(self.path).path)
                     if fault is not None:
                         self._reply(*fault)
                         return
@@ -137,8 +143,14 @@ class FaultProxy:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
-    def _pick_fault(self, method: str) -> tuple[int, str, dict[str, str]] | None:
+    def _pick_fault(self, method: str, path: str) -> tuple[int, str, dict[str, str]] | None:
         with self._lock:
+            if method == "PUT" and path.endswith("/status") and self.status_conflicts:
+                seen = self._status_puts.get(path, 0)
+                self._status_puts[path] = seen + 1
+                if seen < self.status_conflicts:
+                    self.status_conflicts_sent += 1
+                    return 409, "Conflict", {}
             if self._random.random() >= self.error_rate:
                 return None
             choices = [(500, "InternalError", {}), (429, "TooManyRequests", {"Retry-After": str(self.retry_after)})]
