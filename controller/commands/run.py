@@ -84,13 +84,13 @@ def run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     jobs = manifest.jobs
 
-    from controller.launch import LaunchError, NoClusterConfigured, make_view
+    from controller.launch import ClusterConfigError, LaunchError, make_view
 
     view = make_view()
     try:
         with _cluster(view) as (api, namespace, cluster):
             return _run_jobs(args, api, namespace, jobs, view, cluster)
-    except (LaunchError, NoClusterConfigured) as exc:
+    except (LaunchError, ClusterConfigError) as exc:
         view.close()
         _error(str(exc))
         return 1
@@ -103,18 +103,26 @@ def run(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
     """(api client, default namespace, the throwaway cluster or None)."""
-    from controller.launch import connect, default_namespace, kubeconfig_path
+    from controller.launch import ClusterConfigError, connect, default_namespace, kubeconfig_path
 
     path = kubeconfig_path()
     if path:
         yield connect(path), default_namespace(path), None
         return
-    from controller.local.cluster import LocalCluster
+    from controller.local.cluster import ClusterError, LocalCluster
 
     view.note("no cluster configured (no KUBECONFIG, no ~/.kube/config): starting a throwaway local cluster")
-    with tempfile.TemporaryDirectory(prefix="trainctl-run-") as workdir, LocalCluster(workdir, controller=True) as cluster:
-        kubeconfig = str(cluster.kubeconfig)
-        yield connect(kubeconfig), default_namespace(kubeconfig), cluster
+    with tempfile.TemporaryDirectory(prefix="trainctl-run-") as workdir:
+        cluster = LocalCluster(workdir, controller=True)
+        try:
+            cluster.start(on_step=view.note)
+        except ClusterError as exc:
+            raise ClusterConfigError(f"cannot start a throwaway local cluster: {exc}") from None
+        try:
+            kubeconfig = str(cluster.kubeconfig)
+            yield connect(kubeconfig), default_namespace(kubeconfig), cluster
+        finally:
+            cluster.stop()
 
 
 def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[dict], view: Any, cluster: Any) -> int:

@@ -4,11 +4,12 @@
 and its lead pod's log with watches, and returns a ``LaunchResult``.
 """
 
-from controller.launch.client import NoClusterConfigured, connect, default_namespace, kubeconfig_path
+from controller.launch.client import ClusterConfigError, NoClusterConfigured, connect, default_namespace, kubeconfig_path
 from controller.launch.launcher import JobExists, LaunchError, Launcher, LaunchResult, Outcome, launch
 from controller.launch.progress import PlainView, ProgressView, RichView, make_view
 
 __all__ = [
+    "ClusterConfigError",
     "JobExists",
     "LaunchError",
     "LaunchResult",

@@ -9,13 +9,18 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import yaml
 from kubernetes import client, config
 from kubernetes.config.incluster_config import SERVICE_TOKEN_FILENAME
 
 SERVICE_ACCOUNT_NAMESPACE_FILE = Path(SERVICE_TOKEN_FILENAME).with_name("namespace")
 
 
-class NoClusterConfigured(Exception):
+class ClusterConfigError(Exception):
+    """The cluster's configuration cannot be used; the message is one line for the user."""
+
+
+class NoClusterConfigured(ClusterConfigError):
     """Neither a kubeconfig nor an in-cluster service account is available."""
 
 
@@ -35,12 +40,16 @@ def in_cluster() -> bool:
 def connect(kubeconfig: str | None = None) -> client.ApiClient:
     """An API client for ``kubeconfig``, else the configured kubeconfig, else the pod's service account."""
     path = kubeconfig or kubeconfig_path()
-    if path:
-        return config.new_client_from_config(config_file=path)
-    if in_cluster():
-        configuration = client.Configuration()
-        config.load_incluster_config(client_configuration=configuration)
-        return client.ApiClient(configuration)
+    try:
+        if path:
+            return config.new_client_from_config(config_file=path)
+        if in_cluster():
+            configuration = client.Configuration()
+            config.load_incluster_config(client_configuration=configuration)
+            return client.ApiClient(configuration)
+    except (config.ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+        reason = " ".join(str(exc).split())  # YAML errors span lines
+        raise ClusterConfigError(f"cannot use kubeconfig {path}: {reason}" if path else f"cannot use the service account: {reason}") from None
     raise NoClusterConfigured("no cluster configured: set KUBECONFIG or create ~/.kube/config")
 
 
@@ -53,8 +62,8 @@ def default_namespace(kubeconfig: str | None = None) -> str:
             namespace = ((active or {}).get("context") or {}).get("namespace")
             if namespace:
                 return namespace
-        except (config.ConfigException, OSError):
-            pass
+        except (config.ConfigException, OSError, yaml.YAMLError):
+            pass  # connect() reports a broken kubeconfig
         return "default"
     if SERVICE_ACCOUNT_NAMESPACE_FILE.is_file():
         return SERVICE_ACCOUNT_NAMESPACE_FILE.read_text().strip() or "default"

@@ -9,6 +9,7 @@ asked to wait 7 s gives up after 7 s and one asked to wait 3 days waits 3 days.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import enum
 import functools
@@ -16,10 +17,11 @@ import json
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import urllib3
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -67,21 +69,6 @@ class LaunchResult:
     def succeeded(self) -> bool:
         return self.outcome is Outcome.SUCCEEDED
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "namespace": self.namespace,
-            "name": self.name,
-            "outcome": self.outcome.value,
-            "message": self.message,
-            "condition": self.condition,
-            "status": self.status,
-            "durationSeconds": round(self.duration, 3),
-            "restarts": self.restarts,
-            "pods": self.pods,
-            "deleted": self.deleted,
-        }
-
 
 def _api_message(exc: ApiException) -> str:
     try:
@@ -125,14 +112,25 @@ class Launcher:
             raise LaunchError(f"cannot create {kind.kind} {namespace}/{name}: {message}") from None
 
     def _create(self, kind: JobKind, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        return self.custom.create_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, body)
+        with self._reachable():
+            return self.custom.create_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, body)
+
+    @contextlib.contextmanager
+    def _reachable(self) -> Iterator[None]:
+        """Connection failures become one line naming the server, not a urllib3 traceback."""
+        try:
+            yield
+        except (urllib3.exceptions.HTTPError, OSError) as exc:
+            reason = getattr(exc, "reason", None) or exc
+            raise LaunchError(f"cannot reach the API server at {self.api.configuration.host}: {reason}") from None
 
     def delete(self, kind: JobKind, namespace: str, name: str) -> bool:
         """Delete the job (its pods and services go with it); False if it was already gone."""
         try:
-            self.custom.delete_namespaced_custom_object(
-                kind.group, kind.version, namespace, kind.plural, name, body={"propagationPolicy": "Background"}
-            )
+            with self._reachable():
+                self.custom.delete_namespaced_custom_object(
+                    kind.group, kind.version, namespace, kind.plural, name, body={"propagationPolicy": "Background"}
+                )
             return True
         except ApiException as exc:
             if exc.status == 404:

@@ -128,7 +128,7 @@ def write_outputs(args: argparse.Namespace, condition: str, status: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from controller.launch import LaunchError, NoClusterConfigured, PlainView, connect, default_namespace, launch
+    from controller.launch import ClusterConfigError, LaunchError, PlainView, connect, default_namespace, launch
     from controller.launch.manifests import ManifestInvalid
     from controller.launch.summary import summary_lines
 
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             delete_when_done=args.delete_when_done,
             delete_on_interrupt=True,
         )
-    except (LaunchError, NoClusterConfigured) as exc:
+    except (LaunchError, ClusterConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     write_outputs(args, result.outcome.value, result.status)

@@ -191,3 +191,30 @@ def test_ctrl_c_deletes_the_job_unless_keep(run_job, driver, keep):
         assert "(the job was kept: --keep)" in out and driver.exists(name)
     else:
         assert "(Ctrl-C: the job and its pods were deleted; --keep leaves them)" in out and not driver.exists(name)
+
+
+def test_an_unreachable_cluster_is_one_line(tmp_path, monkeypatch, capsys):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "gone",
+        "clusters": [{"name": "gone", "cluster": {"server": "http://127.0.0.1:9"}}],
+        "users": [{"name": "u", "user": {}}],
+        "contexts": [{"name": "gone", "context": {"cluster": "gone", "user": "u"}}],
+    }))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(pytorchjob("x")))
+    assert main(["run", "-f", str(job)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot reach the API server at http://127.0.0.1:9: ") and err.count("\n") == 1
+
+
+def test_a_broken_kubeconfig_is_one_line(tmp_path, monkeypatch, capsys):
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text("clusters: [unclosed\n")
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    job = tmp_path / "job.yaml"
+    job.write_text(yaml.safe_dump(pytorchjob("x")))
+    assert main(["run", "-f", str(job)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: cannot use kubeconfig {kubeconfig}: ") and err.count("\n") == 1
