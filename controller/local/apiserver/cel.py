@@ -9,17 +9,20 @@ false, or fails to evaluate, is one 422 cause carrying the rule's ``message`` (o
 from __future__ import annotations
 
 import functools
-from typing import Any
-
-import celpy
-from celpy import celtypes
+from typing import TYPE_CHECKING, Any
 
 from .errors import Cause
+
+if TYPE_CHECKING:
+    import celpy
 
 
 @functools.lru_cache(maxsize=1)
 def _environment() -> celpy.Environment:
-    # Building the parser takes a quarter of a second: only servers with CEL rules pay it.
+    # Importing cel-python and building its parser take a quarter of a second: only servers
+    # that meet CEL rules pay for them.
+    import celpy
+
     return celpy.Environment()
 
 
@@ -55,6 +58,8 @@ def compile_errors(schema: Any, path: str = "") -> list[Cause]:
 
 
 def _evaluate(expression: str, value: Any, old: Any) -> Any:
+    import celpy
+
     activation = {"self": celpy.json_to_cel(value)}
     if old is not None:
         activation["oldSelf"] = celpy.json_to_cel(old)
@@ -62,6 +67,12 @@ def _evaluate(expression: str, value: Any, old: Any) -> Any:
     if isinstance(result, celpy.CELEvalError):
         raise result
     return result
+
+
+def _is_true(result: Any) -> bool:
+    from celpy import celtypes
+
+    return isinstance(result, celtypes.BoolType) and bool(result)
 
 
 def check(schema: dict[str, Any], value: Any, old: Any, path: str) -> list[Cause]:
@@ -79,7 +90,7 @@ def check(schema: dict[str, Any], value: Any, old: Any, path: str) -> list[Cause
             causes.append(Cause(field, "FieldValueInvalid",
                                 f"Invalid value: \"object\": rule evaluation failed: {exc}"))
             continue
-        if isinstance(ok, celtypes.BoolType) and bool(ok):
+        if _is_true(ok):
             continue
         message = rule.get("message") or f"failed rule: {expression}"
         if rule.get("messageExpression"):

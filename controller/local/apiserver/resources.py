@@ -178,6 +178,7 @@ class Resources:
             meta = body["metadata"] = {}
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
+        _check_metadata_types(meta)
         if rtype.namespaced:
             if meta.get("namespace") and namespace and meta["namespace"] != namespace:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
@@ -733,6 +734,30 @@ class Resources:
             if not new["metadata"]["ownerReferences"]:
                 del new["metadata"]["ownerReferences"]
             await self._update(rtype, dependent, new, None)
+
+
+_STRING_FIELDS = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+
+
+def _check_metadata_types(meta: Obj) -> None:
+    """Reject metadata the Go types could not decode (a 400, as a decoding error is)."""
+    problems = [f"metadata.{k} must be a string" for k in _STRING_FIELDS if k in meta and not isinstance(meta[k], (str, type(None)))]
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+            problems.append(f"metadata.{key} must be a map of strings")
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
+        problems.append("metadata.finalizers must be a list of strings")
+    owners = meta.get("ownerReferences")
+    if owners is not None and not (isinstance(owners, list) and all(
+            isinstance(o, dict) and isinstance(o.get("uid"), str) and isinstance(o.get("name"), str) for o in owners)):
+        problems.append("metadata.ownerReferences must be a list of references with name and uid")
+    for key in ("generation", "deletionGracePeriodSeconds"):
+        if key in meta and meta[key] is not None and (not isinstance(meta[key], int) or isinstance(meta[key], bool)):
+            problems.append(f"metadata.{key} must be an integer")
+    if problems:
+        raise errors.bad_request("; ".join(problems))
 
 
 def _qos_class(pod: Obj) -> str:

@@ -75,8 +75,14 @@ class Watcher:
         now = self.matches(event.obj)
         before = event.prev is not None and event.type == "MODIFIED" and self.matches(event.prev)
         if event.type == "MODIFIED" and now != before:
-            # An object entering or leaving the selection is an add or a delete to this watcher.
-            event = Event(event.rv, "ADDED" if now else "DELETED", event.resource, event.obj, None)
+            # An object entering or leaving the selection is an add or a delete to this watcher;
+            # one that leaves is reported as it was when it last matched.
+            if now:
+                event = Event(event.rv, "ADDED", event.resource, event.obj, None)
+            else:
+                assert event.prev is not None
+                last = {**event.prev, "metadata": {**event.prev["metadata"], "resourceVersion": str(event.rv)}}
+                event = Event(event.rv, "DELETED", event.resource, last, None)
             now = True
         if not now:
             return
