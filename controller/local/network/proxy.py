@@ -74,16 +74,27 @@ class ServiceProxy:
         counter = self._counters.setdefault(frontend, itertools.count())
         return backends[next(counter) % len(backends)]
 
+    async def _connect(self, frontend: Frontend) -> Optional[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+        """Like kube-proxy's userspace mode: try the endpoints in turn, backing off, for a few
+        seconds (a pod counts as ready as soon as it runs, maybe before it listens)."""
+        delay = 0.05
+        for _ in range(8):
+            backend = self._pick(frontend)
+            if backend is None:
+                return None
+            try:
+                return await asyncio.open_connection(*backend)
+            except OSError:
+                await asyncio.sleep(delay)
+                delay *= 2
+        return None
+
     async def _forward(self, frontend: Frontend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        backend = self._pick(frontend)
-        if backend is None:  # the last endpoint went away a moment ago
-            writer.close()
+        upstream = await self._connect(frontend)
+        if upstream is None:
+            writer.transport.abort()  # a reset, the closest we can get to "refused" now
             return
-        try:
-            upstream_reader, upstream_writer = await asyncio.open_connection(*backend)
-        except OSError:
-            writer.close()
-            return
+        upstream_reader, upstream_writer = upstream
         writers = (writer, upstream_writer)
         await asyncio.gather(_pipe(reader, upstream_writer, writers), _pipe(upstream_reader, writer, writers))
         for each in writers:
