@@ -178,7 +178,10 @@ class PyTorchFramework(Framework):
         if rtype != WORKER or MASTER not in job.spec.pytorch_replica_specs:
             return []
         master = f"{name}-master-0"
+        # An address that is already an IP literal (the embedded cluster's kubelet rewrites
+        # Service names to addresses) has nothing to wait for; nslookup may even fail on it.
         script = (
+            f'case "{master}" in *[!0-9.:]*) ;; *) exit 0 ;; esac; '
             f"err=1; for i in $(seq {max_tries}); do "
             f"if nslookup {master}; then err=0 && break; fi; "
             "echo waiting for master; sleep 2; done; exit $err"

@@ -260,3 +260,13 @@ def test_ascend_visible_devices_from_annotation_with_volcano_only():
             cluster.pod_group["status"] = {"phase": "Inqueue"}
         worker = by_name(cluster.step().creates)["ms-worker-0"]
         assert env_dict(worker).get("ASCEND_VISIBLE_DEVICES") == expected
+
+
+def test_init_container_does_not_wait_for_an_address_that_is_already_an_ip():
+    import subprocess
+
+    pods = by_name(Cluster(pytorchjob("mnist")).reconcile().creates)
+    script = pods["mnist-worker-0"]["spec"]["initContainers"][0]["command"][2]
+    # The embedded cluster's kubelet rewrites Service names in arguments to their addresses.
+    rewritten = script.replace("mnist-master-0", "127.128.0.2")
+    assert subprocess.run(["sh", "-c", rewritten], capture_output=True, timeout=10).returncode == 0
