@@ -13,7 +13,7 @@ def replicas_line(status: dict) -> str:
     parts = []
     for rtype, counts in (status.get("replicaStatuses") or {}).items():
         numbers = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if (counts or {}).get(k)]
-        parts.append(f"{rtype} {', '.join(numbers) or 'none finished'}")
+        parts.append(f"{rtype} {', '.join(numbers) or '0 active'}")
     return "; ".join(parts) or "none reported"
 
 
