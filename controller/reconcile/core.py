@@ -206,6 +206,9 @@ class _Pass:
         if fw.waits_for_services(self.job):
             scheduler = self.services.by_name.get(replica_name(self.name, "Scheduler", 0))
             ctx = replace(ctx, scheduler_service=scheduler)
+        if ctx.rendezvous_host is not None and may_create_pods:
+            # Agents start only once the store's Service exists, so its name resolves for them.
+            may_create_pods = self.reconcile_rendezvous_store()
 
         restarted: list[str] = []
         permanent: list[ConditionChange] = []
@@ -221,8 +224,6 @@ class _Pass:
             if exit_failure is not None:
                 permanent.append(exit_failure)
 
-        if ctx.rendezvous_host is not None and may_create_pods:
-            self.reconcile_rendezvous_store()
         if restarts:
             self.status["restartCount"] = (self.status.get("restartCount") or 0) + restarts
         for rtype in restarted:
@@ -393,7 +394,8 @@ class _Pass:
                 self.requeue.append(left)
 
     # --- trainctl's rendezvous store --------------------------------------------------------
-    def reconcile_rendezvous_store(self) -> None:
+    def reconcile_rendezvous_store(self) -> bool:
+        """Keep the store pod and its Service; whether the Service is there for agents to use."""
         port = rendezvous_port(self.job)
         base = self.framework.base_labels(self.name)
         name = rendezvous.store_name(self.name)
@@ -402,8 +404,10 @@ class _Pass:
             self.plan.creates.append(rendezvous.store_pod(self.job, self.name, self.namespace, self.owner, base, port, self.config))
         elif (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):
             self.plan.deletes.append(_typed_ref(pod, "Pod"))  # recreated once it is gone
-        if name not in self.services.by_name:
-            self.plan.creates.append(rendezvous.store_service(self.name, self.namespace, self.owner, base, port))
+        if name in self.services.by_name:
+            return True
+        self.plan.creates.append(rendezvous.store_service(self.name, self.namespace, self.owner, base, port))
+        return False
 
     def delete_rendezvous_store(self) -> None:
         for pod in self.pods.rendezvous:

@@ -107,10 +107,12 @@ def test_template_restart_policy_is_overridden_with_one_warning():
 
 def test_elastic_job_gets_a_rendezvous_store_and_agents_that_use_it():
     cluster = Cluster(elastic(maxRestarts=10))
-    plan = cluster.step()
-    objs = {(o["kind"], o["metadata"]["name"]) for o in plan.creates}
-    assert {("Pod", "el-rdzv"), ("Service", "el-rdzv")} <= objs
-    store = by_name([o for o in plan.creates if o["kind"] == "Pod"])["el-rdzv"]
+    first = cluster.step()
+    # The store first: agents start once its Service exists, so the name resolves for them.
+    assert [(o["kind"], o["metadata"]["name"]) for o in first.creates if o["kind"] == "Pod" or "rdzv" in o["metadata"]["name"]] == [
+        ("Pod", "el-rdzv"), ("Service", "el-rdzv"),
+    ]
+    store = by_name([o for o in first.creates if o["kind"] == "Pod"])["el-rdzv"]
     assert store["metadata"]["labels"] == {
         "training.kubeflow.org/operator-name": "pytorchjob-controller",
         "training.kubeflow.org/job-name": "el",
@@ -118,6 +120,8 @@ def test_elastic_job_gets_a_rendezvous_store_and_agents_that_use_it():
     }
     assert store["spec"]["containers"][0]["image"] == "train:1"
     assert store["spec"]["containers"][0]["ports"] == [{"name": "rdzv", "containerPort": 23456}]
+    plan = cluster.step()
+    assert [o["metadata"]["name"] for o in plan.creates] == ["el-worker-0", "el-worker-1"]
     env = env_dict(by_name(plan.creates)["el-worker-1"])
     assert env["PET_RDZV_ENDPOINT"] == "el-rdzv:23456"
     assert env["PET_RDZV_CONF"] == "is_host=0,last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=3,join_timeout=600"
@@ -129,6 +133,7 @@ def test_elastic_job_gets_a_rendezvous_store_and_agents_that_use_it():
 
 def test_rendezvous_store_is_not_a_replica_and_is_restarted_when_it_dies():
     cluster = Cluster(elastic())
+    cluster.step()
     cluster.step()
     cluster.set_all("Running")
     cluster.pods["el-rdzv"]["status"] = {"phase": "Running"}
@@ -143,6 +148,7 @@ def test_rendezvous_store_is_not_a_replica_and_is_restarted_when_it_dies():
 
 def test_rendezvous_store_goes_when_the_job_finishes():
     cluster = Cluster(elastic())
+    cluster.step()
     cluster.step()
     cluster.set_all("Running")
     cluster.set_phase("el-worker-0", "Succeeded")

@@ -61,7 +61,7 @@ def test_render_elastic_job_with_hpa_store_and_volcano(tmp_path, capsys):
     code, out, _ = render(capsys, "--gang-scheduler", "volcano", "-f", write(tmp_path, job))
     assert code == 0
     assert kinds_and_names(out) == [
-        ("Pod", "el-worker-0"), ("Pod", "el-worker-1"), ("Pod", "el-rdzv"),
+        ("Pod", "el-rdzv"), ("Pod", "el-worker-0"), ("Pod", "el-worker-1"),
         ("Service", "el-worker-0"), ("Service", "el-worker-1"), ("Service", "el-rdzv"),
         ("HorizontalPodAutoscaler", "el"), ("PodGroup", "el"),
     ]
