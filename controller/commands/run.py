@@ -52,7 +52,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-n", "--namespace", help="namespace for the jobs (default: the manifest's, else the kubeconfig context's)")
     parser.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="give up after this long (e.g. 90s, 10m, 2h); the job is left running unless Ctrl-C")
     parser.add_argument("--replace", action="store_true", help="delete an existing job of the same name first")
-    parser.add_argument("--keep", action="store_true", help="on Ctrl-C, leave the job running instead of deleting it")
+    parser.add_argument("--keep", action="store_true", help="on Ctrl-C (or SIGTERM), leave the job running instead of deleting it")
     parser.set_defaults(func=run)
 
 
@@ -84,11 +84,11 @@ def run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     jobs = manifest.jobs
 
-    from controller.launch import ClusterConfigError, LaunchError, make_view
+    from controller.launch import ClusterConfigError, LaunchError, make_view, sigterm_as_interrupt
 
     view = make_view()
     try:
-        with _cluster(view) as (api, namespace, cluster):
+        with sigterm_as_interrupt(), _cluster(view) as (api, namespace, cluster):
             return _run_jobs(args, api, namespace, jobs, view, cluster)
     except (LaunchError, ClusterConfigError) as exc:
         view.close()

@@ -5,7 +5,7 @@ and its lead pod's log with watches, and returns a ``LaunchResult``.
 """
 
 from controller.launch.client import ClusterConfigError, NoClusterConfigured, connect, default_namespace, kubeconfig_path
-from controller.launch.launcher import JobExists, LaunchError, Launcher, LaunchResult, Outcome, launch
+from controller.launch.launcher import JobExists, LaunchError, Launcher, LaunchResult, Outcome, launch, sigterm_as_interrupt
 from controller.launch.progress import PlainView, ProgressView, RichView, make_view
 
 __all__ = [
@@ -24,4 +24,5 @@ __all__ = [
     "kubeconfig_path",
     "launch",
     "make_view",
+    "sigterm_as_interrupt",
 ]

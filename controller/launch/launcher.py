@@ -15,6 +15,7 @@ import enum
 import functools
 import json
 import queue
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -294,6 +295,27 @@ class Launcher:
             delete_when_done=delete_when_done,
             delete_on_interrupt=delete_on_interrupt,
         )
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Let SIGTERM (a cancelled pipeline run, a stopped CI job) end the wait as Ctrl-C does.
+
+    The launcher then deletes the job it created instead of leaving it running unattended.
+    Only the main thread can handle signals; elsewhere this does nothing.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def launch(api: client.ApiClient, job: dict[str, Any], namespace: str, view: ProgressView, **options: Any) -> LaunchResult:

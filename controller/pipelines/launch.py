@@ -128,7 +128,7 @@ def write_outputs(args: argparse.Namespace, condition: str, status: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from controller.launch import ClusterConfigError, LaunchError, PlainView, connect, default_namespace, launch
+    from controller.launch import ClusterConfigError, LaunchError, PlainView, connect, default_namespace, launch, sigterm_as_interrupt
     from controller.launch.manifests import ManifestInvalid
     from controller.launch.summary import summary_lines
 
@@ -141,16 +141,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         api = connect()
         namespace = args.namespace or (job.get("metadata") or {}).get("namespace") or default_namespace()
-        result = launch(
-            api,
-            job,
-            namespace,
-            PlainView(sys.stdout),
-            timeout=args.timeout_seconds or None,
-            replace=False,
-            delete_when_done=args.delete_when_done,
-            delete_on_interrupt=True,
-        )
+        # A cancelled run stops the step with SIGTERM: delete the job rather than orphan it.
+        with sigterm_as_interrupt():
+            result = launch(
+                api,
+                job,
+                namespace,
+                PlainView(sys.stdout),
+                timeout=args.timeout_seconds or None,
+                delete_when_done=args.delete_when_done,
+                delete_on_interrupt=True,
+            )
     except (LaunchError, ClusterConfigError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -177,13 +177,17 @@ def test_an_existing_job_is_a_clear_error_and_replace_recreates_it(run_job, driv
     assert driver.job(name)["metadata"]["uid"] != uid
 
 
-@pytest.mark.parametrize("keep", [False, True], ids=["delete", "keep"])
-def test_ctrl_c_deletes_the_job_unless_keep(run_job, driver, keep):
+@pytest.mark.parametrize(
+    ("signum", "keep"),
+    [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)],
+    ids=["ctrl-c", "ctrl-c-keep", "sigterm"],
+)
+def test_ctrl_c_deletes_the_job_unless_keep(run_job, driver, signum, keep):
     name = unique("run-int")
     run = run_job(pytorchjob(name), *(["--keep"] if keep else []))
     run.wait_for(f"created PyTorchJob default/{name}")
     run.wait_for("Pending")
-    run.process.send_signal(signal.SIGINT)
+    run.process.send_signal(signum)
     code, out, _ = run.finish()
     assert code == 130
     assert f"PyTorchJob default/{name} interrupted" in out

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Iterator
@@ -115,6 +118,28 @@ def test_timeout_fails_the_step_exactly_on_time_and_deletes_the_job(step, capsys
     seconds = float(out.split("PyTorchJob default/step-slow timed out after ", 1)[1].split("s", 1)[0])
     assert 3.0 <= seconds < 3.5
     assert not job_exists(cluster, "pytorchjobs", "kubeflow.org", "step-slow")
+
+
+def test_a_cancelled_step_deletes_its_job(cluster):
+    """KFP stops a cancelled run's pods with SIGTERM; the job must not be left running."""
+    env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
+    step = subprocess.Popen(
+        [sys.executable, "-m", "controller.pipelines.launch", "--kind=PyTorchJob", "--image=python:3.11",
+         "--name=step-cancel", "--command=" + python("import time; time.sleep(300)"), "--delete-when-done=false"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
+    )
+    try:
+        for line in step.stdout:
+            if "step-cancel: Running" in line:
+                break
+        step.send_signal(signal.SIGTERM)
+        out, err = step.communicate(timeout=30)
+    finally:
+        step.kill()
+    assert step.returncode == 1
+    assert "PyTorchJob default/step-cancel interrupted" in out and "deleted:   yes" in out
+    assert "error: interrupted while PyTorchJob default/step-cancel was Running" in err
+    assert not job_exists(cluster, "pytorchjobs", "kubeflow.org", "step-cancel")
 
 
 @pytest.mark.parametrize(
