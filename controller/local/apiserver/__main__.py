@@ -106,14 +106,16 @@ async def serve(args: argparse.Namespace) -> int:
     token = load_or_create_token(data_dir)
     certificates = pki.ensure(data_dir / "pki", args.host)
     server = ApiServer(data_dir, token, args.service_cidr, args.bookmark_interval, args.watch_window, args.fsync)
-    runner = web.AppRunner(server.app, access_log=logging.getLogger("apiserver.access") if args.verbose else None,
-                           handler_cancellation=True)
+    await server.start()
+    runner = web.ServerRunner(server.http, shutdown_timeout=2.0,
+                              access_log=logging.getLogger("apiserver.access") if args.verbose else None)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port, reuse_address=True, ssl_context=certificates.server_context())
     try:
         await site.start()
     except OSError as exc:
         await runner.cleanup()
+        await server.close()
         print(f"apiserver: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 1
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
@@ -128,7 +130,9 @@ async def serve(args: argparse.Namespace) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     (data_dir / PORT_FILE).unlink(missing_ok=True)
+    server.end_streams()
     await runner.cleanup()
+    await server.close()
     return 0
 
 

@@ -14,7 +14,7 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 import orjson
 import yaml
@@ -34,6 +34,7 @@ _PUBLIC_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
+MAX_BODY_BYTES = 16 * 1024 * 1024  # large CRDs exceed aiohttp's default of 1 MiB
 
 
 def go_bool(params: Any, name: str, default: bool = False) -> bool:
@@ -91,28 +92,35 @@ class ApiServer:
         self.data_dir = data_dir
         self.token = token
         self._authorization = f"Bearer {token}".encode()
+        self._closing = False
         self.store = Store(data_dir / "state.db", window=watch_window, fsync=fsync)
         self.registry = Registry()
         self.resources = Resources(self.store, self.registry, service_cidr)
         self.metrics = Metrics()
         self.bookmark_interval = bookmark_interval
         self.address = ""
-        self.app = web.Application(middlewares=[self._middleware], client_max_size=16 * 1024 * 1024)
-        self.app.router.add_route("*", "/{tail:.*}", self._dispatch)
-        self.app.on_startup.append(self._on_startup)
-        self.app.on_cleanup.append(self._on_cleanup)
+        # aiohttp's low-level server: no router or middleware chain, a third less work per request.
+        self.http = web.Server(self._handle, request_factory=self._make_request, handler_cancellation=True)
 
-    async def _on_startup(self, app: web.Application) -> None:
+    def _make_request(self, message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
+        return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
+                               client_max_size=MAX_BODY_BYTES)
+
+    async def start(self) -> None:
         await self.resources.bootstrap()
 
-    async def _on_cleanup(self, app: web.Application) -> None:
+    def end_streams(self) -> None:
+        """Finish every watch and log stream, so that shutdown need not wait for clients."""
+        self._closing = True
+        self.store.end_watches()
+
+    async def close(self) -> None:
         await self.resources.close()
         self.store.close()
 
-    # --- middleware: auth, errors, metrics ----------------------------------------------
+    # --- every request: auth, errors, metrics ---------------------------------------------
 
-    @web.middleware
-    async def _middleware(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         started = time.perf_counter()
         request["verb"] = request.method
         request["resource"] = ""
@@ -121,11 +129,9 @@ class ApiServer:
                 supplied = request.headers.get("Authorization", "")
                 if not hmac.compare_digest(supplied.encode(), self._authorization):
                     raise errors.unauthorized()
-            response = await handler(request)
+            response = await self._dispatch(request)
         except errors.ApiError as exc:
             response = error_response(exc)
-        except web.HTTPException:
-            raise
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -137,7 +143,7 @@ class ApiServer:
 
     # --- routing ----------------------------------------------------------------------------
 
-    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+    async def _dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
         if path in ("/healthz", "/readyz", "/livez"):
             return web.Response(text="ok")
@@ -161,7 +167,7 @@ class ApiServer:
         info = self._parse(parts)
         return await self._serve(request, info)
 
-    def _discovery(self, request: web.Request, parts: list[str]) -> web.Response | None:
+    def _discovery(self, request: web.BaseRequest, parts: list[str]) -> web.Response | None:
         accept = request.headers.get("Accept", "")
         if parts == ["api"]:
             if discovery.wants_aggregated(accept):
@@ -227,7 +233,7 @@ class ApiServer:
 
     # --- resource requests ------------------------------------------------------------------
 
-    async def _serve(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+    async def _serve(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         rtype, params, method = info.rtype, request.query, request.method
         request["resource"] = rtype.plural
         if info.name is None:
@@ -297,7 +303,7 @@ class ApiServer:
             return json_response(obj)
         raise errors.method_not_allowed()
 
-    async def _scale(self, request: web.Request, info: RequestInfo) -> web.Response:
+    async def _scale(self, request: web.BaseRequest, info: RequestInfo) -> web.Response:
         rtype = info.rtype
         if request.method == "GET":
             request["verb"] = "GET"
@@ -316,7 +322,7 @@ class ApiServer:
 
     # --- request parsing --------------------------------------------------------------------
 
-    async def _json_body(self, request: web.Request) -> Any:
+    async def _json_body(self, request: web.BaseRequest) -> Any:
         raw = await request.read()
         content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip() or JSON
         if content_type not in (JSON, "application/yaml", "*/*", "application/vnd.kubernetes.protobuf"):
@@ -333,7 +339,7 @@ class ApiServer:
             message = str(exc).splitlines()[0]
             raise errors.bad_request(f"the body of the request was in an unknown format - {message}") from None
 
-    async def _delete_options(self, request: web.Request) -> Obj:
+    async def _delete_options(self, request: web.BaseRequest) -> Obj:
         body = await self._json_body(request)
         options: Obj = dict(body) if isinstance(body, dict) else {}
         params = request.query
@@ -368,7 +374,7 @@ class ApiServer:
         )
 
     @staticmethod
-    def _table_include(request: web.Request) -> str | None:
+    def _table_include(request: web.BaseRequest) -> str | None:
         """The includeObject policy when the client asked for a Table, else None."""
         accept = request.headers.get("Accept", "")
         if "as=Table" not in accept:
@@ -378,7 +384,7 @@ class ApiServer:
             raise errors.bad_request(f'includeObject must be one of "None", "Metadata", "Object", got "{include}"')
         return include
 
-    def _respond_object(self, request: web.Request, rtype: ResourceType, obj: Obj) -> web.Response:
+    def _respond_object(self, request: web.BaseRequest, rtype: ResourceType, obj: Obj) -> web.Response:
         include = self._table_include(request)
         if include is not None:
             return json_response(tables.table(rtype, [obj], include, {"resourceVersion": obj["metadata"]["resourceVersion"]}))
@@ -386,7 +392,7 @@ class ApiServer:
 
     # --- list and watch ---------------------------------------------------------------------
 
-    async def _list(self, request: web.Request, info: RequestInfo) -> web.Response:
+    async def _list(self, request: web.BaseRequest, info: RequestInfo) -> web.Response:
         rtype, params = info.rtype, request.query
         matches = self._matcher(params, rtype)
         limit = int_param(params, "limit") or 0
@@ -406,7 +412,7 @@ class ApiServer:
             obj = tables.table(rtype, [obj], include, {"resourceVersion": obj["metadata"]["resourceVersion"]})
         return orjson.dumps({"type": event.type, "object": obj}) + b"\n"
 
-    async def _watch(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+    async def _watch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         rtype, params = info.rtype, request.query
         matches = self._matcher(params, rtype)
         include = self._table_include(request)
@@ -449,7 +455,7 @@ class ApiServer:
                         await response.write(self._bookmark(rtype, self.store.published_rv))
                     continue
                 if event is None:
-                    break  # the watcher fell too far behind
+                    break  # the watcher fell too far behind, or the server is stopping
                 await response.write(self._event_line(rtype, event, include))
             if bookmarks:
                 await response.write(self._bookmark(rtype, self.store.published_rv))
@@ -473,7 +479,7 @@ class ApiServer:
 
     # --- logs -------------------------------------------------------------------------------
 
-    async def _log(self, request: web.Request, info: RequestInfo) -> web.StreamResponse:
+    async def _log(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if request.method != "GET":
             raise errors.method_not_allowed()
         rtype, params = info.rtype, request.query
@@ -491,6 +497,8 @@ class ApiServer:
         key, namespace, name = rtype.storage_key, info.namespace or "", pod["metadata"]["name"]
 
         def current() -> Obj | None:
+            if self._closing:
+                return None
             now = self.store.get(key, namespace, name)
             return now if now is not None and now["metadata"].get("uid") == uid else None
 

@@ -293,5 +293,10 @@ class Store:
     def stop_watch(self, watcher: Watcher) -> None:
         self._watchers[watcher.resource].discard(watcher)
 
+    def end_watches(self) -> None:
+        for watchers in self._watchers.values():
+            for watcher in watchers:
+                watcher.queue.put_nowait(None)
+
     def watcher_count(self) -> int:
         return sum(len(w) for w in self._watchers.values())
