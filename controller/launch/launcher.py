@@ -182,9 +182,15 @@ class Launcher:
                 logs.observe(None if event == "DELETED" else pod)
             events.put(("pod", event, pod))
 
+        def on_job_listed() -> None:
+            # Deleted before (or while) we were not watching: a list no longer shows it.
+            if not any((obj.get("metadata") or {}).get("uid") == uid for obj in job_watch.objects):
+                events.put(("job", "DELETED", job))
+
         job_watch = ResourceWatch(
             functools.partial(self.custom.list_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, field_selector=f"metadata.name={name}"),
             lambda event, obj: events.put(("job", event, obj)),
+            on_synced=on_job_listed,
         )
         pod_watch = ResourceWatch(
             functools.partial(self.core.list_namespaced_pod, namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}"),

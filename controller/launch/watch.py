@@ -79,6 +79,11 @@ class ResourceWatch:
     def stopped(self) -> bool:
         return self._stopped.is_set()
 
+    @property
+    def objects(self) -> list[dict[str, Any]]:
+        """The objects as of the last event reported (read it from ``on_event``/``on_synced``)."""
+        return list(self._objects.values())
+
     def stop(self) -> None:
         self._stopped.set()
         with self._lock:
@@ -124,7 +129,10 @@ class ResourceWatch:
 
     def _relist(self) -> str:
         response = self._call(_request_timeout=(CONNECT_TIMEOUT_SECONDS, 60.0))
-        listing = json.loads(response.data)
+        try:
+            listing = json.loads(response.data)
+        finally:
+            response.release_conn()
         current = {_key(obj): obj for obj in listing.get("items") or []}
         for key, obj in current.items():
             previous = self._objects.get(key)

@@ -137,3 +137,13 @@ def test_missing_namespace_is_one_clear_error(kube, view):
 
     with pytest.raises(LaunchError, match=r"^cannot create PyTorchJob no-such-ns/x: .*no-such-ns"):
         Launcher(kube).create(pytorchjob("x"), "no-such-ns")
+
+
+def test_following_a_job_that_is_already_gone_ends_at_once(kube, driver, view):
+    name = unique("vanished")
+    launcher = Launcher(kube)
+    created = launcher.create(pytorchjob(name), NAMESPACE)
+    driver.delete_job(name)
+    result = launcher.follow(created, view, deadline=time.monotonic() + 20)
+    assert result.outcome is Outcome.DELETED
+    assert result.duration < 5

@@ -118,3 +118,23 @@ def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
     assert "trained on a throwaway cluster" in saved.read_text()
     assert not (home / ".kube").exists()  # nothing written where a real kubeconfig would live
     assert time.monotonic() - started < 100
+
+
+def test_the_masters_log_is_followed_when_the_pod_is_recreated(launcher, tmp_path):
+    """ExitCode policy: a retryable exit (137) makes the controller delete and recreate the pod."""
+    name = unique("recreated")
+    marker = tmp_path / "attempted"
+    code = (
+        "import pathlib, sys\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if not marker.exists():\n"
+        "    marker.touch(); print('first pod dies', flush=True); sys.exit(137)\n"
+        "print('second pod works', flush=True)\n"
+    )
+    view = RecordingView()
+    result = launcher.launch(pytorchjob(name, python(code), restart_policy="ExitCode"), NAMESPACE, view, timeout=60)
+    assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()
+    pod = f"{name}-master-0"
+    assert view.lines == [(pod, "first pod dies"), (pod, "second pod works")]
+    assert "Restarting" in view.states
+    assert result.restarts == 1

@@ -18,7 +18,7 @@ import yaml
 
 from controller.cli import main
 
-from .conftest import REPO, condition, pytorchjob, unique
+from .conftest import REPO, StatusDriver, condition, pytorchjob, unique
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -222,3 +222,18 @@ def test_a_broken_kubeconfig_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["run", "-f", str(job)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot use kubeconfig {kubeconfig}: ") and err.count("\n") == 1
+
+
+def test_namespace_flag_puts_the_job_there(run_job, kube, driver):
+    from kubernetes import client
+
+    client.CoreV1Api(kube).create_namespace({"metadata": {"name": "team-a"}})
+    name = unique("run-ns")
+    run = run_job(pytorchjob(name), "--namespace", "team-a", "--timeout", "20s")
+    run.wait_for(f"created PyTorchJob team-a/{name}")
+    team_a = StatusDriver(kube, namespace="team-a")
+    team_a.set_status(name, condition("Succeeded", "done"))
+    code, out, err = run.finish()
+    assert code == 0, err
+    assert f"PyTorchJob team-a/{name} succeeded" in out
+    assert not driver.exists(name)  # not in the kubeconfig's namespace
