@@ -38,12 +38,14 @@ def exit_code(returncode: int) -> int:
 
 
 def process_start_time(pid: int) -> Optional[str]:
-    """The kernel's start time of ``pid`` (field 22 of /proc/pid/stat), to detect pid reuse."""
+    """The kernel's start time of a live ``pid`` (field 22 of /proc/pid/stat), to detect pid
+    reuse; None when there is no such process or it is a zombie (dead, not yet reaped)."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
         return None
-    return stat.rsplit(")", 1)[1].split()[19]
+    fields = stat.rsplit(")", 1)[1].split()
+    return None if fields[0] in ("Z", "X") else fields[19]
 
 
 @dataclass

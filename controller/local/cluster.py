@@ -1,0 +1,356 @@
+"""The supervisor of an embedded cluster: API server, kubelet and controller as processes.
+
+:class:`LocalCluster` starts the three components on one directory, waits until each is
+ready, installs the CRDs, and stops everything (pod processes included) on exit. Each
+component is its own process with a pid file and a log under the directory, so tests can
+kill and restart one alone; ``trainctl local up`` adds signal handling, crash restarts and
+``--detach`` on top (controller/local/commands.py).
+
+Directory layout (``DIR``):
+
+    kubeconfig, token, apiserver.port, state.db   written by the API server
+    run/<component>.pid                           "<pid> <kernel start time>"
+    run/supervisor.lock                           flock held by the supervising process
+    logs/<component>.log                          each component's stdout and stderr
+    pods/<uid>/<container>/<restart>.log          container logs (CRI format)
+    kubelet/processes/                            the pod process groups the kubelet owns
+    network/hosts, network/python/                Service names for Python resolvers
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any, Callable, Optional
+
+from .kubelet.client import ApiError, KubeClient, resource_path
+from .kubelet.kubelet import DEFAULT_NODE_NAME
+from .kubelet.runtime import ProcessRegistry, process_start_time
+
+CRD_DIR = Path(__file__).resolve().parents[2] / "manifests" / "crds"
+DEFAULT_DIR = Path.home() / ".trainctl" / "local"
+COMPONENTS = ("apiserver", "kubelet", "controller")
+
+
+class ClusterError(Exception):
+    """Something the user must be told in one line (a component failed, DIR is busy, ...)."""
+
+
+# --- pid files ---------------------------------------------------------------------------
+def write_pid_file(path: Path, pid: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(f"{pid} {process_start_time(pid) or ''}\n")
+    os.replace(tmp, path)
+
+
+def read_pid_file(path: Path) -> Optional[int]:
+    """The pid in ``path`` if that process is still the one that wrote it, else None."""
+    try:
+        fields = path.read_text().split()
+    except OSError:
+        return None
+    if not fields or not fields[0].isdigit():
+        return None
+    pid = int(fields[0])
+    start = process_start_time(pid)
+    if start is None or (len(fields) > 1 and fields[1] != start):
+        return None
+    return pid
+
+
+def wait_pid_exit(pid: int, timeout: float) -> bool:
+    """Wait for any process (not only a child) to exit, without polling: a pidfd is readable then."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+def signal_pid_file(path: Path, signum: int) -> Optional[int]:
+    pid = read_pid_file(path)
+    if pid is not None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+    return pid
+
+
+# --- components --------------------------------------------------------------------------
+class Component:
+    """One supervised process: start, wait ready, stop (SIGTERM then SIGKILL), kill, restart."""
+
+    def __init__(self, name: str, directory: Path, argv: Callable[[], list[str]],
+                 ready: Callable[["Component", float], None], env: Optional[dict[str, str]] = None) -> None:
+        self.name = name
+        self.directory = directory
+        self._argv = argv
+        self._ready = ready
+        self._env = env
+        self.process: Optional[subprocess.Popen[bytes]] = None
+        self.pid_file = directory / "run" / f"{name}.pid"
+        self.log_file = directory / "logs" / f"{name}.log"
+        self.ready_fd: Optional[int] = None  # read end of the kubelet's readiness pipe
+
+    @property
+    def pid(self) -> Optional[int]:
+        return self.process.pid if self.process else None
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self, timeout: float = 60.0) -> None:
+        self.launch()
+        self.wait_ready(timeout)
+
+    def launch(self) -> None:
+        """Start the process without waiting for it to be ready."""
+        self.log_file.parent.mkdir(parents=True, exist_ok=True)
+        argv, pass_fds = self._argv(), ()
+        write_fd = None
+        if self.name == "kubelet":
+            self.ready_fd, write_fd = os.pipe()
+            argv += ["--ready-fd", str(write_fd)]
+            pass_fds = (write_fd,)
+        with open(self.log_file, "ab") as log:
+            self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                            env=self._env, start_new_session=True, pass_fds=pass_fds,
+                                            cwd=str(self.directory))
+        if write_fd is not None:
+            os.close(write_fd)
+        write_pid_file(self.pid_file, self.process.pid)
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        try:
+            self._ready(self, timeout)
+        finally:
+            if self.ready_fd is not None:
+                os.close(self.ready_fd)
+                self.ready_fd = None
+
+    def fail(self, why: str) -> ClusterError:
+        tail = ""
+        with contextlib.suppress(OSError):
+            lines = [line for line in self.log_file.read_text(errors="replace").splitlines() if line.strip()]
+            if lines:
+                tail = f" (last log line: {lines[-1].strip()})"
+        return ClusterError(f"{self.name} {why}; see {self.log_file}{tail}")
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.alive:
+            assert self.process is not None
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self.pid_file.unlink(missing_ok=True)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would (the fault tests use this)."""
+        if self.alive:
+            assert self.process is not None
+            self.process.kill()
+            self.process.wait()
+
+    def restart(self, timeout: float = 60.0) -> None:
+        self.stop()
+        self.start(timeout)
+
+
+def _wait_apiserver(directory: Path) -> Callable[[Component, float], None]:
+    def ready(component: Component, timeout: float) -> None:
+        """The API server writes ``apiserver.port`` last, once it serves."""
+        deadline = time.monotonic() + timeout
+        port_file = directory / "apiserver.port"
+        delay = 0.005
+        while not port_file.exists():
+            if not component.alive:
+                raise component.fail("exited during start-up")
+            if time.monotonic() > deadline:
+                raise component.fail(f"not ready after {timeout:g}s")
+            time.sleep(delay)  # another process's file is its only readiness signal
+            delay = min(delay * 1.5, 0.05)
+    return ready
+
+
+def _wait_pipe(component: Component, timeout: float) -> None:
+    """The kubelet writes one line to its --ready-fd once it runs; EOF first means it died."""
+    assert component.ready_fd is not None
+    readable, _, _ = select.select([component.ready_fd], [], [], timeout)
+    if not readable:
+        raise component.fail(f"not ready after {timeout:g}s")
+    if not os.read(component.ready_fd, 64):
+        component.process and component.process.wait()
+        raise component.fail("exited during start-up")
+
+
+def _wait_started(component: Component, timeout: float) -> None:
+    """The controller has no readiness signal of its own here; a fast crash is still caught."""
+    assert component.process is not None
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        component.process.wait(min(timeout, 0.5))
+        raise component.fail(f"exited with code {component.process.returncode} during start-up")
+
+
+def controller_available() -> bool:
+    """Whether this installation has ``trainctl controller`` (it is built in parallel)."""
+    return importlib.util.find_spec("controller.kube.commands") is not None
+
+
+class LocalCluster:
+    """An embedded cluster on ``directory``; a context manager that starts and stops it all."""
+
+    def __init__(self, directory: os.PathLike[str] | str = DEFAULT_DIR, gpus: int = 0, npus: int = 0,
+                 controller: bool = True, workdir: Optional[os.PathLike[str] | str] = None,
+                 node_name: str = DEFAULT_NODE_NAME, backoff_base: Optional[float] = None,
+                 port: int = 0, controller_args: Optional[list[str]] = None) -> None:
+        self.directory = Path(directory).expanduser().resolve()
+        self.gpus, self.npus = gpus, npus
+        self.node_name = node_name
+        self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
+        self.backoff_base = backoff_base
+        self._port = port
+        python = sys.executable
+        self.apiserver = Component("apiserver", self.directory, self._apiserver_argv, _wait_apiserver(self.directory))
+        self.kubelet = Component("kubelet", self.directory, lambda: [
+            python, "-m", "controller.local.kubelet", "--dir", str(self.directory), "--node-name", node_name,
+            "--gpus", str(gpus), "--npus", str(npus), "--workdir", str(self.workdir),
+            *(["--backoff-base", str(backoff_base)] if backoff_base is not None else [])], _wait_pipe)
+        self.controller: Optional[Component] = None
+        self.controller_missing = False
+        if controller:
+            if controller_available():
+                self.controller = Component("controller", self.directory, lambda: [
+                    python, "-m", "controller.cli", "controller", "--kubeconfig", str(self.kubeconfig),
+                    "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
+                    *(controller_args or [])], _wait_started)
+            else:
+                self.controller_missing = True
+        self._lock_file: Optional[IO[str]] = None
+
+    # --- paths and clients ----------------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.directory / "kubeconfig"
+
+    @property
+    def components(self) -> list[Component]:
+        return [c for c in (self.apiserver, self.kubelet, self.controller) if c is not None]
+
+    @property
+    def url(self) -> str:
+        return self.client().host
+
+    def client(self) -> KubeClient:
+        return KubeClient(str(self.kubeconfig))
+
+    def _apiserver_argv(self) -> list[str]:
+        port_file = self.directory / "apiserver.port"
+        port = self._port
+        if not port and self.apiserver.process is not None and port_file.exists():
+            # A restart keeps the port, so the kubelet's and controller's kubeconfig stays valid.
+            port = int(port_file.read_text().strip() or 0)
+        port_file.unlink(missing_ok=True)
+        return [sys.executable, "-m", "controller.local.apiserver", "--dir", str(self.directory), "--port", str(port)]
+
+    # --- lifecycle ------------------------------------------------------------------------
+    def lock(self) -> None:
+        """Take DIR's supervisor lock, or say who holds it."""
+        (self.directory / "run").mkdir(parents=True, exist_ok=True)
+        lock_file = open(self.directory / "run" / "supervisor.lock", "a+")
+        try:
+            fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock_file.close()
+            pid = read_pid_file(self.directory / "run" / "supervisor.pid")
+            who = f" (supervisor pid {pid})" if pid else ""
+            raise ClusterError(f"a local cluster is already running in {self.directory}{who}; "
+                               f"stop it with: trainctl local down --dir {self.directory}") from None
+        self._lock_file = lock_file
+        write_pid_file(self.directory / "run" / "supervisor.pid", os.getpid())
+
+    def start(self, timeout: float = 60.0, on_step: Callable[[str], None] = lambda _msg: None) -> "LocalCluster":
+        self.directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.directory, 0o700)
+        if self._lock_file is None:
+            self.lock()
+        try:
+            cleanup_leftovers(self.directory)
+            on_step("starting the API server")
+            self.apiserver.start(timeout)
+            on_step("installing CRDs, starting the kubelet")
+            self.kubelet.launch()  # its start-up overlaps the CRD installation
+            self.install_crds()
+            self.kubelet.wait_ready(timeout)
+            if self.controller is not None:
+                on_step("starting the controller")
+                self.controller.start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def install_crds(self, crd_dir: Path = CRD_DIR) -> list[str]:
+        """Apply every CRD in ``manifests/crds`` (create, or replace when it exists)."""
+        import yaml
+
+        installed = []
+        if not crd_dir.is_dir():
+            return installed
+        client = self.client()
+        path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+        for file in sorted(crd_dir.glob("*.yaml")):
+            for crd in yaml.load_all(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+                if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
+                    continue
+                name = crd["metadata"]["name"]
+                try:
+                    client.create(path, crd)
+                except ApiError as exc:
+                    if exc.code != 409:
+                        raise ClusterError(f"installing CRD {name} from {file.name}: {exc.message}") from None
+                    current = client.get(f"{path}/{name}")
+                    crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                    client.replace(f"{path}/{name}", crd)
+                installed.append(name)
+        return installed
+
+    def stop(self) -> None:
+        """Controller, kubelet (which stops every pod), then the API server; then sweep."""
+        for component in reversed(self.components):
+            component.stop()
+        cleanup_leftovers(self.directory)
+        if self._lock_file is not None:
+            (self.directory / "run" / "supervisor.pid").unlink(missing_ok=True)
+            self._lock_file.close()
+            self._lock_file = None
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+
+def cleanup_leftovers(directory: Path) -> None:
+    """Kill component processes and pod process groups that a crashed supervisor left."""
+    for name in COMPONENTS:
+        pid_file = directory / "run" / f"{name}.pid"
+        pid = signal_pid_file(pid_file, signal.SIGKILL)
+        if pid is not None:
+            wait_pid_exit(pid, 5)
+        pid_file.unlink(missing_ok=True)
+    ProcessRegistry(directory / "kubelet" / "processes").kill_leftovers()

@@ -1,0 +1,345 @@
+"""``trainctl local up|down|status`` (and the hidden ``trainctl local kubelet``).
+
+``up`` runs :class:`~controller.local.cluster.LocalCluster` in the foreground as the
+supervisor: it restarts a component that crashes and stops everything on Ctrl-C or
+SIGTERM. ``--detach`` starts that same supervisor as a background process and returns once
+the cluster is ready. ``down`` stops the supervisor (or, if it died, whatever it left) and
+every pod process; ``status`` says what runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+SUPERVISOR_PID = Path("run") / "supervisor.pid"
+# A component that crashes more often than this is not restarted again.
+MAX_RESTARTS, RESTART_WINDOW_SECONDS = 5, 60.0
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than 0, got {value:g}")
+    return value
+
+
+def _default_dir() -> str:
+    from .cluster import DEFAULT_DIR
+
+    return str(DEFAULT_DIR)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    local = subparsers.add_parser("local", help="run an embedded single-machine cluster",
+                                  description="An embedded Kubernetes-compatible cluster on this machine: "
+                                              "API server, kubelet (pods are local processes) and controller.")
+    commands = local.add_subparsers(dest="local_command", metavar="{up,down,status}")
+    local.set_defaults(func=lambda _args: local.print_help() or 2)
+    dir_help = "cluster directory (default: ~/.trainctl/local)"
+
+    up = commands.add_parser("up", help="start the cluster", description="Start the API server, the kubelet and the "
+                             "controller on DIR, wait until they are ready and print how to use the cluster.")
+    up.add_argument("--dir", default=None, help=dir_help)
+    up.add_argument("--detach", action="store_true", help="return once ready, leaving the cluster running in the background")
+    up.add_argument("--gpus", type=_non_negative, default=0, metavar="N", help="advertise N fake nvidia.com/gpu devices")
+    up.add_argument("--npus", type=_non_negative, default=0, metavar="N", help="advertise N fake huawei.com/Ascend910 devices")
+    up.add_argument("--no-controller", action="store_true", help="do not start trainctl's controller (run your own)")
+    up.add_argument("--workdir", default=None, help="directory pods run in when their workingDir does not exist "
+                    "here (default: the current directory)")
+    up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    up.set_defaults(func=run_up)
+
+    down = commands.add_parser("down", help="stop the cluster and every pod process")
+    down.add_argument("--dir", default=None, help=dir_help)
+    down.set_defaults(func=run_down)
+
+    status = commands.add_parser("status", help="say what runs in the cluster")
+    status.add_argument("--dir", default=None, help=dir_help)
+    status.set_defaults(func=run_status)
+
+    kubelet = commands.add_parser("kubelet")  # hidden: `up` starts it
+    _kubelet_arguments(kubelet)
+    kubelet.set_defaults(func=run_kubelet)
+
+
+def _kubelet_arguments(parser: argparse.ArgumentParser) -> None:
+    from .kubelet import DEFAULT_NODE_NAME
+
+    parser.add_argument("--dir", required=True, help="cluster directory")
+    parser.add_argument("--kubeconfig", default=None, help="kubeconfig (default: DIR/kubeconfig)")
+    parser.add_argument("--node-name", default=DEFAULT_NODE_NAME)
+    parser.add_argument("--gpus", type=_non_negative, default=0)
+    parser.add_argument("--npus", type=_non_negative, default=0)
+    parser.add_argument("--workdir", default=None, help="default working directory of pods (default: cwd)")
+    parser.add_argument("--backoff-base", type=_positive_float, default=10.0,
+                        help="first CrashLoopBackOff delay in seconds (doubles up to 5 minutes)")
+    parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+
+
+def _say(message: str) -> None:
+    print(f"trainctl local: {message}", file=sys.stderr)
+
+
+# --- kubelet -------------------------------------------------------------------------------
+def run_kubelet(args: argparse.Namespace) -> int:
+    from .kubelet import Kubelet, KubeletConfig
+    from .kubelet.client import ApiError
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    directory = Path(args.dir).expanduser().resolve()
+    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else directory / "kubeconfig"
+    if not kubeconfig.exists():
+        _say(f"no kubeconfig at {kubeconfig}: start the API server first (trainctl local up)")
+        return 1
+    config = KubeletConfig(directory=directory, kubeconfig=kubeconfig, node_name=args.node_name, gpus=args.gpus,
+                           npus=args.npus, workdir=Path(args.workdir).resolve() if args.workdir else Path.cwd(),
+                           backoff_base=args.backoff_base)
+    kubelet = Kubelet(config)
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        raise _Shutdown()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        try:
+            kubelet.start()
+        except (ApiError, TimeoutError, OSError) as exc:
+            _say(f"kubelet cannot start: {exc}")
+            return 1
+        logging.getLogger("trainctl.kubelet").info("node %s ready", config.node_name)
+        if args.ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(args.ready_fd, b"ready\n")
+                os.close(args.ready_fd)
+        while True:
+            signal.pause()
+    except _Shutdown:
+        pass
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    kubelet.stop()
+    return 0
+
+
+def main_kubelet(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m controller.local.kubelet")
+    _kubelet_arguments(parser)
+    return run_kubelet(parser.parse_args(argv))
+
+
+class _Shutdown(Exception):
+    """SIGTERM or SIGINT arrived."""
+
+
+# --- up ------------------------------------------------------------------------------------
+def _usage(cluster: Any) -> str:
+    lines = [f"Local cluster is ready in {cluster.directory} (API server {cluster.url}, node {cluster.node_name}).",
+             "Use it with:",
+             f"  export KUBECONFIG={cluster.kubeconfig}",
+             "  kubectl get nodes",
+             "  trainctl run -f samples/<job>.yaml",
+             f"Stop it with: trainctl local down --dir {cluster.directory}"]
+    return "\n".join(lines)
+
+
+def run_up(args: argparse.Namespace) -> int:
+    from .cluster import ClusterError, LocalCluster
+
+    directory = Path(args.dir or _default_dir()).expanduser().resolve()
+    if args.detach:
+        return _up_detached(args, directory)
+
+    cluster = LocalCluster(directory, gpus=args.gpus, npus=args.npus, controller=not args.no_controller,
+                           workdir=args.workdir)
+    try:
+        cluster.lock()
+    except (ClusterError, OSError) as exc:
+        _say(str(exc))
+        return 1
+    if cluster.controller_missing:
+        _say("this installation has no 'trainctl controller' yet; starting without a controller")
+
+    def on_signal(_signum: int, _frame: Any) -> None:
+        raise _Shutdown()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        _start_with_spinner(cluster)
+        print(_usage(cluster), flush=True)
+        if args.ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(args.ready_fd, b"ready\n")
+                os.close(args.ready_fd)
+        return _supervise(cluster)
+    except _Shutdown:
+        _say("stopping")
+        return 0
+    except ClusterError as exc:
+        _say(str(exc))
+        return 1
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        cluster.stop()
+
+
+def _start_with_spinner(cluster: Any) -> None:
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    if console.is_terminal:
+        with console.status("starting the local cluster") as status:
+            cluster.start(on_step=lambda step: status.update(step))
+    else:
+        cluster.start()
+
+
+def _supervise(cluster: Any) -> int:
+    """Wait for a component to exit (no polling: waitid on our children) and restart it."""
+    crashes: dict[str, list[float]] = {}
+    while True:
+        info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+        component = next((c for c in cluster.components if c.pid == info.si_pid), None)
+        if component is None:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(info.si_pid, 0)
+            continue
+        code = component.process.wait()
+        now = time.monotonic()
+        recent = [t for t in crashes.get(component.name, []) if now - t < RESTART_WINDOW_SECONDS] + [now]
+        crashes[component.name] = recent
+        if len(recent) > MAX_RESTARTS:
+            _say(f"{component.name} exited {len(recent)} times within {RESTART_WINDOW_SECONDS:g}s "
+                 f"(last code {code}); giving up, see {component.log_file}")
+            return 1
+        _say(f"{component.name} exited with code {code}; restarting it")
+        component.start()
+
+
+def _up_detached(args: argparse.Namespace, directory: Path) -> int:
+    from .cluster import read_pid_file
+
+    running = read_pid_file(directory / SUPERVISOR_PID)
+    if running is not None:
+        _say(f"a local cluster is already running in {directory} (supervisor pid {running}); "
+             f"stop it with: trainctl local down --dir {directory}")
+        return 1
+    read_fd, write_fd = os.pipe()
+    argv = [sys.executable, "-m", "controller.cli", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
+            "--npus", str(args.npus), "--ready-fd", str(write_fd)]
+    if args.no_controller:
+        argv.append("--no-controller")
+    argv += ["--workdir", str(Path(args.workdir).resolve() if args.workdir else Path.cwd())]
+    (directory / "logs").mkdir(parents=True, exist_ok=True)
+    log_path = directory / "logs" / "supervisor.log"
+    with open(log_path, "ab") as log:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                   start_new_session=True, pass_fds=(write_fd,))
+    os.close(write_fd)
+    with os.fdopen(read_fd, "rb") as ready:
+        answer = ready.read(64)
+    if not answer:
+        code = process.wait()
+        last = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:]
+        _say(last[0].removeprefix("trainctl local: ") if last else f"the supervisor exited with code {code}; see {log_path}")
+        return 1
+    from .cluster import LocalCluster
+
+    cluster = LocalCluster(directory, controller=False)
+    print(_usage(cluster))
+    print(f"Supervisor pid {process.pid}; logs in {directory / 'logs'}")
+    return 0
+
+
+# --- down ----------------------------------------------------------------------------------
+def run_down(args: argparse.Namespace) -> int:
+    from .cluster import ClusterError, LocalCluster, cleanup_leftovers, signal_pid_file, wait_pid_exit
+
+    directory = Path(args.dir or _default_dir()).expanduser().resolve()
+    if not directory.is_dir():
+        _say(f"no local cluster in {directory}")
+        return 1
+    pid = signal_pid_file(directory / SUPERVISOR_PID, signal.SIGTERM)
+    if pid is not None and not wait_pid_exit(pid, 60):
+        _say(f"the supervisor (pid {pid}) did not stop within 60s; killing it")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        wait_pid_exit(pid, 10)
+    # Whatever is left (a killed supervisor's components, pod processes) goes too.
+    cluster = LocalCluster(directory, controller=False)
+    try:
+        cluster.lock()
+    except ClusterError as exc:
+        _say(str(exc))
+        return 1
+    try:
+        cleanup_leftovers(directory)
+    finally:
+        cluster.stop()
+    print(f"Local cluster in {directory} stopped." if pid is not None else f"No local cluster was running in {directory}.")
+    return 0
+
+
+# --- status --------------------------------------------------------------------------------
+def run_status(args: argparse.Namespace) -> int:
+    from .cluster import COMPONENTS, read_pid_file
+    from .kubelet.client import ApiError, KubeClient
+
+    directory = Path(args.dir or _default_dir()).expanduser().resolve()
+    supervisor = read_pid_file(directory / SUPERVISOR_PID)
+    if supervisor is None:
+        print(f"No local cluster is running in {directory}.")
+        return 1
+    print(f"Local cluster in {directory}: supervisor pid {supervisor}")
+    for name in COMPONENTS:
+        pid = read_pid_file(directory / "run" / f"{name}.pid")
+        print(f"  {name:<11} {'running, pid ' + str(pid) if pid else 'not running'}")
+    try:
+        client = KubeClient(str(directory / "kubeconfig"), request_timeout=5)
+        print(f"API server: {client.host}   (export KUBECONFIG={directory / 'kubeconfig'})")
+        for node in client.get("/api/v1/nodes").get("items", []):
+            ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+            allocatable = node.get("status", {}).get("allocatable", {})
+            extras = ", ".join(f"{k}={v}" for k, v in sorted(allocatable.items()) if "/" in k)
+            print(f"Node {node['metadata']['name']}: Ready={ready.get('status', 'Unknown')}, cpu={allocatable.get('cpu')}, "
+                  f"memory={allocatable.get('memory')}{', ' + extras if extras else ''}")
+        pods = client.get("/api/v1/pods").get("items", [])
+        phases: dict[str, int] = {}
+        for pod in pods:
+            phase = pod.get("status", {}).get("phase") or "Pending"
+            phases[phase] = phases.get(phase, 0) + 1
+        summary = ", ".join(f"{n} {phase}" for phase, n in sorted(phases.items())) or "none"
+        print(f"Pods: {len(pods)} ({summary})")
+        for pod in pods:
+            meta = pod["metadata"]
+            print(f"  {meta.get('namespace')}/{meta['name']}: {pod.get('status', {}).get('phase') or 'Pending'}")
+    except (ApiError, OSError, ValueError) as exc:
+        print(f"API server: not answering ({exc})")
+    except Exception as exc:  # urllib3 connection errors and kubeconfig errors
+        print(f"API server: not answering ({type(exc).__name__})")
+    return 0

@@ -1,0 +1,44 @@
+"""Helpers for the embedded-cluster tests: watch a pod until a condition holds."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from controller.local.kubelet.client import ApiError, KubeClient
+
+Obj = dict[str, Any]
+
+
+def sleeper_pod(name: str, fifo: str) -> Obj:
+    """A pod that writes to ``fifo`` once running, then sleeps until it is stopped."""
+    script = "import sys, time\nwith open(sys.argv[1], 'w') as f: f.write('ready')\ntime.sleep(600)"
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "python:3.11", "command": ["python", "-c", script, fifo]}]}}
+
+
+def wait_pod(api: KubeClient, name: str, until: Callable[[Obj], bool], timeout: float = 30.0) -> Obj:
+    """The pod once ``until(pod)`` holds, following a watch (relisting if the server restarts)."""
+    deadline = time.monotonic() + timeout
+    path = "/api/v1/namespaces/default/pods"
+    selector = f"metadata.name={name}"
+    while time.monotonic() < deadline:
+        try:
+            listing = api.get(path, fieldSelector=selector)
+            for item in listing["items"]:
+                if until(item):
+                    return item
+            remaining = max(1, int(deadline - time.monotonic()))
+            for event in api.watch(path, listing["metadata"]["resourceVersion"], timeout_seconds=remaining,
+                                   fieldSelector=selector):
+                if event["type"] in ("ADDED", "MODIFIED") and until(event["object"]):
+                    return event["object"]
+        except ApiError as exc:
+            if exc.code != 410:
+                raise
+    raise AssertionError(f"pod {name} did not reach the expected state within {timeout:g}s")
+
+
+def main_pid(pod: Obj) -> int:
+    return int(pod["status"]["containerStatuses"][0]["containerID"].removeprefix("process://"))

@@ -1,0 +1,72 @@
+"""`trainctl local up --detach`, `status` and `down`, run the way a user runs them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+
+from controller.local.cluster import read_pid_file
+from controller.local.kubelet.client import KubeClient
+from controller.local.kubelet.runtime import process_start_time
+
+from .conftest import main_pid, wait_pod
+
+
+def trainctl(*args, cwd=None, env=None):
+    return subprocess.run([sys.executable, "-m", "controller.cli", "local", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd, env=env)
+
+
+def test_up_detach_status_down(tmp_path):
+    directory = tmp_path / "cluster"
+    up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", "--gpus", "1", cwd=tmp_path)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert f"export KUBECONFIG={directory / 'kubeconfig'}" in up.stdout
+
+        again = trainctl("up", "--dir", str(directory), "--detach")
+        assert again.returncode == 1
+        assert "already running" in again.stderr and "Traceback" not in again.stderr
+
+        status = trainctl("status", "--dir", str(directory))
+        assert status.returncode == 0, status.stderr
+        assert "kubelet     running" in status.stdout
+        assert "Node trainctl-local: Ready=True" in status.stdout and "nvidia.com/gpu=1" in status.stdout
+
+        # A pod started with kubectl runs in the directory `up` was started from.
+        env = {**os.environ, "KUBECONFIG": str(directory / "kubeconfig"), "HOME": str(tmp_path)}
+        fifo = tmp_path / "ready"
+        os.mkfifo(fifo)
+        run = subprocess.run(["kubectl", "run", "sleeper", "--image=python", "--restart=Never", "--command", "--",
+                              "python", "-c", "import os, sys, time\nopen(sys.argv[1], 'w').write(os.getcwd())\n"
+                              "time.sleep(600)", str(fifo)], env=env, capture_output=True, text=True, timeout=60)
+        assert run.returncode == 0, run.stderr
+        with open(fifo) as ready:
+            assert ready.read() == str(tmp_path)
+        api = KubeClient(str(directory / "kubeconfig"))
+        pid = main_pid(wait_pod(api, "sleeper", lambda p: p["status"].get("phase") == "Running"))
+
+        # The supervisor restarts a crashed kubelet, which fails the pods it can no longer run.
+        os.kill(read_pid_file(directory / "run" / "kubelet.pid"), signal.SIGKILL)
+        failed = wait_pod(api, "sleeper", lambda p: p["status"].get("phase") == "Failed")
+        assert failed["status"]["reason"] == "KubeletRestarted"
+        assert process_start_time(pid) is None
+    finally:
+        down = trainctl("down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr
+    assert "stopped" in down.stdout
+    status = trainctl("status", "--dir", str(directory))
+    assert status.returncode == 1
+    assert "No local cluster is running" in status.stdout
+    for name in ("apiserver", "kubelet", "supervisor"):
+        assert read_pid_file(directory / "run" / f"{name}.pid") is None
+
+
+def test_bad_input_gets_one_clear_line(tmp_path):
+    down = trainctl("down", "--dir", str(tmp_path / "nothing-here"))
+    assert (down.returncode, down.stderr.strip()) == (1, f"trainctl local: no local cluster in {tmp_path / 'nothing-here'}")
+    bad = trainctl("up", "--gpus", "two")
+    assert bad.returncode == 2
+    assert "argument --gpus: expected a whole number, got 'two'" in bad.stderr
