@@ -368,5 +368,5 @@ class WatchStream:
         self._closed = True
         try:
             self._response.shutdown()
-        except (OSError, AttributeError, ValueError):  # ValueError: no socket left to shut
-            pass
+        except (OSError, AttributeError, ValueError, RuntimeError):
+            pass  # already finished or released: nothing left to unblock

@@ -77,6 +77,7 @@ def _lease_namespace(explicit: Optional[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    import yaml
     from kubernetes.config import ConfigException
     from prometheus_client import start_http_server
 
@@ -91,12 +92,16 @@ def run(args: argparse.Namespace) -> int:
         print("trainctl controller: need --lease-duration > --renew-deadline > --retry-period > 0", file=sys.stderr)
         return 2
     metrics = ControllerMetrics()
+    if args.kubeconfig and not os.path.isfile(args.kubeconfig):
+        print(f"trainctl controller: kubeconfig {args.kubeconfig} does not exist", file=sys.stderr)
+        return 1
     try:
         client = KubeClient.from_kubeconfig(
             args.kubeconfig, args.context, qps=args.qps, burst=args.burst, pool_size=args.create_concurrency + 16, on_response=metrics.observe_api
         )
-    except (ConfigException, OSError, ValueError) as exc:
-        print(f"trainctl controller: cannot load the cluster configuration: {exc}", file=sys.stderr)
+    except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
+        reason = " ".join(str(exc).split())  # YAML errors span lines; the contract is one line
+        print(f"trainctl controller: cannot load the cluster configuration: {reason}", file=sys.stderr)
         return 1
     options = ManagerOptions(
         namespace=args.namespace,
@@ -118,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainctl controller: {exc}", file=sys.stderr)
         return 1
     except ApiError as exc:
-        print(f"trainctl controller: cannot reach the API server at {client.configuration.host}: {exc.message}", file=sys.stderr)
+        print(f"trainctl controller: cannot use the API server at {client.configuration.host}: {exc}", file=sys.stderr)
         return 1
 
     servers: list[Callable[[], None]] = []

@@ -186,6 +186,17 @@ class Manager:
 
     # --- lifecycle --------------------------------------------------------------------------
     def check_prerequisites(self) -> None:
+        """Fail fast on what cannot fix itself; warn about CRDs that may still be installed.
+
+        Raises :class:`ApiError` when the API server cannot be used at all (unreachable,
+        unauthorized), :class:`GangSchedulerMissing` when the PodGroup CRD is absent.
+        """
+        for res in r.JOB_RESOURCES:
+            if not self.client.group_version_served(res.group, res.version):
+                log.warning(
+                    "CRD not installed yet; its jobs are picked up once it is",
+                    extra={"crd": f"{res.plural}.{res.group}", "install": "kubectl apply -f manifests/crds/"},
+                )
         res = self.pod_group_resource
         if res is not None and not self.client.group_version_served(res.group, res.version):
             raise GangSchedulerMissing(

@@ -134,3 +134,26 @@ def test_probes_and_metrics_are_served(controller_process, kube, jobs):
     assert proc.terminate() == 0
     log = proc.log()
     assert '"msg": "starting"' in log and '"msg": "stopped"' in log
+
+
+def test_a_missing_gang_scheduler_crd_stops_the_controller_with_one_clear_line(controller_process):
+    proc = controller_process("--gang-scheduler", "volcano", "--metrics-port", "0", "--health-port", "0").start()
+    assert proc.proc.wait(60) == 1
+    log = proc.log()
+    assert "needs the PodGroup CRD (podgroups.scheduling.volcano.sh/v1beta1), which is not installed" in log
+    assert "Traceback" not in log
+
+
+def test_bad_configuration_is_one_line_not_a_traceback(tmp_path):
+    import subprocess
+    import sys
+
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("clusters: [\n")
+    for path in (tmp_path / "missing", broken):
+        out = subprocess.run(
+            [sys.executable, "-m", "controller.cli", "controller", "--kubeconfig", str(path)], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 1
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("trainctl controller: "), out.stderr
