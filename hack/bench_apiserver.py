@@ -55,13 +55,13 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def creates(host: str, port: int, headers: dict, ssl_ctx: ssl.SSLContext, total: int,
-            clients: int) -> tuple[float, list[float], int]:
+            clients: int, prefix: str) -> tuple[float, list[float], int]:
     """``clients`` threads, each with its own keep-alive HTTPS connection (http.client is
     the lightest Python client, so the client steals little CPU from the server)."""
     latencies: list[float] = []
     failures = 0
     counter = iter(range(total))
-    bodies = [orjson.dumps(pod(f"bench-{i}")) for i in range(total)]
+    bodies = [orjson.dumps(pod(f"{prefix}-{i}")) for i in range(total)]
     start = threading.Barrier(clients + 1)
 
     def client() -> None:
@@ -147,6 +147,8 @@ def main() -> int:
     parser.add_argument("--watchers", type=int, default=10)
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--fsync", action="store_true", help="run the server with --fsync (every commit fsynced)")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="create rounds; the median round is reported (the machine is shared, single runs are noisy)")
     args = parser.parse_args()
 
     load_before = os.getloadavg()
@@ -156,16 +158,22 @@ def main() -> int:
             headers = {"Authorization": f"Bearer {server.token}", "Content-Type": "application/json",
                        "Accept": "application/json"}
             ssl_ctx = ssl.create_default_context(cafile=str(server.ca_cert))
-            cpu_before = cpu_seconds(server.pid)
-            elapsed, latencies, failures = creates(server.host, server.port, headers, ssl_ctx, args.pods, args.clients)
-            server_cpu = (cpu_seconds(server.pid) - cpu_before) / len(latencies)
+            rounds = []
+            for n in range(args.rounds):
+                cpu_before = cpu_seconds(server.pid)
+                elapsed, latencies, failures = creates(server.host, server.port, headers, ssl_ctx, args.pods,
+                                                       args.clients, f"round{n}")
+                server_cpu = (cpu_seconds(server.pid) - cpu_before) / len(latencies)
+                rounds.append((len(latencies) / elapsed, elapsed, latencies, failures, server_cpu))
+                print(f"round {n + 1}: {rounds[-1][0]:.0f} creates/s, p50 {percentile(latencies, 0.5) * 1e3:.2f} ms, "
+                      f"server CPU {server_cpu * 1e6:.0f} us/create, load {os.getloadavg()[0]:.2f}")
+            rate, elapsed, latencies, failures, server_cpu = sorted(rounds, key=lambda r: r[0])[len(rounds) // 2]
             delays = asyncio.run(fanout(server.url, headers, ssl_ctx, args.watchers, args.events))
             db_size = sum(f.stat().st_size for f in (Path(tmp) / "apiserver").glob("state.db*"))
         finally:
             server.stop()
     load_after = os.getloadavg()
 
-    rate = len(latencies) / elapsed
     p50, p99 = percentile(latencies, 0.5) * 1e3, percentile(latencies, 0.99) * 1e3
     d50, d99 = percentile(delays, 0.5) * 1e3, percentile(delays, 0.99) * 1e3
 
@@ -175,7 +183,8 @@ def main() -> int:
     print(f"machine: {os.cpu_count()} cores, load average {load_before[0]:.2f} before, {load_after[0]:.2f} after")
     mode = "synchronous=FULL (--fsync)" if args.fsync else "synchronous=NORMAL"
     print(f"storage: SQLite WAL, {mode}, group commit; {db_size / 1e6:.1f} MB on disk after the run")
-    print(f"creates: {len(latencies)} pods, {args.clients} clients, {elapsed:.2f} s, {failures} failed")
+    print(f"creates (median of {args.rounds} rounds): {len(latencies)} pods, {args.clients} clients, "
+          f"{elapsed:.2f} s, {failures} failed")
     print(f"  [{verdict(rate >= 1000)}] throughput      {rate:8.0f} creates/s   (target >= 1000)")
     print(f"  [{verdict(p50 <= 5)}] latency p50     {p50:8.2f} ms          (target <= 5)")
     print(f"         latency p99     {p99:8.2f} ms   mean {statistics.mean(latencies) * 1e3:.2f} ms")
@@ -183,7 +192,7 @@ def main() -> int:
     print(f"watch fan-out: {args.events} events x {args.watchers} watchers = {len(delays)} deliveries")
     print(f"  [{verdict(d50 <= 10)}] delivery p50    {d50:8.2f} ms          (target <= 10)")
     print(f"         delivery p99    {d99:8.2f} ms")
-    return 0 if failures == 0 else 1
+    return 0 if all(r[3] == 0 for r in rounds) else 1
 
 
 if __name__ == "__main__":
