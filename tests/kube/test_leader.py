@@ -8,6 +8,7 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from controller.kube.client import ApiError
 from controller.kube.resources import LEASES, PYTORCHJOBS
 
 from .conftest import condition, expected_replicas, master_succeeds_when_all_run, pytorch_job
@@ -78,3 +79,34 @@ def test_one_leader_acts_and_a_standby_takes_over(kube, controller_process, jobs
         assert _holder(kube) == ""
     finally:
         driver.stop()
+
+
+def test_a_leader_whose_lease_is_taken_steps_down(kube):
+    """After a partition another replica may hold the Lease: the old leader must notice
+    within its renew deadline and stop, never act alongside the new one."""
+    import threading
+
+    from controller.kube.leader import LeaderElector
+
+    lost = threading.Event()
+    elector = LeaderElector(kube, "default", "stolen", "first", lease_duration=2.0, renew_deadline=1.0, retry_period=0.1, on_lost=lost.set)
+    elector.start()
+    try:
+        assert elector.is_leader.wait(10)
+        lease = kube.get(LEASES, "default", "stolen")
+        assert lease["spec"]["holderIdentity"] == "first"
+        assert lease["spec"]["leaseTransitions"] == 0
+        while True:  # another replica takes over (it may race with a renewal: retry)
+            lease = kube.get(LEASES, "default", "stolen")
+            lease["spec"]["holderIdentity"] = "second"
+            lease["spec"]["leaseDurationSeconds"] = 30
+            try:
+                kube.replace(LEASES, lease)
+                break
+            except ApiError as exc:
+                assert exc.code == 409
+        assert lost.wait(10), "the old leader did not step down"
+        assert not elector.is_leader.is_set()
+        assert kube.get(LEASES, "default", "stolen")["spec"]["holderIdentity"] == "second"
+    finally:
+        elector.stop()
