@@ -47,7 +47,9 @@ class ConditionBook:
     """A job's conditions during one pass, and the events the changes call for."""
 
     def __init__(self, conditions: Optional[list[dict[str, Any]]], now: str):
-        self.conditions = [dict(cond) for cond in conditions or []]
+        # A malformed stored status must not stop the job from being reported invalid.
+        listed = conditions if isinstance(conditions, list) else []
+        self.conditions = [dict(cond) for cond in listed if isinstance(cond, dict)]
         self._before = {cond.get("type"): (cond.get("status"), cond.get("reason")) for cond in self.conditions}
         self._now = now
         self._announced: dict[str, tuple[str, str, str]] = {}

@@ -315,7 +315,13 @@ def test_scale_up_and_down_by_index():
 
 @pytest.mark.parametrize(
     "spec, status",
-    [("nope", None), ({"pytorchReplicaSpecs": {}, "runPolicy": "bad"}, None), ({"pytorchReplicaSpecs": "x"}, "weird")],
+    [
+        ("nope", None),
+        ({"pytorchReplicaSpecs": {}, "runPolicy": "bad"}, None),
+        ({"pytorchReplicaSpecs": "x"}, "weird"),
+        ({"pytorchReplicaSpecs": "x"}, {"conditions": ["not-a-condition"]}),
+        ({"pytorchReplicaSpecs": "x"}, {"conditions": "nope"}),
+    ],
 )
 def test_malformed_job_gets_a_failed_condition_not_a_crash(spec, status):
     job = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "x", "namespace": "default"}, "spec": spec}
