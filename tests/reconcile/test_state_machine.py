@@ -330,3 +330,36 @@ def test_malformed_job_gets_a_failed_condition_not_a_crash(spec, status):
     plan = Cluster(job).reconcile()
     assert conditions(plan.status) == [("Failed", "True", "PyTorchJobFailedValidation")]
     assert plan.creates == [] and plan.deletes == []
+
+
+def test_failed_is_sticky():
+    job = pytorchjob("mnist")
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Never"
+    cluster = running_cluster(job)
+    cluster.set_phase("mnist-worker-0", "Failed", containerStatuses=terminated(1))
+    cluster.step(at(1))
+    cluster.set_phase("mnist-master-0", "Succeeded")
+    plan = cluster.step(at(2))
+    assert [t for t, s, _ in conditions(cluster.job["status"]) if s == "True"] == ["Created", "Failed"]
+    assert plan.events == [] and plan.metrics == []
+
+
+def test_msjob_limit_failure_uses_the_kubeflow_common_reason():
+    job = msjob("ms", workers=1, runPolicy={"activeDeadlineSeconds": 10})
+    cluster = Cluster(job)
+    cluster.step()
+    cluster.step()
+    cluster.set_all("Running")
+    plan = cluster.step(at(10))
+    assert conditions(plan.status)[-1] == ("Failed", "True", "JobFailed")
+    assert plan.status["conditions"][-1]["message"] == "Job ms has failed because it was active longer than specified deadline"
+    # ms-operator's default cleanPodPolicy is Running: the running pods go.
+    assert sorted(d.name for d in plan.deletes if d.kind == "Pod") == ["ms-scheduler-0", "ms-worker-0"]
+
+
+@pytest.mark.parametrize("policy, pod_policy", [("Always", "Always"), ("OnFailure", "OnFailure"), ("Never", "Never"), ("ExitCode", "Never")])
+def test_pod_restart_policy_mapping(policy, pod_policy):
+    job = pytorchjob("mnist", master=False, workers=1)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
+    pod = next(o for o in Cluster(job).reconcile().creates if o["kind"] == "Pod")
+    assert pod["spec"]["restartPolicy"] == pod_policy
