@@ -99,11 +99,13 @@ class RecordingView(PlainView):
             self._changed.notify_all()
 
     def wait_until(self, predicate: Any, timeout: float = 30.0) -> None:
+        """Wait until ``predicate(view)`` holds; it is only asked once some progress was shown."""
         with self._changed:
-            assert self._changed.wait_for(lambda: predicate(self), timeout), self.buffer.getvalue()
+            shown = self._changed.wait_for(lambda: bool(self.progress) and predicate(self), timeout)
+            assert shown, self.buffer.getvalue()
 
     def wait_state(self, state: str, timeout: float = 30.0) -> None:
-        self.wait_until(lambda v: v.progress and v.progress[-1].state == state, timeout)
+        self.wait_until(lambda v: v.progress[-1].state == state, timeout)
 
     def wait_created(self, timeout: float = 30.0) -> None:
         self.wait_until(lambda v: any(n.startswith("created ") for n in v.notes), timeout)
