@@ -147,3 +147,12 @@ def test_following_a_job_that_is_already_gone_ends_at_once(kube, driver, view):
     result = launcher.follow(created, view, deadline=time.monotonic() + 20)
     assert result.outcome is Outcome.DELETED
     assert result.duration < 5
+
+
+def test_a_cluster_without_the_crd_gets_a_hint(apiserver, view):
+    from controller.launch import LaunchError, connect
+
+    with pytest.raises(LaunchError) as error:
+        Launcher(connect(str(apiserver.kubeconfig))).create(pytorchjob("x"), NAMESPACE)
+    assert str(error.value).startswith(f"cannot create PyTorchJob {NAMESPACE}/x: ")
+    assert str(error.value).endswith("(is the PyTorchJob CRD, pytorchjobs.kubeflow.org, installed?)")
