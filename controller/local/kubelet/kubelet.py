@@ -145,6 +145,8 @@ class Kubelet:
             log.debug("node status on stop: %s", exc)
         self.pods.stop()
         self.services.stop()
+        for thread in self._threads:
+            thread.join(timeout=10)
         self.client.close()
         self.proxy.stop()
 

@@ -29,20 +29,27 @@ class ServiceProxy:
         self._servers: dict[Frontend, asyncio.AbstractServer] = {}
         self._backends: dict[Frontend, list[Backend]] = {}
         self._counters: dict[Frontend, itertools.count] = {}
+        self._lock = threading.Lock()
+        self._closed = False
 
     def start(self) -> None:
         self._thread.start()
 
     def stop(self) -> None:
-        if not self._thread.is_alive():
-            return
-        asyncio.run_coroutine_threadsafe(self._apply({}), self._loop).result(timeout=10)
+        with self._lock:
+            if self._closed or not self._thread.is_alive():
+                self._closed = True
+                return
+            self._closed = True
+            asyncio.run_coroutine_threadsafe(self._apply({}), self._loop).result(timeout=10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
 
     def update(self, rules: dict[Frontend, list[Backend]]) -> None:
         """Make the listeners match ``rules`` (waits until done, so tests can rely on it)."""
-        asyncio.run_coroutine_threadsafe(self._apply(dict(rules)), self._loop).result(timeout=30)
+        with self._lock:
+            if not self._closed:
+                asyncio.run_coroutine_threadsafe(self._apply(dict(rules)), self._loop).result(timeout=30)
 
     def listening(self) -> set[Frontend]:
         return set(self._servers)
