@@ -90,6 +90,12 @@ class Expectations:
             del self._pending[job]
             return True
 
+    def expires_in(self, job: Hashable) -> float:
+        """Seconds until the job's expectations lapse (0 when it has none)."""
+        with self._lock:
+            pending = self._pending.get(job)
+            return 0.0 if pending is None else max(0.0, self._ttl - (time.monotonic() - pending.since))
+
     def forget(self, job: Hashable) -> None:
         with self._lock:
             self._pending.pop(job, None)

@@ -37,7 +37,7 @@ from controller.kube.informer import Informer
 from controller.kube.leader import LeaderElector
 from controller.kube.metrics import ControllerMetrics
 from controller.kube.workqueue import WorkQueue
-from controller.reconcile.plan import ObjectRef, Observed, Plan
+from controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 
 log = logging.getLogger("trainctl.controller")
 
@@ -121,6 +121,9 @@ class Manager:
         self._workers: list[threading.Thread] = []
         self.lost_leadership = False
         self.reconciles = 0
+        # (job, child) -> the last refusal recorded as an Event, so retries do not repeat it
+        self._refusals: dict[tuple[JobKey, ChildKey], str] = {}
+        self._refusals_lock = threading.Lock()
 
         ns = options.namespace
         self.job_informers = {
@@ -169,6 +172,9 @@ class Manager:
         key: JobKey = (obj.get("kind", ""), meta.get("namespace") or "", meta["name"])
         if event_type == "DELETED":
             self.expectations.forget(key)
+            with self._refusals_lock:
+                for refusal in [k for k in self._refusals if k[0] == key]:
+                    del self._refusals[refusal]
         self.queue.add(key)
 
     def _on_child_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
@@ -302,8 +308,10 @@ class Manager:
         if job["metadata"].get("deletionTimestamp"):
             return None
         if not self.expectations.satisfied(key, self._lookup):
+            # The watch event that catches the cache up re-queues the job; the requeue is
+            # for an event that never comes (the expectation then has lapsed).
             log.debug("waiting for the cache to show our writes", extra={"job": _job_name(key)})
-            return None
+            return self.expectations.expires_in(key) + 0.01
         uid = job["metadata"].get("uid", "")
         observed = Observed(
             pods=self.child_informers["Pod"].store.owned_by(uid),
@@ -387,7 +395,11 @@ class Manager:
                 return None
             except (ApiError, KeyError) as exc:
                 self.expectations.creation_failed(key, child)
+                if isinstance(exc, ApiError) and not exc.retryable:
+                    refused.append((child, exc))
                 return f"create {child[0]} {child[2]}: {exc}"
+
+        refused: list[tuple[ChildKey, ApiError]] = []
 
         items = list(zip(children, objects))
         # PodGroups and HPAs first and in order (a gang must exist before its pods); pods and
@@ -401,7 +413,23 @@ class Manager:
             results.extend(self._pool.map(create, parallel))
         failures = [e for e in results if e]
         errors.extend(failures)
+        for child, exc in refused:
+            self._record_refusal(key, child, exc)
         return len(items) - len(failures)
+
+    def _record_refusal(self, key: JobKey, child: ChildKey, exc: ApiError) -> None:
+        """A Warning Event (the reference's ``FailedCreatePod``) when the server refuses a
+        child, e.g. an invalid pod template; repeated only when the reason changes."""
+        message = f"Error creating: {exc.message or exc.reason}"
+        with self._refusals_lock:
+            if self._refusals.get((key, child)) == message:
+                return
+            self._refusals[(key, child)] = message
+        informer = self.job_informers.get(key[0])
+        job = informer.store.get(key[1], key[2]) if informer else None
+        if job is not None:
+            event = Event("Warning", f"FailedCreate{child[0]}", message)
+            self.events.record(job, event, COMPONENT_BY_KIND.get(key[0], "trainctl"), self.clock())
 
     def _delete_all(self, key: JobKey, refs: list[ObjectRef], errors: list[str]) -> int:
         if not refs:

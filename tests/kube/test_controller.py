@@ -157,3 +157,19 @@ def test_bad_configuration_is_one_line_not_a_traceback(tmp_path):
         assert out.returncode == 1
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("trainctl controller: "), out.stderr
+
+
+def test_a_child_the_api_server_refuses_is_reported_once_as_a_warning(kube, start_manager, events):
+    manager = start_manager()
+    job = pytorch_job("refused", workers=0)
+    # Pod annotations must be strings; the job's loosely-typed template lets this through.
+    job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["metadata"] = {"annotations": {"retries": 3}}
+    kube.create(PYTORCHJOBS, job)
+    warning = events.wait(
+        lambda: [e for e in job_events(events, "refused") if e["reason"] == "FailedCreatePod"], what="FailedCreatePod event"
+    )
+    assert warning[0]["type"] == "Warning" and warning[0]["message"].startswith("Error creating: ")
+    # The job keeps being retried with back-off, but the same refusal is not reported again.
+    jobs_key = ("PyTorchJob", "default", "refused")
+    events.wait(lambda: manager.queue.failures(jobs_key) >= 3, what="three retries")
+    assert len([e for e in job_events(events, "refused") if e["reason"] == "FailedCreatePod"]) == 1
