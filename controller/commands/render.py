@@ -3,10 +3,11 @@
 Runs the reconcile core against an empty cluster until it has nothing more to create and
 prints every pod, Service, HPA and PodGroup as multi-document YAML, so a person can see the
 environment, labels and init containers their pods will get before submitting. Values only
-a live cluster knows are placeholders: the job's uid is ``<job-uid>``, and the MSJob
-Scheduler Service's ClusterIP is ``192.0.2.10`` (a documentation address, RFC 5737), shown
-so the MSJob pods appear as they will once that Service exists. A Volcano PodGroup is taken
-as admitted. Bad input gives exactly ``trainctl validate``'s errors, one per line, exit 1.
+a live cluster knows are placeholders: the job's uid is ``<job-uid>``, a ``generateName``
+gets ``xxxxx`` as its random suffix, and the MSJob Scheduler Service's ClusterIP is
+``192.0.2.10`` (a documentation address, RFC 5737), shown so the MSJob pods appear as they
+will once that Service exists. A Volcano PodGroup is taken as admitted. Bad input gives
+exactly ``trainctl validate``'s errors, one per line, exit 1.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from controller.reconcile import Observed, ReconcileConfig, reconcile
 
 PLACEHOLDER_UID = "<job-uid>"
 PLACEHOLDER_CLUSTER_IP = "192.0.2.10"
+# The API server appends five random characters to metadata.generateName.
+PLACEHOLDER_NAME_SUFFIX = "xxxxx"
 # A fixed instant: the output must not depend on when it was rendered.
 _EPOCH = "2000-01-01T00:00:00Z"
 _KIND_ORDER = {"Pod": 0, "Service": 1, "HorizontalPodAutoscaler": 2, "PodGroup": 3}
@@ -39,7 +42,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Print, as multi-document YAML, the objects the controller would create for each PyTorchJob "
             "and MSJob in FILE on a fresh cluster: pods (with their environment), Services, the HPA and "
-            f"the PodGroup. Placeholders: the job uid is {PLACEHOLDER_UID}; the MSJob Scheduler Service "
+            f"the PodGroup. Placeholders: the job uid is {PLACEHOLDER_UID}; a generateName ends in "
+            f"{PLACEHOLDER_NAME_SUFFIX}; the MSJob Scheduler Service "
             f"ClusterIP is {PLACEHOLDER_CLUSTER_IP}. Invalid input prints the same errors as "
             "'trainctl validate' and exits 1."
         ),
@@ -85,6 +89,8 @@ def render_job(job: dict[str, Any], config: ReconcileConfig = ReconcileConfig())
     meta = job.setdefault("metadata", {})
     meta.setdefault("namespace", "default")
     meta.setdefault("uid", PLACEHOLDER_UID)
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = meta["generateName"] + PLACEHOLDER_NAME_SUFFIX
     job.pop("status", None)
     now = datetime.fromisoformat(_EPOCH.replace("Z", "+00:00"))
     observed = Observed()

@@ -99,3 +99,11 @@ def test_bad_input_gives_validates_errors_and_no_yaml(tmp_path, capsys, text):
 def test_missing_file_is_one_line(tmp_path, capsys):
     code, out, err = render(capsys, "-f", str(tmp_path / "nope.yaml"))
     assert code == 1 and out == "" and err.count("\n") == 1 and "cannot read" in err
+
+
+def test_generate_name_gets_a_placeholder_suffix(tmp_path, capsys):
+    job = msjob("ms", workers=1)
+    job["metadata"] = {"generateName": "ms-"}
+    code, out, _ = render(capsys, "-f", write(tmp_path, job))
+    assert code == 0
+    assert kinds_and_names(out) == [("Pod", "ms-xxxxx-scheduler-0"), ("Pod", "ms-xxxxx-worker-0"), ("Service", "ms-xxxxx-scheduler-0")]
