@@ -202,3 +202,10 @@ class JobStatus(WireModel):
     start_time: Optional[Time] = None
     completion_time: Optional[Time] = None
     last_reconcile_time: Optional[Time] = None
+    restart_count: Optional[NonNegativeInt32] = Field(
+        None,
+        description=(
+            "trainctl: pods the controller deleted and recreated after a failure, over the job's "
+            "life. backoffLimit counts these together with the kubelet's in-place restarts."
+        ),
+    )

@@ -70,11 +70,11 @@ def run(args: Any) -> int:
             # validate reads the file itself; hand it stdin's text through a buffer.
             sys.stdin = io.StringIO(text)
         # The exact checks and messages of ``trainctl validate``; its "is valid" lines are dropped.
-        if not validate_command._validate_file(filename, io.StringIO(), sys.stderr):
+        if not validate_command.validate_file(filename, io.StringIO(), sys.stderr):
             ok = False
             continue
         if text is None:
-            text = validate_command._read(filename)
+            text = validate_command.read_source(filename)
         jobs += [d.obj for d in read_documents(text) if d.obj is not None]
     if not ok:
         return 1

@@ -56,22 +56,17 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _read(filename: str) -> str:
-    if filename == "-":
-        return sys.stdin.read()
-    return Path(filename).read_text(encoding="utf-8")
-
-
 def _error(message: str) -> None:
     print(f"error: {message}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
+    from controller.commands.validate import read_source
     from controller.launch.manifests import ManifestInvalid, read_jobs
 
     source = "<stdin>" if args.filename == "-" else args.filename
     try:
-        manifest = read_jobs(_read(args.filename), args.filename)
+        manifest = read_jobs(read_source(args.filename), args.filename)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         print(f"{source}: cannot read: {reason}", file=sys.stderr)

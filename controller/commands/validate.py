@@ -39,17 +39,17 @@ def register(subparsers: Any) -> None:
 def run(args: Any) -> int:
     ok = True
     for filename in args.filename:
-        ok = _validate_file(filename, sys.stdout, sys.stderr) and ok
+        ok = validate_file(filename, sys.stdout, sys.stderr) and ok
     return 0 if ok else 1
 
 
-def _read(filename: str) -> str:
+def read_source(filename: str) -> str:
     if filename == "-":
         return sys.stdin.read()
     return Path(filename).read_text(encoding="utf-8")
 
 
-def _label(filename: str, document: Document) -> str:
+def object_label(filename: str, document: Document) -> str:
     """How a problem names its object: ``PyTorchJob/mnist``, else where it is in the file."""
     obj = document.obj or {}
     kind = obj.get("kind")
@@ -63,10 +63,10 @@ def _label(filename: str, document: Document) -> str:
     return f"{source}: {document.where}"
 
 
-def _validate_file(filename: str, out: TextIO, err: TextIO) -> bool:
+def validate_file(filename: str, out: TextIO, err: TextIO) -> bool:
     source = "<stdin>" if filename == "-" else filename
     try:
-        text = _read(filename)
+        text = read_source(filename)
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         print(f"{source}: cannot read: {reason}", file=err)
@@ -77,7 +77,7 @@ def _validate_file(filename: str, out: TextIO, err: TextIO) -> bool:
         return False
     ok = True
     for document in documents:
-        label = _label(filename, document)
+        label = object_label(filename, document)
         if document.error is not None:
             print(f"{source}: {document.where}: {document.error}", file=err)
             ok = False

@@ -14,7 +14,7 @@ from api.loader import read_documents
 from api.validation import validate, warnings
 
 # How `trainctl validate` names an object in its messages (``PyTorchJob/mnist``, else its place in the file).
-from controller.commands.validate import _label as object_label
+from controller.commands.validate import object_label
 
 
 class ManifestInvalid(ValueError):
