@@ -20,7 +20,7 @@ import orjson
 import yaml
 from aiohttp import web
 
-from . import discovery, errors, logs, selectors, tables
+from . import discovery, errors, logs, protobuf, selectors, tables
 from .metrics import Metrics
 from .registry import Registry, ResourceType
 from .resources import Resources
@@ -323,19 +323,22 @@ class ApiServer:
     # --- request parsing --------------------------------------------------------------------
 
     async def _json_body(self, request: web.BaseRequest) -> Any:
+        """The request body as JSON data (JSON, YAML, or protobuf for the kinds kubectl sends so)."""
         raw = await request.read()
         content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip() or JSON
-        if content_type not in (JSON, "application/yaml", "*/*", "application/vnd.kubernetes.protobuf"):
-            raise errors.unsupported_media_type(f"the body of the request was in an unknown format - accepted media types include: {JSON}, application/yaml")
-        if content_type == "application/vnd.kubernetes.protobuf":
-            raise errors.unsupported_media_type("protobuf is not supported by this server; send application/json")
+        if content_type == protobuf.CONTENT_TYPE:
+            return protobuf.decode(raw)
+        if content_type not in (JSON, "application/yaml", "*/*"):
+            raise errors.unsupported_media_type(
+                f"the body of the request was in an unknown format - accepted media types include: {JSON}, "
+                f"application/yaml, {protobuf.CONTENT_TYPE}")
         if not raw.strip():
             return None
         try:
             if content_type == "application/yaml":
                 return yaml.safe_load(raw)
             return orjson.loads(raw)
-        except Exception as exc:
+        except (ValueError, yaml.YAMLError) as exc:
             message = str(exc).splitlines()[0]
             raise errors.bad_request(f"the body of the request was in an unknown format - {message}") from None
 

@@ -171,6 +171,25 @@ def _namespace_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[A
     return [_NAME, _col("Status"), _AGE], cells
 
 
+def _event_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message"),
+               _col("Source", priority=1), _col("First Seen", priority=1), _col("Count", priority=1),
+               _col("Name", priority=1, format_="name")]
+
+    def cells(event: Obj, now: datetime) -> list[Any]:
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        last = (event.get("lastTimestamp") or (event.get("series") or {}).get("lastObservedTime")
+                or event.get("eventTime") or event["metadata"].get("creationTimestamp"))
+        first = event.get("firstTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+        source = (event.get("source") or {}).get("component") or event.get("reportingController") or ""
+        return [age(last, now), event.get("type", ""), event.get("reason", ""),
+                f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+                event.get("message") or event.get("note") or "", source, age(first, now),
+                event.get("count") or 1, event["metadata"]["name"]]
+
+    return columns, cells
+
+
 def _default_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(obj: Obj, now: datetime) -> list[Any]:
         return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"), now)]
@@ -213,6 +232,8 @@ _BUILTIN = {
     ("", "services"): _service_columns,
     ("", "nodes"): _node_columns,
     ("", "namespaces"): _namespace_columns,
+    ("", "events"): _event_columns,
+    ("events.k8s.io", "events"): _event_columns,
 }
 
 

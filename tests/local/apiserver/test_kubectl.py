@@ -195,3 +195,31 @@ def test_token_is_required(kube_env, apiserver):
     result = subprocess.run(["kubectl", "get", "pods"], env=env, capture_output=True, text=True, timeout=30)
     assert result.returncode == 1
     assert "You must be logged in to the server (Unauthorized)" in result.stderr
+
+
+def test_typed_create_commands_sent_as_protobuf(kubectl):
+    kubectl("create", "namespace", "team")
+    kubectl("create", "configmap", "settings", "--from-literal=lr=0.1", "-n", "team")
+    kubectl("create", "secret", "generic", "creds", "--from-literal=password=hunter2", "-n", "team")
+    kubectl("create", "serviceaccount", "trainer", "-n", "team")
+    kubectl("create", "service", "clusterip", "web", "--tcp=80:8080", "-n", "team")
+    assert kubectl.json("get", "namespace", "team")["status"] == {"phase": "Active"}
+    assert kubectl.json("get", "configmap", "settings", "-n", "team")["data"] == {"lr": "0.1"}
+    assert kubectl.json("get", "secret", "creds", "-n", "team")["data"] == {"password": "aHVudGVyMg=="}
+    assert kubectl.json("get", "serviceaccount", "trainer", "-n", "team")["metadata"]["namespace"] == "team"
+    service = kubectl.json("get", "service", "web", "-n", "team")
+    assert service["spec"]["ports"] == [{"name": "80-8080", "port": 80, "protocol": "TCP", "targetPort": 8080}]
+    assert service["spec"]["selector"] == {"app": "web"} and service["spec"]["sessionAffinity"] == "None"
+
+
+def test_watch_in_the_default_table_format(kubectl):
+    kubectl("run", "first", "--image=busybox:1.36", "--restart=Never")
+    watcher = kubectl.popen("get", "pods", "-w", "--request-timeout=10s")
+    try:
+        assert watcher.stdout.readline().split() == ["NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+        assert watcher.stdout.readline().split()[:3] == ["first", "0/1", "Pending"]
+        kubectl("run", "second", "--image=busybox:1.36", "--restart=Never")
+        assert watcher.stdout.readline().split()[:3] == ["second", "0/1", "Pending"]
+    finally:
+        watcher.kill()
+        watcher.communicate()

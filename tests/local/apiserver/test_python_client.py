@@ -135,3 +135,25 @@ def test_pagination_walks_every_item_once(api):
         if not token:
             break
     assert names == [f"page-{i}" for i in range(7)] and pages == 3
+
+
+def test_cluster_wide_watch_sees_every_namespace(api):
+    core = client.CoreV1Api(api)
+    core.create_namespace({"metadata": {"name": "other"}})
+    listed = core.list_pod_for_all_namespaces()
+    core.create_namespaced_pod(NS, pod("here"))
+    core.create_namespaced_pod("other", pod("there"))
+    stream = watch.Watch().stream(core.list_pod_for_all_namespaces, resource_version=listed.metadata.resource_version,
+                                  timeout_seconds=1)
+    assert [(e["object"].metadata.namespace, e["object"].metadata.name) for e in stream] == [
+        ("default", "here"), ("other", "there")]
+
+
+def test_dry_run_validates_but_stores_nothing(api):
+    core = client.CoreV1Api(api)
+    preview = core.create_namespaced_config_map(NS, {"metadata": {"name": "dry"}, "data": {"a": "b"}}, dry_run="All")
+    assert preview.metadata.name == "dry" and preview.metadata.uid
+    assert core.list_namespaced_config_map(NS).items == []
+    core.create_namespaced_config_map(NS, {"metadata": {"name": "real"}})
+    core.delete_namespaced_config_map("real", NS, dry_run="All")
+    assert [c.metadata.name for c in core.list_namespaced_config_map(NS).items] == ["real"]

@@ -281,3 +281,47 @@ def test_discovery_both_forms_and_openapi(http):
     patch = document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
     assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
     assert http("GET", "/version").json()["major"] == "1"
+
+
+def test_event_table_shows_what_kubectl_get_events_prints(core, http):
+    core.create_namespaced_event(NS, {
+        "metadata": {"name": "job.1"}, "type": "Warning", "reason": "FailedCreatePod", "message": "quota exceeded",
+        "involvedObject": {"kind": "PyTorchJob", "name": "job", "namespace": NS}, "count": 2,
+        "source": {"component": "pytorchjob-controller"}})
+    table = http("GET", "/api/v1/namespaces/default/events",
+                 headers={"Accept": "application/json;as=Table;v=v1;g=meta.k8s.io"}).json()
+    visible = [c["name"] for c in table["columnDefinitions"] if c["priority"] == 0]
+    assert visible == ["Last Seen", "Type", "Reason", "Object", "Message"]
+    assert table["rows"][0]["cells"][1:5] == ["Warning", "FailedCreatePod", "pytorchjob/job", "quota exceeded"]
+
+
+def test_strategic_merge_patch_directives(core, http):
+    body = pod("smp")
+    body["metadata"]["finalizers"] = ["a.example.com/x", "b.example.com/y"]
+    body["spec"]["containers"][0]["env"] = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
+    body["spec"]["containers"].append({"name": "side", "image": "busybox:1.36", "ports": [{"containerPort": 80}]})
+    core.create_namespaced_pod(NS, body)
+
+    def smp(patch: dict) -> dict:
+        response = http("PATCH", "/api/v1/namespaces/default/pods/smp", data=json.dumps(patch),
+                        headers={"Content-Type": "application/strategic-merge-patch+json"})
+        assert response.status_code == 200, response.text
+        return response.json()
+
+    patched = smp({"spec": {"containers": [{"name": "main", "env": [{"name": "A", "$patch": "delete"},
+                                                                     {"name": "C", "value": "3"}]}]}})
+    assert patched["spec"]["containers"][0]["env"] == [{"name": "B", "value": "2"}, {"name": "C", "value": "3"}]
+    assert [c["name"] for c in patched["spec"]["containers"]] == ["main", "side"]
+
+    patched = smp({"spec": {"$setElementOrder/containers": [{"name": "side"}, {"name": "main"}],
+                            "containers": [{"name": "side", "ports": [{"containerPort": 81}]}]}})
+    assert [c["name"] for c in patched["spec"]["containers"]] == ["side", "main"]
+    assert [p["containerPort"] for p in patched["spec"]["containers"][0]["ports"]] == [80, 81]
+
+    patched = smp({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.example.com/x"],
+                                "labels": {"$patch": "replace", "only": "this"}}})
+    assert patched["metadata"]["finalizers"] == ["b.example.com/y"]
+    assert patched["metadata"]["labels"] == {"only": "this"}
+
+    patched = smp({"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "busybox:1.36"}]}})
+    assert [(c["name"], c["image"]) for c in patched["spec"]["containers"]] == [("only", "busybox:1.36")]
