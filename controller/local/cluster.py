@@ -31,7 +31,8 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Optional
 
-from .kubelet.client import ApiError, KubeClient, resource_path
+from .kubelet.client import ApiError, KubeClient
+from .network import cluster_ranges
 from .kubelet.kubelet import DEFAULT_NODE_NAME
 from .kubelet.runtime import ProcessRegistry, process_start_time
 
@@ -264,7 +265,8 @@ class LocalCluster:
             # A restart keeps the port, so the kubelet's and controller's kubeconfig stays valid.
             port = int(port_file.read_text().strip() or 0)
         port_file.unlink(missing_ok=True)
-        return [sys.executable, "-m", "controller.local.apiserver", "--dir", str(self.directory), "--port", str(port)]
+        return [sys.executable, "-m", "controller.local.apiserver", "--dir", str(self.directory), "--port", str(port),
+                "--service-cidr", cluster_ranges(self.directory)[1]]
 
     # --- lifecycle ------------------------------------------------------------------------
     def lock(self) -> None:

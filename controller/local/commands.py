@@ -93,6 +93,7 @@ def _kubelet_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpus", type=_non_negative, default=0)
     parser.add_argument("--npus", type=_non_negative, default=0)
     parser.add_argument("--workdir", default=None, help="default working directory of pods (default: cwd)")
+    parser.add_argument("--pod-cidr", default=None, help="pod addresses (default: DIR's own slice of 127.128.0.0/10)")
     parser.add_argument("--backoff-base", type=_positive_float, default=10.0,
                         help="first CrashLoopBackOff delay in seconds (doubles up to 5 minutes)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -116,7 +117,7 @@ def run_kubelet(args: argparse.Namespace) -> int:
         return 1
     config = KubeletConfig(directory=directory, kubeconfig=kubeconfig, node_name=args.node_name, gpus=args.gpus,
                            npus=args.npus, workdir=Path(args.workdir).resolve() if args.workdir else Path.cwd(),
-                           backoff_base=args.backoff_base)
+                           backoff_base=args.backoff_base, pod_cidr=args.pod_cidr)
     kubelet = Kubelet(config)
 
     def on_signal(_signum: int, _frame: Any) -> None:

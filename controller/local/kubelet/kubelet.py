@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from ..network import HOST_IP
+from ..network import HOST_IP, cluster_ranges
 from ..network.hosts import HostsFile, service_fqdn
 from ..network.ipam import PodIPAllocator
 from ..network.names import Pending, Resolution, rewrite
@@ -33,7 +33,7 @@ from .client import ApiError, KubeClient, resource_path
 from .informer import Informer, wait_synced
 from .pod_worker import PodWorker
 from .runtime import ProcessRegistry, now_rfc3339
-from .scheduler import DEVICE_RESOURCES, fit, is_terminal, pod_requests, wants_this_scheduler
+from .scheduler import DEVICE_RESOURCES, fit, is_terminal, pod_requests, port_free_on_machine, wants_this_scheduler
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +52,8 @@ class KubeletConfig:
     backoff_base: float = 10.0
     backoff_cap: float = 300.0
     heartbeat_seconds: float = 10.0
+    # Pod addresses; by default this directory's slice of the pod space (network.cluster_ranges).
+    pod_cidr: Optional[str] = None
 
 
 def _meta(obj: Obj) -> Obj:
@@ -88,7 +90,7 @@ class Kubelet:
         self.backoff_base = config.backoff_base
         self.backoff_cap = config.backoff_cap
         self.hosts = HostsFile(config.directory / "network")
-        self.ips = PodIPAllocator()
+        self.ips = PodIPAllocator(config.pod_cidr or cluster_ranges(config.directory)[0])
         self.proxy = ServiceProxy()
         self._dirty = threading.Event()
         self._stopped = threading.Event()
@@ -315,7 +317,7 @@ class Kubelet:
             return
         bound = self._bound_pods(pods)
         for pod in pending:
-            decision = fit(pod, self.allocatable, bound, self._allocated_devices())
+            decision = fit(pod, self.allocatable, bound, self._allocated_devices(), port_free_on_machine)
             uid = _meta(pod)["uid"]
             if decision.fits:
                 if self._bind(pod):

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any, Iterable, Optional
+import socket
+from collections.abc import Callable, Iterable
+from typing import Any, Optional
 
 from kubernetes.utils import parse_quantity
 
@@ -88,6 +90,20 @@ def pod_ref(pod: Obj) -> str:
     return f"{meta.get('namespace')}/{meta.get('name')}"
 
 
+def port_free_on_machine(port: int, protocol: str) -> bool:
+    """Can a process bind ``port`` on every address right now (what torch's TCPStore does)?"""
+    kind = {"TCP": socket.SOCK_STREAM, "UDP": socket.SOCK_DGRAM}.get(protocol)
+    if kind is None:
+        return True
+    with socket.socket(socket.AF_INET, kind) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("0.0.0.0", port))
+        except OSError:
+            return False
+    return True
+
+
 @dataclass
 class Decision:
     """The outcome for one pod: bound (with its devices) or left Pending with a message."""
@@ -99,10 +115,13 @@ class Decision:
 
 
 def fit(pod: Obj, allocatable: dict[str, Any], bound: Iterable[Obj],
-        allocated_devices: Optional[dict[str, set[int]]] = None) -> Decision:
+        allocated_devices: Optional[dict[str, set[int]]] = None,
+        port_available: Optional[Callable[[int, str], bool]] = None) -> Decision:
     """Decide whether ``pod`` fits next to ``bound`` (non-terminal pods already on the node).
 
-    ``allocated_devices`` maps a device resource to the indices other pods hold.
+    ``allocated_devices`` maps a device resource to the indices other pods hold;
+    ``port_available(port, protocol)`` says whether the machine has the port free, for ports
+    no pod of the same owner holds yet (another cluster or any other program may use it).
     """
     bound = [p for p in bound if not is_terminal(p)]
     capacity = {name: quantity(value) for name, value in allocatable.items()}
@@ -124,15 +143,20 @@ def fit(pod: Obj, allocatable: dict[str, Any], bound: Iterable[Obj],
 
     mine = owner_key(pod)
     held: dict[tuple[int, str], Obj] = {}
+    shared: set[tuple[int, str]] = set()
     for other in bound:
         if owner_key(other) != mine:
             for port in pod_ports(other):
                 held.setdefault(port, other)
+        else:
+            shared |= pod_ports(other)
     for port, protocol in sorted(pod_ports(pod)):
         holder = held.get((port, protocol))
+        suffix = "" if protocol == "TCP" else f"/{protocol}"
         if holder is not None:
-            suffix = "" if protocol == "TCP" else f"/{protocol}"
             problems.append(f"port {port}{suffix} is in use by pod {pod_ref(holder)}")
+        elif (port, protocol) not in shared and port_available is not None and not port_available(port, protocol):
+            problems.append(f"port {port}{suffix} is in use on this machine (not by a pod of this cluster)")
 
     if problems:
         return Decision(False, f"0/1 nodes are available: {', '.join(problems)}.")

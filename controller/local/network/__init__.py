@@ -7,7 +7,30 @@ Service names at run time through a hosts file kept in the cluster directory (``
 Nothing outside the cluster directory is changed. docs/local-cluster.md has the rules.
 """
 
-POD_CIDR = "127.128.0.0/16"
-SERVICE_CIDR = "127.96.0.0/16"
+import hashlib
+import ipaddress
+from pathlib import Path
+
+# Pods get addresses from POD_SPACE and ClusterIPs come from SERVICE_SPACE. Every cluster
+# directory takes its own slice of each (see cluster_ranges), so clusters running side by
+# side on one machine (parallel test runs, several users) never hand out the same address.
+POD_SPACE = "127.128.0.0/10"
+POD_PREFIX = 20  # 4094 pods per cluster, 1024 slices
+SERVICE_SPACE = "127.96.0.0/12"
+SERVICE_PREFIX = 22  # 1022 ClusterIPs per cluster, 1024 slices
 HOST_IP = "127.0.0.1"
 CLUSTER_DOMAIN = "cluster.local"
+
+
+def _slice(space: str, prefix: int, key: bytes) -> str:
+    network = ipaddress.ip_network(space)
+    subnets = 2 ** (prefix - network.prefixlen)
+    index = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") % subnets
+    return str(ipaddress.ip_network((int(network.network_address) + index * 2 ** (32 - prefix), prefix)))
+
+
+def cluster_ranges(directory: Path) -> tuple[str, str]:
+    """(pod CIDR, service CIDR) of the cluster in ``directory``: stable for the directory, so
+    the ClusterIPs the API server stored stay valid when the cluster starts again."""
+    key = str(Path(directory).resolve()).encode()
+    return _slice(POD_SPACE, POD_PREFIX, b"pods:" + key), _slice(SERVICE_SPACE, SERVICE_PREFIX, b"services:" + key)

@@ -11,13 +11,12 @@ import ipaddress
 import threading
 from typing import Optional
 
-from . import POD_CIDR
 
 
 class PodIPAllocator:
     """Thread-safe uid -> address bookkeeping over one range."""
 
-    def __init__(self, cidr: str = POD_CIDR) -> None:
+    def __init__(self, cidr: str) -> None:
         self._network = ipaddress.ip_network(cidr)
         self._lock = threading.Lock()
         self._by_uid: dict[str, str] = {}

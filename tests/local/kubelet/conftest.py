@@ -8,14 +8,28 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from controller.local.apiserver.process import ApiServerHandle, start_apiserver
 from controller.local.kubelet import Kubelet, KubeletConfig
 from controller.local.kubelet.client import ApiError, KubeClient
+from controller.local.network import cluster_ranges
 
 Obj = dict[str, Any]
 
 
 @pytest.fixture
-def kubelet(apiserver: Any, tmp_path: Path) -> Iterator[Kubelet]:
+def apiserver(tmp_path: Path) -> Iterator[ApiServerHandle]:
+    """The shared fixture's server, but with this directory's own ClusterIP range, as
+    LocalCluster starts it: test runs in parallel on one machine must not share addresses."""
+    directory = tmp_path / "apiserver"
+    handle = start_apiserver(directory, extra_args=["--service-cidr", cluster_ranges(directory)[1]])
+    try:
+        yield handle
+    finally:
+        handle.stop()
+
+
+@pytest.fixture
+def kubelet(apiserver: ApiServerHandle, tmp_path: Path) -> Iterator[Kubelet]:
     workdir = tmp_path / "work"
     workdir.mkdir()
     config = KubeletConfig(directory=apiserver.dir, kubeconfig=apiserver.kubeconfig, gpus=2, workdir=workdir,

@@ -70,3 +70,27 @@ def test_scheduler_name():
     assert wants_this_scheduler(p)
     p["spec"]["schedulerName"] = "volcano"
     assert not wants_this_scheduler(p)
+
+
+def test_a_port_taken_on_the_machine_blocks_the_first_pod_of_an_owner_only():
+    busy = {23456}
+
+    def available(port, protocol):
+        return port not in busy
+
+    decision = fit(pod("x-master-0", owner="x", ports=[23456]), NODE, [], port_available=available)
+    assert decision.message == "0/1 nodes are available: port 23456 is in use on this machine (not by a pod of this cluster)."
+    # Once the job's master holds it, its workers share it without probing.
+    assert fit(pod("x-worker-0", owner="x", ports=[23456]), NODE, [pod("x-master-0", owner="x", ports=[23456])],
+               port_available=available).fits
+
+
+def test_port_probe_sees_a_listening_socket():
+    import socket
+
+    from controller.local.kubelet.scheduler import port_free_on_machine
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert not port_free_on_machine(port, "TCP")
+    assert port_free_on_machine(port, "TCP")

@@ -1,0 +1,25 @@
+"""Address ranges per cluster directory and pod IP allocation."""
+
+import ipaddress
+
+from controller.local.network import POD_SPACE, SERVICE_SPACE, cluster_ranges
+from controller.local.network.ipam import PodIPAllocator
+
+
+def test_each_directory_gets_its_own_stable_slices(tmp_path):
+    pods_a, services_a = cluster_ranges(tmp_path / "a")
+    pods_b, services_b = cluster_ranges(tmp_path / "b")
+    assert (pods_a, services_a) == cluster_ranges(tmp_path / "a")
+    assert ipaddress.ip_network(pods_a).subnet_of(ipaddress.ip_network(POD_SPACE))
+    assert ipaddress.ip_network(services_a).subnet_of(ipaddress.ip_network(SERVICE_SPACE))
+    assert not ipaddress.ip_network(pods_a).overlaps(ipaddress.ip_network(pods_b))
+
+
+def test_allocation_is_stable_per_pod_and_does_not_reuse_a_freed_address_at_once():
+    ips = PodIPAllocator("127.128.16.0/29")  # six usable addresses: .2 to .7
+    first = ips.allocate("a")
+    assert first == "127.128.16.2" and ips.allocate("a") == first
+    second = ips.allocate("b")
+    ips.release("a")
+    assert ips.allocate("c") not in (first, second)
+    assert ips.lookup("a") is None
