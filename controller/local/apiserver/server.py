@@ -462,14 +462,11 @@ class ApiServer:
                 await response.write(self._event_line(rtype, event, include))
             if bookmarks:
                 await response.write(self._bookmark(rtype, self.store.published_rv))
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
-        finally:
-            self.store.stop_watch(watcher)
-        try:
             await response.write_eof()
         except ConnectionResetError:
-            pass
+            pass  # the client went away
+        finally:
+            self.store.stop_watch(watcher)
         return response
 
     @staticmethod
@@ -517,6 +514,6 @@ class ApiServer:
                 async for chunk in chunks:
                     await response.write(chunk)
             await response.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            pass
+        except ConnectionResetError:
+            pass  # the client went away
         return response
