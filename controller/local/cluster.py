@@ -271,8 +271,11 @@ class LocalCluster:
     # --- lifecycle ------------------------------------------------------------------------
     def lock(self) -> None:
         """Take DIR's supervisor lock, or say who holds it."""
-        (self.directory / "run").mkdir(parents=True, exist_ok=True)
-        lock_file = open(self.directory / "run" / "supervisor.lock", "a+")
+        try:
+            (self.directory / "run").mkdir(parents=True, exist_ok=True)
+            lock_file = open(self.directory / "run" / "supervisor.lock", "a+")
+        except OSError as exc:
+            raise ClusterError(f"cannot use {self.directory} for the local cluster: {exc.strerror or exc}") from None
         try:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -285,8 +288,12 @@ class LocalCluster:
         write_pid_file(self.directory / "run" / "supervisor.pid", os.getpid())
 
     def start(self, timeout: float = 60.0, on_step: Callable[[str], None] = lambda _msg: None) -> "LocalCluster":
-        self.directory.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.directory, 0o700)
+        """Start every component and wait until each is ready; raise ClusterError otherwise."""
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.directory, 0o700)
+        except OSError as exc:
+            raise ClusterError(f"cannot use {self.directory} for the local cluster: {exc.strerror or exc}") from None
         if self._lock_file is None:
             self.lock()
         try:
@@ -300,6 +307,12 @@ class LocalCluster:
             if self.controller is not None:
                 on_step("starting the controller")
                 self.controller.start(timeout)
+        except ClusterError:
+            self.stop()
+            raise
+        except Exception as exc:  # OSError, an API error while installing CRDs, ...
+            self.stop()
+            raise ClusterError(f"cannot start the local cluster in {self.directory}: {exc}") from exc
         except BaseException:
             self.stop()
             raise

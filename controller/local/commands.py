@@ -250,13 +250,17 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
         _say(f"a local cluster is already running in {directory} (supervisor pid {running}); "
              f"stop it with: trainctl local down --dir {directory}")
         return 1
+    try:
+        (directory / "logs").mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        _say(f"cannot use {directory} for the local cluster: {exc.strerror or exc}")
+        return 1
     read_fd, write_fd = os.pipe()
     argv = [sys.executable, "-m", "controller.cli", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
             "--npus", str(args.npus), "--ready-fd", str(write_fd)]
     if args.no_controller:
         argv.append("--no-controller")
     argv += ["--workdir", str(Path(args.workdir).resolve() if args.workdir else Path.cwd())]
-    (directory / "logs").mkdir(parents=True, exist_ok=True)
     log_path = directory / "logs" / "supervisor.log"
     with open(log_path, "ab") as log:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,

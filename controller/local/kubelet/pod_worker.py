@@ -105,6 +105,7 @@ class PodWorker:
         self._lock = threading.RLock()
         self._processes: dict[str, ContainerProcess] = {}
         self.stopping = threading.Event()
+        self.deadline_exceeded = False
         self._grace = 30.0
         self._thread = threading.Thread(target=self._run, name=f"pod-{pod['metadata'].get('name')}", daemon=True)
         self.done = threading.Event()
@@ -177,6 +178,9 @@ class PodWorker:
             }
             if self.init_states:
                 status["initContainerStatuses"] = [s.render() for s in self.init_states]
+            if self.deadline_exceeded:
+                status["reason"] = "DeadlineExceeded"
+                status["message"] = "Pod was active on the node longer than the specified deadline"
             return status
 
     def _report(self) -> None:
@@ -299,7 +303,20 @@ class PodWorker:
         finally:
             self._report()
 
+    def _watch_deadline(self) -> None:
+        """``activeDeadlineSeconds``: stop the pod and fail it when it has run that long."""
+        deadline = self.pod.get("spec", {}).get("activeDeadlineSeconds")
+        if not isinstance(deadline, int) or deadline <= 0:
+            return
+        if self.done.wait(deadline) or self.stopping.is_set():
+            return
+        with self._lock:
+            self.deadline_exceeded = True
+        grace = self.pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+        self.stop(float(grace if isinstance(grace, (int, float)) else 30))
+
     def _run(self) -> None:
+        threading.Thread(target=self._watch_deadline, daemon=True, name=f"deadline-{self.uid}").start()
         try:
             self._report()
             for spec, state in zip(self.init_specs, self.init_states):
@@ -332,7 +349,8 @@ class PodWorker:
                 runner.join()
             with self._lock:
                 codes = [(s.terminated() or {}).get("exitCode", 1) for s in self.states]
-                self.phase = "Succeeded" if all(code == 0 for code in codes) else "Failed"
+                succeeded = all(code == 0 for code in codes) and not self.deadline_exceeded
+                self.phase = "Succeeded" if succeeded else "Failed"
         except _Stopped:
             with self._lock:
                 if self.phase != "Succeeded":

@@ -226,3 +226,12 @@ def test_force_deletion_kills_the_processes(api, kubelet, tmp_path):
     worker = kubelet.workers.get(uid)
     assert worker is None or worker.done.wait(10)
     assert process_start_time(pid) is None or not os.path.exists(f"/proc/{pid}")
+
+
+def test_active_deadline_fails_a_pod_that_runs_too_long(api):
+    spec = pod("slow", "import time; time.sleep(600)")
+    spec["spec"]["activeDeadlineSeconds"] = 1
+    spec["spec"]["terminationGracePeriodSeconds"] = 0
+    done = wait_pod(api, create(api, spec)["metadata"]["name"], phase("Succeeded", "Failed"))
+    assert (done["status"]["phase"], done["status"]["reason"]) == ("Failed", "DeadlineExceeded")
+    assert container_state(done)["state"]["terminated"]["exitCode"] == 143  # SIGTERM
