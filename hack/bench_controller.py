@@ -303,10 +303,10 @@ def bench_replacement(server: Server, failures: int) -> dict[str, Any]:
 
     for i in range(failures):
         name = f"replace-worker-{i % workers}"
-        pod = wait_for(lambda: running(name), 60, f"{name} running")
+        pod = wait_for(lambda name=name: running(name), 60, f"{name} running")
         driver.set_phase(pod, "Failed", 137)
         with replaced:
-            if not replaced.wait_for(lambda: len(latencies) > i, 60):
+            if not replaced.wait_for(lambda i=i: len(latencies) > i, 60):
                 raise SystemExit(f"{name} was not replaced")
     driver.stop()
     manager.stop()

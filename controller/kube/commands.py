@@ -13,6 +13,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import uuid
 from typing import Callable, Optional
 
@@ -88,6 +89,18 @@ def run(args: argparse.Namespace) -> int:
     from controller.kube.metrics import ControllerMetrics
 
     logs.configure(args.log_format, args.log_level)
+    # Handle SIGTERM from the first moment: a pod stopped during start-up exits cleanly too.
+    stopping = threading.Event()
+    manager: Optional[Manager] = None
+
+    def on_signal(signum: int, _frame: object) -> None:
+        log.info("shutting down", extra={"signal": signal.Signals(signum).name})
+        stopping.set()
+        if manager is not None:
+            manager.request_stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
         print("trainctl controller: need --lease-duration > --renew-deadline > --retry-period > 0", file=sys.stderr)
         return 2
@@ -139,12 +152,6 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainctl controller: cannot listen: {exc}", file=sys.stderr)
         return 1
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("shutting down", extra={"signal": signal.Signals(signum).name})
-        manager.request_stop()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     log.info(
         "starting",
         extra={
@@ -155,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
             "gang_scheduler": args.gang_scheduler or "(off)",
         },
     )
+    if stopping.is_set():
+        return 0
     manager.start()
     while not manager.wait(1.0):
         pass

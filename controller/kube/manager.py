@@ -401,7 +401,7 @@ class Manager:
 
         refused: list[tuple[ChildKey, ApiError]] = []
 
-        items = list(zip(children, objects))
+        items = list(zip(children, objects, strict=True))
         # PodGroups and HPAs first and in order (a gang must exist before its pods); pods and
         # services, the bulk of a large job, in parallel.
         serial = [i for i in items if i[0][0] not in ("Pod", "Service")]

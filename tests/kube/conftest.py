@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import os
 import pathlib
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import uuid
 from typing import Any, Callable, Iterator, Optional
 
@@ -215,6 +217,21 @@ def controller_process(apiserver, kube, tmp_path) -> Iterator[Callable[..., Cont
     yield make
     for p in procs:
         p.kill()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ready(health_port: int) -> bool:
+    """Whether a controller's /readyz answers 200."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=1) as r:
+            return r.status == 200
+    except OSError:
+        return False
 
 
 def load_rbac() -> list[dict[str, Any]]:

@@ -7,7 +7,7 @@ import urllib.request
 
 from controller.kube.resources import PYTORCHJOBS
 
-from .conftest import CRDS, condition, expected_replicas, job_events, master_succeeds_when_all_run, pytorch_job
+from .conftest import CRDS, condition, expected_replicas, free_port, job_events, master_succeeds_when_all_run, pytorch_job, ready
 from .podphase import PodPhaseDriver
 
 
@@ -105,26 +105,12 @@ def test_an_invalid_job_fails_naming_the_field_and_others_still_run(kube, start_
 
 
 def test_probes_and_metrics_are_served(controller_process, kube, jobs):
-    import socket
-
-    def free_port() -> int:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            return s.getsockname()[1]
-
     metrics_port, health_port = free_port(), free_port()
     proc = controller_process(
         "--metrics-port", str(metrics_port), "--health-port", str(health_port), "--bind-address", "127.0.0.1", "--log-format", "json"
     ).start()
 
-    def ready() -> bool:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/readyz", timeout=1) as r:
-                return r.status == 200
-        except OSError:
-            return False
-
-    jobs.wait(ready, timeout=30, what="/readyz")
+    jobs.wait(lambda: ready(health_port), timeout=30, what="/readyz")
     with urllib.request.urlopen(f"http://127.0.0.1:{health_port}/healthz", timeout=1) as r:
         assert r.status == 200
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=1) as r:

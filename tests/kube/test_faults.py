@@ -7,7 +7,7 @@ import ssl
 
 from controller.kube.resources import PYTORCHJOBS
 
-from .conftest import condition, expected_replicas, master_succeeds_when_all_run, pytorch_job
+from .conftest import condition, expected_replicas, free_port, master_succeeds_when_all_run, pytorch_job, ready
 from .faultproxy import FaultProxy
 from .podphase import PodPhaseDriver
 
@@ -27,7 +27,7 @@ def test_jobs_complete_through_errors_and_dropped_watches(apiserver, kube, start
                 expected_replicas[name] = 3
                 kube.create(PYTORCHJOBS, pytorch_job(name, workers=2))
             for name in names:
-                jobs.wait(lambda: condition(jobs.get(name), "Succeeded"), timeout=120, what=f"{name} Succeeded")
+                jobs.wait(lambda name=name: condition(jobs.get(name), "Succeeded"), timeout=120, what=f"{name} Succeeded")
         finally:
             driver.stop()
             manager.stop()  # while its API server is still reachable
@@ -44,28 +44,39 @@ def test_jobs_complete_through_errors_and_dropped_watches(apiserver, kube, start
 
 
 def test_killed_at_any_point_and_restarted_every_job_finishes_without_duplicates(kube, controller_process, jobs, pods):
-    expected = {}
+    """Each round creates a job and SIGKILLs the controller at a different moment of its
+    life: mid pod creation, right after the first status write, once Running, once
+    Succeeded (before the follow-up work). A last controller finishes everything."""
+
+    def job_pods(name):
+        return [p for p in pods.list() if p["metadata"]["labels"].get("training.kubeflow.org/job-name") == name]
+
+    kill_points = {
+        "crashy-creating": lambda name: job_pods(name),
+        "crashy-created": lambda name: condition(jobs.get(name), "Created"),
+        "crashy-running": lambda name: condition(jobs.get(name), "Running"),
+        "crashy-succeeded": lambda name: condition(jobs.get(name), "Succeeded"),
+    }
     driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
     try:
-        for i in range(4):
-            name = f"crashy-{i}"
-            expected_replicas[name] = expected[name] = 1 + 3
+        for name, reached in kill_points.items():
+            expected_replicas[name] = 4
             kube.create(PYTORCHJOBS, pytorch_job(name, workers=3))
-        # Kill the controller at varied points of progress: after 1, 5, 9 ... pods exist.
-        for threshold in (1, 5, 9, 13):
             proc = controller_process("--metrics-port", "0", "--health-port", "0").start()
-            pods.wait(lambda: len(pods.list()) >= threshold or proc.proc.poll() is not None, timeout=60, what=f"{threshold} pods")
+            pods.wait(lambda reached=reached, name=name: reached(name), timeout=60, what=f"{name}: kill point")
             proc.kill()
-        final = controller_process("--metrics-port", "0", "--health-port", "0").start()
-        for name in expected:
-            jobs.wait(lambda: condition(jobs.get(name), "Succeeded"), timeout=120, what=f"{name} Succeeded")
-        final.terminate()
+        health = free_port()
+        final = controller_process("--metrics-port", "0", "--health-port", str(health), "--bind-address", "127.0.0.1").start()
+        for name in kill_points:
+            jobs.wait(lambda name=name: condition(jobs.get(name), "Succeeded"), timeout=120, what=f"{name} Succeeded")
+        jobs.wait(lambda: ready(health), timeout=30, what="the last controller ready")
+        assert final.terminate() == 0
     finally:
         driver.stop()
-    assert len(driver.created) == sum(expected.values()), "a pod was created twice"
-    for name, count in expected.items():
+    assert len(driver.created) == 4 * len(kill_points), "a pod was created twice"
+    for name in kill_points:
         per_name = _pods_per_name(pods, name + "-")
-        assert len(per_name) == count and set(per_name.values()) == {1}
+        assert len(per_name) == 4 and set(per_name.values()) == {1}
     uids = {j["metadata"]["uid"] for j in jobs.list()}
     for pod in pods.list():
         assert pod["metadata"]["ownerReferences"][0]["uid"] in uids, "orphaned pod"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import time
 import urllib.request
 
@@ -11,17 +10,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from controller.kube.client import ApiError
 from controller.kube.resources import LEASES, PYTORCHJOBS
 
-from .conftest import condition, expected_replicas, master_succeeds_when_all_run, pytorch_job
+from .conftest import condition, expected_replicas, free_port, master_succeeds_when_all_run, pytorch_job
 from .podphase import PodPhaseDriver
 
 LEASE = ("default", "trainctl-controller")
 FAST_LEASE = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.3", "--leader-elect-namespace", "default")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _metrics(port: int) -> dict[str, float]:
@@ -43,7 +36,7 @@ def _holder(kube) -> str:
 
 
 def test_one_leader_acts_and_a_standby_takes_over(kube, controller_process, jobs):
-    ports = [_free_port(), _free_port()]
+    ports = [free_port(), free_port()]
     a, b = (
         controller_process("--leader-elect", *FAST_LEASE, "--metrics-port", str(p), "--health-port", "0", "--bind-address", "127.0.0.1").start()
         for p in ports
