@@ -1,0 +1,106 @@
+"""Benchmark the embedded cluster: start-up time, pod start latency and pod throughput.
+
+    .venv/bin/python hack/bench_local.py [--pods 50] [--sequential 20]
+
+Starts a LocalCluster (no controller) in a temporary directory, then measures:
+- how long ``LocalCluster.start()`` takes until the node is ready;
+- create -> Running and create -> Succeeded for ``python -c pass`` pods, one at a time;
+- how long a burst of pods created at once takes until all have Succeeded.
+Numbers go to docs/benchmarks.md ("Embedded cluster").
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from controller.local.cluster import LocalCluster  # noqa: E402
+from controller.local.kubelet.client import KubeClient  # noqa: E402
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never",
+                     "containers": [{"name": "main", "image": "python", "command": ["python", "-c", "pass"]}]}}
+
+
+def follow(api: KubeClient, names: set[str]) -> dict[str, dict[str, float]]:
+    """Watch pods until every one in ``names`` has finished; first time seen in each phase."""
+    seen: dict[str, dict[str, float]] = {name: {} for name in names}
+    listing = api.get(PODS)
+    pending = set(names)
+    for item in listing["items"]:
+        if item["metadata"]["name"] in pending and item.get("status", {}).get("phase") in ("Succeeded", "Failed"):
+            seen[item["metadata"]["name"]].setdefault(item["status"]["phase"], time.perf_counter())
+            pending.discard(item["metadata"]["name"])
+    version = listing["metadata"]["resourceVersion"]
+    while pending:
+        for event in api.watch(PODS, version, timeout_seconds=120):
+            obj = event["object"]
+            version = obj.get("metadata", {}).get("resourceVersion", version)
+            name = obj.get("metadata", {}).get("name")
+            if name not in seen:
+                continue
+            phase = obj.get("status", {}).get("phase") or "Pending"
+            seen[name].setdefault(phase, time.perf_counter())
+            if phase in ("Succeeded", "Failed"):
+                pending.discard(name)
+            if not pending:
+                break
+    return seen
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pods", type=int, default=50, help="pods in the burst")
+    parser.add_argument("--sequential", type=int, default=20, help="pods started one at a time")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="bench-local-") as tmp:
+        started = time.perf_counter()
+        cluster = LocalCluster(Path(tmp) / "cluster", controller=False, workdir=tmp)
+        cluster.start()
+        startup = time.perf_counter() - started
+        try:
+            api = cluster.client()
+            running, done = [], []
+            for i in range(args.sequential):
+                name = f"seq-{i}"
+                created = time.perf_counter()
+                api.create(PODS, pod(name))
+                times = follow(api, {name})[name]
+                running.append(times.get("Running", times["Succeeded"]) - created)
+                done.append(times["Succeeded"] - created)
+            burst = {f"burst-{i}" for i in range(args.pods)}
+            created = time.perf_counter()
+            for name in sorted(burst):
+                api.create(PODS, pod(name))
+            times = follow(api, burst)
+            finished = max(t.get("Succeeded", t.get("Failed", 0.0)) for t in times.values()) - created
+            failed = sum(1 for t in times.values() if "Failed" in t)
+        finally:
+            cluster.stop()
+    print(f"cluster start (API server + kubelet, CRDs installed): {startup:.2f} s")
+    print(f"pod create -> Running   p50 {statistics.median(running) * 1000:.0f} ms, "
+          f"p90 {percentile(running, 0.9) * 1000:.0f} ms (n={len(running)})")
+    print(f"pod create -> Succeeded p50 {statistics.median(done) * 1000:.0f} ms, "
+          f"p90 {percentile(done, 0.9) * 1000:.0f} ms (python -c pass)")
+    print(f"burst of {args.pods} pods: all finished in {finished:.2f} s "
+          f"({args.pods / finished:.1f} pods/s), {failed} failed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
