@@ -8,8 +8,8 @@ client against it without touching the user's own ``~/.kube``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

@@ -8,6 +8,7 @@ false, or fails to evaluate, is one 422 cause carrying the rule's ``message`` (o
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from typing import TYPE_CHECKING, Any
 
@@ -94,10 +95,8 @@ def check(schema: dict[str, Any], value: Any, old: Any, path: str) -> list[Cause
             continue
         message = rule.get("message") or f"failed rule: {expression}"
         if rule.get("messageExpression"):
-            try:
+            with contextlib.suppress(Exception):  # a failing messageExpression falls back to message
                 message = str(_evaluate(rule["messageExpression"], value, old))
-            except Exception:
-                pass
         reason = rule.get("reason") or "FieldValueInvalid"
         shown = '"object"' if isinstance(value, dict) else ('"array"' if isinstance(value, list) else repr(value))
         causes.append(Cause(field, reason, f"Invalid value: {shown}: {message}"))

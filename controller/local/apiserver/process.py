@@ -52,7 +52,7 @@ class ApiServerHandle:
         assert self._process is not None
         return self._process.pid
 
-    def start(self, timeout: float = 15.0) -> "ApiServerHandle":
+    def start(self, timeout: float = 15.0) -> ApiServerHandle:
         port_file = self.dir / PORT_FILE
         port_file.unlink(missing_ok=True)
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -95,12 +95,12 @@ class ApiServerHandle:
             os.kill(process.pid, signal.SIGKILL)
         return process.wait()
 
-    def restart(self, timeout: float = 15.0) -> "ApiServerHandle":
+    def restart(self, timeout: float = 15.0) -> ApiServerHandle:
         """Stop (gracefully) and start again on the same directory and port."""
         self.stop()
         return self.start(timeout)
 
-    def __enter__(self) -> "ApiServerHandle":
+    def __enter__(self) -> ApiServerHandle:
         return self
 
     def __exit__(self, *exc: object) -> None:

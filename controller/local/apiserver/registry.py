@@ -10,8 +10,9 @@ whatever version they are read through (``storage_key``).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -171,7 +172,7 @@ class Registry:
             versions = groups.setdefault(rtype.group, [])
             if rtype.version not in versions:
                 versions.append(rtype.version)
-        for group, versions in groups.items():
+        for versions in groups.values():
             versions.sort(key=version_priority, reverse=True)
         return groups
 

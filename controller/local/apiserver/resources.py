@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import ipaddress
 import logging
 import re
 import secrets
 import uuid
+from collections.abc import Callable
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
@@ -608,10 +610,8 @@ class Resources:
             rtype_of = self._type_for_storage(resource)
             if rtype_of is None:
                 continue
-            try:
+            with contextlib.suppress(errors.ApiError):  # already gone, or held by a finalizer
                 await self.delete(rtype_of, name, obj["metadata"]["name"], {"gracePeriodSeconds": 0})
-            except errors.ApiError:
-                pass
         await self._finish_namespace(name)
         return self._view(rtype, self.store.get("/namespaces", "", name) or ns)
 
@@ -769,7 +769,7 @@ def _qos_class(pod: Obj) -> str:
     guaranteed = all(
         lim.get("cpu") and lim.get("memory") and req.get("cpu", lim["cpu"]) == lim["cpu"]
         and req.get("memory", lim["memory"]) == lim["memory"]
-        for req, lim in zip(requests, limits)
+        for req, lim in zip(requests, limits, strict=True)
     )
     return "Guaranteed" if guaranteed else "Burstable"
 

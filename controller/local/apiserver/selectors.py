@@ -10,7 +10,8 @@ fields each kind supports (``metadata.name`` and ``metadata.namespace`` everywhe
 from __future__ import annotations
 
 import re
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from . import errors
 
@@ -127,10 +128,7 @@ def parse_field_selector(text: str | None, plural: str, custom: bool) -> Predica
         requirements.append((name, op == "!=", value))
 
     def matches(obj: Obj) -> bool:
-        for name, negate, value in requirements:
-            if (_field_value(obj, name) == value) == negate:
-                return False
-        return True
+        return all((_field_value(obj, name) == value) != negate for name, negate, value in requirements)
 
     return matches
 

@@ -12,9 +12,10 @@ import asyncio
 import hmac
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 import yaml

@@ -7,8 +7,9 @@ their CRD's ``additionalPrinterColumns``; anything else gets NAME and AGE.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any
 
 import orjson
 
@@ -82,7 +83,7 @@ def _pod_status(pod: Obj) -> tuple[str, int, int, int]:
         initializing = True
         if "terminated" in state:
             term = state["terminated"]
-            reason = f"Init:{term.get('reason') or 'ExitCode:%d' % term.get('exitCode', 0)}"
+            reason = f"Init:{term.get('reason') or 'ExitCode:' + str(term.get('exitCode', 0))}"
         elif state.get("waiting", {}).get("reason") not in (None, "", "PodInitializing"):
             reason = f"Init:{state['waiting']['reason']}"
         else:
