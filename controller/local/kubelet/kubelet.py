@@ -33,12 +33,14 @@ from .client import ApiError, KubeClient, resource_path
 from .informer import Informer, wait_synced
 from .pod_worker import PodWorker
 from .runtime import ProcessRegistry, now_rfc3339
-from .scheduler import DEVICE_RESOURCES, fit, is_terminal, pod_requests, port_free_on_machine, wants_this_scheduler
+from .scheduler import (DEVICE_RESOURCES, MACHINE_PORT_PROBLEM, fit, is_terminal, pod_requests, port_free_on_machine,
+                        wants_this_scheduler)
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 DEFAULT_NODE_NAME = "trainctl-local"
+MACHINE_PORT_RETRY_SECONDS = 2.0
 
 
 @dataclass
@@ -103,6 +105,7 @@ class Kubelet:
         self._just_bound: dict[str, Obj] = {}
         self._unschedulable: dict[str, str] = {}
         self._written: dict[str, Obj] = {}
+        self._waiting_for_machine_ports = False
         self.pods = Informer(self.client, "/api/v1/pods", self._on_event, "pods")
         self.services = Informer(self.client, "/api/v1/services", self._on_event, "services")
         self._node: Obj = {}
@@ -218,7 +221,8 @@ class Kubelet:
 
     def _sync_loop(self) -> None:
         while not self._stopped.is_set():
-            self._dirty.wait()
+            # A port held outside the cluster frees without any API event: look again soon.
+            self._dirty.wait(MACHINE_PORT_RETRY_SECONDS if self._waiting_for_machine_ports else None)
             if self._stopped.is_set():
                 break
             self._dirty.clear()
@@ -316,6 +320,7 @@ class Kubelet:
         if not pending:
             return
         bound = self._bound_pods(pods)
+        self._waiting_for_machine_ports = False
         for pod in pending:
             decision = fit(pod, self.allocatable, bound, self._allocated_devices(), port_free_on_machine)
             uid = _meta(pod)["uid"]
@@ -325,8 +330,10 @@ class Kubelet:
                     with self._lock:
                         self._just_bound[uid] = pod
                         self._unschedulable.pop(uid, None)
-            elif self._unschedulable.get(uid) != decision.message:
-                self._mark_unschedulable(pod, decision.message)
+            else:
+                self._waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
+                if self._unschedulable.get(uid) != decision.message:
+                    self._mark_unschedulable(pod, decision.message)
 
     def _allocated_devices(self) -> dict[str, set[int]]:
         taken: dict[str, set[int]] = {}

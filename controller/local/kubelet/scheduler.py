@@ -21,6 +21,7 @@ DEFAULT_SCHEDULER = "default-scheduler"
 GPU_RESOURCE = "nvidia.com/gpu"
 NPU_RESOURCE = "huawei.com/Ascend910"
 DEVICE_RESOURCES = (GPU_RESOURCE, NPU_RESOURCE)
+MACHINE_PORT_PROBLEM = "is in use on this machine (not by a pod of this cluster)"
 # Resources checked against the node; anything else a pod asks for must be advertised too.
 _IGNORED_RESOURCES = {"ephemeral-storage"}
 
@@ -156,7 +157,7 @@ def fit(pod: Obj, allocatable: dict[str, Any], bound: Iterable[Obj],
         if holder is not None:
             problems.append(f"port {port}{suffix} is in use by pod {pod_ref(holder)}")
         elif (port, protocol) not in shared and port_available is not None and not port_available(port, protocol):
-            problems.append(f"port {port}{suffix} is in use on this machine (not by a pod of this cluster)")
+            problems.append(f"port {port}{suffix} {MACHINE_PORT_PROBLEM}")
 
     if problems:
         return Decision(False, f"0/1 nodes are available: {', '.join(problems)}.")

@@ -235,3 +235,19 @@ def test_active_deadline_fails_a_pod_that_runs_too_long(api):
     done = wait_pod(api, create(api, spec)["metadata"]["name"], phase("Succeeded", "Failed"))
     assert (done["status"]["phase"], done["status"]["reason"]) == ("Failed", "DeadlineExceeded")
     assert container_state(done)["state"]["terminated"]["exitCode"] == 143  # SIGTERM
+
+
+def test_a_port_held_outside_the_cluster_keeps_the_pod_pending_until_released(api):
+    import socket
+
+    holder = socket.create_server(("0.0.0.0", 0))
+    port = holder.getsockname()[1]
+    create(api, pod("wants-port", "pass", ports=[{"containerPort": port}]))
+
+    def unschedulable(p):
+        return any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or [])
+    pending = wait_pod(api, "wants-port", unschedulable)
+    message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
+    assert message == f"0/1 nodes are available: port {port} is in use on this machine (not by a pod of this cluster)."
+    holder.close()
+    assert wait_pod(api, "wants-port", phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
