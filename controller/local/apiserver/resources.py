@@ -221,9 +221,10 @@ class Resources:
         if dry_run:
             return obj, warnings
         self._allocate(rtype, obj, None)
-        await self.store.put(rtype.storage_key, obj)
+        committed = self.store.put(rtype.storage_key, obj)
         if rtype.storage_key == self._crd_type.storage_key:
-            self._register_crd(obj)
+            self._register_crd(obj)  # served from the moment it is stored, like the CRD itself
+        await committed
         if meta.get("ownerReferences"):
             self._spawn(self._check_owners_exist(obj))
         return self._view(rtype, obj), warnings
@@ -351,9 +352,10 @@ class Resources:
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
             await self._remove(rtype, new)
             return self._view(rtype, new), warnings
-        await self.store.put(rtype.storage_key, new)
+        committed = self.store.put(rtype.storage_key, new)
         if rtype.storage_key == self._crd_type.storage_key:
             self._register_crd(new)
+        await committed
         return self._view(rtype, new), warnings
 
     # --- patch --------------------------------------------------------------------------
@@ -523,6 +525,7 @@ class Resources:
         grace = options.get("gracePeriodSeconds")
         if policy == "Orphan":
             await self._orphan_dependents(obj)
+            obj = self._existing(rtype, namespace, name)  # it may have changed meanwhile
         new = clone(obj)
         meta = new["metadata"]
         changed = False

@@ -399,7 +399,7 @@ class ApiServer:
     async def _list(self, request: web.BaseRequest, info: RequestInfo) -> web.Response:
         rtype, params = info.rtype, request.query
         matches = self._matcher(params, rtype)
-        limit = int_param(params, "limit") or 0
+        limit = max(int_param(params, "limit") or 0, 0)
         if params.get("resourceVersionMatch") == "Exact" and params.get("resourceVersion") not in (None, str(self.store.rv)):
             raise errors.expired(params.get("resourceVersion", ""))
         items, meta = self.resources.list(rtype, info.namespace, matches, limit, params.get("continue"))
