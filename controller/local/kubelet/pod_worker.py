@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -220,7 +221,10 @@ class PodWorker:
                     for resource, variable in DEVICE_ENV.items():
                         if resource in self.devices:
                             full[variable] = ",".join(str(i) for i in self.devices[resource])
+                    resolver_path = full.get("PYTHONPATH", "").split(os.pathsep)[0]
                     full.update(env)
+                    if "PYTHONPATH" in env and resolver_path:  # keep the Service-name resolver first
+                        full["PYTHONPATH"] = os.pathsep.join(p for p in (resolver_path, env["PYTHONPATH"]) if p)
                     return rewritten, full
                 waiting = {"reason": "ContainerCreating", "message": "waiting for " + "; ".join(sorted(set(pending)))}
             except ConfigError as exc:

@@ -251,3 +251,29 @@ def test_a_port_held_outside_the_cluster_keeps_the_pod_pending_until_released(ap
     assert message == f"0/1 nodes are available: port {port} is in use on this machine (not by a pod of this cluster)."
     holder.close()
     assert wait_pod(api, "wants-port", phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+
+
+def test_python_code_resolves_service_names_at_run_time(api, kubelet, tmp_path):
+    service = create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "lookup"},
+                           "spec": {"selector": {"app": "none"}, "ports": [{"port": 80}]}})
+    out = tmp_path / "resolved"
+    # The name is built at run time, so no rewriting can help; the pod's own PYTHONPATH is kept.
+    # (The hosts file follows the Service's watch event, which may trail the pod's: retry.)
+    script = f"""
+import socket, sys, time
+name, deadline = "look" + "up", time.monotonic() + 10
+while True:
+    try:
+        found = [socket.gethostbyname(name), socket.gethostbyname(name + ".default.svc.cluster.local")]
+        break
+    except socket.gaierror:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.05)
+open({str(out)!r}, "w").write(" ".join(found + [str("/custom" in sys.path)]))
+"""
+    done = wait_pod(api, create(api, pod("resolver", script, env=[{"name": "PYTHONPATH", "value": "/custom"}]))
+                    ["metadata"]["name"], phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    cluster_ip = service["spec"]["clusterIP"]
+    assert out.read_text() == f"{cluster_ip} {cluster_ip} True"
