@@ -107,9 +107,10 @@ def _say(message: str) -> None:
 # --- kubelet -------------------------------------------------------------------------------
 def run_kubelet(args: argparse.Namespace) -> int:
     from .kubelet import Kubelet, KubeletConfig
-    from .kubelet.client import ApiError
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # Connection retries while the API server restarts are expected; the informers relist.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     directory = Path(args.dir).expanduser().resolve()
     kubeconfig = Path(args.kubeconfig) if args.kubeconfig else directory / "kubeconfig"
     if not kubeconfig.exists():
@@ -118,18 +119,21 @@ def run_kubelet(args: argparse.Namespace) -> int:
     config = KubeletConfig(directory=directory, kubeconfig=kubeconfig, node_name=args.node_name, gpus=args.gpus,
                            npus=args.npus, workdir=Path(args.workdir).resolve() if args.workdir else Path.cwd(),
                            backoff_base=args.backoff_base, pod_cidr=args.pod_cidr)
-    kubelet = Kubelet(config)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    kubelet: Optional[Kubelet] = None
     try:
         try:
+            kubelet = Kubelet(config)
             kubelet.start()
-        except (ApiError, TimeoutError, OSError) as exc:
-            _say(f"kubelet cannot start: {exc}")
+        except _Shutdown:
+            raise
+        except Exception as exc:  # a bad kubeconfig, an unreachable or refusing API server
+            _say(f"kubelet cannot start: {' '.join(str(exc).split())}")
             return 1
         logging.getLogger("trainctl.kubelet").info("node %s ready", config.node_name)
         if args.ready_fd is not None:
@@ -142,7 +146,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    kubelet.stop()
+    if kubelet is not None:
+        kubelet.stop()
     return 0
 
 

@@ -401,6 +401,7 @@ class Kubelet:
     def _worker_done(self, uid: str) -> None:
         with self._lock:
             self.workers.pop(uid, None)
+            self._written.pop(uid, None)
             self._devices.pop(uid, None)
             self._finished.add(uid)
             self.ips.release(uid)
