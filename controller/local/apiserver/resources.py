@@ -482,8 +482,8 @@ class Resources:
 
     async def bind(self, rtype: ResourceType, namespace: str | None, name: str, binding: Any) -> None:
         pod = self._existing(rtype, namespace, name)
-        target = (binding or {}).get("target") or {} if isinstance(binding, dict) else {}
-        node = target.get("name")
+        target = binding.get("target") if isinstance(binding, dict) else None
+        node = target.get("name") if isinstance(target, dict) else None
         if not node:
             raise errors.invalid("Binding", "", name, [Cause("target.name", "FieldValueRequired", "Required value")])
         if pod.get("spec", {}).get("nodeName"):

@@ -271,7 +271,8 @@ class ApiServer:
             if info.subresource == "binding":
                 await self.resources.bind(rtype, info.namespace, info.name, body)
             else:
-                await self.resources.delete(rtype, info.namespace, info.name, (body or {}).get("deleteOptions") or {})
+                options = body.get("deleteOptions") if isinstance(body, dict) else None
+                await self.resources.delete(rtype, info.namespace, info.name, options if isinstance(options, dict) else {})
             return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
         if info.subresource == "scale":
             return await self._scale(request, info)
