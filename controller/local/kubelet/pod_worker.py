@@ -258,6 +258,8 @@ class PodWorker:
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
                 state.state = {"running": {"startedAt": process.started_at}}
+                if self.initialized and self.phase == "Pending":  # the first container runs
+                    self.phase = "Running"
         except OSError as exc:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             with self._lock:
@@ -346,8 +348,6 @@ class PodWorker:
                                         name=f"container-{spec.get('name')}") for spec in self.specs]
             for runner in runners:
                 runner.start()
-            with self._lock:
-                self.phase = "Running"
             self._report()
             for runner in runners:
                 runner.join()

@@ -277,3 +277,27 @@ open({str(out)!r}, "w").write(" ".join(found + [str("/custom" in sys.path)]))
     assert done["status"]["phase"] == "Succeeded"
     cluster_ip = service["spec"]["clusterIP"]
     assert out.read_text() == f"{cluster_ip} {cluster_ip} True"
+
+
+def test_a_job_pod_waits_for_the_service_of_a_sibling_it_names(api, tmp_path):
+    job = owner(api, "job")
+    master = sleeper("job-master-0", tmp_path / "master", job)
+    master["metadata"]["labels"] = {"role": "master"}
+    create(api, master)
+    out = tmp_path / "master-addr"
+    worker = pod("job-worker-0", f"import os; open({str(out)!r}, 'w').write(os.environ['MASTER_ADDR'])",
+                 env=[{"name": "MASTER_ADDR", "value": "job-master-0"}])
+    worker["metadata"]["ownerReferences"] = master["metadata"]["ownerReferences"]
+    create(api, worker)
+
+    def waiting(p):
+        statuses = p.get("status", {}).get("containerStatuses") or []
+        return bool(statuses) and "waiting for Service default/job-master-0" in \
+            statuses[0]["state"].get("waiting", {}).get("message", "")
+    wait_pod(api, "job-worker-0", waiting)
+    create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "job-master-0"},
+                 "spec": {"clusterIP": "None", "selector": {"role": "master"}}})
+    done = wait_pod(api, "job-worker-0", phase("Succeeded", "Failed"))
+    master_ip = api.get("/api/v1/namespaces/default/pods/job-master-0")["status"]["podIP"]
+    assert done["status"]["phase"] == "Succeeded"
+    assert out.read_text() == master_ip
