@@ -27,12 +27,13 @@ class Pending:
 Resolution = Union[str, Pending, None]  # an address, "wait", or "not a Service name"
 Resolver = Callable[[str, str], Resolution]  # (namespace, service) -> Resolution
 
-_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"
+_SERVICE_LABEL = r"[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?"  # DNS-1035: Service names start with a letter
+_LABEL = r"[a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?"  # DNS-1123: namespaces may start with a digit
 # A DNS name preceded by the start of the text, whitespace, one of = , ; @ " ' ( [ or a URL's
 # "//", and followed by the end, whitespace, a port's ":", or one of , ; " ' ) ] (and "/"
-# after "//", as in http://svc/path). "data/svc" or "svc_x" are not tokens.
+# after "//", as in http://svc/path). "data/svc", "svc_x", "60" or "10.0.0.1" are not tokens.
 _TOKEN = re.compile(
-    rf"""(?:^|(?<=[\s=,;@"'(\[])|(?<=//))(?P<name>{_LABEL}(?:\.{_LABEL})*)(?=$|[\s:,;/"')\]])"""
+    rf"""(?:^|(?<=[\s=,;@"'(\[])|(?<=//))(?P<name>{_SERVICE_LABEL}(?:\.{_LABEL})*)(?=$|[\s:,;/"')\]])"""
 )
 
 

@@ -41,3 +41,14 @@ def test_split_service_name():
     assert split_service_name("a", "ns") == ("ns", "a")
     assert split_service_name("a.b.svc.cluster.local", "ns") == ("b", "a")
     assert split_service_name("a.b.c", "ns") is None
+
+
+def test_numbers_and_ip_literals_are_never_looked_up():
+    asked = []
+
+    def record(namespace, name):
+        asked.append((namespace, name))
+        return None
+
+    assert rewrite("--steps=60 10.0.0.1:80 127.0.0.1 8080", "default", record)[0] == "--steps=60 10.0.0.1:80 127.0.0.1 8080"
+    assert asked == []
