@@ -44,7 +44,7 @@ class Net(nn.Module):
 def synthetic_mnist(samples: int, seed: int) -> TensorDataset:
     """MNIST-shaped (N, 1, 28, 28) images with labels 0–9, the same on every rank."""
     generator = torch.Generator().manual_seed(seed)
-    patterns = torch.rand(10, 1, 28, 28, generator=generator)
+    patterns = torch.randn(10, 1, 28, 28, generator=generator)
     labels = torch.randint(0, 10, (samples,), generator=generator)
     images = patterns[labels] + 0.5 * torch.randn(samples, 1, 28, 28, generator=generator)
     return TensorDataset(images, labels)
@@ -54,7 +54,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = argparse.ArgumentParser(description="PyTorch distributed MNIST-style example (synthetic data)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--epochs", type=int, default=1)
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--momentum", type=float, default=0.5)
     p.add_argument("--samples", type=int, default=2048, help="images in the generated training set")
     p.add_argument("--seed", type=int, default=1)

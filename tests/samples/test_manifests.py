@@ -214,7 +214,7 @@ def test_mnist_flags_in_the_kubeflow_samples_are_accepted(mnist, capsys, monkeyp
         for spec in replicas(load(relative)).values():
             (container,) = containers(spec)
             _, flags = script_and_flags(command_line(container))
-            assert mnist.main([*flags, "--samples=128"]) == 0
+            assert mnist.main([*flags, "--samples=64"]) == 0
     out = capsys.readouterr().out
     assert "[done] epochs=1" in out
 
@@ -233,3 +233,19 @@ def test_dockerfile_puts_the_samples_under_workspace():
     assert ["WORKDIR", "/workspace"] in lines
     # Build context = samples/, copied to /workspace/samples: the same relative paths as here.
     assert lines.count(["COPY", ".", "samples/"]) == 2
+
+
+def test_mnist_example_learns_its_generated_digits(mnist, capsys, monkeypatch):
+    for name in ("WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert mnist.main(["--samples=1024", "--batch-size=32", "--log-interval=1"]) == 0
+    losses = [float(line.split("loss=")[1].split()[0]) for line in capsys.readouterr().out.splitlines() if line.startswith("[step]")]
+    assert len(losses) == 32
+    assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 / 2
+
+
+def test_mnist_data_is_mnist_shaped_and_the_same_on_every_rank(mnist):
+    a, b = mnist.synthetic_mnist(64, seed=1), mnist.synthetic_mnist(64, seed=1)
+    assert a.tensors[0].shape == (64, 1, 28, 28)
+    assert set(a.tensors[1].tolist()) <= set(range(10))
+    assert a.tensors[0].equal(b.tensors[0]) and a.tensors[1].equal(b.tensors[1])
