@@ -37,6 +37,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--workers", type=_positive_int, default=4, help="jobs reconciled in parallel (default 4)")
     p.add_argument("--create-concurrency", type=_positive_int, default=32, help="children created in parallel (default 32)")
+    p.add_argument(
+        "--child-update-batch-period",
+        type=float,
+        default=0.025,
+        metavar="SECONDS",
+        help="reconcile a job once per this window of pod/service updates (default 0.025; 0 = at once)",
+    )
     p.add_argument("--qps", type=float, default=100.0, help="client-side API request rate (default 100; 0 = unlimited)")
     p.add_argument("--burst", type=_positive_int, default=200, help="client-side API request burst (default 200)")
     p.add_argument("--leader-elect", action="store_true", help="take a coordination.k8s.io Lease before acting")
@@ -120,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         namespace=args.namespace,
         workers=args.workers,
         create_concurrency=args.create_concurrency,
+        child_update_batch_period=args.child_update_batch_period,
         gang_scheduler=args.gang_scheduler,
         leader_elect=args.leader_elect,
         lease_namespace=_lease_namespace(args.leader_elect_namespace),

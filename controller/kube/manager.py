@@ -73,6 +73,10 @@ class ManagerOptions:
     renew_deadline: float = 10.0
     retry_period: float = 2.0
     watch_timeout: int = 300
+    # Child ADDED/MODIFIED events within this window share one reconcile (as the Job
+    # controller's pod-update batch period does), so pods starting together cost one status
+    # write; deletions still reconcile at once, to fill the gap fast.
+    child_update_batch_period: float = 0.025
 
 
 def pod_group_resource(gang_scheduler: Optional[str]) -> Optional[r.Resource]:
@@ -183,7 +187,11 @@ class Manager:
         owner = r.controller_owner(obj)
         if owner is None:
             return
-        self.queue.add((owner.get("kind", ""), obj["metadata"].get("namespace") or "", owner.get("name", "")))
+        key: JobKey = (owner.get("kind", ""), obj["metadata"].get("namespace") or "", owner.get("name", ""))
+        if event_type == "DELETED":
+            self.queue.add(key)
+        else:
+            self.queue.add_after(key, self.options.child_update_batch_period)
 
     def _lookup(self, child: ChildKey) -> Optional[dict[str, Any]]:
         kind, namespace, name = child

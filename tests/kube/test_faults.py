@@ -54,7 +54,8 @@ def test_killed_at_any_point_and_restarted_every_job_finishes_without_duplicates
     kill_points = {
         "crashy-creating": lambda name: job_pods(name),
         "crashy-created": lambda name: condition(jobs.get(name), "Created"),
-        "crashy-running": lambda name: condition(jobs.get(name), "Running"),
+        # Running may be skipped when the pods start and finish within one batch window.
+        "crashy-running": lambda name: condition(jobs.get(name), "Running") or condition(jobs.get(name), "Succeeded"),
         "crashy-succeeded": lambda name: condition(jobs.get(name), "Succeeded"),
     }
     driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
