@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import cel
+from . import cel, errors, jsonpath
 from .errors import Cause
 from .registry import ResourceType
 
@@ -52,9 +52,62 @@ def validate_crd(crd: Obj) -> list[Cause]:
         if schema is None:
             causes.append(Cause(f"spec.versions[{i}].schema.openAPIV3Schema", "FieldValueRequired",
                                 "Required value: schemas are required"))
-        else:
-            causes += cel.compile_errors(schema, f"spec.versions[{i}].schema.openAPIV3Schema")
+        for j, column in enumerate(version.get("additionalPrinterColumns") or []):
+            causes += _path_problems(column.get("jsonPath", ""), f"spec.versions[{i}].additionalPrinterColumns[{j}].jsonPath")
+        scale = (version.get("subresources") or {}).get("scale") or {}
+        for key in ("specReplicasPath", "statusReplicasPath", "labelSelectorPath"):
+            if key in scale:
+                causes += _path_problems(scale[key], f"spec.versions[{i}].subresources.scale.{key}", plain=True)
+        if schema is not None:
+            where = f"spec.versions[{i}].schema.openAPIV3Schema"
+            malformed = _schema_problems(schema, where)
+            causes += malformed or cel.compile_errors(schema, where)
     return causes
+
+
+def _path_problems(path: str, field: str, plain: bool = False) -> list[Cause]:
+    try:
+        if plain:
+            jsonpath.fields_of(path)
+        else:
+            jsonpath.parse(path)
+    except errors.ApiError as exc:
+        return [Cause(field, "FieldValueInvalid", f'Invalid value: "{path}": {exc.message}')]
+    return []
+
+
+_SCHEMA_LISTS = ("required", "enum", "x-kubernetes-validations", "allOf", "anyOf", "oneOf")
+
+
+def _schema_problems(node: Any, path: str) -> list[Cause]:
+    """Schema nodes of the wrong JSON type (which pruning and validation could not walk)."""
+    if not isinstance(node, dict):
+        return [Cause(path, "FieldValueInvalid", "Invalid value: must be an object")]
+    problems: list[Cause] = []
+    for key in _SCHEMA_LISTS:
+        if key in node and not isinstance(node[key], list):
+            problems.append(Cause(f"{path}.{key}", "FieldValueInvalid", "Invalid value: must be an array"))
+    if "type" in node and node["type"] not in ("object", "array", "string", "integer", "number", "boolean"):
+        problems.append(Cause(f"{path}.type", "FieldValueNotSupported",
+                              f'Unsupported value: "{node["type"]}": supported values: "array", "boolean", "integer", '
+                              '"number", "object", "string"'))
+    properties = node.get("properties", {})
+    if not isinstance(properties, dict):
+        problems.append(Cause(f"{path}.properties", "FieldValueInvalid", "Invalid value: must be an object"))
+    else:
+        for key, sub in properties.items():
+            problems += _schema_problems(sub, f"{path}.properties[{key}]")
+    if "items" in node:
+        problems += _schema_problems(node["items"], f"{path}.items")
+    if "additionalProperties" in node and not isinstance(node["additionalProperties"], bool):
+        problems += _schema_problems(node["additionalProperties"], f"{path}.additionalProperties")
+    for key in ("allOf", "anyOf", "oneOf"):
+        for j, sub in enumerate(node.get(key) or [] if isinstance(node.get(key), list) else []):
+            problems += _schema_problems(sub, f"{path}.{key}[{j}]")
+    for j, rule in enumerate(node.get("x-kubernetes-validations") or [] if isinstance(node.get("x-kubernetes-validations"), list) else []):
+        if not isinstance(rule, dict):
+            problems.append(Cause(f"{path}.x-kubernetes-validations[{j}]", "FieldValueInvalid", "Invalid value: must be an object"))
+    return problems
 
 
 def resource_types(crd: Obj) -> list[ResourceType]:

@@ -40,6 +40,9 @@ class ResourceType:
     validators: list[Any] = field(default_factory=list)  # compiled x-kubernetes-validations
     # Built-in defaulting hook: called on every create and update with the new object.
     defaulter: Callable[[dict[str, Any]], None] | None = None
+    # Built-ins: the JSON types of the fields the server reads ({} object, [x] array of x,
+    # str, int); anything else is a 400, as a Go decoding error is.
+    shape: dict[str, Any] | None = None
 
     @property
     def api_version(self) -> str:
@@ -100,26 +103,46 @@ def _namespace_defaults(namespace: dict[str, Any]) -> None:
     labels.setdefault("kubernetes.io/metadata.name", namespace["metadata"].get("name", ""))
 
 
+_CONTAINER = {"name": str, "image": str, "ports": [{"containerPort": int, "protocol": str}],
+              "env": [{"name": str}], "resources": {}}
+_POD_SHAPE = {"spec": {"containers": [_CONTAINER], "initContainers": [_CONTAINER], "nodeName": str,
+                       "terminationGracePeriodSeconds": int, "readinessGates": [{}]},
+              "status": {"phase": str, "conditions": [{}], "containerStatuses": [{"state": {}}],
+                         "initContainerStatuses": [{"state": {}}]}}
+_SERVICE_SHAPE = {"spec": {"ports": [{"port": int, "protocol": str}], "clusterIP": str, "selector": {}, "type": str},
+                  "status": {}}
+_NAMESPACE_SHAPE = {"spec": {"finalizers": [str]}, "status": {}}
+_NODE_SHAPE = {"spec": {}, "status": {"conditions": [{}], "nodeInfo": {}}}
+_EVENT_SHAPE = {"involvedObject": {}, "regarding": {}, "source": {}, "series": {}}
+_CRD_SHAPE = {"spec": {
+    "group": str, "scope": str,
+    "names": {"plural": str, "singular": str, "kind": str, "listKind": str, "shortNames": [str], "categories": [str]},
+    "versions": [{"name": str, "served": bool, "storage": bool, "schema": {"openAPIV3Schema": {}},
+                  "subresources": {"status": {}, "scale": {"specReplicasPath": str, "statusReplicasPath": str,
+                                                           "labelSelectorPath": str}},
+                  "additionalPrinterColumns": [{"name": str, "jsonPath": str, "type": str, "priority": int}]}]}}
+
+
 def builtin_types() -> list[ResourceType]:
     """The built-in kinds, in discovery order."""
     return [
         ResourceType("", "v1", "namespaces", "Namespace", "namespace", namespaced=False,
                      short_names=("ns",), subresources=("status", "finalize"),
-                     defaulter=_namespace_defaults),
+                     defaulter=_namespace_defaults, shape=_NAMESPACE_SHAPE),
         ResourceType("", "v1", "pods", "Pod", "pod", short_names=("po",), categories=("all",),
                      subresources=("status", "log", "binding", "eviction"), status_on_create=True,
-                     defaulter=_pod_defaults),
+                     defaulter=_pod_defaults, shape=_POD_SHAPE),
         ResourceType("", "v1", "services", "Service", "service", short_names=("svc",),
                      categories=("all",), subresources=("status",), status_on_create=True,
-                     defaulter=_service_defaults),
+                     defaulter=_service_defaults, shape=_SERVICE_SHAPE),
         ResourceType("", "v1", "endpoints", "Endpoints", "endpoints", short_names=("ep",)),
-        ResourceType("", "v1", "events", "Event", "event", short_names=("ev",)),
+        ResourceType("", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE),
         ResourceType("", "v1", "configmaps", "ConfigMap", "configmap", short_names=("cm",)),
         ResourceType("", "v1", "secrets", "Secret", "secret"),
         ResourceType("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", short_names=("sa",)),
         ResourceType("", "v1", "nodes", "Node", "node", namespaced=False, short_names=("no",),
-                     subresources=("status",)),
-        ResourceType("events.k8s.io", "v1", "events", "Event", "event", short_names=("ev",)),
+                     subresources=("status",), shape=_NODE_SHAPE),
+        ResourceType("events.k8s.io", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", "lease"),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
@@ -127,7 +150,7 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                      "CustomResourceDefinition", "customresourcedefinition", namespaced=False,
                      short_names=("crd", "crds"), categories=("api-extensions",),
-                     subresources=("status",)),
+                     subresources=("status",), shape=_CRD_SHAPE),
     ]
 
 

@@ -181,6 +181,10 @@ class Resources:
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
         _check_metadata_types(meta)
+        if rtype.shape is not None:
+            problem = _shape_problem(body, rtype.shape, "")
+            if problem:
+                raise errors.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {problem}')
         if rtype.namespaced:
             if meta.get("namespace") and namespace and meta["namespace"] != namespace:
                 raise errors.bad_request("the namespace of the provided object does not match the namespace sent on the request")
@@ -405,11 +409,9 @@ class Resources:
             patched = patch.strategic_merge(base, applied) if not rtype.is_custom else patch.merge_patch(base, applied)
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
-        patched = clone(patched)
-        patched.setdefault("metadata", {})
+        patched = self._check_type(rtype, clone(patched), namespace)
         if patched["metadata"].get("name") != name:
             raise errors.invalid(rtype.kind, rtype.group, name, [Cause("metadata.name", "FieldValueInvalid", "field is immutable")])
-        self._check_type(rtype, patched, namespace)
         obj, warnings = await self._update(rtype, current, patched, subresource, field_validation, dry_run)
         return obj, False, warnings
 
@@ -761,6 +763,32 @@ def _check_metadata_types(meta: Obj) -> None:
             problems.append(f"metadata.{key} must be an integer")
     if problems:
         raise errors.bad_request("; ".join(problems))
+
+
+_JSON_TYPE_NAMES = {str: "string", int: "integer", bool: "boolean"}
+
+
+def _shape_problem(value: Any, shape: Any, path: str) -> str | None:
+    """Where ``value`` does not have the JSON types ``shape`` describes (see registry)."""
+    if value is None:
+        return None
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{path or 'the body'} must be an object"
+        for key, sub in shape.items():
+            problem = _shape_problem(value.get(key), sub, f"{path}.{key}" if path else key)
+            if problem:
+                return problem
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{path} must be an array"
+        for i, item in enumerate(value):
+            problem = _shape_problem(item, shape[0], f"{path}[{i}]")
+            if problem:
+                return problem
+    elif not isinstance(value, shape) or isinstance(value, bool) and shape is int:
+        return f"{path} must be of type {_JSON_TYPE_NAMES.get(shape, shape.__name__)}"
+    return None
 
 
 def _qos_class(pod: Obj) -> str:
