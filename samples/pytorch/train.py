@@ -15,9 +15,12 @@ rename) and every start resumes from the newest checkpoint any rank can see. The
 agree on that checkpoint through the process group, so resuming also works when pods do
 not share a volume.
 
+A checkpoint that has already reached ``--steps`` is left over from a finished run of the
+same job: the new run starts from step 0 (and its injected faults fire again).
+
 Output is one line per event, ``[event] key=value ...``, for people and tests to grep:
-``[start]`` (the distributed env as seen), ``[resume]``, ``[step]``, ``[checkpoint]``,
-``[fault]``, ``[done]`` and ``[error]``.
+``[start]`` (the distributed env as seen), ``[resume]`` or ``[fresh]``, ``[step]``,
+``[checkpoint]``, ``[fault]``, ``[done]`` and ``[error]``.
 
 Faults for tests are injected with ``--fault`` / ``$INJECT_FAULT``:
 ``rank=1,step=30,exit=137`` makes rank 1 exit with code 137 when it reaches step 30;
@@ -34,6 +37,7 @@ import datetime
 import io
 import itertools
 import os
+import shutil
 import signal
 import sys
 import time
@@ -275,6 +279,15 @@ def train(args: argparse.Namespace) -> float:
     model = make_model(args.features, args.hidden)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     checkpoint = agree_on_checkpoint(load_checkpoint(args.checkpoint_dir), world_size)
+    if checkpoint is not None and checkpoint["step"] >= args.steps:
+        # A checkpoint that already reached --steps belongs to a run that finished: this is
+        # a new run of the same job, so it trains from the start and its faults fire again.
+        log("fresh", reason="previous-run-finished", saved_step=checkpoint["step"], rank=rank, world_size=world_size)
+        checkpoint = None
+        if rank == 0:
+            shutil.rmtree(args.checkpoint_dir / FAULT_MARKER_DIR, ignore_errors=True)
+        if distributed:
+            dist.barrier()
     start_step = 0
     if checkpoint is not None:
         model.load_state_dict(checkpoint["model"])

@@ -243,3 +243,20 @@ def test_env_defaults_are_read(train, monkeypatch, tmp_path):
     monkeypatch.setenv("INJECT_FAULT", "rank=1,step=2,exit=137")
     args = train.parse_args([])
     assert (args.steps, args.checkpoint_dir, args.faults) == (7, tmp_path, [train.Fault(1, 2, 137)])
+
+
+def test_a_finished_run_leaves_nothing_to_resume_so_the_next_run_starts_over(train, capsys, tmp_path, monkeypatch):
+    for name in ("WORLD_SIZE", "RANK", "TORCHELASTIC_RESTART_COUNT", "INJECT_FAULT"):
+        monkeypatch.delenv(name, raising=False)
+    flags = ["--steps=6", "--checkpoint-every=2", "--step-sleep=0", f"--checkpoint-dir={tmp_path}"]
+    train.main(flags)
+    first = step_lines(capsys.readouterr().out)
+    (tmp_path / train.FAULT_MARKER_DIR).mkdir()
+    (tmp_path / train.FAULT_MARKER_DIR / "rank0-step3-exit1").touch()
+
+    train.main(flags)
+    out = capsys.readouterr().out
+    assert "[fresh] reason=previous-run-finished saved_step=6 rank=0 world_size=1" in out
+    assert "[resume]" not in out
+    assert [(s["step"], s["loss"]) for s in step_lines(out)] == [(s["step"], s["loss"]) for s in first]
+    assert not (tmp_path / train.FAULT_MARKER_DIR).exists(), "faults of the finished run fire again"
