@@ -29,7 +29,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any, Callable, Optional
+from collections.abc import Callable
+from typing import IO, Any, Optional
 
 from .kubelet.client import ApiError, KubeClient
 from .network import cluster_ranges

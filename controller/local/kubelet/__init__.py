@@ -7,6 +7,6 @@ controller.local.kubelet``) so the fault tests can kill and restart it alone. Mo
 (process groups and CRI logs), ``pod_worker`` (one pod's life), ``kubelet`` (the loop).
 """
 
-from .kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig, run_forever
+from .kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig
 
-__all__ = ["DEFAULT_NODE_NAME", "Kubelet", "KubeletConfig", "run_forever"]
+__all__ = ["DEFAULT_NODE_NAME", "Kubelet", "KubeletConfig"]

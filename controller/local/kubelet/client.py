@@ -8,6 +8,7 @@ building and the ``metav1.Status`` error mapping on top.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterator
 from typing import Any, Optional
@@ -148,7 +149,5 @@ class KubeClient:
 
 def _shutdown(response: Any) -> None:
     """Unblock a reader of ``response``; it may just have finished on its own."""
-    try:
+    with contextlib.suppress(RuntimeError, ValueError, OSError):
         response.shutdown()
-    except (RuntimeError, ValueError, OSError):
-        pass

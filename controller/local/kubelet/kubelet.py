@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import signal
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -566,16 +565,3 @@ def _target_port(port: Obj, pod: Obj) -> Optional[int]:
             if declared.get("name") == target:
                 return declared.get("containerPort")
     return None
-
-
-def run_forever(config: KubeletConfig) -> int:
-    """``trainctl local kubelet``: run until SIGTERM/SIGINT, then stop every pod."""
-    kubelet = Kubelet(config)
-    done = threading.Event()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(signum, lambda *_: done.set())
-    kubelet.start()
-    print(f"kubelet ready: node {config.node_name}", flush=True)
-    done.wait()
-    kubelet.stop()
-    return 0

@@ -9,6 +9,7 @@ and stop whatever a crashed kubelet left behind.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -94,11 +95,9 @@ class ProcessRegistry:
         killed = []
         for record in self.records():
             if record.alive():
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(record.pid, signal.SIGKILL)
                     killed.append(record)
-                except ProcessLookupError:
-                    pass
             self.remove(record.pod_uid, record.container)
         return killed
 
@@ -159,10 +158,8 @@ class ContainerProcess:
         return exit_code(returncode)
 
     def signal_group(self, signum: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
 
     def stop(self, grace_seconds: float) -> int:
         """SIGTERM the group, wait up to the grace period, then SIGKILL; return the exit code."""
