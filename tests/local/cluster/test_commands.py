@@ -70,3 +70,21 @@ def test_bad_input_gets_one_clear_line(tmp_path):
     bad = trainctl("up", "--gpus", "two")
     assert bad.returncode == 2
     assert "argument --gpus: expected a whole number, got 'two'" in bad.stderr
+
+
+def test_foreground_up_stops_everything_on_sigterm(tmp_path):
+    directory = tmp_path / "cluster"
+    up = subprocess.Popen([sys.executable, "-m", "controller.cli", "local", "up", "--dir", str(directory),
+                           "--no-controller"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert up.stdout.readline().startswith(f"Local cluster is ready in {directory}")
+        pids = [read_pid_file(directory / "run" / f"{name}.pid") for name in ("apiserver", "kubelet")]
+        assert all(pids)
+        up.send_signal(signal.SIGTERM)
+        assert up.wait(60) == 0
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+    assert "trainctl local: stopping" in up.stderr.read()
+    assert all(process_start_time(pid) is None for pid in pids)
