@@ -4,7 +4,8 @@ These follow apiextensions-apiserver, not JSON Schema: ``nullable``,
 ``x-kubernetes-int-or-string``, ``x-kubernetes-preserve-unknown-fields`` and
 ``x-kubernetes-embedded-resource`` change what a value may be and what is kept, and every
 problem is reported with a Kubernetes field path (``spec.pytorchReplicaSpecs[Master].replicas``)
-so that one 422 lists them all. ``x-kubernetes-validations`` (CEL) rules are compiled once per
+so that one 422 lists them all. On updates, values equal to the stored ones are not checked
+again (ratcheting), which also keeps status writes from re-running the spec's rules. ``x-kubernetes-validations`` (CEL) rules are compiled once per
 CRD by ``cel`` and evaluated here, after the schema checks pass for the value they guard.
 """
 
@@ -131,6 +132,8 @@ def _invalid(path: str, value: Any, detail: str) -> Cause:
 
 
 def _validate(value: Any, schema: Obj, old: Any, path: str, causes: list[Cause], root: bool) -> None:
+    if not root and old is not None and value == old:
+        return  # unchanged since it was stored: not checked again (Kubernetes' validation ratcheting)
     where = path or "body"
     if value is None:
         if not schema.get("nullable") and not root:

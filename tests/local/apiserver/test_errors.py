@@ -130,3 +130,29 @@ def test_bad_query_parameters_are_bad_requests(http):
         response = http("GET", "/api/v1/namespaces/default/pods?" + query)
         assert response.status_code == 400, query
         assert status_of(response)["reason"] == "BadRequest"
+
+
+def test_unchanged_values_are_not_revalidated_after_a_schema_tightens(http):
+    def widget_crd(maximum: int | None) -> dict:
+        size = {"type": "integer"} if maximum is None else {"type": "integer", "maximum": maximum}
+        return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "widgets", "kind": "Widget"},
+                         "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
+                             "type": "object", "properties": {"spec": {"type": "object", "properties": {
+                                 "size": size, "color": {"type": "string"}}}}}}}]}}
+
+    crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+    widgets = "/apis/example.com/v1/namespaces/default/widgets"
+    merge = {"Content-Type": "application/merge-patch+json"}
+    assert http("POST", crds, json=widget_crd(None)).status_code == 201
+    assert http("POST", widgets, json={"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"},
+                                       "spec": {"size": 10}}).status_code == 201
+    current = http("GET", f"{crds}/widgets.example.com").json()
+    tightened = widget_crd(5)
+    tightened["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    assert http("PUT", f"{crds}/widgets.example.com", json=tightened).status_code == 200
+    assert http("PATCH", f"{widgets}/w", data='{"spec": {"color": "red"}}', headers=merge).status_code == 200
+    refused = http("PATCH", f"{widgets}/w", data='{"spec": {"size": 9}}', headers=merge)
+    assert refused.status_code == 422
+    assert status_of(refused)["details"]["causes"][0]["field"] == "spec.size"
