@@ -60,6 +60,7 @@ class Informer:
         while not self._stopped.is_set():
             try:
                 resource_version = self._relist()
+                self._on_event("RELISTED", {})  # what failed while disconnected may be retried now
                 delay = 0.1
                 while not self._stopped.is_set():
                     resource_version = self._watch(resource_version)

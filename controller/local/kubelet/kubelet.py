@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 DEFAULT_NODE_NAME = "trainctl-local"
-MACHINE_PORT_RETRY_SECONDS = 2.0
+RETRY_SECONDS = 2.0
 
 
 @dataclass
@@ -104,6 +104,10 @@ class Kubelet:
         self._just_bound: dict[str, Obj] = {}
         self._unschedulable: dict[str, str] = {}
         self._written: dict[str, Obj] = {}
+        self._latest_status: dict[str, tuple[Obj, Obj]] = {}
+        self._status_retry: set[str] = set()
+        self._status_lock = threading.Lock()  # guards the three above and _status_locks
+        self._status_locks: dict[str, threading.Lock] = {}
         self._waiting_for_machine_ports = False
         self.pods = Informer(self.client, "/api/v1/pods", self._on_event, "pods")
         self.services = Informer(self.client, "/api/v1/services", self._on_event, "services")
@@ -220,8 +224,9 @@ class Kubelet:
 
     def _sync_loop(self) -> None:
         while not self._stopped.is_set():
-            # A port held outside the cluster frees without any API event: look again soon.
-            self._dirty.wait(MACHINE_PORT_RETRY_SECONDS if self._waiting_for_machine_ports else None)
+            # A port held outside the cluster frees without any API event, and a failed status
+            # write has no event to wait for: look again soon.
+            self._dirty.wait(RETRY_SECONDS if self._waiting_for_machine_ports or self._status_retry else None)
             if self._stopped.is_set():
                 break
             self._dirty.clear()
@@ -249,6 +254,14 @@ class Kubelet:
                 if uid not in by_uid and uid not in self._deleting:
                     self._deleting.add(uid)
                     threading.Thread(target=self._terminate, args=(worker, None), daemon=True).start()
+        with self._status_lock:
+            retry = list(self._status_retry)
+        for uid in retry:
+            self._write_status(uid)
+        with self._status_lock:
+            for table in (self._written, self._latest_status, self._status_locks):
+                for uid in [u for u in table if u not in by_uid and u not in self.workers and u not in self._status_retry]:
+                    del table[uid]
         self._remove_logs_of_removed_pods(set(by_uid))
         for pod in pods:
             if _meta(pod).get("deletionTimestamp") and self._on_this_node(pod):
@@ -400,7 +413,6 @@ class Kubelet:
     def _worker_done(self, uid: str) -> None:
         with self._lock:
             self.workers.pop(uid, None)
-            self._written.pop(uid, None)
             self._devices.pop(uid, None)
             self._finished.add(uid)
             self.ips.release(uid)
@@ -437,17 +449,38 @@ class Kubelet:
 
     # --- what pod workers call ----------------------------------------------------------------
     def report(self, pod: Obj, status: Obj) -> None:
-        meta = _meta(pod)
-        uid = meta["uid"]
-        if self._written.get(uid) == status:
-            return
-        try:
-            self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
-                                    {"status": status})
-            self._written[uid] = status
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
+        """Write a pod's status through the status subresource when it changed. A write that
+        fails (the API server restarting) is kept and retried by the sync loop, so a pod's last
+        state is never lost."""
+        uid = _meta(pod)["uid"]
+        with self._status_lock:
+            self._latest_status[uid] = (pod, status)
+        self._write_status(uid)
+
+    def _write_status(self, uid: str) -> None:
+        with self._status_lock:
+            lock = self._status_locks.setdefault(uid, threading.Lock())
+        with lock:  # one write at a time per pod, so they land in order
+            with self._status_lock:
+                if uid not in self._latest_status:
+                    return
+                pod, status = self._latest_status[uid]
+                if self._written.get(uid) == status:
+                    self._status_retry.discard(uid)
+                    return
+            meta = _meta(pod)
+            try:
+                self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
+                                        {"status": status})
+            except Exception as exc:  # an API error, or no connection while the API server restarts
+                if not (isinstance(exc, ApiError) and exc.code == 404):  # 404: the pod is gone
+                    with self._status_lock:
+                        self._status_retry.add(uid)
+                    log.warning("status of pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+                    return
+            with self._status_lock:
+                self._written[uid] = status
+                self._status_retry.discard(uid)
 
     def configmap(self, namespace: str, name: str) -> Optional[Obj]:
         return self._get_optional(resource_path("configmaps", namespace, name))

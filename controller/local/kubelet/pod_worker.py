@@ -44,7 +44,8 @@ class PodContext(Protocol):
     def secret(self, namespace: str, name: str) -> Optional[Obj]: ...
     def base_env(self, namespace: str) -> dict[str, str]: ...
     def working_dir(self, container: Obj) -> str: ...
-    def report(self, pod: Obj, status: Obj) -> None: ...
+    def report(self, pod: Obj, status: Obj) -> None:
+        """Write the pod's status; never raises (a failed write is retried by the kubelet)."""
     def wait_for_change(self, timeout: float) -> None: ...
 
 
@@ -104,6 +105,7 @@ class PodWorker:
         self.initialized = not self.init_specs
         self._transitions: dict[str, tuple[str, str]] = {}
         self._lock = threading.RLock()
+        self._report_lock = threading.Lock()
         self._processes: dict[str, ContainerProcess] = {}
         self.stopping = threading.Event()
         self.deadline_exceeded = False
@@ -185,12 +187,12 @@ class PodWorker:
             return status
 
     def _report(self) -> None:
-        with self._lock:
-            pod, status = self.pod, self.status()
-        try:
+        # Computing and handing over under one lock keeps the writes in the order of the
+        # states they describe, whichever container thread reports.
+        with self._report_lock:
+            with self._lock:
+                pod, status = self.pod, self.status()
             self.ctx.report(pod, status)
-        except Exception as exc:  # the next report carries the same state; never kill the worker
-            log.warning("status of pod %s/%s: %s", self.namespace, pod["metadata"].get("name"), exc)
 
     # --- running containers -------------------------------------------------------------
     def _environment(self, spec: Obj) -> tuple[list[str], dict[str, str]]:

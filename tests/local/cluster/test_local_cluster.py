@@ -59,3 +59,26 @@ def test_apiserver_restart_keeps_its_port_and_the_kubelet_follows(tmp_path):
         cluster.apiserver.start()
         assert cluster.url == url
         running_sleeper(cluster.client(), tmp_path, "after-restart")
+
+
+def test_a_pod_that_ends_while_the_apiserver_is_down_gets_its_final_status(tmp_path):
+    with LocalCluster(tmp_path / "cluster", controller=False, workdir=tmp_path) as cluster:
+        api = cluster.client()
+        started, release = tmp_path / "started", tmp_path / "release"
+        os.mkfifo(started)
+        os.mkfifo(release)
+        script = "import sys\nopen(sys.argv[1], 'w').write('ready')\nsys.exit(int(open(sys.argv[2]).read()))"
+        api.create("/api/v1/namespaces/default/pods", {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "outlives"},
+            "spec": {"restartPolicy": "Never", "containers": [
+                {"name": "main", "image": "python", "command": ["python", "-c", script, str(started), str(release)]}]}})
+        with open(started) as ready:
+            assert ready.read() == "ready"
+        wait_pod(api, "outlives", lambda p: p["status"].get("phase") == "Running")
+        cluster.apiserver.kill()
+        with open(release, "w") as exit_code:  # the pod exits 4 while nobody can record it
+            exit_code.write("4")
+        cluster.apiserver.start()
+        done = wait_pod(cluster.client(), "outlives", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"))
+        assert done["status"]["phase"] == "Failed"
+        assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 4
