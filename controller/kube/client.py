@@ -110,7 +110,7 @@ class KubeClient:
         self._api = k8s_client.ApiClient(configuration)
         self._limiter = TokenBucket(qps, burst)
         self._max_attempts = max_attempts
-        self._on_response = on_response
+        self.on_response = on_response  # (verb, code) after every answer, for metrics
         self._calls: set[tuple[str, str, str]] = set()
         self._calls_lock = threading.Lock()
 
@@ -176,8 +176,8 @@ class KubeClient:
         return response
 
     def _observe(self, verb: str, code: int) -> None:
-        if self._on_response is not None:
-            self._on_response(verb, str(code) if code else "error")
+        if self.on_response is not None:
+            self.on_response(verb, str(code) if code else "error")
 
     def _json(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """A request with retries whose JSON body is returned."""

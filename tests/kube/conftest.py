@@ -161,7 +161,7 @@ def start_manager(apiserver, kube) -> Iterator[Callable[..., Manager]]:
             client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0)
         options.setdefault("watch_timeout", 30)
         manager = Manager(client, ManagerOptions(**options))
-        client._on_response = manager.metrics.observe_api
+        client.on_response = manager.metrics.observe_api
         manager.start()
         started.append(manager)
         return manager
