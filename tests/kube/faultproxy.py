@@ -39,6 +39,7 @@ class FaultProxy:
         retry_after: int = 0,
         ssl_context: ssl.SSLContext | None = None,
         status_conflicts: int = 0,
+        script: list[int] | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         self.upstream_tls = parsed.scheme == "https"
@@ -55,6 +56,9 @@ class FaultProxy:
         self.status_conflicts = status_conflicts
         self._status_puts: dict[str, int] = {}
         self.status_conflicts_sent = 0
+        # Answers for the next non-watch requests, in order (e.g. [429, 500]); then normal.
+        self.script = list(script or [])
+        self.requests: list[tuple[str, str]] = []  # (method, path) of every non-watch request
         self._upstreams: set[socket.socket] = set()
         self.dropped_watches = 0
         proxy = self
@@ -145,6 +149,12 @@ class FaultProxy:
 
     def _pick_fault(self, method: str, path: str) -> tuple[int, str, dict[str, str]] | None:
         with self._lock:
+            self.requests.append((method, path))
+            if self.script:
+                code = self.script.pop(0)
+                self.injected[code] = self.injected.get(code, 0) + 1
+                reason = {429: "TooManyRequests", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(code, "Injected")
+                return code, reason, {"Retry-After": str(self.retry_after)} if code == 429 else {}
             if method == "PUT" and path.endswith("/status") and self.status_conflicts:
                 seen = self._status_puts.get(path, 0)
                 self._status_puts[path] = seen + 1
