@@ -57,6 +57,10 @@ class ResourceType:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
     @property
+    def is_service(self) -> bool:
+        return not self.group and self.plural == "services"
+
+    @property
     def has_status(self) -> bool:
         return "status" in self.subresources
 
@@ -85,6 +89,21 @@ def _pod_defaults(pod: dict[str, Any]) -> None:
             container.setdefault("resources", {})
             for port in container.get("ports") or []:
                 port.setdefault("protocol", "TCP")
+
+
+def pod_qos_class(pod: dict[str, Any]) -> str:
+    """The QoS class a pod's requests and limits give it (set in its status on create)."""
+    containers = (pod.get("spec") or {}).get("containers") or []
+    requests = [c.get("resources", {}).get("requests") or {} for c in containers]
+    limits = [c.get("resources", {}).get("limits") or {} for c in containers]
+    if not any(requests) and not any(limits):
+        return "BestEffort"
+    guaranteed = all(
+        lim.get("cpu") and lim.get("memory") and req.get("cpu", lim["cpu"]) == lim["cpu"]
+        and req.get("memory", lim["memory"]) == lim["memory"]
+        for req, lim in zip(requests, limits, strict=True)
+    )
+    return "Guaranteed" if guaranteed else "Burstable"
 
 
 def _service_defaults(service: dict[str, Any]) -> None:

@@ -1,11 +1,12 @@
 """What happens to objects: the REST semantics of every verb, independent of HTTP.
 
-Create, update, patch and delete all end in ``_write`` / ``_remove``, which go through the
-store; in between, this module does what kube-apiserver's registry strategies and
-admission do for the kinds served here: naming (generateName), identity (uid,
-creationTimestamp), optimistic concurrency, status isolation, generation, CRD schemas,
-ClusterIP allocation, pod binding and graceful deletion, finalizers, namespace and CRD
-clean-up, and the garbage collector that follows ownerReferences.
+Create, update, patch and delete all end in the store's ``put`` / ``remove``; in between,
+this module does what kube-apiserver's registry strategies do for the kinds served here:
+naming (generateName), identity (uid, creationTimestamp), optimistic concurrency, status
+isolation, generation, CRD schemas, the scale subresource, pod binding and graceful
+deletion, finalizers and deletion propagation, and namespace and CRD clean-up. Service IPs
+come from ``ipam``, dependents are collected by ``gc``, built-in kinds are checked by
+``validation``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import ipaddress
 import logging
 import re
 import secrets
@@ -24,10 +24,12 @@ from typing import Any
 
 import orjson
 
-from . import crds, errors, jsonpath, patch, schema
+from . import crds, errors, jsonpath, patch, schema, validation
 from .errors import Cause
-from .registry import Registry, ResourceType
-from .store import Store
+from .gc import FOREGROUND, GarbageCollector
+from .ipam import ClusterIPAllocator
+from .registry import Registry, ResourceType, pod_qos_class
+from .store import Store, clone
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -36,19 +38,12 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-node-lease", "kube-public")
 _UNDELETABLE_NAMESPACES = {"default", "kube-system", "kube-public"}
-FOREGROUND = "foregroundDeletion"
-ORPHAN = "orphan"
 _TERMINAL_PHASES = {"Succeeded", "Failed"}
 
 
 def now_rfc3339(offset_seconds: float = 0) -> str:
     moment = datetime.now(timezone.utc) + timedelta(seconds=offset_seconds)
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def clone(obj: Any) -> Any:
-    """A deep copy; orjson's round trip is several times faster than copy.deepcopy."""
-    return orjson.loads(orjson.dumps(obj))
 
 
 def _without(obj: Obj, *keys: str) -> Obj:
@@ -59,16 +54,12 @@ class Resources:
     def __init__(self, store: Store, registry: Registry, service_cidr: str = "127.96.0.0/16") -> None:
         self.store = store
         self.registry = registry
-        self._service_net = ipaddress.ip_network(service_cidr)
-        self._allocated_ips: set[str] = set()
-        self._gc_queue: asyncio.Queue[str] | None = None
+        self.cluster_ips = ClusterIPAllocator(
+            service_cidr, ((svc.get("spec") or {}).get("clusterIP", "") for svc in store.list("/services")))
+        self.gc = GarbageCollector(self, store)
         self._background: set[asyncio.Task[Any]] = set()
         for crd in store.list(self._crd_type.storage_key):
             self._register_crd(crd)
-        for svc in store.list("/services"):
-            ip = (svc.get("spec") or {}).get("clusterIP")
-            if ip and ip != "None":
-                self._allocated_ips.add(ip)
 
     @property
     def _crd_type(self) -> ResourceType:
@@ -83,11 +74,7 @@ class Resources:
         for name in _BOOTSTRAP_NAMESPACES:
             if self.store.get(ns_type.storage_key, "", name) is None:
                 await self.create(ns_type, None, {"metadata": {"name": name}})
-        self._gc_queue = asyncio.Queue()
-        self._spawn(self._collect_garbage())
-        # Dependents whose owners vanished while the server was down.
-        for uid in list(self._orphaned_owner_uids()):
-            self._gc_queue.put_nowait(uid)
+        self._spawn(self.gc.run())
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -180,9 +167,9 @@ class Resources:
             meta = body["metadata"] = {}
         if not isinstance(meta, dict):
             raise errors.bad_request("metadata must be an object")
-        _check_metadata_types(meta)
+        validation.check_metadata_types(meta)
         if rtype.shape is not None:
-            problem = _shape_problem(body, rtype.shape, "")
+            problem = validation.shape_problem(body, rtype.shape, "")
             if problem:
                 raise errors.bad_request(f'{rtype.kind} in version "{rtype.version}" cannot be handled as a {rtype.kind}: {problem}')
         if rtype.namespaced:
@@ -224,13 +211,14 @@ class Resources:
         warnings = self._admit(rtype, obj, None, field_validation)
         if dry_run:
             return obj, warnings
-        self._allocate(rtype, obj, None)
+        if rtype.is_service:
+            self.cluster_ips.assign(obj, None)
         committed = self.store.put(rtype.storage_key, obj)
         if rtype.storage_key == self._crd_type.storage_key:
             self._register_crd(obj)  # served from the moment it is stored, like the CRD itself
         await committed
         if meta.get("ownerReferences"):
-            self._spawn(self._check_owners_exist(obj))
+            self.gc.check_owners_exist(obj)
         return self._view(rtype, obj), warnings
 
     def _admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:
@@ -241,8 +229,8 @@ class Resources:
             rtype.defaulter(obj)
         if rtype.plural == "pods" and not rtype.group:
             if old is None:
-                obj["status"] = {"phase": "Pending", "qosClass": _qos_class(obj)}
-            causes = _validate_pod(obj)
+                obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
+            causes = validation.validate_pod(obj)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.storage_key == self._crd_type.storage_key:
@@ -266,44 +254,6 @@ class Resources:
                 raise errors.invalid(f"{rtype.kind}", rtype.group, name, causes)
         return warnings
 
-    def _allocate(self, rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
-        if rtype.group or rtype.plural != "services":
-            return
-        spec = obj.setdefault("spec", {})
-        old_ip = (old or {}).get("spec", {}).get("clusterIP") if old else None
-        requested = spec.get("clusterIP")
-        if old is not None:
-            if requested and requested != old_ip:
-                raise errors.invalid("Service", "", obj["metadata"]["name"], [Cause(
-                    "spec.clusterIPs[0]", "FieldValueInvalid", f'Invalid value: "{requested}": may not change once set')])
-            ip = old_ip
-        elif requested in ("None",):
-            ip = "None"
-        elif requested:
-            try:
-                inside = ipaddress.ip_address(requested) in self._service_net
-            except ValueError:
-                inside = False
-            if not inside or requested in self._allocated_ips:
-                why = "provided IP is already allocated" if inside else f"provided IP is not in the valid range. The range of valid IPs is {self._service_net}"
-                raise errors.invalid("Service", "", obj["metadata"]["name"], [Cause(
-                    "spec.clusterIPs", "FieldValueInvalid", f'Invalid value: ["{requested}"]: failed to allocate IP {requested}: {why}')])
-            ip = requested
-        else:
-            ip = next((str(a) for a in self._service_net.hosts() if str(a) not in self._allocated_ips), None)
-            if ip is None:
-                raise errors.ApiError(500, "InternalError", f"range is full: no more ClusterIPs in {self._service_net}")
-        if ip and ip != "None":
-            self._allocated_ips.add(ip)
-        if ip:
-            spec["clusterIP"] = ip
-            spec["clusterIPs"] = [ip]
-            if ip != "None":
-                spec.setdefault("ipFamilies", ["IPv4"])
-                spec.setdefault("ipFamilyPolicy", "SingleStack")
-            spec.setdefault("internalTrafficPolicy", "Cluster")
-        obj.setdefault("status", {"loadBalancer": {}})
-
     # --- update -------------------------------------------------------------------------
 
     async def update(self, rtype: ResourceType, namespace: str | None, name: str, body: Any,
@@ -314,6 +264,11 @@ class Resources:
         if new["metadata"].get("name", name) != name:
             raise errors.bad_request(f"the name of the object ({new['metadata'].get('name')}) does not match the name on the URL ({name})")
         return await self._update(rtype, old, new, subresource, field_validation, dry_run)
+
+    async def rewrite(self, rtype: ResourceType, current: Obj, new: Obj) -> Obj:
+        """Write a new state of a stored object as an update of the main resource would."""
+        obj, _ = await self._update(rtype, current, new, None)
+        return obj
 
     async def _update(self, rtype: ResourceType, old: Obj, new: Obj, subresource: str | None,
                       field_validation: str = "Warn", dry_run: bool = False) -> tuple[Obj, list[str]]:
@@ -347,7 +302,8 @@ class Resources:
         ignored = ("metadata", "status") if rtype.has_status else ("metadata",)
         if _without(new, *ignored, "apiVersion") != _without(old, *ignored, "apiVersion"):
             new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
-        self._allocate(rtype, new, old)
+        if rtype.is_service:
+            self.cluster_ips.assign(new, old)
         if new == old:
             return self._view(rtype, old), warnings  # a no-op write changes nothing, not even resourceVersion
         if dry_run:
@@ -526,7 +482,7 @@ class Resources:
                                  f'Unsupported value: "{policy}": supported values: "Foreground", "Background", "Orphan"')])
         grace = options.get("gracePeriodSeconds")
         if policy == "Orphan":
-            await self._orphan_dependents(obj)
+            await self.gc.orphan_dependents(obj)
             obj = self._existing(rtype, namespace, name)  # it may have changed meanwhile
         new = clone(obj)
         meta = new["metadata"]
@@ -558,7 +514,7 @@ class Resources:
             return self._view(rtype, obj), False
         await self.store.put(rtype.storage_key, new)
         if FOREGROUND in (meta.get("finalizers") or []):
-            self._queue_gc(meta["uid"])
+            self.gc.enqueue(meta["uid"])
         return self._view(rtype, new), False
 
     def _grace_period(self, rtype: ResourceType, obj: Obj, requested: Any) -> int:
@@ -591,14 +547,14 @@ class Resources:
             return
         await self.store.remove(rtype.storage_key, current)
         meta = current["metadata"]
-        if rtype.plural == "services" and not rtype.group:
-            self._allocated_ips.discard((current.get("spec") or {}).get("clusterIP", ""))
+        if rtype.is_service:
+            self.cluster_ips.release(current)
         if rtype.storage_key == self._crd_type.storage_key:
             await self._remove_crd(current)
-        self._queue_gc(meta["uid"])
+        self.gc.enqueue(meta["uid"])
         for owner in meta.get("ownerReferences") or []:
             # An owner waiting in foreground deletion may now be free to go.
-            self._queue_gc(owner.get("uid", ""))
+            self.gc.enqueue(owner.get("uid", ""))
         if meta.get("namespace"):
             ns = self.store.get("/namespaces", "", meta["namespace"])
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
@@ -612,7 +568,7 @@ class Resources:
             ns["metadata"]["deletionGracePeriodSeconds"] = 0
         await self.store.put(rtype.storage_key, ns)
         for resource, obj in list(self.store.namespaced_resources(name)):
-            rtype_of = self._type_for_storage(resource)
+            rtype_of = self.type_for_storage(resource)
             if rtype_of is None:
                 continue
             with contextlib.suppress(errors.ApiError):  # already gone, or held by a finalizer
@@ -630,7 +586,7 @@ class Resources:
         assert ns_type is not None
         await self._remove(ns_type, ns)
 
-    def _type_for_storage(self, resource: str) -> ResourceType | None:
+    def type_for_storage(self, resource: str) -> ResourceType | None:
         group, _, plural = resource.partition("/")
         versions = self.registry.versions_of(group, plural)
         return versions[0] if versions else None
@@ -647,182 +603,5 @@ class Resources:
         key = f"{spec['group']}/{spec['names']['plural']}"
         for obj in self.store.list(key):
             await self.store.remove(key, obj)
-            self._queue_gc(obj["metadata"]["uid"])
+            self.gc.enqueue(obj["metadata"]["uid"])
         self.registry.remove_crd(crd["metadata"]["name"])
-
-    # --- garbage collection ---------------------------------------------------------------
-
-    def _queue_gc(self, uid: str) -> None:
-        if uid and self._gc_queue is not None:
-            self._gc_queue.put_nowait(uid)
-
-    def _orphaned_owner_uids(self) -> set[str]:
-        uids: set[str] = set()
-        for rtype in self.registry:
-            for obj in self.store.list(rtype.storage_key):
-                for owner in obj["metadata"].get("ownerReferences") or []:
-                    if self.store.by_uid(owner.get("uid", "")) is None:
-                        uids.add(owner.get("uid", ""))
-                if FOREGROUND in (obj["metadata"].get("finalizers") or []):
-                    uids.add(obj["metadata"]["uid"])
-        return uids
-
-    async def _check_owners_exist(self, obj: Obj) -> None:
-        for owner in obj["metadata"].get("ownerReferences") or []:
-            if self.store.by_uid(owner.get("uid", "")) is None:
-                self._queue_gc(owner.get("uid", ""))
-
-    async def _collect_garbage(self) -> None:
-        assert self._gc_queue is not None
-        while True:
-            uid = await self._gc_queue.get()
-            try:
-                await self._collect(uid)
-            except errors.ApiError as exc:
-                log.debug("garbage collection of dependents of %s: %s", uid, exc.message)
-            except Exception:  # keep collecting whatever one object does
-                log.exception("garbage collection of dependents of %s failed", uid)
-
-    async def _collect(self, uid: str) -> None:
-        owner_ref = self.store.by_uid(uid)
-        owner = self.store.get(*owner_ref) if owner_ref else None
-        if owner is not None and FOREGROUND in (owner["metadata"].get("finalizers") or []):
-            await self._foreground_step(owner_ref[0], owner)  # type: ignore[index]
-            return
-        if owner is not None:
-            return
-        for resource, namespace, name in self.store.dependents(uid):
-            dependent = self.store.get(resource, namespace, name)
-            rtype = self._type_for_storage(resource)
-            if dependent is None or rtype is None:
-                continue
-            live = [o for o in dependent["metadata"].get("ownerReferences") or []
-                    if o.get("uid") != uid and self.store.by_uid(o.get("uid", "")) is not None]
-            if live:
-                new = clone(dependent)
-                new["metadata"]["ownerReferences"] = [o for o in new["metadata"]["ownerReferences"] if o.get("uid") != uid]
-                await self._update(rtype, dependent, new, None)
-            elif not dependent["metadata"].get("deletionTimestamp"):
-                await self.delete(rtype, namespace or None, name, {"propagationPolicy": "Background"})
-
-    async def _foreground_step(self, resource: str, owner: Obj) -> None:
-        """Delete the dependents of an owner in foreground deletion; once none that blocks
-        its deletion is left, drop its ``foregroundDeletion`` finalizer."""
-        uid = owner["metadata"]["uid"]
-        for dep_resource, namespace, name in self.store.dependents(uid):
-            dependent = self.store.get(dep_resource, namespace, name)
-            rtype = self._type_for_storage(dep_resource)
-            if dependent is not None and rtype is not None and not dependent["metadata"].get("deletionTimestamp"):
-                await self.delete(rtype, namespace or None, name, {"propagationPolicy": "Foreground"})
-        for ref in self.store.dependents(uid):
-            dependent = self.store.get(*ref)
-            owners = (dependent or {"metadata": {}})["metadata"].get("ownerReferences") or []
-            if any(o.get("uid") == uid and o.get("blockOwnerDeletion") for o in owners):
-                return  # woken again when that dependent is removed
-        rtype = self._type_for_storage(resource)
-        current = self.store.get(resource, owner["metadata"].get("namespace") or "", owner["metadata"]["name"])
-        if rtype is None or current is None:
-            return
-        new = clone(current)
-        new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or [] if f != FOREGROUND]
-        await self._update(rtype, current, new, None)
-
-    async def _orphan_dependents(self, owner: Obj) -> None:
-        uid = owner["metadata"]["uid"]
-        for resource, namespace, name in self.store.dependents(uid):
-            dependent = self.store.get(resource, namespace, name)
-            rtype = self._type_for_storage(resource)
-            if dependent is None or rtype is None:
-                continue
-            new = clone(dependent)
-            new["metadata"]["ownerReferences"] = [o for o in new["metadata"].get("ownerReferences") or [] if o.get("uid") != uid]
-            if not new["metadata"]["ownerReferences"]:
-                del new["metadata"]["ownerReferences"]
-            await self._update(rtype, dependent, new, None)
-
-
-_STRING_FIELDS = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
-
-
-def _check_metadata_types(meta: Obj) -> None:
-    """Reject metadata the Go types could not decode (a 400, as a decoding error is)."""
-    problems = [f"metadata.{k} must be a string" for k in _STRING_FIELDS if k in meta and not isinstance(meta[k], (str, type(None)))]
-    for key in ("labels", "annotations"):
-        value = meta.get(key)
-        if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
-            problems.append(f"metadata.{key} must be a map of strings")
-    finalizers = meta.get("finalizers")
-    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
-        problems.append("metadata.finalizers must be a list of strings")
-    owners = meta.get("ownerReferences")
-    if owners is not None and not (isinstance(owners, list) and all(
-            isinstance(o, dict) and isinstance(o.get("uid"), str) and isinstance(o.get("name"), str) for o in owners)):
-        problems.append("metadata.ownerReferences must be a list of references with name and uid")
-    for key in ("generation", "deletionGracePeriodSeconds"):
-        if key in meta and meta[key] is not None and (not isinstance(meta[key], int) or isinstance(meta[key], bool)):
-            problems.append(f"metadata.{key} must be an integer")
-    if problems:
-        raise errors.bad_request("; ".join(problems))
-
-
-_JSON_TYPE_NAMES = {str: "string", int: "integer", bool: "boolean"}
-
-
-def _shape_problem(value: Any, shape: Any, path: str) -> str | None:
-    """Where ``value`` does not have the JSON types ``shape`` describes (see registry)."""
-    if value is None:
-        return None
-    if isinstance(shape, dict):
-        if not isinstance(value, dict):
-            return f"{path or 'the body'} must be an object"
-        for key, sub in shape.items():
-            problem = _shape_problem(value.get(key), sub, f"{path}.{key}" if path else key)
-            if problem:
-                return problem
-    elif isinstance(shape, list):
-        if not isinstance(value, list):
-            return f"{path} must be an array"
-        for i, item in enumerate(value):
-            problem = _shape_problem(item, shape[0], f"{path}[{i}]")
-            if problem:
-                return problem
-    elif not isinstance(value, shape) or isinstance(value, bool) and shape is int:
-        return f"{path} must be of type {_JSON_TYPE_NAMES.get(shape, shape.__name__)}"
-    return None
-
-
-def _qos_class(pod: Obj) -> str:
-    containers = (pod.get("spec") or {}).get("containers") or []
-    requests = [c.get("resources", {}).get("requests") or {} for c in containers]
-    limits = [c.get("resources", {}).get("limits") or {} for c in containers]
-    if not any(requests) and not any(limits):
-        return "BestEffort"
-    guaranteed = all(
-        lim.get("cpu") and lim.get("memory") and req.get("cpu", lim["cpu"]) == lim["cpu"]
-        and req.get("memory", lim["memory"]) == lim["memory"]
-        for req, lim in zip(requests, limits, strict=True)
-    )
-    return "Guaranteed" if guaranteed else "Burstable"
-
-
-def _validate_pod(pod: Obj) -> list[Cause]:
-    causes = []
-    spec = pod.get("spec")
-    containers = spec.get("containers") if isinstance(spec, dict) else None
-    if not containers:
-        causes.append(Cause("spec.containers", "FieldValueRequired", "Required value"))
-        return causes
-    seen = set()
-    for i, container in enumerate(containers):
-        if not isinstance(container, dict):
-            causes.append(Cause(f"spec.containers[{i}]", "FieldValueTypeInvalid", "Invalid value: must be an object"))
-            continue
-        name = container.get("name")
-        if not name:
-            causes.append(Cause(f"spec.containers[{i}].name", "FieldValueRequired", "Required value"))
-        elif name in seen:
-            causes.append(Cause(f"spec.containers[{i}].name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
-        seen.add(name)
-        if not container.get("image"):
-            causes.append(Cause(f"spec.containers[{i}].image", "FieldValueRequired", "Required value"))
-    return causes

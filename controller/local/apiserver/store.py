@@ -93,6 +93,12 @@ class Watcher:
         self.queue.put_nowait(event)
 
 
+def clone(obj: Any) -> Any:
+    """A deep copy to change (stored objects are shared, never changed in place); orjson's
+    round trip is several times faster than copy.deepcopy."""
+    return orjson.loads(orjson.dumps(obj))
+
+
 def object_key(obj: Obj) -> tuple[str, str]:
     meta = obj["metadata"]
     return meta.get("namespace") or "", meta["name"]
