@@ -488,5 +488,9 @@ class Manager:
                 updated.setdefault("kind", job.get("kind"))
                 updated.setdefault("apiVersion", job.get("apiVersion"))
                 informer.store.upsert(updated, only_if_newer=True)
+            if attempt > 0:
+                # The job changed under us (that was the conflict), and the cache now holds
+                # the changed version, so its watch event will look stale: reconcile again.
+                self.queue.add((job.get("kind", ""), meta.get("namespace") or "", meta["name"]))
             return updated
         return None

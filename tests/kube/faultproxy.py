@@ -19,6 +19,7 @@ import ssl
 import threading
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"}
 
@@ -40,6 +41,7 @@ class FaultProxy:
         ssl_context: ssl.SSLContext | None = None,
         status_conflicts: int = 0,
         script: list[int] | None = None,
+        before_status_conflict: Callable[[str], None] | None = None,
     ) -> None:
         parsed = urllib.parse.urlsplit(upstream)
         self.upstream_tls = parsed.scheme == "https"
@@ -56,6 +58,8 @@ class FaultProxy:
         self.status_conflicts = status_conflicts
         self._status_puts: dict[str, int] = {}
         self.status_conflicts_sent = 0
+        # Called with the path before an injected status conflict: make the conflict real.
+        self.before_status_conflict = before_status_conflict
         # Answers for the next non-watch requests, in order (e.g. [429, 500]); then normal.
         self.script = list(script or [])
         self.requests: list[tuple[str, str]] = []  # (method, path) of every non-watch request
@@ -160,6 +164,8 @@ class FaultProxy:
                 self._status_puts[path] = seen + 1
                 if seen < self.status_conflicts:
                     self.status_conflicts_sent += 1
+                    if self.before_status_conflict is not None:
+                        self.before_status_conflict(path)
                     return 409, "Conflict", {}
             if self._random.random() >= self.error_rate:
                 return None

@@ -81,3 +81,24 @@ def test_killed_at_any_point_and_restarted_every_job_finishes_without_duplicates
     uids = {j["metadata"]["uid"] for j in jobs.list()}
     for pod in pods.list():
         assert pod["metadata"]["ownerReferences"][0]["uid"] in uids, "orphaned pod"
+
+
+def test_a_spec_change_that_caused_a_status_conflict_is_not_lost(apiserver, kube, start_manager, jobs, pods):
+    """A real concurrent writer: the job is scaled between the controller's read and its
+    status write. The write conflicts, is re-applied on the re-read job, and the scale-up
+    is carried out."""
+
+    def scale_up(path: str) -> None:
+        job = kube.get(PYTORCHJOBS, "default", "racy")
+        job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
+        kube.replace(PYTORCHJOBS, job)
+
+    tls = ssl.create_default_context(cafile=kube.configuration.ssl_ca_cert)
+    with FaultProxy(apiserver.url, status_conflicts=1, before_status_conflict=scale_up, ssl_context=tls) as proxy:
+        manager = start_manager(server_url=proxy.url)
+        try:
+            kube.create(PYTORCHJOBS, pytorch_job("racy", workers=1))
+            pods.wait(lambda: pods.get("racy-worker-1"), timeout=30, what="the scaled-up worker")
+        finally:
+            manager.stop()
+        assert proxy.status_conflicts_sent == 1
