@@ -157,7 +157,7 @@ class ApiServer:
             body, content_type = self.metrics.render()
             return web.Response(body=body, headers={"Content-Type": content_type})
         if path == "/openapi/v3" or path.startswith("/openapi/v3/"):
-            return self._openapi(path)
+            return self._openapi(path, request.query.get("hash"))
         parts = [p for p in path.split("/") if p]
         if not parts or parts[0] not in ("api", "apis"):
             raise errors.page_not_found()
@@ -194,7 +194,7 @@ class ApiServer:
             return json_response(listed)
         return None
 
-    def _openapi(self, path: str) -> web.Response:
+    def _openapi(self, path: str, requested_hash: str | None) -> web.Response:
         if path == "/openapi/v3":
             return json_response(discovery.openapi_index(self.registry))
         parts = path[len("/openapi/v3/"):].split("/")
@@ -206,8 +206,10 @@ class ApiServer:
             document = None
         if document is None:
             raise errors.page_not_found()
-        return json_response(document, headers={"Cache-Control": "no-cache, private",
-                                                "Etag": f'"{discovery.document_hash(document)}"'})
+        digest = discovery.document_hash(document)
+        # A URL carrying the current hash names content that never changes: clients may cache it.
+        cache = "public, immutable, max-age=31536000" if requested_hash == digest else "no-cache, private"
+        return json_response(document, headers={"Cache-Control": cache, "Etag": f'"{digest}"'})
 
     def _parse(self, parts: list[str]) -> RequestInfo:
         if parts[0] == "api":

@@ -277,7 +277,10 @@ def test_discovery_both_forms_and_openapi(http):
     core = http("GET", "/api/v1").json()
     assert {"pods", "pods/status", "pods/log", "services", "nodes/status"} <= {r["name"] for r in core["resources"]}
     index = http("GET", "/openapi/v3").json()
-    document = http("GET", index["paths"]["api/v1"]["serverRelativeURL"]).json()
+    hashed = http("GET", index["paths"]["api/v1"]["serverRelativeURL"])
+    assert "immutable" in hashed.headers["Cache-Control"]
+    assert "immutable" not in http("GET", "/openapi/v3/api/v1").headers["Cache-Control"]
+    document = hashed.json()
     patch = document["paths"]["/api/v1/namespaces/{namespace}/pods/{name}"]["patch"]
     assert "fieldValidation" in [p["name"] for p in patch["parameters"]]
     assert http("GET", "/version").json()["major"] == "1"
