@@ -12,6 +12,7 @@ gone).
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -133,47 +134,55 @@ async def stream(root: Path, pod: Obj, options: LogOptions, current_pod: Callabl
             return None
         return line
 
+    def within_budget(line: bytes) -> bytes | None:
+        """``line`` cut to what limitBytes still allows; None once it is spent."""
+        nonlocal budget
+        if budget is None:
+            return line
+        if budget <= 0:
+            return None
+        line, budget = line[:budget], budget - len(line[:budget])
+        return line
+
     while options.follow and not path.exists():
         if _terminated(current_pod(), options, path):
             return
         await asyncio.sleep(FOLLOW_POLL_SECONDS)
     with path.open("rb") as handle:
-        lines = []
-        for record in handle:
+        # tailLines keeps only the last lines in memory; otherwise lines stream as they are read.
+        tail = collections.deque(maxlen=max(options.tail_lines, 0)) if options.tail_lines is not None else None
+        while True:
+            record = handle.readline()
             if not record.endswith(b"\n"):
-                handle.seek(-len(record), 1)  # a record still being written
+                handle.seek(-len(record), 1)  # nothing more, or a record still being written
                 break
             line = accept(*_render(record, options, pending))
-            if line is not None:
-                lines.append(line)
-        if options.tail_lines is not None:
-            lines = lines[-options.tail_lines:] if options.tail_lines > 0 else []
-        for line in lines:
-            if budget is not None:
-                if budget <= 0:
-                    return
-                line = line[:budget]
-                budget -= len(line)
+            if line is None:
+                continue
+            if tail is not None:
+                tail.append(line)
+                continue
+            if (line := within_budget(line)) is None:
+                return
+            yield line
+        for line in tail or ():
+            if (line := within_budget(line)) is None:
+                return
             yield line
         while options.follow:
             record = handle.readline()
             if record.endswith(b"\n"):
                 line = accept(*_render(record, options, pending))
                 if line is not None:
-                    if budget is not None:
-                        if budget <= 0:
-                            return
-                        line = line[:budget]
-                        budget -= len(line)
+                    if (line := within_budget(line)) is None:
+                        return
                     yield line
                 continue
-            if record:
-                handle.seek(-len(record), 1)
+            handle.seek(-len(record), 1)
             if _terminated(current_pod(), options, path):
-                rest = handle.read()
-                for tail in rest.splitlines(keepends=True):
-                    line = accept(*_render(tail if tail.endswith(b"\n") else tail + b"\n", options, pending))
-                    if line is not None:
+                for rest in handle.read().splitlines(keepends=True):
+                    line = accept(*_render(rest if rest.endswith(b"\n") else rest + b"\n", options, pending))
+                    if line is not None and (line := within_budget(line)) is not None:
                         yield line
                 return
             await asyncio.sleep(FOLLOW_POLL_SECONDS)
