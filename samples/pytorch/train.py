@@ -234,7 +234,7 @@ def log(event: str, **fields: Any) -> None:
     print(f"[{event}] {text}", flush=True)
 
 
-def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
     env = os.environ.get  # string defaults go through `type`, so a bad env value is a usage error
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--steps", type=int, default=env("TRAIN_STEPS", "60"), help="total optimizer steps (default 60)")
@@ -253,6 +253,11 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     p.add_argument("--peer-failure-exit-code", type=int, default=env("PEER_FAILURE_EXIT_CODE", "1"),
                    help="exit code when a collective fails because a peer is gone (default 1)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait for peers")
+    return p
+
+
+def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1 or args.checkpoint_every < 1 or args.samples < args.batch_size:
         p.error("--steps, --batch-size and --checkpoint-every must be >= 1 and --samples >= --batch-size")

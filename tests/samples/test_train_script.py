@@ -260,3 +260,12 @@ def test_a_finished_run_leaves_nothing_to_resume_so_the_next_run_starts_over(tra
     assert "[resume]" not in out
     assert [(s["step"], s["loss"]) for s in step_lines(out)] == [(s["step"], s["loss"]) for s in first]
     assert not (tmp_path / train.FAULT_MARKER_DIR).exists(), "faults of the finished run fire again"
+
+
+def test_the_readme_documents_every_flag_and_only_real_ones(train):
+    readme = (REPO / "samples" / "README.md").read_text()
+    table = readme[readme.index("| flag | env | default |"):].split("\n\n")[0]
+    documented = {row.split("|")[1].strip().strip("`") for row in table.splitlines()[2:]}
+    actual = {o for action in train.build_parser()._actions for o in action.option_strings if o.startswith("--")}
+    undocumented_on_purpose = {"--help", "--batch-size", "--lr", "--samples", "--features", "--hidden", "--seed", "--timeout"}
+    assert documented == actual - undocumented_on_purpose
