@@ -168,8 +168,8 @@ class TorchrunPods:
             f"--rdzv-conf={RDZV_CONF}", "--local-addr=127.0.0.1",
             str(TRAIN_SCRIPT), *self.train_args,
         ]
-        agent = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=subprocess.PIPE,
-                                 stderr=open(self.workdir / f"{pod}.agent.log", "ab"))
+        with open(self.workdir / f"{pod}.agent.log", "ab") as agent_log:
+            agent = subprocess.Popen(command, cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=agent_log)
         self.agents[pod] = agent
         self.log.follow(pod, agent.stdout)
 

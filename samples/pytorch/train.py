@@ -23,7 +23,7 @@ Output is one line per event, ``[event] key=value ...``, for people and tests to
 ``[checkpoint]``, ``[fault]``, ``[done]`` and ``[error]``.
 
 Faults for tests are injected with ``--fault`` / ``$INJECT_FAULT``:
-``rank=1,step=30,exit=137`` makes rank 1 exit with code 137 when it reaches step 30;
+``rank=1,step=30,exit=137`` makes rank 1 exit with code 137 once it has done 30 steps;
 ``signal=KILL`` instead of ``exit=`` kills the process with a signal. Several faults are
 separated by ``;``. A fault fires once per job: with a checkpoint directory the firing is
 recorded there, without one it only fires in the first attempt of a torchrun agent.
