@@ -76,7 +76,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--service-cidr", default="127.96.0.0/16", help="range Service ClusterIPs come from")
     parser.add_argument("--bookmark-interval", type=float, default=30.0,
                         help="seconds between BOOKMARK events on idle watches that allow them")
-    parser.add_argument("--watch-window", type=int, default=20_000,
+    parser.add_argument("--watch-window", type=int, default=10_000,
                         help="events kept for watches to resume from; older versions get 410 Expired")
     parser.add_argument("--fsync", action="store_true",
                         help="fsync every commit (survives power loss, not only a crash of the server; slower)")

@@ -89,7 +89,7 @@ class RequestInfo:
 
 class ApiServer:
     def __init__(self, data_dir: Path, token: str, service_cidr: str = "127.96.0.0/16",
-                 bookmark_interval: float = 30.0, watch_window: int = 20_000, fsync: bool = False) -> None:
+                 bookmark_interval: float = 30.0, watch_window: int = 10_000, fsync: bool = False) -> None:
         self.data_dir = data_dir
         self.token = token
         self._authorization = f"Bearer {token}".encode()

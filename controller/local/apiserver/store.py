@@ -105,7 +105,7 @@ def object_key(obj: Obj) -> tuple[str, str]:
 
 
 class Store:
-    def __init__(self, path: Path, window: int = 20_000, fsync: bool = False) -> None:
+    def __init__(self, path: Path, window: int = 10_000, fsync: bool = False) -> None:
         if not path.exists():
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # the WAL and SHM files inherit this
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
