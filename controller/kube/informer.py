@@ -174,6 +174,7 @@ class Informer:
         self.resource_version = ""
         self.relists = 0
         self._stream: Optional[WatchStream] = None
+        self._delivered = False
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -198,6 +199,7 @@ class Informer:
     def _run(self) -> None:
         failures = 0
         while not self._stop.is_set():
+            self._delivered = False
             try:
                 if not self.resource_version:
                     self._relist()
@@ -208,7 +210,9 @@ class Informer:
                     log.info("watch expired, relisting", extra={"resource": self.resource.plural})
                     self.resource_version = ""
                     continue
-                failures += 1
+                # A stream that delivered events before it broke was progress, not a failure
+                # streak: only consecutive fruitless attempts back off and end in a relist.
+                failures = 1 if self._delivered else failures + 1
                 if failures >= 5:
                     self.resource_version = ""  # persistent trouble: start over from a list
                 delay = min(10.0, self.retry_delay * (2 ** min(failures, 6))) * random.uniform(0.5, 1.0)
@@ -245,6 +249,7 @@ class Informer:
         for event in stream:
             if self._stop.is_set():
                 return
+            self._delivered = True
             event_type = event.get("type")
             obj = event.get("object") or {}
             if event_type == "ERROR":
