@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
 
@@ -38,6 +39,24 @@ def wait_pod(api: KubeClient, name: str, until: Callable[[Obj], bool], timeout: 
             if exc.code != 410:
                 raise
     raise AssertionError(f"pod {name} did not reach the expected state within {timeout:g}s")
+
+
+def read_fifo(path: Any, timeout: float = 30.0) -> str:
+    """What a pod writes into the FIFO ``path``; fails (instead of hanging) if it never does."""
+    got: list[str] = []
+
+    def read() -> None:
+        with open(path) as fifo:
+            got.append(fifo.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        with open(path, "w"):  # unblock the reader before failing
+            pass
+        raise AssertionError(f"nothing was written to {path} within {timeout:g}s")
+    return got[0]
 
 
 def main_pid(pod: Obj) -> int:

@@ -11,7 +11,7 @@ from controller.local.cluster import read_pid_file
 from controller.local.kubelet.client import KubeClient
 from controller.local.kubelet.runtime import process_start_time
 
-from .conftest import main_pid, wait_pod
+from .conftest import main_pid, read_fifo, wait_pod
 
 
 def trainctl(*args, cwd=None, env=None):
@@ -43,8 +43,7 @@ def test_up_detach_status_down(tmp_path):
                               "python", "-c", "import os, sys, time\nopen(sys.argv[1], 'w').write(os.getcwd())\n"
                               "time.sleep(600)", str(fifo)], env=env, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
-        with open(fifo) as ready:
-            assert ready.read() == str(tmp_path)
+        assert read_fifo(fifo) == str(tmp_path)
         api = KubeClient(str(directory / "kubeconfig"))
         pid = main_pid(wait_pod(api, "sleeper", lambda p: p["status"].get("phase") == "Running"))
 

@@ -9,15 +9,14 @@ import pytest
 from controller.local.cluster import ClusterError, LocalCluster, read_pid_file
 from controller.local.kubelet.runtime import process_start_time
 
-from .conftest import main_pid, sleeper_pod, wait_pod
+from .conftest import main_pid, read_fifo, sleeper_pod, wait_pod
 
 
 def running_sleeper(api, tmp_path, name):
     fifo = tmp_path / f"{name}.ready"
     os.mkfifo(fifo)
     api.create("/api/v1/namespaces/default/pods", sleeper_pod(name, str(fifo)))
-    with open(fifo) as ready:  # blocks until the pod's process runs
-        assert ready.read() == "ready"
+    assert read_fifo(fifo) == "ready"  # the pod's process runs
     return wait_pod(api, name, lambda p: p.get("status", {}).get("phase") == "Running")
 
 
@@ -72,8 +71,7 @@ def test_a_pod_that_ends_while_the_apiserver_is_down_gets_its_final_status(tmp_p
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "outlives"},
             "spec": {"restartPolicy": "Never", "containers": [
                 {"name": "main", "image": "python", "command": ["python", "-c", script, str(started), str(release)]}]}})
-        with open(started) as ready:
-            assert ready.read() == "ready"
+        assert read_fifo(started) == "ready"
         wait_pod(api, "outlives", lambda p: p["status"].get("phase") == "Running")
         cluster.apiserver.kill()
         with open(release, "w") as exit_code:  # the pod exits 4 while nobody can record it

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket
 import subprocess
+import threading
 
 from .conftest import container_state, create, gone, phase, pod, wait_pod
 
@@ -74,7 +76,7 @@ def test_env_value_from_field_refs_and_expansion(api, tmp_path):
 
 SERVER = """
 import os, socket
-server = socket.create_server((os.environ["POD_IP"], 7000))
+server = socket.create_server((os.environ["POD_IP"], int(os.environ["PORT"])))
 while True:
     conn, _ = server.accept()
     conn.sendall(b"hello from " + os.environ["POD_IP"].encode() + b"\\n")
@@ -96,9 +98,17 @@ while True:
 """
 
 
-def start_server(api):
-    server = pod("server", SERVER, env=[{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}}],
-                 ports=[{"name": "echo", "containerPort": 7000}])
+def free_port():
+    """A port nothing on this machine uses right now (other test runs may share the machine)."""
+    with socket.socket() as probe:
+        probe.bind(("0.0.0.0", 0))
+        return probe.getsockname()[1]
+
+
+def start_server(api, port):
+    server = pod("server", SERVER, env=[{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                                        {"name": "PORT", "value": str(port)}],
+                 ports=[{"name": "echo", "containerPort": port}])
     server["metadata"]["labels"] = {"app": "echo"}
     create(api, server)
     return wait_pod(api, "server", lambda p: p.get("status", {}).get("podIP") and phase("Running")(p))
@@ -110,17 +120,18 @@ def logs_of(kubelet, done):
 
 
 def test_headless_service_name_in_env_is_rewritten_to_the_pod_ip(api, kubelet):
-    server_ip = start_server(api)["status"]["podIP"]
+    port = free_port()
+    server_ip = start_server(api, port)["status"]["podIP"]
     create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
-                 "spec": {"clusterIP": "None", "selector": {"app": "echo"}, "ports": [{"port": 7000}]}})
-    client = pod("client", CLIENT, env=[{"name": "TARGET", "value": "echo.default.svc:7000"}])
+                 "spec": {"clusterIP": "None", "selector": {"app": "echo"}, "ports": [{"port": port}]}})
+    client = pod("client", CLIENT, env=[{"name": "TARGET", "value": f"echo.default.svc:{port}"}])
     done = wait_pod(api, create(api, client)["metadata"]["name"], phase("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"
-    assert logs_of(kubelet, done) == [f"{server_ip}:7000 hello from {server_ip}"]
+    assert logs_of(kubelet, done) == [f"{server_ip}:{port} hello from {server_ip}"]
 
 
 def test_cluster_ip_service_reaches_its_pod_through_the_proxy(api, kubelet):
-    server_ip = start_server(api)["status"]["podIP"]
+    server_ip = start_server(api, free_port())["status"]["podIP"]
     service = create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
                            "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": "echo"}]}})
     cluster_ip = service["spec"]["clusterIP"]
@@ -171,10 +182,17 @@ def sleeper(name, marker, owner=None, port=None):
     return spec
 
 
-def wait_ready(marker):
+def wait_ready(marker, timeout=30):
     """Block until the sleeper has installed its SIGTERM handler (it writes to the FIFO)."""
-    with open(f"{marker}.ready") as ready:
-        assert ready.read() == "ready"
+    got = []
+    reader = threading.Thread(target=lambda: got.append(open(f"{marker}.ready").read()), daemon=True)
+    reader.start()
+    reader.join(timeout)
+    if reader.is_alive():
+        with open(f"{marker}.ready", "w"):  # unblock the reader before failing
+            pass
+        raise AssertionError(f"{marker.name}: the pod did not start within {timeout}s")
+    assert got == ["ready"]
 
 
 def owner(api, name):
@@ -183,17 +201,18 @@ def owner(api, name):
 
 def test_ports_conflict_across_owners_until_freed(api, tmp_path):
     job_a, job_b = owner(api, "job-a"), owner(api, "job-b")
-    create(api, sleeper("a-master-0", tmp_path / "a0", job_a, 23456))
-    create(api, sleeper("a-worker-0", tmp_path / "a1", job_a, 23456))  # same owner: shares the port
+    port = free_port()
+    create(api, sleeper("a-master-0", tmp_path / "a0", job_a, port))
+    create(api, sleeper("a-worker-0", tmp_path / "a1", job_a, port))  # same owner: shares the port
     wait_ready(tmp_path / "a0")
     wait_ready(tmp_path / "a1")
-    create(api, sleeper("b-master-0", tmp_path / "b0", job_b, 23456))
+    create(api, sleeper("b-master-0", tmp_path / "b0", job_b, port))
 
     def waits_for_port(p):
         return any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or [])
     pending = wait_pod(api, "b-master-0", waits_for_port)
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert message in (f"0/1 nodes are available: port 23456 is in use by pod default/{name}."
+    assert message in (f"0/1 nodes are available: port {port} is in use by pod default/{name}."
                        for name in ("a-master-0", "a-worker-0"))
     api.delete("/api/v1/namespaces/default/pods/a-master-0", grace_period_seconds=0)
     api.delete("/api/v1/namespaces/default/pods/a-worker-0", grace_period_seconds=0)
@@ -238,8 +257,6 @@ def test_active_deadline_fails_a_pod_that_runs_too_long(api):
 
 
 def test_a_port_held_outside_the_cluster_keeps_the_pod_pending_until_released(api):
-    import socket
-
     holder = socket.create_server(("0.0.0.0", 0))
     port = holder.getsockname()[1]
     create(api, pod("wants-port", "pass", ports=[{"containerPort": port}]))
