@@ -269,7 +269,11 @@ class Kubelet:
         self._schedule(pods)
         for pod in pods:
             if self._on_this_node(pod) and not _meta(pod).get("deletionTimestamp") and not self._stopped.is_set():
-                self._admit(pod)
+                try:
+                    self._admit(pod)
+                except (AttributeError, TypeError, ValueError, KeyError) as exc:
+                    self._reject(pod, "UnexpectedAdmissionError",
+                                 f"the local kubelet cannot read this pod's spec: {exc!r}")
         self._sync_network(pods)
 
     def _on_this_node(self, pod: Obj) -> bool:
@@ -334,8 +338,14 @@ class Kubelet:
         bound = self._bound_pods(pods)
         self._waiting_for_machine_ports = False
         for pod in pending:
-            decision = fit(pod, self.allocatable, bound, self._allocated_devices(), port_free_on_machine)
             uid = _meta(pod)["uid"]
+            if uid in self._finished:
+                continue
+            try:
+                decision = fit(pod, self.allocatable, bound, self._allocated_devices(), port_free_on_machine)
+            except (AttributeError, TypeError, ValueError, KeyError) as exc:
+                self._reject(pod, "UnexpectedAdmissionError", f"the local kubelet cannot read this pod's spec: {exc!r}")
+                continue
             if decision.fits:
                 if self._bind(pod):
                     bound.append(pod)
@@ -405,10 +415,15 @@ class Kubelet:
         worker.start()
 
     def _reject(self, pod: Obj, reason: str, message: str) -> None:
+        """Fail a pod this node will not run (a real kubelet's admission rejection)."""
         meta = _meta(pod)
         self._finished.add(meta["uid"])
-        self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
-                                {"status": {"phase": "Failed", "reason": reason, "message": message}})
+        log.warning("pod %s/%s rejected: %s", meta.get("namespace"), meta["name"], message)
+        try:
+            self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
+                                    {"status": {"phase": "Failed", "reason": reason, "message": message}})
+        except ApiError as exc:
+            log.warning("status of pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
 
     def _worker_done(self, uid: str) -> None:
         with self._lock:

@@ -318,3 +318,4 @@ def test_a_job_pod_waits_for_the_service_of_a_sibling_it_names(api, tmp_path):
     master_ip = api.get("/api/v1/namespaces/default/pods/job-master-0")["status"]["podIP"]
     assert done["status"]["phase"] == "Succeeded"
     assert out.read_text() == master_ip
+
