@@ -15,7 +15,11 @@ if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
 echo "== installing trainctl with its test dependencies"
-.venv/bin/pip install -q --disable-pip-version-check -e '.[torch,test]' 2>&1 | grep -v "^WARNING: Location" || true
+if ! .venv/bin/pip install -q --disable-pip-version-check -e '.[torch,mindspore,test]' >.venv/pip-install.log 2>&1; then
+  cat .venv/pip-install.log
+  echo "pip install failed" >&2
+  exit 1
+fi
 
 echo "== checking generated CRDs"
 .venv/bin/python hack/gen_crds.py --check
