@@ -542,15 +542,18 @@ class Resources:
         return deleted
 
     async def _remove(self, rtype: ResourceType, obj: Obj) -> None:
+        """Remove ``obj`` from storage. What must follow (garbage collection, namespace and
+        CRD clean-up) is set in motion before waiting for the commit, so a client that hangs
+        up meanwhile cannot leave it undone."""
         current = self.store.get(rtype.storage_key, obj["metadata"].get("namespace") or "", obj["metadata"]["name"])
         if current is None:
             return
-        await self.store.remove(rtype.storage_key, current)
+        committed = self.store.remove(rtype.storage_key, current)
         meta = current["metadata"]
         if rtype.is_service:
             self.cluster_ips.release(current)
         if rtype.storage_key == self._crd_type.storage_key:
-            await self._remove_crd(current)
+            self._remove_crd(current)
         self.gc.enqueue(meta["uid"])
         for owner in meta.get("ownerReferences") or []:
             # An owner waiting in foreground deletion may now be free to go.
@@ -559,14 +562,21 @@ class Resources:
             ns = self.store.get("/namespaces", "", meta["namespace"])
             if ns is not None and ns["metadata"].get("deletionTimestamp"):
                 self._spawn(self._finish_namespace(meta["namespace"]))
+        await committed
 
     async def _delete_namespace(self, rtype: ResourceType, ns: Obj) -> Obj:
+        """Mark the namespace Terminating; its contents go in the background, then it does."""
         name = ns["metadata"]["name"]
         ns["status"] = {"phase": "Terminating"}
         if not ns["metadata"].get("deletionTimestamp"):
             ns["metadata"]["deletionTimestamp"] = now_rfc3339()
             ns["metadata"]["deletionGracePeriodSeconds"] = 0
-        await self.store.put(rtype.storage_key, ns)
+        committed = self.store.put(rtype.storage_key, ns)
+        self._spawn(self._empty_namespace(name))
+        await committed
+        return self._view(rtype, ns)
+
+    async def _empty_namespace(self, name: str) -> None:
         for resource, obj in list(self.store.namespaced_resources(name)):
             rtype_of = self.type_for_storage(resource)
             if rtype_of is None:
@@ -574,7 +584,6 @@ class Resources:
             with contextlib.suppress(errors.ApiError):  # already gone, or held by a finalizer
                 await self.delete(rtype_of, name, obj["metadata"]["name"], {"gracePeriodSeconds": 0})
         await self._finish_namespace(name)
-        return self._view(rtype, self.store.get("/namespaces", "", name) or ns)
 
     async def _finish_namespace(self, name: str) -> None:
         ns = self.store.get("/namespaces", "", name)
@@ -598,10 +607,11 @@ class Resources:
         for rtype in crds.resource_types(crd):
             self.registry.add(rtype)
 
-    async def _remove_crd(self, crd: Obj) -> None:
+    def _remove_crd(self, crd: Obj) -> None:
+        """Stop serving a deleted CRD's kinds and remove its objects (not waiting for them)."""
         spec = crd["spec"]
         key = f"{spec['group']}/{spec['names']['plural']}"
         for obj in self.store.list(key):
-            await self.store.remove(key, obj)
+            self.store.remove(key, obj)
             self.gc.enqueue(obj["metadata"]["uid"])
         self.registry.remove_crd(crd["metadata"]["name"])

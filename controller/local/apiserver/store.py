@@ -132,6 +132,7 @@ class Store:
         self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
         self._pending: list[tuple[Event, asyncio.Future[None]]] = []
         self._flushing = False
+        self._flusher: asyncio.Task[None] | None = None
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
 
     def close(self) -> None:
@@ -218,7 +219,7 @@ class Store:
         self._pending.append((event, done))
         if not self._flushing:
             self._flushing = True
-            loop.create_task(self._flush())
+            self._flusher = loop.create_task(self._flush())  # held: the loop keeps only a weak reference
         return done
 
     async def _flush(self) -> None:

@@ -328,3 +328,20 @@ def test_strategic_merge_patch_directives(core, http):
 
     patched = smp({"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "busybox:1.36"}]}})
     assert [(c["name"], c["image"]) for c in patched["spec"]["containers"]] == [("only", "busybox:1.36")]
+
+
+def test_deleting_a_crd_removes_its_kind_and_objects(api, http):
+    ext = client.ApiextensionsV1Api(api)
+    crd = {"metadata": {"name": "gadgets.example.com"},
+           "spec": {"group": "example.com", "scope": "Namespaced", "names": {"plural": "gadgets", "kind": "Gadget"},
+                    "versions": [{"name": "v1", "served": True, "storage": True,
+                                  "schema": {"openAPIV3Schema": {"type": "object",
+                                                                 "x-kubernetes-preserve-unknown-fields": True}}}]}}
+    ext.create_custom_resource_definition(crd)
+    gadgets = "/apis/example.com/v1/namespaces/default/gadgets"
+    assert http("POST", gadgets, json={"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "g"},
+                                       "anything": {"goes": 1}}).status_code == 201
+    ext.delete_custom_resource_definition("gadgets.example.com")
+    assert http("GET", gadgets).status_code == 404
+    ext.create_custom_resource_definition(crd)
+    assert http("GET", gadgets).json()["items"] == []
