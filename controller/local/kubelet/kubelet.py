@@ -527,13 +527,11 @@ class Kubelet:
         return str(self.config.workdir)
 
     # --- names and Services -----------------------------------------------------------------
-    def _selected_address(self, service: Obj) -> Optional[str]:
-        namespace = _meta(service).get("namespace")
+    def _selected_address(self, service: Obj, index: Optional["PodIndex"] = None) -> Optional[str]:
+        namespace = _meta(service).get("namespace", "default")
         selector = service.get("spec", {}).get("selector")
         candidates = []
-        for pod in self.pods.list():
-            if _meta(pod).get("namespace") != namespace or not selects(selector, pod):
-                continue
+        for pod in (index or PodIndex(self.pods.list())).select(namespace, selector):
             if is_terminal(pod) or _meta(pod).get("deletionTimestamp"):
                 continue
             address = self.ips.lookup(_meta(pod).get("uid", ""))
@@ -541,7 +539,8 @@ class Kubelet:
                 candidates.append((_meta(pod).get("name", ""), address))
         return min(candidates)[1] if candidates else None
 
-    def resolve(self, namespace: str, name: str, owner: Optional[str] = None, fresh: bool = False) -> Resolution:
+    def resolve(self, namespace: str, name: str, owner: Optional[str] = None, fresh: bool = False,
+                index: Optional["PodIndex"] = None) -> Resolution:
         """What ``name`` in ``namespace`` reaches. ``owner`` is the asking pod's controller uid:
         a name of a pod with the same controller whose Service does not exist yet is worth
         waiting for (a job's controller creates pods and Services in parallel). ``fresh``
@@ -564,7 +563,7 @@ class Kubelet:
         if cluster_ip == "None":
             if not spec.get("selector"):
                 return None
-            return self._selected_address(service) or Pending(f"a pod selected by headless Service {namespace}/{name}")
+            return self._selected_address(service, index) or Pending(f"a pod selected by headless Service {namespace}/{name}")
         return Pending(f"a cluster IP for Service {namespace}/{name}")
 
     def rewrite(self, text: str, pod: Obj) -> tuple[str, list[str]]:
@@ -574,16 +573,17 @@ class Kubelet:
     def _sync_network(self, pods: list[Obj]) -> None:
         rules: dict[Frontend, list[Backend]] = {}
         addresses: dict[str, str] = {}
+        index = PodIndex(pods)
         for service in self.services.list():
             meta, spec = _meta(service), service.get("spec", {})
-            resolved = self.resolve(meta.get("namespace", "default"), meta["name"])
+            resolved = self.resolve(meta.get("namespace", "default"), meta["name"], index=index)
             if isinstance(resolved, str):
                 addresses[service_fqdn(meta["name"], meta.get("namespace", "default"))] = resolved
             cluster_ip = spec.get("clusterIP")
             if not cluster_ip or cluster_ip == "None" or spec.get("type") == "ExternalName":
                 continue
-            endpoints = [p for p in pods if _meta(p).get("namespace") == meta.get("namespace")
-                         and selects(spec.get("selector"), p) and _is_ready(p)
+            endpoints = [p for p in index.select(meta.get("namespace", "default"), spec.get("selector"))
+                         if _is_ready(p)
                          and not _meta(p).get("deletionTimestamp") and p.get("status", {}).get("podIP")]
             for port in spec.get("ports") or []:
                 if (port.get("protocol") or "TCP") != "TCP":
@@ -596,6 +596,24 @@ class Kubelet:
                 rules[(cluster_ip, int(port["port"]))] = backends
         self.hosts.write(addresses)
         self.proxy.update(rules)
+
+
+class PodIndex:
+    """Pods by (namespace, label, value), so matching every Service's selector against the
+    pods stays cheap when a job has hundreds of replicas, each with its own Service."""
+
+    def __init__(self, pods: list[Obj]) -> None:
+        self._by_label: dict[tuple[str, str, str], list[Obj]] = {}
+        for pod in pods:
+            namespace = _meta(pod).get("namespace", "default")
+            for key, value in (_meta(pod).get("labels") or {}).items():
+                self._by_label.setdefault((namespace, key, value), []).append(pod)
+
+    def select(self, namespace: str, selector: Optional[dict[str, str]]) -> list[Obj]:
+        if not selector:
+            return []
+        smallest = min((self._by_label.get((namespace, k, v), []) for k, v in selector.items()), key=len)
+        return [pod for pod in smallest if selects(selector, pod)]
 
 
 def controller_uid(pod: Obj) -> Optional[str]:

@@ -23,3 +23,18 @@ def test_allocation_is_stable_per_pod_and_does_not_reuse_a_freed_address_at_once
     ips.release("a")
     assert ips.allocate("c") not in (first, second)
     assert ips.lookup("a") is None
+
+
+def test_pod_index_matches_whole_selectors_within_a_namespace():
+    from controller.local.kubelet.kubelet import PodIndex
+
+    def p(name, namespace, **labels):
+        return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}
+
+    pods = [p("a-0", "x", job="a", index="0"), p("a-1", "x", job="a", index="1"),
+            p("b-0", "x", job="b", index="0"), p("a-0", "y", job="a", index="0")]
+    index = PodIndex(pods)
+    assert [q["metadata"]["name"] for q in index.select("x", {"job": "a", "index": "0"})] == ["a-0"]
+    assert [q["metadata"]["namespace"] for q in index.select("y", {"job": "a"})] == ["y"]
+    assert index.select("x", {}) == [] and index.select("x", None) == []
+    assert index.select("x", {"job": "c"}) == []
