@@ -1,0 +1,337 @@
+"""What the end-to-end tests see of a running job: its status, its pods, their logs.
+
+The e2e tests run real training processes on the embedded cluster and check what a user
+would check: the job's conditions, which pods exist, and the lines the training scripts
+print. :class:`JobObserver` follows one job through watches (the job, its pods) and streams
+every container instance's log as it runs, so a test waits on events, never on sleeps, and
+a wait that times out fails with the job's status, its pods and the tail of each log.
+
+Samples are loaded from ``samples/`` and changed only through the knobs a user has (the
+training script's flags and ``INJECT_FAULT``-style env vars, restart and clean-pod
+policies), then applied with kubectl.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, TypeVar
+
+import yaml
+from kubernetes import client
+from prometheus_client.parser import text_string_to_metric_families
+
+from api import constants as c
+from controller.launch.follow import LeadPodLogs
+from controller.launch.kinds import JobKind, kind_of
+from controller.launch.watch import ResourceWatch
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "samples"
+NAMESPACE = "default"
+T = TypeVar("T")
+Obj = dict[str, Any]
+
+# `[event] key=value key=value ...` as printed by samples/pytorch/train.py
+_EVENT = re.compile(r"^\[(?P<event>[a-z]+)\] (?P<fields>.*)$")
+_FIELD = re.compile(r"(\w+)=('[^']*'|\"[^\"]*\"|\S+)")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    pod: str
+    text: str
+    at: float  # time.monotonic() when the test received it
+
+    @property
+    def event(self) -> Optional[str]:
+        match = _EVENT.match(self.text.strip())
+        return match["event"] if match else None
+
+    @functools.cached_property
+    def fields(self) -> dict[str, str]:
+        match = _EVENT.match(self.text.strip())
+        return dict(_FIELD.findall(match["fields"])) if match else {}
+
+    def int(self, key: str) -> int:
+        return int(self.fields[key])
+
+
+# --- samples ---------------------------------------------------------------------------------
+
+
+def load_sample(relative: str) -> Obj:
+    """The one job in ``samples/<relative>``, as a user would apply it."""
+    documents = [d for d in yaml.safe_load_all((SAMPLES / relative).read_text()) if d]
+    assert len(documents) == 1, f"{relative}: expected one document"
+    return documents[0]
+
+
+def replica_specs(job: Obj) -> dict[str, Obj]:
+    return job["spec"][kind_of(job).replica_specs_field]
+
+
+def containers(job: Obj, rtype: Optional[str] = None) -> list[Obj]:
+    return [container for name, spec in replica_specs(job).items() if rtype in (None, name)
+            for container in spec["template"]["spec"]["containers"]]
+
+
+def set_env(job: Obj, name: str, value: str, rtype: Optional[str] = None) -> None:
+    for container in containers(job, rtype):
+        env = [e for e in container.get("env") or [] if e.get("name") != name]
+        container["env"] = env + [{"name": name, "value": value}]
+
+
+def set_arg(job: Obj, flag: str, value: str) -> None:
+    """Set ``--flag=value`` in every container's args (the training script's flags)."""
+    for container in containers(job):
+        args = [a for a in container.get("args") or [] if not a.startswith(f"{flag}=")]
+        container["args"] = args + [f"{flag}={value}"]
+
+
+def set_restart_policy(job: Obj, policy: str) -> None:
+    for spec in replica_specs(job).values():
+        spec["restartPolicy"] = policy
+
+
+def named(job: Obj, name: str) -> Obj:
+    job = copy.deepcopy(job)
+    job["metadata"]["name"] = name
+    return job
+
+
+# --- kubectl and the controller's metrics ----------------------------------------------------
+
+
+@dataclass
+class Kubectl:
+    kubeconfig: Path
+    home: Path
+
+    def __call__(self, *args: str, stdin: Optional[str] = None, check: bool = True, timeout: float = 60) -> str:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+        env.update(KUBECONFIG=str(self.kubeconfig), HOME=str(self.home))
+        done = subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout)
+        if check and done.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
+        return done.stdout
+
+    def apply(self, job: Obj) -> None:
+        self("apply", "-f", "-", stdin=yaml.safe_dump(job))
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The controller's metrics as ``{'name{label="v",...}': value}``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
+            samples[f"{sample.name}{{{labels}}}"] = sample.value
+    return samples
+
+
+def restarted_total(port: int, framework: str = "pytorch") -> float:
+    key = f'training_operator_jobs_restarted_total{{framework="{framework}",job_namespace="{NAMESPACE}"}}'
+    return scrape(port).get(key, 0.0)
+
+
+# --- pods ------------------------------------------------------------------------------------
+
+
+def container_status(pod: Obj) -> Obj:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return statuses[0] if statuses else {}
+
+
+def main_pid(pod: Obj) -> Optional[int]:
+    """The pid of the pod's running container (the embedded kubelet's ``process://<pid>``)."""
+    status = container_status(pod)
+    if "running" not in (status.get("state") or {}):
+        return None
+    return int(status["containerID"].removeprefix("process://"))
+
+
+def sigkill(pod: Obj) -> int:
+    """SIGKILL the pod's container process, as the OOM killer or a crash would."""
+    pid = main_pid(pod)
+    assert pid is not None, f"pod {pod['metadata']['name']} has no running container to kill"
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def replica(pod: Obj) -> tuple[str, str]:
+    labels = pod["metadata"].get("labels") or {}
+    return labels.get(c.LABEL_REPLICA_TYPE, ""), labels.get(c.LABEL_REPLICA_INDEX, "")
+
+
+def condition(job: Optional[Obj], type_: str) -> Optional[Obj]:
+    for cond in ((job or {}).get("status") or {}).get("conditions") or []:
+        if cond.get("type") == type_ and cond.get("status") == "True":
+            return cond
+    return None
+
+
+# --- following a job -------------------------------------------------------------------------
+
+
+@dataclass
+class JobObserver:
+    """Follows one job: its object, its pods (every uid ever created) and all their logs."""
+
+    api: client.ApiClient
+    kind: JobKind
+    name: str
+    namespace: str = NAMESPACE
+    job: Optional[Obj] = None
+    pods: dict[str, Obj] = field(default_factory=dict)
+    created: list[tuple[str, str]] = field(default_factory=list)  # (pod name, uid), in creation order
+    lines: list[LogLine] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._changed = threading.Condition()
+        self._followers: dict[str, LeadPodLogs] = {}
+        self._notes: list[str] = []
+        custom, core = client.CustomObjectsApi(self.api), client.CoreV1Api(self.api)
+        self._core = core
+        self._watches = [
+            ResourceWatch(functools.partial(custom.list_namespaced_custom_object, self.kind.group, self.kind.version,
+                                            self.namespace, self.kind.plural, field_selector=f"metadata.name={self.name}"),
+                          self._on_job, timeout_seconds=60),
+            ResourceWatch(functools.partial(core.list_namespaced_pod, self.namespace,
+                                            label_selector=f"{c.LABEL_JOB_NAME}={self.name}"),
+                          self._on_pod, timeout_seconds=60),
+        ]
+        self._threads = [threading.Thread(target=w.run, name=f"watch-{self.name}", daemon=True) for w in self._watches]
+
+    def start(self) -> "JobObserver":
+        for thread in self._threads:
+            if thread.ident is None:  # not started yet
+                thread.start()
+        return self
+
+    def __enter__(self) -> "JobObserver":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        for watch in self._watches:
+            watch.stop()
+        for follower in self._followers.values():
+            follower.stop()
+
+    # --- events ---
+    def _on_job(self, event: str, job: Obj) -> None:
+        with self._changed:
+            self.job = None if event == "DELETED" else job
+            self._changed.notify_all()
+
+    def _on_pod(self, event: str, pod: Obj) -> None:
+        name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+        with self._changed:
+            if (name, uid) not in self.created:
+                self.created.append((name, uid))
+            if event == "DELETED":
+                if self.pods.get(name, {}).get("metadata", {}).get("uid") == uid:
+                    del self.pods[name]
+            else:
+                self.pods[name] = pod
+            follower = self._followers.get(name)
+            if follower is None and event != "DELETED":
+                follower = LeadPodLogs(self._core, self.namespace, self._container(pod), self._on_line, self._notes.append)
+                follower.start()
+                self._followers[name] = follower
+            self._changed.notify_all()
+        if follower is not None:
+            follower.observe(self.pods.get(name))
+
+    def _container(self, pod: Obj) -> str:
+        names = [ct["name"] for ct in pod["spec"]["containers"]]
+        return self.kind.container if self.kind.container in names else names[0]
+
+    def _on_line(self, pod: str, text: str) -> None:
+        with self._changed:
+            self.lines.append(LogLine(pod, text, time.monotonic()))
+            self._changed.notify_all()
+
+    # --- queries ---
+    def events(self, event: str, pod: Optional[str] = None, since: float = 0.0) -> list[LogLine]:
+        with self._changed:
+            return [ln for ln in self.lines if ln.event == event and (pod is None or ln.pod == pod) and ln.at >= since]
+
+    def pod(self, rtype: str, index: int) -> Optional[Obj]:
+        with self._changed:
+            for pod in self.pods.values():
+                if replica(pod) == (rtype.lower(), str(index)):
+                    return pod
+        return None
+
+    def uids(self, name: str) -> list[str]:
+        with self._changed:
+            return [uid for pod, uid in self.created if pod == name]
+
+    # --- waiting ---
+    def wait_for(self, what: str, check: Callable[[], Optional[T]], timeout: float) -> T:
+        """The first truthy ``check()``, re-evaluated on every job, pod or log event."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                result = check()
+                if result:
+                    return result
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"{self.kind.kind} {self.name}: no {what} within {timeout:g}s\n{self.dump()}")
+                self._changed.wait(remaining)
+
+    def wait_line(self, what: str, match: Callable[[LogLine], bool], timeout: float, since: float = 0.0) -> LogLine:
+        def found() -> Optional[LogLine]:
+            return next((ln for ln in self.lines if ln.at >= since and match(ln)), None)
+        return self.wait_for(what, found, timeout)
+
+    def wait_finished(self, timeout: float) -> str:
+        """'Succeeded' or 'Failed', once the job has a terminal condition."""
+        def terminal() -> Optional[str]:
+            return next((t for t in ("Succeeded", "Failed") if condition(self.job, t)), None)
+        return self.wait_for("Succeeded or Failed condition", terminal, timeout)
+
+    def wait_succeeded(self, timeout: float) -> Obj:
+        outcome = self.wait_finished(timeout)
+        assert outcome == "Succeeded", f"{self.kind.kind} {self.name} {outcome}\n{self.dump()}"
+        return self.wait_logs_drained()
+
+    def wait_logs_drained(self, timeout: float = 15.0) -> Obj:
+        """Every exited container's log read to its end; returns the job."""
+        for follower in list(self._followers.values()):
+            follower.drain(timeout)
+        assert self.job is not None
+        return self.job
+
+    def dump(self, tail: int = 12) -> str:
+        """The job's status, its pods and the end of each pod's log, for failure messages."""
+        out = ["--- job status:", yaml.safe_dump((self.job or {}).get("status") or {}, sort_keys=False).rstrip()]
+        out.append("--- pods:")
+        for name, pod in sorted(self.pods.items()):
+            status = pod.get("status") or {}
+            cs = container_status(pod)
+            out.append(f"{name} uid={pod['metadata']['uid'][:8]} phase={status.get('phase')} "
+                       f"restarts={cs.get('restartCount', 0)} state={json.dumps(cs.get('state') or {})} "
+                       f"deleting={bool(pod['metadata'].get('deletionTimestamp'))}")
+        out.append(f"--- pod creations: {[(n, u[:8]) for n, u in self.created]}")
+        for name in sorted({ln.pod for ln in self.lines}):
+            out.append(f"--- log tail of {name}:")
+            out.extend(ln.text for ln in [ln for ln in self.lines if ln.pod == name][-tail:])
+        if self._notes:
+            out.append("--- " + "; ".join(self._notes[-5:]))
+        return "\n".join(out)
