@@ -113,6 +113,23 @@ def _key_from(obj: Optional[Obj], kind: str, name: str, key: str, optional: bool
     return value
 
 
+def downward_api_names(container: Obj) -> set[str]:
+    """Variables whose final value comes from the downward API (fieldRef, resourceFieldRef).
+
+    They describe the pod itself (its name, namespace, IP, resources), so they are never
+    Service names to rewrite, even when a pod's name equals a Service's (MindSpore's
+    ``MS_NODE_ID`` is the pod name, and PyTorch pods share names with their Services).
+    """
+    names: set[str] = set()
+    for entry in container.get("env") or []:
+        source = entry.get("valueFrom") if "value" not in entry else None
+        if source and ("fieldRef" in source or "resourceFieldRef" in source):
+            names.add(entry.get("name", ""))
+        else:
+            names.discard(entry.get("name", ""))
+    return names
+
+
 def container_env(pod: Obj, container: Obj, configmaps: Lookup, secrets: Lookup,
                   allocatable: dict[str, Any]) -> dict[str, str]:
     """The variables a container declares, in Kubernetes order (envFrom first, then env)."""

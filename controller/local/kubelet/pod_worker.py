@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-from .env import ConfigError, command_line, container_env
+from .env import ConfigError, command_line, container_env, downward_api_names
 from .runtime import ContainerProcess, ProcessRegistry, now_rfc3339
 
 log = logging.getLogger(__name__)
@@ -209,7 +209,11 @@ class PodWorker:
                 argv = command_line(spec, declared)
                 pending: list[str] = []
                 env = {}
+                downward = downward_api_names(spec)
                 for name, value in declared.items():
+                    if name in downward:
+                        env[name] = value
+                        continue
                     env[name], waits = self.ctx.rewrite(value, pod)
                     pending += waits
                 rewritten = argv[:1]  # the executable itself is never a Service name

@@ -319,3 +319,18 @@ def test_a_job_pod_waits_for_the_service_of_a_sibling_it_names(api, tmp_path):
     assert done["status"]["phase"] == "Succeeded"
     assert out.read_text() == master_ip
 
+
+
+def test_downward_api_values_are_never_rewritten_or_waited_for(api, tmp_path):
+    # MindSpore's MS_NODE_ID is the pod's own name, and MSJob workers have no Service: the
+    # kubelet must pass the name through instead of waiting for a Service of that name.
+    job = owner(api, "msjob")
+    out = tmp_path / "node-id"
+    worker = pod("msjob-worker-0", f"import os; open({str(out)!r}, 'w').write(os.environ['MS_NODE_ID'])",
+                 env=[{"name": "MS_NODE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+    worker["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": "msjob",
+                                              "uid": job["metadata"]["uid"], "controller": True}]
+    create(api, worker)
+    done = wait_pod(api, "msjob-worker-0", phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    assert out.read_text() == "msjob-worker-0"
