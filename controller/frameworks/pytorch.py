@@ -31,6 +31,7 @@ MASTER = "Master"
 WORKER = "Worker"
 INIT_CONTAINER = "init-pytorch"
 BACKEND_C10D = "c10d"
+RDZV_CONF_IS_HOST = "is_host"  # who hosts the c10d store; set by the user, it opts out of ours
 
 
 def is_elastic(job: PyTorchJob) -> bool:
@@ -40,18 +41,26 @@ def is_elastic(job: PyTorchJob) -> bool:
 def uses_rendezvous_store(job: PyTorchJob, reference_env: bool) -> bool:
     """Whether trainctl hosts this elastic job's c10d store outside the training pods.
 
-    Only when the user left the rendezvous to us: no ``rdzvHost``, no ``rdzvConf``, the c10d
-    backend, not standalone (torchrun then ignores the endpoint) and no opt-out annotation.
+    Only when the user left the store's placement to us: no ``rdzvHost``, no ``is_host`` in
+    ``rdzvConf`` (its timers are fine: they are passed on), the c10d backend, not standalone
+    (torchrun then ignores the endpoint) and no opt-out annotation.
     """
     elastic = job.spec.elastic_policy
     if elastic is None or reference_env:
         return False
     return (
         not elastic.rdzv_host
-        and not elastic.rdzv_conf
+        and not any(pair.key == RDZV_CONF_IS_HOST for pair in elastic.rdzv_conf or [])
         and (elastic.rdzv_backend or BACKEND_C10D) == BACKEND_C10D
         and not elastic.standalone
     )
+
+
+def merged_rdzv_conf(base: str, user: list[Any]) -> str:
+    """trainctl's ``k=v,...`` rendezvous configuration with the user's keys on top."""
+    conf = dict(item.split("=", 1) for item in base.split(",") if item)
+    conf.update((pair.key, pair.value) for pair in user)
+    return ",".join(f"{key}={value}" for key, value in conf.items())
 
 
 def rendezvous_port(job: PyTorchJob) -> int:
@@ -163,10 +172,10 @@ class PyTorchFramework(Framework):
         rdzv_id = elastic.rdzv_id or (None if ctx.reference_env else ctx.uid)
         if rdzv_id:
             out.append(env("PET_RDZV_ID", rdzv_id))
-        if elastic.rdzv_conf:  # an empty list is no configuration (the reference crashes)
+        if ctx.rendezvous_conf:  # trainctl hosts the store: is_host=0, the user's timers win
+            out.append(env("PET_RDZV_CONF", merged_rdzv_conf(ctx.rendezvous_conf, elastic.rdzv_conf or [])))
+        elif elastic.rdzv_conf:  # an empty list is no configuration (the reference crashes)
             out.append(env("PET_RDZV_CONF", ",".join(f"{p.key}={p.value}" for p in elastic.rdzv_conf)))
-        elif ctx.rendezvous_conf:
-            out.append(env("PET_RDZV_CONF", ctx.rendezvous_conf))
         if elastic.standalone:
             out.append(env("PET_STANDALONE", "1"))  # torchrun parses the switch with int()
         if not ctx.reference_env:

@@ -131,6 +131,16 @@ def test_elastic_job_gets_a_rendezvous_store_and_agents_that_use_it():
     assert env["PET_LOCAL_ADDR"] == "status.podIP"
 
 
+def test_rendezvous_timers_from_the_user_keep_the_store_and_override_ours():
+    cluster = Cluster(elastic(rdzvConf=[{"key": "last_call_timeout", "value": "5"}, {"key": "read_timeout", "value": "90"}]))
+    assert "el-rdzv" in by_name(cluster.step().creates)
+    env = env_dict(by_name(cluster.step().creates)["el-worker-0"])
+    assert env["PET_RDZV_ENDPOINT"] == "el-rdzv:23456"
+    assert env["PET_RDZV_CONF"] == (
+        "is_host=0,last_call_timeout=5,keep_alive_interval=1,keep_alive_max_attempt=3,join_timeout=600,read_timeout=90"
+    )
+
+
 def test_rendezvous_store_is_not_a_replica_and_is_restarted_when_it_dies():
     cluster = Cluster(elastic())
     cluster.step()
@@ -161,7 +171,7 @@ def test_rendezvous_store_goes_when_the_job_finishes():
     "policy, annotations",
     [
         ({"rdzvHost": "my-etcd", "rdzvBackend": "etcd-v2"}, {}),
-        ({"rdzvConf": [{"key": "join_timeout", "value": "60"}]}, {}),
+        ({"rdzvConf": [{"key": "is_host", "value": "1"}, {"key": "join_timeout", "value": "60"}]}, {}),
         ({}, {"trainctl.io/reference-env": "true"}),
     ],
 )
