@@ -14,6 +14,10 @@ Error policy (Kubernetes API conventions):
 
 Every request is recorded as ``(verb, group, resource)``: the RBAC test compares that set
 with the ClusterRole, so the manifests grant exactly what the code uses.
+
+Streams (watches and ``pods/log?follow``) are plain line readers that another thread can
+stop at once: :meth:`Stream.close` shuts the socket down instead of draining it, and
+:meth:`KubeClient.close` does that for every stream still open.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 import tenacity
 import urllib3
@@ -30,7 +34,7 @@ from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
 from controller.kube.ratelimit import TokenBucket
-from controller.kube.resources import Resource
+from controller.kube.resources import PODS, Resource
 
 # (connect, read) seconds for ordinary requests; watches use their own read timeout.
 REQUEST_TIMEOUT = (5.0, 30.0)
@@ -103,16 +107,38 @@ class KubeClient:
         max_attempts: int = 8,
         pool_size: int = 64,
         on_response: Optional[Callable[[str, str], None]] = None,
+        api_client: Optional[k8s_client.ApiClient] = None,
     ) -> None:
-        configuration.retries = False  # tenacity decides, urllib3 must not retry on its own
-        configuration.connection_pool_maxsize = pool_size
+        """``api_client``, when given, is used as it is (its own pool and retry settings)."""
+        if api_client is None:
+            configuration.retries = False  # tenacity decides, urllib3 must not retry on its own
+            configuration.connection_pool_maxsize = pool_size
+            api_client = k8s_client.ApiClient(configuration)
         self.configuration = configuration
-        self._api = k8s_client.ApiClient(configuration)
+        self._api = api_client
         self._limiter = TokenBucket(qps, burst)
         self._max_attempts = max_attempts
         self.on_response = on_response  # (verb, code) after every answer, for metrics
         self._calls: set[tuple[str, str, str]] = set()
         self._calls_lock = threading.Lock()
+        self._streams: set[Stream] = set()
+        self._closed = False
+
+    @classmethod
+    def for_api_client(cls, api_client: k8s_client.ApiClient, **kwargs: Any) -> "KubeClient":
+        """A client on an already configured ``kubernetes`` ApiClient."""
+        return cls(api_client.configuration, api_client=api_client, **kwargs)
+
+    @property
+    def host(self) -> str:
+        return str(self.configuration.host).rstrip("/")
+
+    def close(self) -> None:
+        """End every open stream (their readers see the stream end) and release the pool."""
+        self._closed = True
+        for stream in list(self._streams):
+            stream.close()
+        self._api.rest_client.pool_manager.clear()
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: Optional[str] = None, context: Optional[str] = None, **kwargs: Any) -> "KubeClient":
@@ -219,6 +245,7 @@ class KubeClient:
         namespace: Optional[str] = None,
         *,
         label_selector: Optional[str] = None,
+        field_selector: Optional[str] = None,
         page_size: int = 500,
     ) -> tuple[list[dict[str, Any]], str]:
         """All objects (paginated) and the list's resourceVersion, the point to watch from."""
@@ -226,9 +253,7 @@ class KubeClient:
         items: list[dict[str, Any]] = []
         token = None
         while True:
-            query: list[tuple[str, Any]] = [("limit", page_size)]
-            if label_selector:
-                query.append(("labelSelector", label_selector))
+            query: list[tuple[str, Any]] = [("limit", page_size), *_selectors(label_selector, field_selector)]
             if token:
                 query.append(("continue", token))
             page = self._json("GET", resource.path(namespace), verb="list", query=query)
@@ -251,6 +276,7 @@ class KubeClient:
         resource_version: str,
         *,
         label_selector: Optional[str] = None,
+        field_selector: Optional[str] = None,
         timeout_seconds: int = 300,
     ) -> "WatchStream":
         """Open a watch from ``resource_version``, bookmarks included.
@@ -266,8 +292,7 @@ class KubeClient:
         ]
         if resource_version:
             query.append(("resourceVersion", resource_version))
-        if label_selector:
-            query.append(("labelSelector", label_selector))
+        query.extend(_selectors(label_selector, field_selector))
         response = self._request(
             "GET",
             resource.path(namespace),
@@ -275,14 +300,50 @@ class KubeClient:
             query=query,
             timeout=(REQUEST_TIMEOUT[0], timeout_seconds + WATCH_READ_MARGIN),
         )
-        return WatchStream(response)
+        return self._open(WatchStream(response))
 
-    def create(self, resource: Resource, obj: dict[str, Any]) -> Created:
-        """POST; an AlreadyExists answer is success (``Created.existed``)."""
-        self._record("create", resource, None)
-        namespace = (obj.get("metadata") or {}).get("namespace")
+    def log(
+        self,
+        namespace: str,
+        name: str,
+        *,
+        container: Optional[str] = None,
+        follow: bool = False,
+    ) -> "LogStream":
+        """A pod's log as a stream of lines; with ``follow`` it ends when the container does."""
+        self._record("get", PODS, "log")
+        query: list[tuple[str, Any]] = []
+        if container:
+            query.append(("container", container))
+        if follow:
+            query.append(("follow", "true"))
+        response = self._request(
+            "GET",
+            PODS.path(namespace, name, "log"),
+            verb="get",
+            query=query,
+            timeout=(REQUEST_TIMEOUT[0], None) if follow else REQUEST_TIMEOUT,
+        )
+        return self._open(LogStream(response))
+
+    def _open(self, stream: "StreamT") -> "StreamT":
+        self._streams.add(stream)
+        stream.on_close = self._streams.discard
+        if self._closed:
+            stream.close()
+        return stream
+
+    def create(self, resource: Resource, obj: dict[str, Any], subresource: Optional[str] = None) -> Created:
+        """POST; an AlreadyExists answer is success (``Created.existed``).
+
+        With ``subresource`` (``binding``, ``eviction``) the POST goes to the named object's
+        subresource, as client-go's ``Bind`` does.
+        """
+        self._record("create", resource, subresource)
+        meta = obj.get("metadata") or {}
+        path = resource.path(meta.get("namespace"), meta["name"], subresource) if subresource else resource.path(meta.get("namespace"))
         try:
-            return Created(self._json("POST", resource.path(namespace), verb="create", body=obj))
+            return Created(self._json("POST", path, verb="create", body=obj))
         except ApiError as exc:
             if exc.code == 409 and exc.reason == "AlreadyExists":
                 return Created(None)
@@ -293,6 +354,24 @@ class KubeClient:
         self._record("update", resource, subresource)
         meta = obj.get("metadata") or {}
         return self._json("PUT", resource.path(meta.get("namespace"), meta["name"], subresource), verb="update", body=obj)
+
+    def patch(
+        self,
+        resource: Resource,
+        namespace: Optional[str],
+        name: str,
+        patch: dict[str, Any],
+        subresource: Optional[str] = None,
+    ) -> dict[str, Any]:
+        """A JSON merge patch (RFC 7386), for writers that own only some fields."""
+        self._record("patch", resource, subresource)
+        return self._json(
+            "PATCH",
+            resource.path(namespace, name, subresource),
+            verb="patch",
+            body=patch,
+            content_type="application/merge-patch+json",
+        )
 
     def delete(
         self,
@@ -332,36 +411,35 @@ class KubeClient:
             raise
 
 
-class WatchStream:
-    """The events (dicts ``{type, object}``) of one open watch; :meth:`close` unblocks a reader.
+class Stream:
+    """The lines of one streamed response; :meth:`close` from another thread unblocks a reader.
 
-    A dropped connection or a body cut mid-event is raised as :class:`ApiError` (code 0);
-    the informer re-watches from its last resourceVersion.
+    A dropped connection is raised as :class:`ApiError` (code 0) unless the stream was
+    closed on purpose, in which case the reader simply sees the end.
     """
 
     def __init__(self, response: urllib3.BaseHTTPResponse) -> None:
         self._response = response
         self._closed = False
+        self.on_close: Optional[Callable[["Stream"], None]] = None
 
-    def __iter__(self) -> Iterator[dict[str, Any]]:
+    def lines(self) -> Iterator[bytes]:
         buffer = b""
         try:
             for chunk in self._response.stream(amt=None, decode_content=True):
                 buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        yield json.loads(line)
-            if buffer.strip():
-                yield json.loads(buffer)
+                *complete, buffer = buffer.split(b"\n")
+                yield from complete
+            if buffer:
+                yield buffer
         except (urllib3.exceptions.HTTPError, OSError, AttributeError) as exc:
             if self._closed:
                 return
-            raise ApiError(0, "ConnectionError", f"watch stream: {type(exc).__name__}: {exc}") from None
-        except ValueError as exc:
-            raise ApiError(0, "ConnectionError", f"watch stream cut mid-event: {exc}") from None
+            raise ApiError(0, "ConnectionError", f"stream: {type(exc).__name__}: {exc}") from None
         finally:
             self._response.release_conn()
+            if self.on_close is not None:
+                self.on_close(self)
 
     def close(self) -> None:
         """Stop the stream from another thread (the reader returns quietly)."""
@@ -370,3 +448,42 @@ class WatchStream:
             self._response.shutdown()
         except (OSError, AttributeError, ValueError, RuntimeError):
             pass  # already finished or released: nothing left to unblock
+        if self.on_close is not None:
+            self.on_close(self)
+
+
+StreamT = TypeVar("StreamT", bound=Stream)
+
+
+class WatchStream(Stream):
+    """The events (dicts ``{type, object}``) of one open watch.
+
+    A body cut mid-event is raised as :class:`ApiError` (code 0), like a dropped connection;
+    the informer re-watches from its last resourceVersion.
+    """
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for line in self.lines():
+            if not line.strip():
+                continue
+            try:
+                yield json.loads(line)
+            except ValueError as exc:
+                raise ApiError(0, "ConnectionError", f"watch stream cut mid-event: {exc}") from None
+
+
+class LogStream(Stream):
+    """The lines of a container's log, decoded (blank lines kept)."""
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self.lines():
+            yield line.decode("utf-8", errors="replace")
+
+
+def _selectors(label_selector: Optional[str], field_selector: Optional[str]) -> list[tuple[str, Any]]:
+    query: list[tuple[str, Any]] = []
+    if label_selector:
+        query.append(("labelSelector", label_selector))
+    if field_selector:
+        query.append(("fieldSelector", field_selector))
+    return query

@@ -14,6 +14,10 @@ drives the protocol itself:
 
 The cache keeps objects as dicts (``managedFields`` dropped) with an index by controller
 owner uid, which is how the manager finds a job's children.
+
+A controller keeps trying whatever the error (RBAC or a CRD may appear later); a caller that
+would rather know, like the launcher, passes ``on_error`` and the informer stops at the
+first error retrying cannot fix (401, 403, 404, 422 …) and hands it over.
 """
 
 from __future__ import annotations
@@ -156,17 +160,26 @@ class Informer:
         *,
         namespace: Optional[str] = None,
         label_selector: Optional[str] = None,
+        field_selector: Optional[str] = None,
         keep: Optional[Callable[[dict[str, Any]], bool]] = None,
         watch_timeout: int = 300,
         retry_delay: float = 0.2,
+        max_retry_delay: float = 10.0,
+        on_synced: Optional[Callable[[], None]] = None,
+        on_error: Optional[Callable[[ApiError], None]] = None,
     ) -> None:
+        """``on_synced`` runs after every (re)list has been handed to the handlers."""
         self.client = client
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
         self.store = Store(keep)
         self.watch_timeout = watch_timeout
         self.retry_delay = retry_delay
+        self.max_retry_delay = max_retry_delay
+        self.on_synced = on_synced
+        self.on_error = on_error
         self.synced = threading.Event()
         self._handlers: list[Handler] = []
         self._stop = threading.Event()
@@ -206,16 +219,22 @@ class Informer:
                 self._watch_once()
                 failures = 0
             except ApiError as exc:
+                if self._stop.is_set():
+                    return
                 if exc.code == 410:
                     log.info("watch expired, relisting", extra={"resource": self.resource.plural})
                     self.resource_version = ""
                     continue
+                if self.on_error is not None and not exc.retryable:
+                    self._stop.set()
+                    self.on_error(exc)
+                    return
                 # A stream that delivered events before it broke was progress, not a failure
                 # streak: only consecutive fruitless attempts back off and end in a relist.
                 failures = 1 if self._delivered else failures + 1
                 if failures >= 5:
                     self.resource_version = ""  # persistent trouble: start over from a list
-                delay = min(10.0, self.retry_delay * (2 ** min(failures, 6))) * random.uniform(0.5, 1.0)
+                delay = min(self.max_retry_delay, self.retry_delay * (2 ** min(failures, 6))) * random.uniform(0.5, 1.0)
                 log.info(
                     "watch interrupted, reconnecting",
                     extra={"resource": self.resource.plural, "error": str(exc), "retry_in": round(delay, 3)},
@@ -227,12 +246,16 @@ class Informer:
                 self._stop.wait(1.0)
 
     def _relist(self) -> None:
-        items, rv = self.client.list(self.resource, self.namespace, label_selector=self.label_selector)
+        items, rv = self.client.list(
+            self.resource, self.namespace, label_selector=self.label_selector, field_selector=self.field_selector
+        )
         self.relists += 1
         for event_type, new, old in self.store.replace(items):
             self._emit(event_type, new, old)
         self.resource_version = rv
         self.synced.set()
+        if self.on_synced is not None:
+            self.on_synced()
 
     def _watch_once(self) -> None:
         timeout = int(self.watch_timeout * random.uniform(1.0, 1.5))
@@ -241,6 +264,7 @@ class Informer:
             self.namespace,
             self.resource_version,
             label_selector=self.label_selector,
+            field_selector=self.field_selector,
             timeout_seconds=timeout,
         )
         self._stream = stream

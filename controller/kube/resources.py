@@ -1,4 +1,4 @@
-"""The API resources the controller reads and writes, and how to address them.
+"""The API resources trainctl reads and writes, and how to address them.
 
 One table maps an object's ``apiVersion``/``kind`` to its REST path, so that the client, the
 informers and the plan applier never spell a URL by hand, and RBAC (verb, group, resource)
@@ -43,6 +43,11 @@ class Resource:
 PODS = Resource("", "v1", "pods", "Pod")
 SERVICES = Resource("", "v1", "services", "Service")
 EVENTS = Resource("", "v1", "events", "Event")
+CONFIGMAPS = Resource("", "v1", "configmaps", "ConfigMap")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+NODES = Resource("", "v1", "nodes", "Node", namespaced=False)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 PYTORCHJOBS = Resource(c.KUBEFLOW_GROUP, c.KUBEFLOW_VERSION, c.PYTORCHJOB_PLURAL, c.PYTORCHJOB_KIND)
@@ -55,7 +60,10 @@ FRAMEWORK_BY_KIND = {c.PYTORCHJOB_KIND: c.PYTORCH_FRAMEWORK, c.MSJOB_KIND: c.MIN
 
 _BY_TYPE = {
     (r.api_version, r.kind): r
-    for r in (PODS, SERVICES, EVENTS, LEASES, HPAS, PYTORCHJOBS, MSJOBS, VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS)
+    for r in (
+        PODS, SERVICES, EVENTS, CONFIGMAPS, SECRETS, NODES, NAMESPACES, CRDS, LEASES, HPAS,
+        PYTORCHJOBS, MSJOBS, VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS,
+    )
 }
 
 
