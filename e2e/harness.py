@@ -22,6 +22,7 @@ import signal
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -131,10 +132,25 @@ class Kubectl:
         self("apply", "-f", "-", stdin=yaml.safe_dump(job))
 
 
-def scrape(port: int) -> dict[str, float]:
-    """The controller's metrics as ``{'name{label="v",...}': value}``."""
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, never through a proxy
+
+
+def scrape(port: int, timeout: float = 30.0) -> dict[str, float]:
+    """The controller's metrics as ``{'name{label="v",...}': value}``.
+
+    A controller that was just (re)started serves them a moment later, and tells nobody:
+    connection refused is retried until ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with _DIRECT.open(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+                text = response.read().decode()
+            break
+        except urllib.error.URLError as exc:
+            if not isinstance(exc.reason, ConnectionRefusedError) or time.monotonic() > deadline:
+                raise AssertionError(f"controller metrics on port {port}: {exc.reason}") from None
+            time.sleep(0.1)
     samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -164,12 +180,37 @@ def main_pid(pod: Obj) -> Optional[int]:
     return int(status["containerID"].removeprefix("process://"))
 
 
-def sigkill(pod: Obj) -> int:
-    """SIGKILL the pod's container process, as the OOM killer or a crash would."""
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid``, parents before children."""
+    found, todo = [], [pid]
+    while todo:
+        parent = todo.pop(0)
+        for task in Path(f"/proc/{parent}/task").glob("*/children"):
+            try:
+                children = [int(child) for child in task.read_text().split()]
+            except OSError:  # the task ended meanwhile
+                continue
+            found.extend(children)
+            todo.extend(children)
+    return found
+
+
+def sigkill(pod: Obj) -> list[int]:
+    """SIGKILL the pod's container process and everything it started, as a container's death does.
+
+    The embedded kubelet kills a container's process group, but torchrun starts its workers
+    in sessions of their own, so killing the agent alone would leave the worker training as
+    an orphan (elastic-fault-tolerance spec §0.7); in a real container they all die with it.
+    """
     pid = main_pid(pod)
     assert pid is not None, f"pod {pod['metadata']['name']} has no running container to kill"
-    os.kill(pid, signal.SIGKILL)
-    return pid
+    victims = [pid, *descendants(pid)]
+    for victim in victims:
+        try:
+            os.kill(victim, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    return victims
 
 
 def replica(pod: Obj) -> tuple[str, str]:
@@ -332,6 +373,10 @@ class JobObserver:
         for name in sorted({ln.pod for ln in self.lines}):
             out.append(f"--- log tail of {name}:")
             out.extend(ln.text for ln in [ln for ln in self.lines if ln.pod == name][-tail:])
+        others = [f"{ln.pod}: {ln.text}" for ln in self.lines if ln.event not in ("step", "checkpoint")]
+        if others:
+            out.append("--- other log lines:")
+            out.extend(others[-40:])
         if self._notes:
             out.append("--- " + "; ".join(self._notes[-5:]))
         return "\n".join(out)

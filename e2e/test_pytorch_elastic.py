@@ -1,0 +1,112 @@
+"""The elastic sample under faults and scaling: torchrun agents in pods, a store that outlives them.
+
+Every membership change restarts all workers with the new WORLD_SIZE (torchrun's rule), and
+the training script resumes from the shared checkpoint. Time bounds are generous for a
+loaded two-core machine but far below the stalls plain torchrun shows here (a 60 s store
+timeout, ~150 s with the shared store, or never with the store-hosting pod gone; see the
+elastic-fault-tolerance spec §0 and §1.7).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from .conftest import E2E
+from .harness import JobObserver, LogLine, condition, container_status, load_sample, restarted_total, set_restart_policy, sigkill
+
+pytestmark = pytest.mark.e2e
+
+JOB = "pytorch-elastic"
+W0, W1, W2 = f"{JOB}-worker-0", f"{JOB}-worker-1", f"{JOB}-worker-2"
+RECOVERY_BOUND = 30.0  # seconds: survivors train again after a peer is lost
+REJOIN_BOUND = 45.0  # seconds: the lost peer is back and everyone trains with the full WORLD_SIZE
+
+
+def step(pod: str, world_size: int, min_step: int = 0):
+    def match(line: LogLine) -> bool:
+        return (line.pod == pod and line.event == "step" and line.int("world_size") == world_size
+                and line.int("step") >= min_step)
+    return match
+
+
+def training_together(run: JobObserver, pods: list[str], world_size: int, since: float, timeout: float) -> None:
+    for pod in pods:
+        run.wait_line(f"step of {pod} with world_size={world_size}", step(pod, world_size), timeout, since=since)
+
+
+def test_worker_process_killed_is_restarted_by_the_kubelet_and_rejoins(e2e: E2E) -> None:
+    job = load_sample("pytorch/elastic.yaml")  # restartPolicy OnFailure: the kubelet restarts it in place
+    with e2e.run(job) as run:
+        run.wait_line("step 25 at world_size=2", step(W1, 2, min_step=25), timeout=120)
+        survivor_uid = run.pods[W0]["metadata"]["uid"]
+        killed = time.monotonic()
+        sigkill(run.pods[W1])
+
+        # torchrun restarts the survivor's workers (restart=1) instead of leaving them hanging
+        run.wait_line("the survivor training again", lambda ln: ln.pod == W0 and ln.event == "step" and ln.int("restart") >= 1,
+                      RECOVERY_BOUND, since=killed)
+        rejoined = run.wait_line("the killed worker back at world_size=2", step(W1, 2), REJOIN_BOUND, since=killed)
+        print(f"\n[e2e] worker pod killed -> both train at world_size=2 again: {rejoined.at - killed:.1f}s")
+        assert rejoined.int("step") > 25, f"resumed from the checkpoint, not from scratch: {rejoined.text}"
+        run.wait_line("its [start] line with WORLD_SIZE=2",
+                      lambda ln: ln.pod == W1 and ln.event == "start" and ln.int("WORLD_SIZE") == 2, 5, since=killed)
+
+        finished = run.wait_succeeded(timeout=240)
+        assert container_status(run.pods[W1])["restartCount"] == 1, run.dump()
+        assert container_status(run.pods[W0])["restartCount"] == 0, run.dump()
+        assert run.uids(W0) == [survivor_uid] and len(run.uids(W1)) == 1, "no pod was recreated"
+        assert condition(finished, "Succeeded")
+        done = run.events("done")
+        assert {ln.pod for ln in done} == {W0, W1} and {ln.int("world_size") for ln in done} == {2}, run.dump()
+
+
+def test_losing_the_pod_that_plain_torchrun_would_host_the_store_in_never_stalls(e2e: E2E) -> None:
+    job = load_sample("pytorch/elastic.yaml")
+    set_restart_policy(job, "ExitCode")  # 137 is retryable: the controller deletes and recreates the pod
+    restarted_before = restarted_total(e2e.metrics_port)
+    with e2e.run(job) as run:
+        run.wait_line("step 25 at world_size=2", step(W0, 2, min_step=25), timeout=120)
+        store_uids = run.uids(f"{JOB}-rdzv")
+        assert len(store_uids) == 1, run.dump()
+        lost_uid = run.pods[W0]["metadata"]["uid"]
+        killed = time.monotonic()
+        sigkill(run.pods[W0])
+
+        survived = run.wait_line("the survivor training again",
+                                 lambda ln: ln.pod == W1 and ln.event == "step" and ln.int("restart") >= 1,
+                                 RECOVERY_BOUND, since=killed)
+        replacement = run.wait_for("a replacement worker-0", lambda: [u for u in run.uids(W0) if u != lost_uid], 30)
+        training_together(run, [W0, W1], 2, since=killed, timeout=REJOIN_BOUND)
+        recovered = time.monotonic() - killed
+        print(f"\n[e2e] worker-0 pod killed -> survivor trains again {survived.at - killed:.1f}s, "
+              f"recreated pod trains with it {recovered:.1f}s")
+
+        finished = run.wait_succeeded(timeout=240)
+        assert len(replacement) == 1 and run.uids(f"{JOB}-rdzv") == store_uids, run.dump()
+        assert (finished["status"].get("restartCount") or 0) >= 1, run.dump()
+        assert recovered < REJOIN_BOUND
+    assert restarted_total(e2e.metrics_port) >= restarted_before + 1
+
+
+def test_kubectl_scale_adds_a_third_worker_and_scaling_down_removes_the_highest_index(e2e: E2E) -> None:
+    job = load_sample("pytorch/elastic.yaml")
+    with e2e.run(job) as run:
+        run.wait_line("step 10 at world_size=2", step(W1, 2, min_step=10), timeout=120)
+        e2e.kubectl("scale", "pytorchjob", JOB, "--replicas=3")
+        scaled_up = time.monotonic()
+        training_together(run, [W0, W1, W2], 3, since=scaled_up, timeout=REJOIN_BOUND)
+        run.wait_line("[start] with WORLD_SIZE=3 on the new worker",
+                      lambda ln: ln.pod == W2 and ln.event == "start" and ln.int("WORLD_SIZE") == 3, 5)
+
+        e2e.kubectl("scale", "pytorchjob", JOB, "--replicas=2")
+        scaled_down = time.monotonic()
+        run.wait_for("worker-2 gone", lambda: W2 not in run.pods, 60)
+        training_together(run, [W0, W1], 2, since=scaled_down, timeout=REJOIN_BOUND)
+
+        run.wait_succeeded(timeout=240)
+        assert set(run.pods) == {W0, W1, f"{JOB}-rdzv"} or set(run.pods) <= {W0, W1, f"{JOB}-rdzv"}, run.dump()
+        assert len(run.uids(W0)) == 1 and len(run.uids(W1)) == 1, "scaling never recreates the remaining workers"
+        done = run.events("done")
+        assert {ln.pod for ln in done} == {W0, W1} and {ln.int("world_size") for ln in done} == {2}, run.dump()
