@@ -20,14 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from controller.kube.client import KubeClient  # noqa: E402
+from controller.kube.resources import PODS  # noqa: E402
 from controller.local.cluster import LocalCluster  # noqa: E402
-from controller.local.kubelet.client import KubeClient  # noqa: E402
-
-PODS = "/api/v1/namespaces/default/pods"
 
 
 def pod(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "default"},
             "spec": {"restartPolicy": "Never",
                      "containers": [{"name": "main", "image": "python", "command": ["python", "-c", "pass"]}]}}
 
@@ -35,15 +34,14 @@ def pod(name: str) -> dict:
 def follow(api: KubeClient, names: set[str]) -> dict[str, dict[str, float]]:
     """Watch pods until every one in ``names`` has finished; first time seen in each phase."""
     seen: dict[str, dict[str, float]] = {name: {} for name in names}
-    listing = api.get(PODS)
+    items, version = api.list(PODS, "default")
     pending = set(names)
-    for item in listing["items"]:
+    for item in items:
         if item["metadata"]["name"] in pending and item.get("status", {}).get("phase") in ("Succeeded", "Failed"):
             seen[item["metadata"]["name"]].setdefault(item["status"]["phase"], time.perf_counter())
             pending.discard(item["metadata"]["name"])
-    version = listing["metadata"]["resourceVersion"]
     while pending:
-        for event in api.watch(PODS, version, timeout_seconds=120):
+        for event in api.watch(PODS, "default", version, timeout_seconds=120):
             obj = event["object"]
             version = obj.get("metadata", {}).get("resourceVersion", version)
             name = obj.get("metadata", {}).get("name")

@@ -32,7 +32,8 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import IO, Any, Optional
 
-from .kubelet.client import ApiError, KubeClient
+from controller.kube.client import ApiError, KubeClient
+from controller.kube.resources import CRDS
 from .network import cluster_ranges
 from .kubelet.kubelet import DEFAULT_NODE_NAME
 from .kubelet.runtime import ProcessRegistry, process_start_time
@@ -257,7 +258,7 @@ class LocalCluster:
         return self.client().host
 
     def client(self) -> KubeClient:
-        return KubeClient(str(self.kubeconfig))
+        return KubeClient.from_kubeconfig(str(self.kubeconfig), qps=0)
 
     def _apiserver_argv(self) -> list[str]:
         port_file = self.directory / "apiserver.port"
@@ -327,20 +328,18 @@ class LocalCluster:
         if not crd_dir.is_dir():
             return installed
         client = self.client()
-        path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
         for file in sorted(crd_dir.glob("*.yaml")):
             for crd in yaml.load_all(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
                 if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
                     continue
                 name = crd["metadata"]["name"]
                 try:
-                    client.create(path, crd)
+                    if client.create(CRDS, crd).existed:
+                        current = client.get(CRDS, None, name)
+                        crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                        client.replace(CRDS, crd)
                 except ApiError as exc:
-                    if exc.code != 409:
-                        raise ClusterError(f"installing CRD {name} from {file.name}: {exc.message}") from None
-                    current = client.get(f"{path}/{name}")
-                    crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                    client.replace(f"{path}/{name}", crd)
+                    raise ClusterError(f"installing CRD {name} from {file.name}: {exc.message}") from None
                 installed.append(name)
         return installed
 

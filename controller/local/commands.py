@@ -318,7 +318,8 @@ def run_down(args: argparse.Namespace) -> int:
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
     from .cluster import COMPONENTS, read_pid_file
-    from .kubelet.client import ApiError, KubeClient
+    from controller.kube.client import ApiError, KubeClient
+    from controller.kube.resources import NODES, PODS
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     supervisor = read_pid_file(directory / SUPERVISOR_PID)
@@ -330,15 +331,15 @@ def run_status(args: argparse.Namespace) -> int:
         pid = read_pid_file(directory / "run" / f"{name}.pid")
         print(f"  {name:<11} {'running, pid ' + str(pid) if pid else 'not running'}")
     try:
-        client = KubeClient(str(directory / "kubeconfig"), request_timeout=5)
+        client = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0, max_attempts=1)
         print(f"API server: {client.host}   (export KUBECONFIG={directory / 'kubeconfig'})")
-        for node in client.get("/api/v1/nodes").get("items", []):
+        for node in client.list(NODES)[0]:
             ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
             allocatable = node.get("status", {}).get("allocatable", {})
             extras = ", ".join(f"{k}={v}" for k, v in sorted(allocatable.items()) if "/" in k)
             print(f"Node {node['metadata']['name']}: Ready={ready.get('status', 'Unknown')}, cpu={allocatable.get('cpu')}, "
                   f"memory={allocatable.get('memory')}{', ' + extras if extras else ''}")
-        pods = client.get("/api/v1/pods").get("items", [])
+        pods = client.list(PODS)[0]
         phases: dict[str, int] = {}
         for pod in pods:
             phase = pod.get("status", {}).get("phase") or "Pending"

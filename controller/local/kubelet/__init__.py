@@ -2,9 +2,9 @@
 
 It is its own process (``trainctl local kubelet --dir DIR``, or ``python -m
 controller.local.kubelet``) so the fault tests can kill and restart it alone. Modules:
-``client`` (raw-dict REST), ``informer`` (list+watch caches), ``node`` (Node and Lease),
-``scheduler`` (single-node fit), ``env`` (environment and command line), ``runtime``
-(process groups and CRI logs), ``pod_worker`` (one pod's life), ``kubelet`` (the loop).
+``node`` (Node and Lease), ``scheduler`` (single-node fit), ``env`` (environment and command line), ``runtime``
+(process groups and CRI logs), ``pod_worker`` (one pod's life), ``kubelet`` (the loop). It
+talks to the API server through ``controller.kube``'s client and informers, like the controller.
 """
 
 from .kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig

@@ -18,9 +18,14 @@ import os
 import shutil
 import sys
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
+
+from controller.kube.client import ApiError, KubeClient
+from controller.kube.informer import Informer
+from controller.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, SECRETS, SERVICES
 
 from ..network import HOST_IP, cluster_ranges
 from ..network.hosts import HostsFile, service_fqdn
@@ -28,8 +33,6 @@ from ..network.ipam import PodIPAllocator
 from ..network.names import Pending, Resolution, rewrite
 from ..network.proxy import Backend, Frontend, ServiceProxy
 from . import node as nodes
-from .client import ApiError, KubeClient, resource_path
-from .informer import Informer, wait_synced
 from .pod_worker import PodWorker
 from .runtime import ProcessRegistry, now_rfc3339
 from .scheduler import (DEVICE_RESOURCES, MACHINE_PORT_PROBLEM, fit, is_terminal, pod_requests, port_free_on_machine,
@@ -83,7 +86,9 @@ class Kubelet:
         self.config = config
         self.node_name = config.node_name
         self.host_ip = HOST_IP
-        self.client = KubeClient(str(config.kubeconfig))
+        # No client-side retries or rate limit: the sync loop retries what failed, and a
+        # failed write must reach it at once (the API server may be restarting).
+        self.client = KubeClient.from_kubeconfig(str(config.kubeconfig), qps=0, max_attempts=1, pool_size=8)
         self.allocatable: dict[str, Any] = nodes.capacity(config.gpus, config.npus)
         kubelet_dir = config.directory / "kubelet"
         self.registry = ProcessRegistry(kubelet_dir / "processes")
@@ -109,8 +114,8 @@ class Kubelet:
         self._status_lock = threading.Lock()  # guards the three above and _status_locks
         self._status_locks: dict[str, threading.Lock] = {}
         self._waiting_for_machine_ports = False
-        self.pods = Informer(self.client, "/api/v1/pods", self._on_event, "pods")
-        self.services = Informer(self.client, "/api/v1/services", self._on_event, "services")
+        self.pods = self._informer(PODS)
+        self.services = self._informer(SERVICES)
         self._node: Obj = {}
         self._ready_since = now_rfc3339()
         self._threads: list[threading.Thread] = []
@@ -125,7 +130,8 @@ class Kubelet:
         self._register_node()
         self.pods.start()
         self.services.start()
-        if not wait_synced([self.pods, self.services], timeout):
+        deadline = time.monotonic() + timeout
+        if not all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in (self.pods, self.services)):
             raise TimeoutError("the API server did not answer the kubelet's list requests")
         self._fail_orphans()
         for target, name in ((self._sync_loop, "sync"), (self._heartbeat_loop, "heartbeat")):
@@ -162,44 +168,41 @@ class Kubelet:
         with self._changed:
             self._changed.wait(timeout)
 
+    def _informer(self, resource: Any) -> Informer:
+        """A cache of every ``resource`` in the cluster; any change marks the node dirty, and so
+        does each relist (what failed while disconnected may be retried now)."""
+        informer = Informer(self.client, resource, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
+        informer.add_handler(lambda event, new, old: self._on_event(event, new or old or {}))
+        return informer
+
     # --- node -----------------------------------------------------------------------------
     def _register_node(self) -> None:
-        path = resource_path("nodes", name=self.node_name)
-        try:
-            self._node = self.client.get(path)
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-            self._node = self.client.create(resource_path("nodes"), nodes.node_object(self.node_name))
+        node = self.client.get_or_none(NODES, None, self.node_name)
+        if node is None:
+            node = self.client.create(NODES, nodes.node_object(self.node_name)).object or self.client.get(NODES, None, self.node_name)
+        self._node = node
         self._write_node_status(ready=True, message="kubelet is posting ready status")
         self._renew_lease()
 
     def _write_node_status(self, ready: bool, message: str) -> None:
         status = nodes.node_status(self.node_name, self.allocatable, ready, message, self._ready_since)
-        path = resource_path("nodes", name=self.node_name)
         try:
-            self.client.merge_patch(path + "/status", {"status": status})
+            self.client.patch(NODES, None, self.node_name, {"status": status}, subresource="status")
         except ApiError as exc:
             if exc.code not in (404, 405):
                 raise
-            self.client.merge_patch(path, {"status": status})
+            self.client.patch(NODES, None, self.node_name, {"status": status})
 
     def _renew_lease(self) -> None:
-        path = resource_path("leases", nodes.LEASE_NAMESPACE, self.node_name, group_version="coordination.k8s.io/v1")
         try:
-            self.client.merge_patch(path, {"spec": {"renewTime": nodes.micro_time(),
-                                                    "holderIdentity": self.node_name}})
+            self.client.patch(LEASES, nodes.LEASE_NAMESPACE, self.node_name,
+                              {"spec": {"renewTime": nodes.micro_time(), "holderIdentity": self.node_name}})
         except ApiError as exc:
             if exc.code != 404:
                 raise
-            try:
-                self.client.create(resource_path("namespaces"), {"apiVersion": "v1", "kind": "Namespace",
-                                                                 "metadata": {"name": nodes.LEASE_NAMESPACE}})
-            except ApiError as ns_exc:
-                if ns_exc.code != 409:
-                    raise
-            self.client.create(resource_path("leases", nodes.LEASE_NAMESPACE, group_version="coordination.k8s.io/v1"),
-                               nodes.lease_object(self._node))
+            self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                            "metadata": {"name": nodes.LEASE_NAMESPACE}})
+            self.client.create(LEASES, nodes.lease_object(self._node))
 
     def _heartbeat_loop(self) -> None:
         beats = 0
@@ -240,7 +243,7 @@ class Kubelet:
                 self._changed.notify_all()
 
     def sync(self) -> None:
-        pods = self.pods.list()
+        pods = self.pods.store.list()
         by_uid = {_meta(p).get("uid"): p for p in pods}
         with self._lock:
             for uid in list(self._just_bound):
@@ -314,11 +317,10 @@ class Kubelet:
             if pod is not None:
                 meta = _meta(pod)
                 try:
-                    self.client.delete(resource_path("pods", meta.get("namespace"), meta["name"]),
-                                       grace_period_seconds=0, uid=meta["uid"])
+                    self.client.delete(PODS, meta.get("namespace"), meta["name"], grace_period_seconds=0,
+                                       uid=meta["uid"])
                 except ApiError as exc:
-                    if exc.code not in (404, 409):
-                        log.warning("delete pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+                    log.warning("delete pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
         finally:
             self._dirty.set()
 
@@ -367,12 +369,11 @@ class Kubelet:
 
     def _bind(self, pod: Obj) -> bool:
         meta = _meta(pod)
-        path = resource_path("pods", meta.get("namespace"), meta["name"])
         binding = {"apiVersion": "v1", "kind": "Binding",
                    "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta["uid"]},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name}}
         try:
-            self.client.create(path + "/binding", binding)
+            self.client.create(PODS, binding, subresource="binding")
             return True
         except ApiError as exc:
             if exc.code != 404:  # 404: the pod is gone; the next sync no longer sees it
@@ -384,8 +385,7 @@ class Kubelet:
         condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
                      "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
         try:
-            self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
-                                    {"status": {"phase": "Pending", "conditions": [condition]}})
+            self._patch_status(meta, {"status": {"phase": "Pending", "conditions": [condition]}})
             self._unschedulable[meta["uid"]] = message
         except ApiError as exc:
             log.debug("unschedulable status of %s: %s", meta["name"], exc)
@@ -420,8 +420,7 @@ class Kubelet:
         self._finished.add(meta["uid"])
         log.warning("pod %s/%s rejected: %s", meta.get("namespace"), meta["name"], message)
         try:
-            self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
-                                    {"status": {"phase": "Failed", "reason": reason, "message": message}})
+            self._patch_status(meta, {"status": {"phase": "Failed", "reason": reason, "message": message}})
         except ApiError as exc:
             log.warning("status of pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
 
@@ -435,7 +434,7 @@ class Kubelet:
 
     def _fail_orphans(self) -> None:
         """Pods this node was running before a restart: their processes are gone; say so."""
-        for pod in self.pods.list():
+        for pod in self.pods.store.list():
             meta = _meta(pod)
             if pod.get("spec", {}).get("nodeName") != self.node_name or is_terminal(pod):
                 continue
@@ -457,7 +456,7 @@ class Kubelet:
             if statuses:
                 patch["status"]["containerStatuses"] = statuses
             try:
-                self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"), patch)
+                self._patch_status(meta, patch)
                 self._finished.add(meta["uid"])
             except ApiError as exc:
                 log.warning("marking pod %s/%s failed: %s", meta.get("namespace"), meta["name"], exc)
@@ -485,8 +484,7 @@ class Kubelet:
                     return
             meta = _meta(pod)
             try:
-                self.client.merge_patch(resource_path("pods", meta.get("namespace"), meta["name"], "status"),
-                                        {"status": status})
+                self._patch_status(meta, {"status": status})
             except Exception as exc:  # an API error, or no connection while the API server restarts
                 if not (isinstance(exc, ApiError) and exc.code == 404):  # 404: the pod is gone
                     with self._status_lock:
@@ -497,19 +495,14 @@ class Kubelet:
                 self._written[uid] = status
                 self._status_retry.discard(uid)
 
+    def _patch_status(self, meta: Obj, patch: Obj) -> None:
+        self.client.patch(PODS, meta.get("namespace"), meta["name"], patch, subresource="status")
+
     def configmap(self, namespace: str, name: str) -> Optional[Obj]:
-        return self._get_optional(resource_path("configmaps", namespace, name))
+        return self.client.get_or_none(CONFIGMAPS, namespace, name)
 
     def secret(self, namespace: str, name: str) -> Optional[Obj]:
-        return self._get_optional(resource_path("secrets", namespace, name))
-
-    def _get_optional(self, path: str) -> Optional[Obj]:
-        try:
-            return self.client.get(path)
-        except ApiError as exc:
-            if exc.code == 404:
-                return None
-            raise
+        return self.client.get_or_none(SECRETS, namespace, name)
 
     def base_env(self, namespace: str) -> dict[str, str]:
         """The kubelet's own environment, with this interpreter's bin dir first on PATH."""
@@ -531,7 +524,7 @@ class Kubelet:
         namespace = _meta(service).get("namespace", "default")
         selector = service.get("spec", {}).get("selector")
         candidates = []
-        for pod in (index or PodIndex(self.pods.list())).select(namespace, selector):
+        for pod in (index or PodIndex(self.pods.store.list())).select(namespace, selector):
             if is_terminal(pod) or _meta(pod).get("deletionTimestamp"):
                 continue
             address = self.ips.lookup(_meta(pod).get("uid", ""))
@@ -546,11 +539,11 @@ class Kubelet:
         waiting for (a job's controller creates pods and Services in parallel). ``fresh``
         reads a Service missing from the cache from the API server (its watch event may
         simply not have arrived yet)."""
-        service = self.services.get(namespace, name)
+        service = self.services.store.get(namespace, name)
         if service is None and fresh:
-            service = self._get_optional(resource_path("services", namespace, name))
+            service = self.client.get_or_none(SERVICES, namespace, name)
         if service is None:
-            pod = self.pods.get(namespace, name)
+            pod = self.pods.store.get(namespace, name)
             if owner and pod is not None and not is_terminal(pod) and controller_uid(pod) == owner:
                 return Pending(f"Service {namespace}/{name} (pod {namespace}/{name} exists, its Service not yet)")
             return None
@@ -574,7 +567,7 @@ class Kubelet:
         rules: dict[Frontend, list[Backend]] = {}
         addresses: dict[str, str] = {}
         index = PodIndex(pods)
-        for service in self.services.list():
+        for service in self.services.store.list():
             meta, spec = _meta(service), service.get("spec", {})
             resolved = self.resolve(meta.get("namespace", "default"), meta["name"], index=index)
             if isinstance(resolved, str):

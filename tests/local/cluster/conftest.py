@@ -6,7 +6,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from controller.local.kubelet.client import ApiError, KubeClient
+from controller.kube.client import ApiError, KubeClient
+from controller.kube.resources import PODS
 
 Obj = dict[str, Any]
 
@@ -22,21 +23,19 @@ def sleeper_pod(name: str, fifo: str) -> Obj:
 def wait_pod(api: KubeClient, name: str, until: Callable[[Obj], bool], timeout: float = 30.0) -> Obj:
     """The pod once ``until(pod)`` holds, following a watch (relisting if the server restarts)."""
     deadline = time.monotonic() + timeout
-    path = "/api/v1/namespaces/default/pods"
     selector = f"metadata.name={name}"
     while time.monotonic() < deadline:
         try:
-            listing = api.get(path, fieldSelector=selector)
-            for item in listing["items"]:
+            items, version = api.list(PODS, "default", field_selector=selector)
+            for item in items:
                 if until(item):
                     return item
             remaining = max(1, int(deadline - time.monotonic()))
-            for event in api.watch(path, listing["metadata"]["resourceVersion"], timeout_seconds=remaining,
-                                   fieldSelector=selector):
+            for event in api.watch(PODS, "default", version, timeout_seconds=remaining, field_selector=selector):
                 if event["type"] in ("ADDED", "MODIFIED") and until(event["object"]):
                     return event["object"]
         except ApiError as exc:
-            if exc.code != 410:
+            if exc.code != 410 and not exc.retryable:  # 410, or the server restarting: list again
                 raise
     raise AssertionError(f"pod {name} did not reach the expected state within {timeout:g}s")
 

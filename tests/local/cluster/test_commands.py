@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from controller.local.cluster import read_pid_file
-from controller.local.kubelet.client import KubeClient
+from controller.kube.client import KubeClient
 from controller.local.kubelet.runtime import process_start_time
 
 from .conftest import main_pid, read_fifo, wait_pod
@@ -44,7 +44,7 @@ def test_up_detach_status_down(tmp_path):
                               "time.sleep(600)", str(fifo)], env=env, capture_output=True, text=True, timeout=60)
         assert run.returncode == 0, run.stderr
         assert read_fifo(fifo) == str(tmp_path)
-        api = KubeClient(str(directory / "kubeconfig"))
+        api = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0)
         pid = main_pid(wait_pod(api, "sleeper", lambda p: p["status"].get("phase") == "Running"))
 
         # The supervisor restarts a crashed kubelet, which fails the pods it can no longer run.

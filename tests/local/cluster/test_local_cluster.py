@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from controller.kube.resources import LEASES, NODES, PODS
 from controller.local.cluster import ClusterError, LocalCluster, read_pid_file
 from controller.local.kubelet.runtime import process_start_time
 
@@ -15,7 +16,7 @@ from .conftest import main_pid, read_fifo, sleeper_pod, wait_pod
 def running_sleeper(api, tmp_path, name):
     fifo = tmp_path / f"{name}.ready"
     os.mkfifo(fifo)
-    api.create("/api/v1/namespaces/default/pods", sleeper_pod(name, str(fifo)))
+    api.create(PODS, sleeper_pod(name, str(fifo)))
     assert read_fifo(fifo) == "ready"  # the pod's process runs
     return wait_pod(api, name, lambda p: p.get("status", {}).get("phase") == "Running")
 
@@ -24,9 +25,9 @@ def test_context_manager_starts_everything_and_stops_pods_on_exit(tmp_path):
     with LocalCluster(tmp_path / "cluster", controller=False, workdir=tmp_path) as cluster:
         assert oct(cluster.kubeconfig.stat().st_mode & 0o777) == "0o600"
         api = cluster.client()
-        node = api.get("/api/v1/nodes/trainctl-local")
+        node = api.get(NODES, None, "trainctl-local")
         assert next(c for c in node["status"]["conditions"] if c["type"] == "Ready")["status"] == "True"
-        lease = api.get("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/trainctl-local")
+        lease = api.get(LEASES, "kube-node-lease", "trainctl-local")
         assert lease["spec"]["holderIdentity"] == "trainctl-local"
         pid = main_pid(running_sleeper(api, tmp_path, "sleeper"))
         components = [c.pid for c in cluster.components]
@@ -67,8 +68,8 @@ def test_a_pod_that_ends_while_the_apiserver_is_down_gets_its_final_status(tmp_p
         os.mkfifo(started)
         os.mkfifo(release)
         script = "import sys\nopen(sys.argv[1], 'w').write('ready')\nsys.exit(int(open(sys.argv[2]).read()))"
-        api.create("/api/v1/namespaces/default/pods", {
-            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "outlives"},
+        api.create(PODS, {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "outlives", "namespace": "default"},
             "spec": {"restartPolicy": "Never", "containers": [
                 {"name": "main", "image": "python", "command": ["python", "-c", script, str(started), str(release)]}]}})
         assert read_fifo(started) == "ready"

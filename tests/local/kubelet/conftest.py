@@ -8,9 +8,10 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from controller.kube.client import ApiError, KubeClient
+from controller.kube.resources import PODS, resource_of
 from controller.local.apiserver.process import ApiServerHandle, start_apiserver
 from controller.local.kubelet import Kubelet, KubeletConfig
-from controller.local.kubelet.client import ApiError, KubeClient
 from controller.local.network import cluster_ranges
 
 Obj = dict[str, Any]
@@ -56,28 +57,30 @@ def pod(name: str, script: str, restart_policy: str = "Never", **container: Any)
 
 
 def create(api: KubeClient, obj: Obj) -> Obj:
-    kind = obj["kind"].lower() + "s"
-    return api.create(f"/api/v1/namespaces/{obj['metadata'].get('namespace', 'default')}/{kind}", obj)
+    obj["metadata"].setdefault("namespace", "default")
+    created = api.create(resource_of(obj), obj)
+    assert not created.existed, f"{obj['kind']} {obj['metadata']['name']} already exists"
+    return created.object
 
 
 def wait_pod(api: KubeClient, name: str, until: Callable[[Obj], bool], timeout: float = 20.0,
              namespace: str = "default") -> Obj:
     """The pod once ``until(pod)`` holds, following a watch (no polling)."""
     deadline = time.monotonic() + timeout
-    path = f"/api/v1/namespaces/{namespace}/pods"
+    selector = f"metadata.name={name}"
     while True:
-        listing = api.get(path, fieldSelector=f"metadata.name={name}")
-        if not listing["items"] and until({}):
+        items, version = api.list(PODS, namespace, field_selector=selector)
+        if not items and until({}):
             return {}
-        for item in listing["items"]:
+        for item in items:
             if until(item):
                 return item
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            raise AssertionError(f"pod {name} did not reach the state in {timeout:g}s: {listing['items']}")
+            raise AssertionError(f"pod {name} did not reach the state in {timeout:g}s: {items}")
         try:
-            for event in api.watch(path, listing["metadata"]["resourceVersion"], timeout_seconds=max(1, int(remaining)),
-                                   fieldSelector=f"metadata.name={name}"):
+            for event in api.watch(PODS, namespace, version, timeout_seconds=max(1, int(remaining)),
+                                   field_selector=selector):
                 if event["type"] in ("ADDED", "MODIFIED") and until(event["object"]):
                     return event["object"]
                 if event["type"] == "DELETED" and until({}):

@@ -10,6 +10,7 @@ import threading
 
 from .conftest import container_state, create, gone, phase, pod, wait_pod
 
+from controller.kube.resources import PODS
 from controller.local.kubelet.runtime import process_start_time
 from controller.local.network import cluster_ranges
 
@@ -214,8 +215,8 @@ def test_ports_conflict_across_owners_until_freed(api, tmp_path):
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
     assert message in (f"0/1 nodes are available: port {port} is in use by pod default/{name}."
                        for name in ("a-master-0", "a-worker-0"))
-    api.delete("/api/v1/namespaces/default/pods/a-master-0", grace_period_seconds=0)
-    api.delete("/api/v1/namespaces/default/pods/a-worker-0", grace_period_seconds=0)
+    api.delete(PODS, "default", "a-master-0", grace_period_seconds=0)
+    api.delete(PODS, "default", "a-worker-0", grace_period_seconds=0)
     wait_ready(tmp_path / "b0")
     assert wait_pod(api, "b-master-0", phase("Running"))["spec"]["nodeName"] == "trainctl-local"
 
@@ -226,7 +227,7 @@ def test_graceful_deletion_sends_sigterm_then_removes_the_pod(api, tmp_path):
     wait_ready(marker)
     running = wait_pod(api, "graceful", phase("Running"))
     pid = int(container_state(running)["containerID"].removeprefix("process://"))
-    api.delete("/api/v1/namespaces/default/pods/graceful", grace_period_seconds=10)
+    api.delete(PODS, "default", "graceful", grace_period_seconds=10)
     wait_pod(api, "graceful", gone)
     assert marker.read_text() == "SIGTERM"
     assert process_start_time(pid) is None
@@ -240,7 +241,7 @@ def test_force_deletion_kills_the_processes(api, kubelet, tmp_path):
     pid = int(container_state(running)["containerID"].removeprefix("process://"))
     assert process_start_time(pid) is not None
     uid = running["metadata"]["uid"]
-    api.delete("/api/v1/namespaces/default/pods/forced", grace_period_seconds=0)
+    api.delete(PODS, "default", "forced", grace_period_seconds=0)
     wait_pod(api, "forced", gone)
     worker = kubelet.workers.get(uid)
     assert worker is None or worker.done.wait(10)
@@ -315,7 +316,7 @@ def test_a_job_pod_waits_for_the_service_of_a_sibling_it_names(api, tmp_path):
     create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "job-master-0"},
                  "spec": {"clusterIP": "None", "selector": {"role": "master"}}})
     done = wait_pod(api, "job-worker-0", phase("Succeeded", "Failed"))
-    master_ip = api.get("/api/v1/namespaces/default/pods/job-master-0")["status"]["podIP"]
+    master_ip = api.get(PODS, "default", "job-master-0")["status"]["podIP"]
     assert done["status"]["phase"] == "Succeeded"
     assert out.read_text() == master_ip
 
