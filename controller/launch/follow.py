@@ -14,12 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import urllib3
-from kubernetes.client import CoreV1Api
-from kubernetes.client.exceptions import ApiException
-
 from api.defaults import default_container
-from controller.launch.watch import CONNECT_TIMEOUT_SECONDS, iter_lines, shutdown
+from controller.kube.client import ApiError, KubeClient, LogStream
 
 Instance = tuple[str, int]  # (pod uid, restartCount)
 
@@ -40,13 +36,13 @@ class LeadPodLogs:
 
     def __init__(
         self,
-        core: CoreV1Api,
+        client: KubeClient,
         namespace: str,
         container: str,
         on_line: Callable[[str, str], None],
         on_note: Callable[[str], None],
     ) -> None:
-        self._core = core
+        self._client = client
         self._namespace = namespace
         self._container = container
         self._on_line = on_line
@@ -55,7 +51,7 @@ class LeadPodLogs:
         self._pod: dict[str, Any] | None = None
         self._streamed: set[Instance] = set()
         self._active: Instance | None = None
-        self._response: Any = None
+        self._open_log: LogStream | None = None
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name="lead-pod-logs", daemon=True)
 
@@ -84,10 +80,10 @@ class LeadPodLogs:
     def stop(self) -> None:
         with self._cond:
             self._stopped = True
-            response = self._response
+            stream = self._open_log
             self._cond.notify_all()
-        if response is not None:
-            shutdown(response)
+        if stream is not None:
+            stream.close()
 
     def _container_name(self, pod: dict[str, Any]) -> str:
         container = default_container(pod, self._container)
@@ -144,30 +140,21 @@ class LeadPodLogs:
             finally:
                 with self._cond:
                     self._active = None
-                    self._response = None
+                    self._open_log = None
                     self._cond.notify_all()
 
     def _stream(self, pod_name: str, container: str) -> None:
         try:
-            response = self._core.read_namespaced_pod_log(
-                pod_name,
-                self._namespace,
-                container=container,
-                follow=True,
-                _preload_content=False,
-                _request_timeout=(CONNECT_TIMEOUT_SECONDS, None),
-            )
-        except (ApiException, urllib3.exceptions.HTTPError, OSError):
+            stream = self._client.log(self._namespace, pod_name, container=container, follow=True)
+        except ApiError:
             return  # the pod went away or its container is not startable yet
         with self._cond:
             if self._stopped:
-                shutdown(response)
+                stream.close()
                 return
-            self._response = response
+            self._open_log = stream
         try:
-            for line in iter_lines(response):
+            for line in stream:
                 self._on_line(pod_name, line)
-        except (urllib3.exceptions.HTTPError, OSError, ValueError):
-            pass  # stream cut (stopped, or the pod is gone)
-        finally:
-            response.release_conn()
+        except ApiError:
+            pass  # stream cut: the pod is gone

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from api import constants as c
+from controller.kube.resources import Resource, resource_for
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,10 @@ class JobKind:
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
+
+    @property
+    def resource(self) -> Resource:
+        return resource_for(self.api_version, self.kind)
 
 
 PYTORCHJOB = JobKind(

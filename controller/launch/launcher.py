@@ -12,8 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import enum
-import functools
-import json
 import queue
 import signal
 import threading
@@ -22,18 +20,20 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import urllib3
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from api import constants as c
+from controller.kube.client import ApiError, KubeClient
+from controller.kube.informer import Informer
+from controller.kube.resources import PODS, Resource
 from controller.launch.follow import LeadPodLogs
 from controller.launch.kinds import JobKind, current_condition, kind_of, lead_replica, terminal_condition
 from controller.launch.progress import JobProgress, PodTracker, ProgressView
-from controller.launch.watch import ResourceWatch
 
 # After the job finished, how long the lead pod's log may take to reach its last line.
 LOG_DRAIN_SECONDS = 10.0
+# A launcher reports an unreachable server after a few tries instead of the controller's patience.
+MAX_ATTEMPTS = 3
 
 
 class Outcome(str, enum.Enum):
@@ -71,19 +71,21 @@ class LaunchResult:
         return self.outcome is Outcome.SUCCEEDED
 
 
-def _api_message(exc: ApiException) -> str:
-    try:
-        return json.loads(exc.body).get("message") or exc.reason or str(exc.status)
-    except (TypeError, ValueError, AttributeError):
-        return exc.reason or f"HTTP {exc.status}"
+def _api_message(exc: ApiError) -> str:
+    return exc.message or exc.reason or f"HTTP {exc.code}"
 
 
 class Launcher:
-    """Creates, follows and deletes training jobs through one API client."""
+    """Creates, follows and deletes training jobs through one API client.
+
+    ``api`` carries the cluster's configuration and credentials (see ``connect``); every
+    request goes through a :class:`~controller.kube.client.KubeClient` on it.
+    """
 
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
-        self.custom = client.CustomObjectsApi(api)
+        self.client = KubeClient.for_api_client(api, qps=0, max_attempts=MAX_ATTEMPTS)
+        # Kept for ``trainctl run``'s log saving, which reads logs through it.
         self.core = client.CoreV1Api(api)
 
     # --- create ---------------------------------------------------------------------------
@@ -96,56 +98,44 @@ class Launcher:
         body.pop("status", None)
         name = body["metadata"].get("name") or body["metadata"].get("generateName", "") + "…"
         try:
-            return self._create(kind, namespace, body)
-        except ApiException as exc:
-            if exc.status == 409 and replace:
-                self.delete(kind, namespace, name)
-                self.wait_gone(kind, namespace, name, deadline)
-                try:
-                    return self._create(kind, namespace, body)
-                except ApiException as again:
-                    exc = again
-            if exc.status == 409:
-                raise JobExists(f"{kind.kind} {namespace}/{name} already exists") from None
+            with self._reachable():
+                created = self.client.create(kind.resource, body)
+                if created.existed and replace:
+                    self.delete(kind, namespace, name)
+                    self.wait_gone(kind, namespace, name, deadline)
+                    created = self.client.create(kind.resource, body)
+        except ApiError as exc:
             message = _api_message(exc)
-            if exc.status == 404 and "namespace" not in message.lower():
+            if exc.code == 404 and "namespace" not in message.lower():
                 message += f" (is the {kind.kind} CRD, {kind.plural}.{kind.group}, installed?)"
             raise LaunchError(f"cannot create {kind.kind} {namespace}/{name}: {message}") from None
-
-    def _create(self, kind: JobKind, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
-        with self._reachable():
-            return self.custom.create_namespaced_custom_object(kind.group, kind.version, namespace, kind.plural, body)
+        if created.object is None:
+            raise JobExists(f"{kind.kind} {namespace}/{name} already exists")
+        return created.object
 
     @contextlib.contextmanager
     def _reachable(self) -> Iterator[None]:
-        """Connection failures become one line naming the server, not a urllib3 traceback."""
+        """API errors become one line for the user: the server unreachable, or what it said."""
         try:
             yield
-        except (urllib3.exceptions.HTTPError, OSError) as exc:
-            reason = getattr(exc, "reason", None) or exc
-            raise LaunchError(f"cannot reach the API server at {self.api.configuration.host}: {reason}") from None
+        except ApiError as exc:
+            if exc.code == 0:
+                raise LaunchError(f"cannot reach the API server at {self.client.host}: {exc.message}") from None
+            raise
 
     def delete(self, kind: JobKind, namespace: str, name: str) -> bool:
         """Delete the job (its pods and services go with it); False if it was already gone."""
         try:
             with self._reachable():
-                self.custom.delete_namespaced_custom_object(
-                    kind.group, kind.version, namespace, kind.plural, name, body={"propagationPolicy": "Background"}
-                )
-            return True
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
+                return self.client.delete(kind.resource, namespace, name)
+        except ApiError as exc:
             raise LaunchError(f"cannot delete {kind.kind} {namespace}/{name}: {_api_message(exc)}") from None
 
     def wait_gone(self, kind: JobKind, namespace: str, name: str, deadline: float | None) -> None:
         """Block until the job and its pods are gone (a watch each), so a new job can reuse the names."""
-        calls = (
-            functools.partial(self.custom.list_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, field_selector=f"metadata.name={name}"),
-            functools.partial(self.core.list_namespaced_pod, namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}"),
-        )
-        for call in calls:
-            _wait_empty(call, deadline, what=f"{kind.kind} {namespace}/{name} to be deleted")
+        what = f"{kind.kind} {namespace}/{name} to be deleted"
+        _wait_empty(self.client, kind.resource, namespace, deadline, what=what, field_selector=f"metadata.name={name}")
+        _wait_empty(self.client, PODS, namespace, deadline, what=what, label_selector=f"{c.LABEL_JOB_NAME}={name}")
 
     # --- follow ---------------------------------------------------------------------------
 
@@ -172,7 +162,7 @@ class Launcher:
         events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         tracker = PodTracker()
         lead_type, lead_index = lead_replica(job, kind)
-        logs = LeadPodLogs(self.core, namespace, kind.container, view.log, view.note)
+        logs = LeadPodLogs(self.client, namespace, kind.container, view.log, view.note)
 
         def on_pod(event: str, pod: dict[str, Any]) -> None:
             if uid and not _owned_by(pod, uid):
@@ -184,22 +174,23 @@ class Launcher:
 
         def on_job_listed() -> None:
             # Deleted before (or while) we were not watching: a list no longer shows it.
-            if not any((obj.get("metadata") or {}).get("uid") == uid for obj in job_watch.objects):
+            if not any((obj.get("metadata") or {}).get("uid") == uid for obj in job_watch.store.list()):
                 events.put(("job", "DELETED", job))
 
-        job_watch = ResourceWatch(
-            functools.partial(self.custom.list_namespaced_custom_object, kind.group, kind.version, namespace, kind.plural, field_selector=f"metadata.name={name}"),
-            lambda event, obj: events.put(("job", event, obj)),
-            on_synced=on_job_listed,
+        job_watch = _watch(
+            self.client, kind.resource, namespace, lambda event, obj: events.put(("job", event, obj)),
+            on_error=lambda exc: events.put(("error", "job", _api_message(exc))),
+            on_synced=on_job_listed, field_selector=f"metadata.name={name}",
         )
-        pod_watch = ResourceWatch(
-            functools.partial(self.core.list_namespaced_pod, namespace, label_selector=f"{c.LABEL_JOB_NAME}={name}"),
-            on_pod,
+        pod_watch = _watch(
+            self.client, PODS, namespace, on_pod,
+            on_error=lambda exc: events.put(("error", "pods", _api_message(exc))),
+            label_selector=f"{c.LABEL_JOB_NAME}={name}",
         )
         current, outcome = job, None
         try:
-            for watch, what in ((job_watch, "job"), (pod_watch, "pods")):
-                threading.Thread(target=_run_watch, args=(watch, what, events), name=f"watch-{what}", daemon=True).start()
+            job_watch.start()
+            pod_watch.start()
             logs.start()
             view.show(JobProgress.of(current, tracker, time.monotonic() - started))
             while outcome is None:
@@ -266,10 +257,10 @@ class Launcher:
             return
         selector = f"{c.LABEL_JOB_NAME}={name},{c.LABEL_REPLICA_TYPE}={lead_type},{c.LABEL_REPLICA_INDEX}={lead_index}"
         try:
-            pods = json.loads(self.core.list_namespaced_pod(namespace, label_selector=selector, _preload_content=False, _request_timeout=budget).data)
-        except Exception:  # the log is a courtesy: never let it change the outcome
+            pods, _ = self.client.list(PODS, namespace, label_selector=selector)
+        except ApiError:  # the log is a courtesy: never let it change the outcome
             return
-        for pod in pods.get("items") or []:
+        for pod in pods:
             if not uid or _owned_by(pod, uid):
                 logs.observe(pod)
         logs.drain(budget)
@@ -329,53 +320,45 @@ def launch(api: client.ApiClient, job: dict[str, Any], namespace: str, view: Pro
     return Launcher(api).launch(job, namespace, view, **options)
 
 
-def _run_watch(watch: ResourceWatch, what: str, events: "queue.Queue[tuple[str, str, Any]]") -> None:
-    try:
-        watch.run()
-    except ApiException as exc:
-        events.put(("error", what, _api_message(exc)))
-    except Exception as exc:  # reported to the main thread, which decides what it means
-        events.put(("error", what, f"{type(exc).__name__}: {exc}"))
+def _watch(
+    kube: KubeClient,
+    resource: Resource,
+    namespace: str,
+    on_event: Callable[[str, dict[str, Any]], None],
+    *,
+    on_error: Callable[[ApiError], None],
+    on_synced: Callable[[], None] | None = None,
+    label_selector: str | None = None,
+    field_selector: str | None = None,
+) -> Informer:
+    """An informer on ``resource`` that reports ``(event, object)`` and hands over what it cannot retry."""
+    informer = Informer(
+        kube, resource, namespace=namespace, label_selector=label_selector, field_selector=field_selector,
+        retry_delay=0.05, max_retry_delay=5.0, on_synced=on_synced, on_error=on_error,
+    )
+    informer.add_handler(lambda event, new, old: on_event(event, new or old or {}))
+    return informer
 
 
-def _wait_empty(list_call: Callable[..., Any], deadline: float | None, *, what: str) -> None:
-    """Block until ``list_call`` lists nothing, as its watch reports it."""
-    present: set[str] = set()
-    synced = False
+def _wait_empty(kube: KubeClient, resource: Resource, namespace: str, deadline: float | None, *, what: str, **selectors: str) -> None:
+    """Block until ``resource`` in ``namespace`` has nothing matching ``selectors``, as its watch reports it."""
     failures: list[str] = []
     changed = threading.Condition()
 
-    def on_event(event: str, obj: dict[str, Any]) -> None:
-        key = (obj.get("metadata") or {}).get("uid") or ""
+    def notify(*_: Any) -> None:
         with changed:
-            (present.discard if event == "DELETED" else present.add)(key)
             changed.notify_all()
 
-    def on_synced() -> None:
-        nonlocal synced
+    def on_error(exc: ApiError) -> None:
         with changed:
-            synced = True
+            failures.append(_api_message(exc))
             changed.notify_all()
 
-    watch = ResourceWatch(list_call, on_event, on_synced=on_synced)
-
-    def run() -> None:
-        try:
-            watch.run()
-        except ApiException as exc:
-            failure = _api_message(exc)
-        except Exception as exc:  # handed to the waiting thread
-            failure = f"{type(exc).__name__}: {exc}"
-        else:
-            return
-        with changed:
-            failures.append(failure)
-            changed.notify_all()
-
-    threading.Thread(target=run, name="watch-deletion", daemon=True).start()
+    watch = _watch(kube, resource, namespace, notify, on_error=on_error, on_synced=notify, **selectors)
+    watch.start()
     try:
         with changed:
-            while not failures and not (synced and not present):
+            while not failures and not (watch.synced.is_set() and not len(watch.store)):
                 timeout = None if deadline is None else deadline - time.monotonic()
                 if timeout is not None and timeout <= 0:
                     raise LaunchError(f"timed out waiting for {what}")
