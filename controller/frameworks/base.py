@@ -87,9 +87,15 @@ class Framework:
     scheduler_name_event: str
     # Condition reason for failures from backoffLimit / activeDeadlineSeconds.
     limit_failure_reason: str
+    # The Restarting condition's message in the reference's words ({name}, {rtype}).
+    restarting_message: str
 
     def reason(self, what: str) -> str:
         return f"{self.kind}{what}"
+
+    def change(self, condition_type: str, message: str, event_type: Optional[str] = "Normal") -> ConditionChange:
+        """A condition with the kind's reason for it (``PyTorchJobRunning``, ``MSJobFailed`` …)."""
+        return ConditionChange(condition_type, self.reason(condition_type), message, event_type)
 
     # --- replica types ------------------------------------------------------------------
     def ordered_types(self, job: Job) -> list[str]:
@@ -145,7 +151,7 @@ class Framework:
         return None
 
     def restarting(self, name: str, rtype: str) -> ConditionChange:
-        raise NotImplementedError
+        return self.change(c.CONDITION_RESTARTING, self.restarting_message.format(name=name, rtype=rtype), "Warning")
 
     def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
         """Conditions to set, in order, from this pass's replica counts."""

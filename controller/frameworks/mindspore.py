@@ -54,6 +54,7 @@ class MindSporeFramework(Framework):
     restart_policy_event = "SettedPodTemplateRestartPolicy"
     scheduler_name_event = "SettedPodTemplateSchedulerName"
     limit_failure_reason = "JobFailed"
+    restarting_message = "MSJob {name} is restarting because {rtype} replica(s) failed."
     index_labels = (c.LABEL_REPLICA_INDEX, c.LEGACY_LABEL_REPLICA_INDEX)
 
     def base_labels(self, job_name: str) -> dict[str, str]:
@@ -111,14 +112,6 @@ class MindSporeFramework(Framework):
     def is_retryable(self, exit_code: int) -> bool:
         return exit_code in RETRYABLE_EXIT_CODES
 
-    def restarting(self, name: str, rtype: str) -> ConditionChange:
-        return ConditionChange(
-            c.CONDITION_RESTARTING,
-            self.reason("Restarting"),
-            f"MSJob {name} is restarting because {rtype} replica(s) failed.",
-            "Warning",
-        )
-
     def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
         job, name, ns = facts.job, facts.name, facts.namespace
         specs = job.spec.ms_replica_specs
@@ -129,25 +122,16 @@ class MindSporeFramework(Framework):
             if rtype == WORKER:
                 expected = (specs[rtype].replicas or 0) - counts.succeeded
                 if expected == 0 or (facts.worker0_completed and job.spec.success_policy != c.MS_SUCCESS_POLICY_ALL_WORKERS):
-                    out.append(
-                        ConditionChange(c.CONDITION_SUCCEEDED, self.reason("Succeeded"), f"MSJob {ns}/{name} successfully completed.")
-                    )
+                    out.append(self.change(c.CONDITION_SUCCEEDED, f"MSJob {ns}/{name} successfully completed."))
                 elif counts.active > 0 and not facts.restarted:
                     # After a restart in this pass the job is Restarting, not Running: the
                     # reference flips to Running here and then fails the job (§2.13.6).
-                    out.append(
-                        ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"MSJob {ns}/{name} is running.", None)
-                    )
+                    out.append(self.change(c.CONDITION_RUNNING, f"MSJob {ns}/{name} is running.", None))
             if counts.failed > 0:
                 if restarting or facts.restarted:
                     continue
                 if job.spec.enable_dynamic_worker and rtype == WORKER:
                     continue
-                out.append(
-                    ConditionChange(
-                        c.CONDITION_FAILED,
-                        self.reason("Failed"),
-                        f"MSJob {ns}/{name} has failed because {counts.failed} {rtype} replica(s) failed.",
-                    )
-                )
+                message = f"MSJob {ns}/{name} has failed because {counts.failed} {rtype} replica(s) failed."
+                out.append(self.change(c.CONDITION_FAILED, message))
         return out

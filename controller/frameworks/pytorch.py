@@ -105,6 +105,7 @@ class PyTorchFramework(Framework):
     restart_policy_event = "SetPodTemplateRestartPolicy"
     scheduler_name_event = "SetPodTemplateSchedulerName"
     limit_failure_reason = "PyTorchJobFailed"
+    restarting_message = "job {name} is restarting because {rtype} replica(s) failed."
 
     def is_master_role(self, job: PyTorchJob, rtype: str, index: int) -> bool:
         if MASTER in job.spec.pytorch_replica_specs:
@@ -212,30 +213,15 @@ class PyTorchFramework(Framework):
         return exit_code >= 128
 
     def permanent_failure(self, name: str, rtype: str) -> ConditionChange:
-        return ConditionChange(
-            c.CONDITION_FAILED,
-            self.reason("Failed"),
-            f'job "{name}" is failing because "{rtype}" replica(s) failed.',
-            "Warning",
-        )
-
-    def restarting(self, name: str, rtype: str) -> ConditionChange:
-        return ConditionChange(
-            c.CONDITION_RESTARTING,
-            self.reason("Restarting"),
-            f"job {name} is restarting because {rtype} replica(s) failed.",
-            "Warning",
-        )
+        return self.change(c.CONDITION_FAILED, f'job "{name}" is failing because "{rtype}" replica(s) failed.', "Warning")
 
     def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
         job, name, ns = facts.job, facts.name, facts.namespace
         specs = job.spec.pytorch_replica_specs
         has_master = MASTER in specs
         out: list[ConditionChange] = []
-        running = ConditionChange(c.CONDITION_RUNNING, self.reason("Running"), f"PyTorchJob {name} is running.", None)
-        succeeded = ConditionChange(
-            c.CONDITION_SUCCEEDED, self.reason("Succeeded"), f"PyTorchJob {ns}/{name} successfully completed."
-        )
+        running = self.change(c.CONDITION_RUNNING, f"PyTorchJob {name} is running.", None)
+        succeeded = self.change(c.CONDITION_SUCCEEDED, f"PyTorchJob {ns}/{name} successfully completed.")
         for rtype in self.ordered_types(job):
             counts, replicas = facts.counts[rtype], specs[rtype].replicas or 0
             if rtype == MASTER:
@@ -247,21 +233,13 @@ class PyTorchFramework(Framework):
                 if (counts.succeeded > 0) if is_elastic(job) else (replicas - counts.succeeded == 0):
                     return out + [succeeded]
                 if counts.active > 0:
-                    out.append(
-                        ConditionChange(
-                            c.CONDITION_RUNNING, self.reason("Running"), f"PyTorchJob {ns}/{name} is running.", None
-                        )
-                    )
+                    out.append(self.change(c.CONDITION_RUNNING, f"PyTorchJob {ns}/{name} is running.", None))
             if counts.failed > 0 and replicas > counts.succeeded + counts.active:
                 message = f"PyTorchJob {name} is {{}} because {counts.failed} {rtype} replica(s) failed."
                 if specs[rtype].restart_policy != "Never":
-                    out.append(
-                        ConditionChange(
-                            c.CONDITION_RESTARTING, self.reason("Restarting"), message.format("restarting"), "Warning"
-                        )
-                    )
+                    out.append(self.change(c.CONDITION_RESTARTING, message.format("restarting"), "Warning"))
                 else:
-                    out.append(ConditionChange(c.CONDITION_FAILED, self.reason("Failed"), message.format("failed")))
+                    out.append(self.change(c.CONDITION_FAILED, message.format("failed")))
         return out
 
     def scale_selector(self, job_name: str, rtype: str) -> str:
