@@ -34,14 +34,22 @@ TRAINCTL_IMAGE = os.environ.get("TRAINCTL_LAUNCHER_IMAGE", f"ghcr.io/trainctl/tr
 ENTRY_POINT = ["python", "-m", "controller.pipelines.launch"]
 
 
-def _container(kind: str, **inputs: Any) -> dsl.ContainerSpec:
-    """The step's container: every input becomes one ``--flag=value`` argument of the entry point.
+# The outputs are paths the entry point writes to, so their flags say so.
+_OUTPUT_FLAGS = {"condition": "condition_path", "status": "status_path"}
 
+
+def _container(kind: str, parameters: dict[str, Any]) -> dsl.ContainerSpec:
+    """The step's container: every parameter becomes one ``--flag=value`` argument of the entry point.
+
+    The components pass ``locals()``, i.e. exactly their own parameters, so a parameter
+    added to a component's signature reaches the entry point without being listed again.
     ``=`` keeps a value that starts with a dash (a manifest beginning with ``---``) from
     being read as an option.
     """
     args: list[Any] = [f"--kind={kind}"]
-    for name, value in inputs.items():
+    inputs = [(name, value) for name, value in parameters.items() if name not in _OUTPUT_FLAGS]
+    outputs = [(_OUTPUT_FLAGS[name], value) for name, value in parameters.items() if name in _OUTPUT_FLAGS]
+    for name, value in inputs + outputs:
         args.append(dsl.ConcatPlaceholder([f"--{name.replace('_', '-')}=", value]))
     return dsl.ContainerSpec(image=TRAINCTL_IMAGE, command=ENTRY_POINT, args=args)
 
@@ -73,27 +81,7 @@ def pytorchjob_launcher(
     parameters: one Master and ``replicas - 1`` Workers, or, with ``max_replicas``, an
     elastic job of Workers between ``min_replicas`` and ``max_replicas``.
     """
-    return _container(
-        "PyTorchJob",
-        name=name,
-        namespace=namespace,
-        manifest=manifest,
-        image=image,
-        command=command,
-        args=args,
-        replicas=replicas,
-        min_replicas=min_replicas,
-        max_replicas=max_replicas,
-        nproc_per_node=nproc_per_node,
-        cpu=cpu,
-        memory=memory,
-        gpus=gpus,
-        npus=npus,
-        timeout_seconds=timeout_seconds,
-        delete_when_done=delete_when_done,
-        condition_path=condition,
-        status_path=status,
-    )
+    return _container("PyTorchJob", locals())
 
 
 @dsl.container_component
@@ -120,21 +108,4 @@ def msjob_launcher(
     parameters: ``replicas`` Workers, plus the Scheduler MindSpore needs when there are two
     or more.
     """
-    return _container(
-        "MSJob",
-        name=name,
-        namespace=namespace,
-        manifest=manifest,
-        image=image,
-        command=command,
-        args=args,
-        replicas=replicas,
-        cpu=cpu,
-        memory=memory,
-        gpus=gpus,
-        npus=npus,
-        timeout_seconds=timeout_seconds,
-        delete_when_done=delete_when_done,
-        condition_path=condition,
-        status_path=status,
-    )
+    return _container("MSJob", locals())
