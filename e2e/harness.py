@@ -29,14 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, TypeVar
 
+import urllib3
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
 from api import constants as c
-from controller.launch.follow import LeadPodLogs
 from controller.launch.kinds import JobKind, kind_of
-from controller.launch.watch import ResourceWatch
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"
@@ -227,10 +227,38 @@ def condition(job: Optional[Obj], type_: str) -> Optional[Obj]:
 
 # --- following a job -------------------------------------------------------------------------
 
+Instance = tuple[str, int]  # a container instance: (pod uid, restartCount)
+_STREAM_ERRORS = (ApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
+
+
+def _lines(response: Any) -> Any:
+    """The lines of a streamed HTTP body as they arrive."""
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=True):
+        buffer += chunk
+        *lines, buffer = buffer.split(b"\n")
+        yield from (line.decode("utf-8", errors="replace") for line in lines)
+    if buffer:
+        yield buffer.decode("utf-8", errors="replace")
+
+
+def _instance(pod: Obj) -> Optional[Instance]:
+    """The pod's current container instance, once it runs or has run (it then has a log)."""
+    status = container_status(pod)
+    if not {"running", "terminated"} & set(status.get("state") or {}):
+        return None
+    return pod["metadata"]["uid"], int(status.get("restartCount") or 0)
+
 
 @dataclass
 class JobObserver:
-    """Follows one job: its object, its pods (every uid ever created) and all their logs."""
+    """Follows one job: its object, its pods (every uid ever created) and all their logs.
+
+    Two list-then-watch loops (the job, the job's pods) survive an API server restart by
+    listing again; one thread per pod streams ``pods/log?follow=true`` for each container
+    instance as the pod watch shows it running. Everything lands under one condition
+    variable, so :meth:`wait_for` re-checks its predicate on every change.
+    """
 
     api: client.ApiClient
     kind: JobKind
@@ -240,22 +268,23 @@ class JobObserver:
     pods: dict[str, Obj] = field(default_factory=dict)
     created: list[tuple[str, str]] = field(default_factory=list)  # (pod name, uid), in creation order
     lines: list[LogLine] = field(default_factory=list)
+    # pod name -> its phase when its deletion began (deletionTimestamp first seen, or gone)
+    deleted: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._changed = threading.Condition()
-        self._followers: dict[str, LeadPodLogs] = {}
-        self._notes: list[str] = []
-        custom, core = client.CustomObjectsApi(self.api), client.CoreV1Api(self.api)
-        self._core = core
-        self._watches = [
-            ResourceWatch(functools.partial(custom.list_namespaced_custom_object, self.kind.group, self.kind.version,
-                                            self.namespace, self.kind.plural, field_selector=f"metadata.name={self.name}"),
-                          self._on_job, timeout_seconds=60),
-            ResourceWatch(functools.partial(core.list_namespaced_pod, self.namespace,
-                                            label_selector=f"{c.LABEL_JOB_NAME}={self.name}"),
-                          self._on_pod, timeout_seconds=60),
-        ]
-        self._threads = [threading.Thread(target=w.run, name=f"watch-{self.name}", daemon=True) for w in self._watches]
+        self._stopped = threading.Event()
+        self._responses: set[Any] = set()
+        self._deleting: set[str] = set()
+        self._streamed: set[Instance] = set()  # instances whose log stream was opened
+        self._drained: set[Instance] = set()  # ... and read to its end
+        custom, self._core = client.CustomObjectsApi(self.api), client.CoreV1Api(self.api)
+        jobs = functools.partial(custom.list_namespaced_custom_object, self.kind.group, self.kind.version,
+                                 self.namespace, self.kind.plural, field_selector=f"metadata.name={self.name}")
+        pods = functools.partial(self._core.list_namespaced_pod, self.namespace,
+                                 label_selector=f"{c.LABEL_JOB_NAME}={self.name}")
+        self._threads = [threading.Thread(target=self._watch, args=(jobs, self._on_job), daemon=True),
+                         threading.Thread(target=self._watch, args=(pods, self._on_pod), daemon=True)]
 
     def start(self) -> "JobObserver":
         for thread in self._threads:
@@ -267,12 +296,70 @@ class JobObserver:
         return self.start()
 
     def __exit__(self, *exc: Any) -> None:
-        for watch in self._watches:
-            watch.stop()
-        for follower in self._followers.values():
-            follower.stop()
+        self._stopped.set()
+        with self._changed:
+            responses = list(self._responses)
+            self._changed.notify_all()
+        for response in responses:
+            response.shutdown()  # unblocks a thread reading it
 
-    # --- events ---
+    # --- watching ---
+    def _open(self, call: Callable[..., Any], **kwargs: Any) -> Any:
+        response = call(_preload_content=False, **kwargs)
+        with self._changed:
+            self._responses.add(response)
+        if self._stopped.is_set():
+            response.shutdown()
+        return response
+
+    def _close(self, response: Any) -> None:
+        with self._changed:
+            self._responses.discard(response)
+        response.release_conn()
+
+    def _watch(self, list_call: Callable[..., Any], on_event: Callable[[str, Obj], None]) -> None:
+        known: dict[str, Obj] = {}
+        version: Optional[str] = None
+        while not self._stopped.is_set():
+            try:
+                if version is None:
+                    response = self._open(list_call, _request_timeout=(5, 30))
+                    try:
+                        listing = json.loads(response.data)
+                    finally:
+                        self._close(response)
+                    current = {obj["metadata"]["uid"]: obj for obj in listing["items"]}
+                    for uid, obj in current.items():
+                        on_event("MODIFIED" if uid in known else "ADDED", obj)
+                    for uid in set(known) - set(current):
+                        on_event("DELETED", known[uid])
+                    known, version = current, listing["metadata"]["resourceVersion"]
+                response = self._open(list_call, watch=True, resource_version=version, allow_watch_bookmarks=True,
+                                      timeout_seconds=30, _request_timeout=(5, 60))
+                try:
+                    for line in _lines(response):
+                        if not line.strip():
+                            continue
+                        event = json.loads(line)
+                        obj = event["object"]
+                        if event["type"] == "ERROR":  # 410 Gone: list again
+                            version = None
+                            break
+                        version = obj["metadata"]["resourceVersion"]
+                        if event["type"] == "BOOKMARK":
+                            continue
+                        if event["type"] == "DELETED":
+                            known.pop(obj["metadata"]["uid"], None)
+                        else:
+                            known[obj["metadata"]["uid"]] = obj
+                        on_event(event["type"], obj)
+                finally:
+                    self._close(response)
+            except _STREAM_ERRORS:
+                # The API server is restarting (or the watch was cut): list again shortly.
+                version = None
+                self._stopped.wait(0.2)
+
     def _on_job(self, event: str, job: Obj) -> None:
         with self._changed:
             self.job = None if event == "DELETED" else job
@@ -283,40 +370,68 @@ class JobObserver:
         with self._changed:
             if (name, uid) not in self.created:
                 self.created.append((name, uid))
+                threading.Thread(target=self._follow_logs, args=(name, uid), daemon=True).start()
+            if (event == "DELETED" or pod["metadata"].get("deletionTimestamp")) and uid not in self._deleting:
+                self._deleting.add(uid)
+                known = self.pods.get(name)
+                before = known if known and known["metadata"]["uid"] == uid else pod
+                self.deleted[name] = (before.get("status") or {}).get("phase", "")
             if event == "DELETED":
                 if self.pods.get(name, {}).get("metadata", {}).get("uid") == uid:
                     del self.pods[name]
             else:
                 self.pods[name] = pod
-            follower = self._followers.get(name)
-            if follower is None and event != "DELETED":
-                follower = LeadPodLogs(self._core, self.namespace, self._container(pod), self._on_line, self._notes.append)
-                follower.start()
-                self._followers[name] = follower
             self._changed.notify_all()
-        if follower is not None:
-            follower.observe(self.pods.get(name))
+
+    def _follow_logs(self, name: str, uid: str) -> None:
+        """Stream each container instance of one pod (one uid) as it starts, in order."""
+        while True:
+            with self._changed:
+                def next_instance() -> Optional[Instance]:
+                    pod = self.pods.get(name)
+                    if self._stopped.is_set() or pod is None or pod["metadata"]["uid"] != uid:
+                        return None
+                    instance = _instance(pod)
+                    return instance if instance and instance not in self._streamed else None
+
+                instance = next_instance()
+                while instance is None:
+                    pod = self.pods.get(name)
+                    if self._stopped.is_set() or (pod is not None and pod["metadata"]["uid"] != uid) or (
+                            pod is None and (name, uid) in self.created and uid in self._deleting):
+                        return
+                    self._changed.wait()
+                    instance = next_instance()
+                self._streamed.add(instance)
+                container = self._container(self.pods[name])
+            try:
+                response = self._open(self._core.read_namespaced_pod_log, name=name, namespace=self.namespace,
+                                      container=container, follow=True, _request_timeout=(5, None))
+            except _STREAM_ERRORS:  # the pod is gone: nothing more to read
+                with self._changed:
+                    self._drained.add(instance)
+                continue
+            try:
+                for text in _lines(response):
+                    with self._changed:
+                        self.lines.append(LogLine(name, text, time.monotonic()))
+                        self._changed.notify_all()
+            except _STREAM_ERRORS:
+                pass
+            finally:
+                self._close(response)
+                with self._changed:
+                    self._drained.add(instance)
+                    self._changed.notify_all()
 
     def _container(self, pod: Obj) -> str:
         names = [ct["name"] for ct in pod["spec"]["containers"]]
         return self.kind.container if self.kind.container in names else names[0]
 
-    def _on_line(self, pod: str, text: str) -> None:
-        with self._changed:
-            self.lines.append(LogLine(pod, text, time.monotonic()))
-            self._changed.notify_all()
-
     # --- queries ---
     def events(self, event: str, pod: Optional[str] = None, since: float = 0.0) -> list[LogLine]:
         with self._changed:
             return [ln for ln in self.lines if ln.event == event and (pod is None or ln.pod == pod) and ln.at >= since]
-
-    def pod(self, rtype: str, index: int) -> Optional[Obj]:
-        with self._changed:
-            for pod in self.pods.values():
-                if replica(pod) == (rtype.lower(), str(index)):
-                    return pod
-        return None
 
     def uids(self, name: str) -> list[str]:
         with self._changed:
@@ -354,8 +469,10 @@ class JobObserver:
 
     def wait_logs_drained(self, timeout: float = 15.0) -> Obj:
         """Every exited container's log read to its end; returns the job."""
-        for follower in list(self._followers.values()):
-            follower.drain(timeout)
+        def drained() -> bool:
+            exited = [_instance(pod) for pod in self.pods.values() if "terminated" in (container_status(pod).get("state") or {})]
+            return all(instance in self._drained for instance in exited)
+        self.wait_for("end of every exited container's log", drained, timeout)
         assert self.job is not None
         return self.job
 
@@ -377,6 +494,4 @@ class JobObserver:
         if others:
             out.append("--- other log lines:")
             out.extend(others[-40:])
-        if self._notes:
-            out.append("--- " + "; ".join(self._notes[-5:]))
         return "\n".join(out)
