@@ -10,6 +10,7 @@ what fails the step. Progress and the lead pod's log go to stdout, the step's lo
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -94,19 +95,8 @@ def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
         if args.name:
             job.setdefault("metadata", {})["name"] = args.name
         return job
-    params = JobParameters(
-        image=args.image,
-        command=args.command,
-        args=args.args,
-        replicas=args.replicas,
-        min_replicas=args.min_replicas,
-        max_replicas=args.max_replicas,
-        nproc_per_node=args.nproc_per_node,
-        cpu=args.cpu,
-        memory=args.memory,
-        gpus=args.gpus,
-        npus=args.npus,
-    )
+    # Every job parameter has the flag of the same name (build_parser).
+    params = JobParameters(**{f.name: getattr(args, f.name) for f in dataclasses.fields(JobParameters)})
     problems = params.problems()
     if problems:
         raise ManifestInvalid(problems)
