@@ -127,6 +127,11 @@ class Framework:
         raise NotImplementedError
 
     # --- pods -----------------------------------------------------------------------------
+    # Variables trainctl adds beyond the reference operator's. Unlike the reference's own
+    # (which are appended and win, as in the reference), a container that sets one of these
+    # itself keeps its value and gets no second entry.
+    advisory_env: frozenset[str] = frozenset()
+
     def env_containers(self, template: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
         """Which containers of a pod receive the injected environment."""
         raise NotImplementedError

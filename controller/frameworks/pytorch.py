@@ -106,6 +106,7 @@ class PyTorchFramework(Framework):
     scheduler_name_event = "SetPodTemplateSchedulerName"
     limit_failure_reason = "PyTorchJobFailed"
     restarting_message = "job {name} is restarting because {rtype} replica(s) failed."
+    advisory_env = frozenset({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "PET_LOCAL_ADDR"})
 
     def is_master_role(self, job: PyTorchJob, rtype: str, index: int) -> bool:
         if MASTER in job.spec.pytorch_replica_specs:

@@ -98,6 +98,7 @@ class PodFactory:
                 container,
                 wants_env(container),
                 ascend_visible_devices_env(container) if ascend_annotation_env else None,
+                framework.advisory_env.intersection(e.get("name") for e in container.get("env") or []),
             )
             for container in tspec.get("containers") or []
         ]
@@ -105,14 +106,14 @@ class PodFactory:
     def build(self, index: int) -> dict[str, Any]:
         env = self.env_factory(index)
         containers = []
-        for container, inject, extra in self.containers:
+        for container, inject, extra, user_set in self.containers:
             if not (inject and env) and extra is None:
                 containers.append(container)
                 continue
             container = dict(container)
             container_env = list(container.get("env") or [])
             if inject:
-                container_env += env
+                container_env += [e for e in env if e["name"] not in user_set] if user_set else env
             if extra is not None:
                 container_env.append(extra)
             container["env"] = container_env

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, at, by_name, container, env_dict, pytorchjob, replica
+from reconcile_support import Cluster, at, by_name, container, env_dict, env_of, pytorchjob, replica
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 
@@ -129,6 +129,19 @@ def test_elastic_job_gets_a_rendezvous_store_and_agents_that_use_it():
     assert env["PET_MAX_RESTARTS"] == "14"  # the user's 10 + one per node that may leave
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
     assert env["PET_LOCAL_ADDR"] == "status.podIP"
+
+
+def test_a_container_that_sets_trainctls_extra_env_itself_keeps_its_value_once():
+    job = elastic()
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    container["env"] = [{"name": "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "value": "0"}]
+    cluster = Cluster(job)
+    cluster.step()
+    worker = by_name(cluster.step().creates)["el-worker-0"]
+    names = [name for name, _ in env_of(worker)]
+    assert names.count("TORCH_DISABLE_SHARE_RDZV_TCP_STORE") == 1
+    assert env_dict(worker)["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "0"
+    assert names.count("PET_LOCAL_ADDR") == 1 and names.count("PET_NNODES") == 1
 
 
 def test_rendezvous_timers_from_the_user_keep_the_store_and_override_ours():
