@@ -60,6 +60,7 @@ MANAGED_BY_VALUES = (MANAGED_BY_TRAINING_OPERATOR, MANAGED_BY_MULTIKUEUE)
 MS_SUCCESS_POLICY_ALL_WORKERS = "AllWorkers"
 RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
 NPROC_KEYWORDS = ("auto", "cpu", "gpu")
+NPROC_PATTERN = r"^(auto|cpu|gpu|[1-9][0-9]*)$"
 
 # --- Condition types -----------------------------------------------------------------------
 CONDITION_CREATED = "Created"

@@ -15,6 +15,8 @@ from typing import Annotated, Any, Iterable, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from api import constants as c
+
 ErrorType = Literal["Required", "Invalid", "NotSupported", "Forbidden", "Duplicate", "TypeInvalid"]
 
 
@@ -35,6 +37,11 @@ class JobInvalid(Exception):
         super().__init__("; ".join(map(str, errors)))
         self.errors = errors
 
+
+# Patterns said in words, for the people who read the errors.
+PATTERN_WORDS = {
+    c.NPROC_PATTERN: "be auto, cpu, gpu or a positive integer",
+}
 
 def json_type(value: Any) -> str:
     """The JSON name of a value's type, as a user who wrote YAML thinks of it."""
@@ -138,7 +145,8 @@ def from_validation_error(exc: ValidationError, maps: frozenset[str], prefix: st
         elif kind == "int_range":
             errors.append(FieldError(path, "Invalid", f"must be between {ctx['low']} and {ctx['high']}, not {show(value)}"))
         elif kind == "string_pattern_mismatch":
-            errors.append(FieldError(path, "Invalid", f"invalid value {show(value)}: must match {ctx.get('pattern')}"))
+            wanted = PATTERN_WORDS.get(ctx.get("pattern"), f"match {ctx.get('pattern')}")
+            errors.append(FieldError(path, "Invalid", f"invalid value {show(value)}: must {wanted}"))
         else:
             errors.append(FieldError(path, "Invalid", err["msg"]))
     return errors

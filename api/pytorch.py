@@ -10,7 +10,7 @@ from api import constants as c
 from api.common import JobStatus, NonNegativeInt32, ObjectMeta, PositiveInt32, ReplicaSpec, RunPolicy, WireModel
 
 # torchrun's --nproc-per-node: a keyword or a positive integer, written as a string.
-NPROC_PATTERN = r"^(auto|cpu|gpu|[1-9][0-9]*)$"
+NPROC_PATTERN = c.NPROC_PATTERN
 Port = Annotated[int, Field(ge=1, le=65535, json_schema_extra={"format": "int32"})]  # le=65535 implies int32
 
 

@@ -152,7 +152,7 @@ def test_every_problem_is_reported_at_once(pytorchjob, mutate):
         "metadata.name: invalid value \"Bad_Name\": a DNS-1035 label must consist of lower case letters, "
         "digits or '-', start with a letter and end with a letter or digit",
         "spec.runPolicy.backoffLimit: must be greater than or equal to 0, not -1",
-        'spec.nprocPerNode: invalid value "lots": must match ^(auto|cpu|gpu|[1-9][0-9]*)$',
+        'spec.nprocPerNode: invalid value "lots": must be auto, cpu, gpu or a positive integer',
         "spec.pytorchReplicaSpecs[Master].replicas: must be 1",
         "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image: must be required",
     ]
