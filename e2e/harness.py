@@ -404,25 +404,38 @@ class JobObserver:
                     instance = next_instance()
                 self._streamed.add(instance)
                 container = self._container(self.pods[name])
+            self._stream_instance(name, container, instance)
+
+    def _stream_instance(self, name: str, container: str, instance: Instance) -> None:
+        """Read one container instance's log to its end, reopening a stream the API server cut."""
+        read = 0
+        while True:
             try:
                 response = self._open(self._core.read_namespaced_pod_log, name=name, namespace=self.namespace,
                                       container=container, follow=True, _request_timeout=(5, None))
-            except _STREAM_ERRORS:  # the pod is gone: nothing more to read
-                with self._changed:
-                    self._drained.add(instance)
-                continue
-            try:
-                for text in _lines(response):
-                    with self._changed:
-                        self.lines.append(LogLine(name, text, time.monotonic()))
-                        self._changed.notify_all()
             except _STREAM_ERRORS:
-                pass
-            finally:
-                self._close(response)
-                with self._changed:
+                response = None
+            if response is not None:
+                try:
+                    for index, text in enumerate(_lines(response)):
+                        if index >= read:  # a reopened stream starts from the beginning again
+                            read += 1
+                            with self._changed:
+                                self.lines.append(LogLine(name, text, time.monotonic()))
+                                self._changed.notify_all()
+                except _STREAM_ERRORS:
+                    pass
+                finally:
+                    self._close(response)
+            with self._changed:
+                pod = self.pods.get(name)
+                running = (pod is not None and _instance(pod) == instance
+                           and "running" in (container_status(pod).get("state") or {}))
+                if not running or self._stopped.is_set():
                     self._drained.add(instance)
                     self._changed.notify_all()
+                    return
+            self._stopped.wait(0.2)  # cut while it runs (the API server restarting?): read on
 
     def _container(self, pod: Obj) -> str:
         names = [ct["name"] for ct in pod["spec"]["containers"]]
