@@ -115,7 +115,7 @@ class Launcher:
 
     @contextlib.contextmanager
     def _reachable(self) -> Iterator[None]:
-        """API errors become one line for the user: the server unreachable, or what it said."""
+        """A connection failure becomes one line naming the server; other API errors pass through."""
         try:
             yield
         except ApiError as exc:
