@@ -31,7 +31,8 @@ def test_a_worker_killed_with_137_is_recreated_and_the_job_finishes(e2e: E2E) ->
         done = run.events("done")
         assert sorted(ln.pod for ln in done) == sorted([MASTER, W0, W1]), run.dump()
         assert {ln.int("world_size") for ln in done} == {3}
-        assert container_status(run.pods[W1])["state"]["terminated"]["exitCode"] == 0
+        run.wait_for("the recreated worker-1 to exit 0", lambda: (
+            container_status(run.pods[W1]).get("state") or {}).get("terminated", {}).get("exitCode") == 0, 30)
 
 
 def test_a_worker_exiting_1_fails_the_job_and_running_pods_are_cleaned(e2e: E2E) -> None:
@@ -51,6 +52,6 @@ def test_a_worker_exiting_1_fails_the_job_and_running_pods_are_cleaned(e2e: E2E)
             pod["metadata"].get("deletionTimestamp") or pod["status"].get("phase") in ("Running", "Pending")
             for pod in run.pods.values()), 60)
         assert run.pods[W1]["status"]["phase"] == "Failed", run.dump()
-        assert container_status(run.pods[W1])["state"]["terminated"]["exitCode"] == 1
+        assert container_status(run.pods[W1])["state"]["terminated"]["exitCode"] == 1, run.dump()
         assert all(phase in ("Running", "Pending") for phase in run.deleted.values()), run.deleted
         assert len(run.uids(W1)) == 1, "a non-retryable exit is never retried"
