@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 import urllib3
 import yaml
@@ -56,7 +56,7 @@ class LogLine:
     at: float  # time.monotonic() when the test received it
 
     @property
-    def event(self) -> Optional[str]:
+    def event(self) -> str | None:
         match = _EVENT.match(self.text.strip())
         return match["event"] if match else None
 
@@ -83,12 +83,12 @@ def replica_specs(job: Obj) -> dict[str, Obj]:
     return job["spec"][kind_of(job).replica_specs_field]
 
 
-def containers(job: Obj, rtype: Optional[str] = None) -> list[Obj]:
+def containers(job: Obj, rtype: str | None = None) -> list[Obj]:
     return [container for name, spec in replica_specs(job).items() if rtype in (None, name)
             for container in spec["template"]["spec"]["containers"]]
 
 
-def set_env(job: Obj, name: str, value: str, rtype: Optional[str] = None) -> None:
+def set_env(job: Obj, name: str, value: str, rtype: str | None = None) -> None:
     for container in containers(job, rtype):
         env = [e for e in container.get("env") or [] if e.get("name") != name]
         container["env"] = env + [{"name": name, "value": value}]
@@ -120,10 +120,11 @@ class Kubectl:
     kubeconfig: Path
     home: Path
 
-    def __call__(self, *args: str, stdin: Optional[str] = None, check: bool = True, timeout: float = 60) -> str:
+    def __call__(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> str:
         env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
         env.update(KUBECONFIG=str(self.kubeconfig), HOME=str(self.home))
-        done = subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True, env=env, timeout=timeout)
+        done = subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True, env=env,
+                              timeout=timeout, check=False)
         if check and done.returncode != 0:
             raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
         return done.stdout
@@ -172,7 +173,7 @@ def container_status(pod: Obj) -> Obj:
     return statuses[0] if statuses else {}
 
 
-def main_pid(pod: Obj) -> Optional[int]:
+def main_pid(pod: Obj) -> int | None:
     """The pid of the pod's running container (the embedded kubelet's ``process://<pid>``)."""
     status = container_status(pod)
     if "running" not in (status.get("state") or {}):
@@ -213,12 +214,7 @@ def sigkill(pod: Obj) -> list[int]:
     return victims
 
 
-def replica(pod: Obj) -> tuple[str, str]:
-    labels = pod["metadata"].get("labels") or {}
-    return labels.get(c.LABEL_REPLICA_TYPE, ""), labels.get(c.LABEL_REPLICA_INDEX, "")
-
-
-def condition(job: Optional[Obj], type_: str) -> Optional[Obj]:
+def condition(job: Obj | None, type_: str) -> Obj | None:
     for cond in ((job or {}).get("status") or {}).get("conditions") or []:
         if cond.get("type") == type_ and cond.get("status") == "True":
             return cond
@@ -242,7 +238,7 @@ def _lines(response: Any) -> Any:
         yield buffer.decode("utf-8", errors="replace")
 
 
-def _instance(pod: Obj) -> Optional[Instance]:
+def _instance(pod: Obj) -> Instance | None:
     """The pod's current container instance, once it runs or has run (it then has a log)."""
     status = container_status(pod)
     if not {"running", "terminated"} & set(status.get("state") or {}):
@@ -264,7 +260,7 @@ class JobObserver:
     kind: JobKind
     name: str
     namespace: str = NAMESPACE
-    job: Optional[Obj] = None
+    job: Obj | None = None
     pods: dict[str, Obj] = field(default_factory=dict)
     created: list[tuple[str, str]] = field(default_factory=list)  # (pod name, uid), in creation order
     lines: list[LogLine] = field(default_factory=list)
@@ -286,16 +282,16 @@ class JobObserver:
         self._threads = [threading.Thread(target=self._watch, args=(jobs, self._on_job), daemon=True),
                          threading.Thread(target=self._watch, args=(pods, self._on_pod), daemon=True)]
 
-    def start(self) -> "JobObserver":
+    def start(self) -> JobObserver:
         for thread in self._threads:
             if thread.ident is None:  # not started yet
                 thread.start()
         return self
 
-    def __enter__(self) -> "JobObserver":
+    def __enter__(self) -> JobObserver:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stopped.set()
         with self._changed:
             responses = list(self._responses)
@@ -319,7 +315,7 @@ class JobObserver:
 
     def _watch(self, list_call: Callable[..., Any], on_event: Callable[[str, Obj], None]) -> None:
         known: dict[str, Obj] = {}
-        version: Optional[str] = None
+        version: str | None = None
         while not self._stopped.is_set():
             try:
                 if version is None:
@@ -387,7 +383,7 @@ class JobObserver:
         """Stream each container instance of one pod (one uid) as it starts, in order."""
         while True:
             with self._changed:
-                def next_instance() -> Optional[Instance]:
+                def next_instance() -> Instance | None:
                     pod = self.pods.get(name)
                     if self._stopped.is_set() or pod is None or pod["metadata"]["uid"] != uid:
                         return None
@@ -442,7 +438,7 @@ class JobObserver:
         return self.kind.container if self.kind.container in names else names[0]
 
     # --- queries ---
-    def events(self, event: str, pod: Optional[str] = None, since: float = 0.0) -> list[LogLine]:
+    def events(self, event: str, pod: str | None = None, since: float = 0.0) -> list[LogLine]:
         with self._changed:
             return [ln for ln in self.lines if ln.event == event and (pod is None or ln.pod == pod) and ln.at >= since]
 
@@ -451,7 +447,7 @@ class JobObserver:
             return [uid for pod, uid in self.created if pod == name]
 
     # --- waiting ---
-    def wait_for(self, what: str, check: Callable[[], Optional[T]], timeout: float) -> T:
+    def wait_for(self, what: str, check: Callable[[], T | None], timeout: float) -> T:
         """The first truthy ``check()``, re-evaluated on every job, pod or log event."""
         deadline = time.monotonic() + timeout
         with self._changed:
@@ -465,13 +461,13 @@ class JobObserver:
                 self._changed.wait(remaining)
 
     def wait_line(self, what: str, match: Callable[[LogLine], bool], timeout: float, since: float = 0.0) -> LogLine:
-        def found() -> Optional[LogLine]:
+        def found() -> LogLine | None:
             return next((ln for ln in self.lines if ln.at >= since and match(ln)), None)
         return self.wait_for(what, found, timeout)
 
     def wait_finished(self, timeout: float) -> str:
         """'Succeeded' or 'Failed', once the job has a terminal condition."""
-        def terminal() -> Optional[str]:
+        def terminal() -> str | None:
             return next((t for t in ("Succeeded", "Failed") if condition(self.job, t)), None)
         return self.wait_for("Succeeded or Failed condition", terminal, timeout)
 

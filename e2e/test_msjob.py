@@ -9,6 +9,8 @@ deletes them all (msjob-mindspore spec §2.6, §2.8).
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from .conftest import E2E
@@ -18,6 +20,12 @@ pytestmark = pytest.mark.e2e
 
 JOB = "ms-dataparallel-cpu"
 SCHEDULER, W0, W1 = f"{JOB}-scheduler-0", f"{JOB}-worker-0", f"{JOB}-worker-1"
+
+
+@pytest.fixture(autouse=True)
+def mindspore_installed() -> None:
+    """The pods run the interpreter that runs the tests: say so at once rather than time out."""
+    assert importlib.util.find_spec("mindspore"), "MindSpore is not installed here: pip install -e '.[mindspore]'"
 
 
 def check_training(run: JobObserver) -> None:

@@ -14,7 +14,16 @@ import time
 import pytest
 
 from .conftest import E2E
-from .harness import JobObserver, LogLine, condition, container_status, load_sample, restarted_total, set_restart_policy, sigkill
+from .harness import (
+    JobObserver,
+    LogLine,
+    condition,
+    container_status,
+    load_sample,
+    restarted_total,
+    set_restart_policy,
+    sigkill,
+)
 
 pytestmark = pytest.mark.e2e
 
