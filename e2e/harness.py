@@ -54,6 +54,8 @@ class LogLine:
     pod: str
     text: str
     at: float  # time.monotonic() when the test received it
+    uid: str = ""  # the pod's uid and its container's restartCount: which instance printed it
+    container_restart: int = 0
 
     @property
     def event(self) -> str | None:
@@ -417,7 +419,7 @@ class JobObserver:
                         if index >= read:  # a reopened stream starts from the beginning again
                             read += 1
                             with self._changed:
-                                self.lines.append(LogLine(name, text, time.monotonic()))
+                                self.lines.append(LogLine(name, text, time.monotonic(), *instance))
                                 self._changed.notify_all()
                 except _STREAM_ERRORS:
                     pass
