@@ -406,21 +406,23 @@ class JobObserver:
 
     def _stream_instance(self, name: str, container: str, instance: Instance) -> None:
         """Read one container instance's log to its end, reopening a stream the API server cut."""
-        read = 0
+        seen: set[str] = set()  # lines as "<timestamp> <text>": a reopened stream starts from the beginning
         while True:
             try:
                 response = self._open(self._core.read_namespaced_pod_log, name=name, namespace=self.namespace,
-                                      container=container, follow=True, _request_timeout=(5, None))
+                                      container=container, follow=True, timestamps=True, _request_timeout=(5, None))
             except _STREAM_ERRORS:
                 response = None
             if response is not None:
                 try:
-                    for index, text in enumerate(_lines(response)):
-                        if index >= read:  # a reopened stream starts from the beginning again
-                            read += 1
-                            with self._changed:
-                                self.lines.append(LogLine(name, text, time.monotonic(), *instance))
-                                self._changed.notify_all()
+                    for stamped in _lines(response):
+                        if stamped in seen:
+                            continue
+                        seen.add(stamped)
+                        text = stamped.split(" ", 1)[1] if " " in stamped else ""
+                        with self._changed:
+                            self.lines.append(LogLine(name, text, time.monotonic(), *instance))
+                            self._changed.notify_all()
                 except _STREAM_ERRORS:
                     pass
                 finally:
