@@ -1,6 +1,9 @@
 """The container runtime: a container is a process group on this machine.
 
-Each container runs in its own session (so a signal reaches everything it spawned), its
+Each container runs in its own session (so a signal reaches everything it spawned), and
+every process it starts carries ``TRAINCTL_CONTAINER_ID`` in its environment, so the
+processes that leave the session (torchrun starts its workers with ``start_new_session``)
+still die with the container, as they would in a real container's PID namespace. Its
 stdout and stderr are written to ``DIR/pods/<uid>/<container>/<restartCount>.log`` in the
 CRI log format the API server serves ``pods/log`` from, and its process group is recorded
 under ``DIR/kubelet/processes`` so a restarted kubelet (or ``trainctl local down``) can find
@@ -49,6 +52,36 @@ def process_start_time(pid: int) -> Optional[str]:
     return None if fields[0] in ("Z", "X") else fields[19]
 
 
+CONTAINER_ID_VARIABLE = "TRAINCTL_CONTAINER_ID"
+
+
+def marked_processes(container_id: str) -> list[int]:
+    """Live processes whose environment carries ``TRAINCTL_CONTAINER_ID=<container_id>``."""
+    needle = f"{CONTAINER_ID_VARIABLE}={container_id}".encode()
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as environ:
+                variables = environ.read().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if needle in variables:
+            found.append(int(entry.name))
+    return found
+
+
+def signal_container(pgid: int, container_id: str, signum: int) -> None:
+    """Signal a container's process group and every process that left it."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signum)
+    if container_id:
+        for pid in marked_processes(container_id):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
+
+
 @dataclass
 class ProcessRecord:
     """What is written to disk for each running container process group."""
@@ -57,6 +90,7 @@ class ProcessRecord:
     start_time: str
     pod_uid: str
     container: str
+    container_id: str = ""
 
     def alive(self) -> bool:
         return process_start_time(self.pid) == self.start_time
@@ -95,9 +129,10 @@ class ProcessRegistry:
         killed = []
         for record in self.records():
             if record.alive():
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(record.pid, signal.SIGKILL)
-                    killed.append(record)
+                signal_container(record.pid, record.container_id, signal.SIGKILL)
+                killed.append(record)
+            elif record.container_id:  # the main process is gone; what it left behind is not
+                signal_container(record.pid, record.container_id, signal.SIGKILL)
             self.remove(record.pod_uid, record.container)
         return killed
 
@@ -113,10 +148,13 @@ class ContainerProcess:
         self._registry = registry
         self._pod_uid, self._container = pod_uid, container
         self.started_at = now_rfc3339()
+        self.container_id = f"{pod_uid}/{container}/{time.time_ns()}"
+        env = {**env, CONTAINER_ID_VARIABLE: self.container_id}
         # Raises OSError (e.g. FileNotFoundError) when the command cannot be started.
         self._proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
-        registry.add(ProcessRecord(self._proc.pid, process_start_time(self._proc.pid) or "", pod_uid, container))
+        registry.add(ProcessRecord(self._proc.pid, process_start_time(self._proc.pid) or "", pod_uid, container,
+                                   self.container_id))
         self._pumps = [threading.Thread(target=self._pump, args=(stream, name), daemon=True,
                                         name=f"log-{container}-{name}")
                        for stream, name in ((self._proc.stdout, "stdout"), (self._proc.stderr, "stderr"))]
@@ -145,7 +183,7 @@ class ContainerProcess:
             returncode = self._proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
-        # As in a container, the rest of the group does not outlive the main process.
+        # As in a container, nothing it started outlives the main process.
         self.signal_group(signal.SIGKILL)
         with self._finish_lock:
             for pump in self._pumps:
@@ -158,8 +196,7 @@ class ContainerProcess:
         return exit_code(returncode)
 
     def signal_group(self, signum: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._proc.pid, signum)
+        signal_container(self._proc.pid, self.container_id, signum)
 
     def stop(self, grace_seconds: float) -> int:
         """SIGTERM the group, wait up to the grace period, then SIGKILL; return the exit code."""

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 
 from .conftest import container_state, create, gone, phase, pod, wait_pod
 
@@ -335,3 +336,23 @@ def test_downward_api_values_are_never_rewritten_or_waited_for(api, tmp_path):
     done = wait_pod(api, "msjob-worker-0", phase("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"
     assert out.read_text() == "msjob-worker-0"
+
+
+def test_processes_that_leave_the_containers_session_die_with_it(api, tmp_path):
+    # torchrun starts its workers in sessions of their own; in a real container they still
+    # die with it, so here too a process that left the container's process group must not
+    # outlive the container's main process.
+    out = tmp_path / "child-pid"
+    script = (
+        "import subprocess, sys\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], start_new_session=True)\n"
+        f"open({str(out)!r}, 'w').write(str(child.pid))\n"
+    )
+    create(api, pod("leaver", script))
+    done = wait_pod(api, "leaver", phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    child = int(out.read_text())
+    deadline = time.monotonic() + 5
+    while process_start_time(child) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert process_start_time(child) is None, f"pid {child} outlived its container"
