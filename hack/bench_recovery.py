@@ -21,9 +21,18 @@ Back-ends:
   settings the elastic sample uses (c10d rendezvous on a TCPStore hosted by a separate
   process, ``is_host=0``, short rendezvous timers, ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``),
   training ``samples/pytorch/train.py``.
-- (next) the same measurements through the embedded cluster, as a second ``Pods`` class.
+- ``cluster``: the elastic sample (``samples/pytorch/elastic.yaml``) on the embedded cluster
+  (``controller.local.cluster.LocalCluster``: API server, kubelet and controller as
+  processes), one job per repetition. Its phases are the ones the project promises:
+  cold start (job applied → both workers train); the RANK 0 worker's training process
+  SIGKILLed (not the agent) → every worker trains again; worker-1's pod deleted with
+  ``--grace-period=0 --force`` → the survivor trains again, and the replacement pod trains
+  with WORLD_SIZE=2, timed from its creationTimestamp as the API server reports it (second
+  precision, so up to 1 s too long); the same with worker-0, the pod plain torchrun would
+  host the c10d store in.  With ``--mindspore-python`` the cluster also runs the CPU MSJob
+  sample, timed from creation to its Succeeded condition.
 
-Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun] [--mindspore-python PY] [--json FILE]``
+Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun --backend cluster] [--mindspore-python PY] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -40,17 +49,24 @@ import subprocess
 import sys
 import tempfile
 import threading
+import shutil
 import time
+from datetime import datetime
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Protocol
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # the e2e harness, when run as `python hack/bench_recovery.py`
 TRAIN_SCRIPT = REPO / "samples" / "pytorch" / "train.py"
 MINDSPORE_SCRIPT = REPO / "samples" / "mindspore" / "train.py"
 PHASES = ("cold start → 1st step", "worker SIGKILL → training again",
           "pod SIGKILL → survivor trains alone", "replacement start → both train")
 RDZV_CONF = "is_host=0,last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=3"
 PHASE_TIMEOUT = 120.0
+CLUSTER_PHASES = ("cold start → both train", "RANK 0 worker SIGKILL → all train again",
+                  "worker-1 pod lost → survivor trains", "worker-1 replacement created → trains at 2",
+                  "worker-0 pod lost → survivor trains", "worker-0 replacement created → trains at 2")
+ELASTIC_JOB = "pytorch-elastic"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,14 +272,148 @@ def measure_once(pods: Pods, pause: float) -> tuple[list[float], dict[str, objec
     return durations, {"resumed_from_steps": sorted(set(resumes))}
 
 
+class EmbeddedCluster:
+    """One embedded cluster (API server, kubelet, controller) for every repetition.
+
+    Pods run in a scratch working directory holding only a link to ``samples/``, so the
+    samples' relative paths work unchanged; each repetition applies a fresh job and ends by
+    deleting it and its checkpoints, so the next one starts from step 0.
+    """
+
+    def __init__(self, root: Path) -> None:
+        from controller.launch import connect
+        from controller.local.cluster import LocalCluster
+        from e2e.harness import SAMPLES, Kubectl
+
+        self.workdir = root / "work"
+        self.workdir.mkdir()
+        (self.workdir / "samples").symlink_to(SAMPLES, target_is_directory=True)
+        (root / "home").mkdir()
+        self.cluster = LocalCluster(root / "cluster", workdir=self.workdir).start()
+        self.api = connect(str(self.cluster.kubeconfig))
+        self.kubectl = Kubectl(self.cluster.kubeconfig, root / "home")
+
+    def run(self, job: dict[str, Any]):
+        """Follow ``job`` (a started ``e2e.harness.JobObserver``), then apply it."""
+        from controller.launch.kinds import kind_of
+        from e2e.harness import JobObserver
+
+        observer = JobObserver(self.api, kind_of(job), job["metadata"]["name"]).start()
+        self.kubectl.apply(job)
+        return observer
+
+    def clean(self) -> None:
+        self.kubectl("delete", "pytorchjobs,msjobs", "--all", "--wait=true", "--timeout=60s", timeout=90)
+        self.kubectl("wait", "--for=delete", "pods", "--all", "--timeout=60s", timeout=90)
+        shutil.rmtree(self.workdir / "checkpoints", ignore_errors=True)
+
+    def close(self) -> None:
+        self.api.close()
+        self.cluster.stop()
+
+
+def _fresh_step(run, pod: str, after: float, world_size: Optional[int] = None, uid: Optional[str] = None):
+    """A step of ``pod`` printed by a worker that started after ``after`` (None until there is one)."""
+    started: set[tuple[str, int]] = set()
+    for line in run.lines:
+        if line.pod != pod or line.at < after or (uid is not None and line.uid != uid):
+            continue
+        instance = (line.uid, line.container_restart)
+        if line.event == "start":
+            started.add(instance)
+        elif (line.event == "step" and instance in started
+              and (world_size is None or int(line.fields["world_size"]) == world_size)):
+            return line
+    return None
+
+
+def _rfc3339(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def measure_cluster_once(bench: EmbeddedCluster, args: argparse.Namespace) -> tuple[list[float], dict[str, object]]:
+    """The six cluster phase durations of one repetition (see CLUSTER_PHASES)."""
+    from e2e.harness import load_sample, set_arg
+
+    job = load_sample("pytorch/elastic.yaml")
+    for flag, value in (("--steps", args.steps), ("--step-sleep", args.step_sleep),
+                        ("--checkpoint-every", args.checkpoint_every)):
+        set_arg(job, flag, str(value))
+    w0, w1 = f"{ELASTIC_JOB}-worker-0", f"{ELASTIC_JOB}-worker-1"
+    wall_offset = time.time() - time.monotonic()
+    durations: list[float] = []
+    notes: dict[str, object] = {}
+    began = time.monotonic()
+    run = bench.run(job)
+    try:
+        for pod in (w0, w1):
+            run.wait_for(f"{pod} training at 2", lambda pod=pod: _fresh_step(run, pod, began, 2), PHASE_TIMEOUT)
+        durations.append(time.monotonic() - began)
+
+        time.sleep(args.pause)
+        starts = [line for line in run.lines if line.event == "start"]
+        rank0 = next(line for line in reversed(starts) if line.fields.get("RANK") == "0")
+        killed = time.monotonic()
+        _kill(int(rank0.fields["pid"]))
+        lines = [run.wait_for(f"{pod} training again", lambda pod=pod: _fresh_step(run, pod, killed, 2), PHASE_TIMEOUT)
+                 for pod in (w0, w1)]
+        durations.append(max(line.at for line in lines) - killed)
+        notes["killed_worker_of"] = rank0.pod
+
+        for lost, survivor in ((w1, w0), (w0, w1)):
+            time.sleep(args.pause)
+            lost_uid = run.pods[lost]["metadata"]["uid"]
+            killed = time.monotonic()
+            bench.kubectl("delete", "pod", lost, "--grace-period=0", "--force", "--wait=false")
+            survived = run.wait_for(f"{survivor} training again", lambda: _fresh_step(run, survivor, killed), PHASE_TIMEOUT)
+            durations.append(survived.at - killed)
+
+            def replacement() -> Optional[dict[str, Any]]:
+                pod = run.pods.get(lost)
+                return pod if pod and pod["metadata"]["uid"] != lost_uid else None
+            created = _rfc3339(run.wait_for(f"a replacement {lost}", replacement, PHASE_TIMEOUT)["metadata"]["creationTimestamp"])
+            new_uid = replacement()["metadata"]["uid"]
+            rejoined = run.wait_for(f"the replacement {lost} training at 2",
+                                    lambda: _fresh_step(run, lost, killed, 2, uid=new_uid), PHASE_TIMEOUT)
+            durations.append(rejoined.at + wall_offset - created)
+            notes[f"{lost}_created_after_s"] = round(created - (killed + wall_offset), 1)
+    except AssertionError as e:  # the observer's timeout, with the job's status and log tails
+        raise TimeoutError(str(e)) from None
+    finally:
+        run.__exit__(None, None, None)
+        bench.clean()
+    resumes = sorted({int(line.fields["step"]) for line in run.lines if line.event == "resume"})
+    notes["resumed_from_steps"] = resumes
+    return durations, notes
+
+
+def mindspore_on_cluster(bench: EmbeddedCluster) -> float:
+    """Seconds from applying the CPU MSJob sample to its Succeeded condition."""
+    from e2e.harness import load_sample
+
+    began = time.monotonic()
+    run = bench.run(load_sample("mindspore/msjob-cpu.yaml"))
+    try:
+        outcome = run.wait_finished(PHASE_TIMEOUT)
+        elapsed = time.monotonic() - began
+    except AssertionError as e:
+        raise RuntimeError(str(e)) from None
+    finally:
+        run.__exit__(None, None, None)
+    bench.clean()
+    if outcome != "Succeeded":
+        raise RuntimeError(f"the MSJob {outcome}")
+    return elapsed
+
+
 def mindspore_by_hand(python: str, workdir: Path) -> float:
     """Seconds from starting a Scheduler and two Workers to the last exit; all must exit 0."""
     env = {**os.environ, "MS_SCHED_HOST": "127.0.0.1", "MS_SCHED_PORT": str(free_port()),
-           "MS_WORKER_NUM": "2", "MS_SERVER_NUM": "0", "GLOG_v": "3"}
+           "MS_WORKER_NUM": "2", "MS_SERVER_NUM": "0", "GLOG_v": "2"}  # as the sample sets
     roles = {"ms-scheduler-0": "MS_SCHED", "ms-worker-0": "MS_WORKER", "ms-worker-1": "MS_WORKER"}
     began = time.monotonic()
     processes = {
-        node: subprocess.Popen([python, str(MINDSPORE_SCRIPT)], cwd=REPO,
+        node: subprocess.Popen([python, str(MINDSPORE_SCRIPT), "--device-target", "CPU"], cwd=REPO,
                                env={**env, "MS_ROLE": role, "MS_NODE_ID": node},
                                stdout=open(workdir / f"{node}.log", "wb"), stderr=subprocess.STDOUT)
         for node, role in roles.items()
@@ -302,10 +452,19 @@ def backend(name: str, args: argparse.Namespace) -> Iterator[Pods]:
             pods.close()
 
 
+def print_table(title: str, phases: tuple[str, ...], results: dict[str, list[list[float]]]) -> None:
+    print()
+    print(f"{title}, median (min–max) seconds")
+    print("| back-end | " + " | ".join(phases) + " |")
+    print("|---|" + "---|" * len(phases))
+    for name, rows in results.items():
+        print(f"| {name} | " + " | ".join(summarise(rows)) + " |")
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=5)
-    p.add_argument("--backend", action="append", choices=["torchrun"], help="default: all")
+    p.add_argument("--backend", action="append", choices=["torchrun", "cluster"], help="default: all")
     p.add_argument("--pause", type=float, default=5.0, help="seconds between phases")
     p.add_argument("--steps", type=int, default=1_000_000, help="training steps (the run is killed long before)")
     p.add_argument("--step-sleep", type=float, default=0.05)
@@ -322,24 +481,59 @@ def main(argv: Optional[list[str]] = None) -> int:
         p.error("--runs must be >= 1")
     if args.mindspore_only and not args.mindspore_python:
         p.error("--mindspore-only needs --mindspore-python")
+    backends = args.backend or ["torchrun", "cluster"]
+    print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     results: dict[str, list[list[float]]] = {}
-    for name in [] if args.mindspore_only else args.backend or ["torchrun"]:
-        results[name] = []
+    if not args.mindspore_only and "torchrun" in backends:
+        results["torchrun"] = []
         for run in range(1, args.runs + 1):
-            with backend(name, args) as pods:
+            with backend("torchrun", args) as pods:
                 try:
                     durations, notes = measure_once(pods, args.pause)
                 except TimeoutError as e:
-                    print(f"{name} run {run}: {e}", file=sys.stderr)
+                    print(f"torchrun run {run}: {e}", file=sys.stderr)
                     return 1
-            results[name].append(durations)
-            print(f"{name} run {run}: " + ", ".join(f"{d:.2f}" for d in durations) + f"  {notes}", flush=True)
+            results["torchrun"].append(durations)
+            print(f"torchrun run {run}: " + ", ".join(f"{d:.2f}" for d in durations) + f"  {notes}", flush=True)
+    cluster_rows: list[list[float]] = []
+    ms_cluster: list[float] = []
+    if "cluster" in backends and (not args.mindspore_only or args.mindspore_python):
+        from controller.local.cluster import ClusterError
+
+        with tempfile.TemporaryDirectory(prefix="bench-cluster-") as root:
+            try:
+                bench = EmbeddedCluster(Path(root))
+            except ClusterError as e:
+                print(f"bench_recovery: {e}", file=sys.stderr)
+                return 1
+            try:
+                for run in range(1, args.runs + 1) if not args.mindspore_only else ():
+                    try:
+                        durations, notes = measure_cluster_once(bench, args)
+                    except TimeoutError as e:
+                        print(f"cluster run {run}: {e}", file=sys.stderr)
+                        return 1
+                    cluster_rows.append(durations)
+                    print(f"cluster run {run}: " + ", ".join(f"{d:.2f}" for d in durations) + f"  {notes}", flush=True)
+                for run in range(1, args.runs + 1) if args.mindspore_python else ():
+                    try:
+                        ms_cluster.append(mindspore_on_cluster(bench))
+                    except RuntimeError as e:
+                        print(f"mindspore cluster run {run}: {e}", file=sys.stderr)
+                        return 1
+                    print(f"mindspore on the cluster run {run}: {ms_cluster[-1]:.2f}", flush=True)
+            finally:
+                bench.close()
     if results:
-        print()
-        print("| back-end | " + " | ".join(PHASES) + " |")
-        print("|---|" + "---|" * len(PHASES))
-        for name, rows in results.items():
-            print(f"| {name} | " + " | ".join(summarise(rows)) + " |")
+        print_table("plain torchrun agents", PHASES, results)
+    if cluster_rows:
+        results["cluster"] = cluster_rows
+        print_table("embedded cluster, elastic sample", CLUSTER_PHASES, {"cluster": cluster_rows})
+        if "torchrun" in results:
+            base = statistics.median(row[1] for row in results["torchrun"])
+            got = statistics.median(row[1] for row in cluster_rows)
+            print(f"\nworker SIGKILL → training again: cluster {got:.2f} s vs plain torchrun {base:.2f} s "
+                  f"(target ≤ {base + 1:.2f} s: {'met' if got <= base + 1 else f'missed by {got - base - 1:.2f} s'})")
     if args.mindspore_python:
         walls = []
         for run in range(1, args.runs + 1):
@@ -352,9 +546,15 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"mindspore by hand run {run}: {walls[-1]:.2f}", flush=True)
         results["mindspore by hand"] = [[w] for w in walls]
         print()
-        print("| back-end | MindSpore data-parallel job, start → last exit |")
+        print("| back-end | MindSpore data-parallel job, start → done, median (min–max) s |")
         print("|---|---|")
         print(f"| processes by hand | {summarise([[w] for w in walls])[0]} |")
+        if ms_cluster:
+            results["mindspore on the cluster"] = [[w] for w in ms_cluster]
+            print(f"| embedded cluster (created → Succeeded) | {summarise([[w] for w in ms_cluster])[0]} |")
+            ratio = statistics.median(ms_cluster) / statistics.median(walls)
+            print(f"\nMindSpore cluster / by hand: {ratio:.2f}× (target ≤ 1.2×)")
+    print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
     return 0
