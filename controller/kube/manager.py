@@ -375,9 +375,9 @@ class Manager:
             extra={
                 "job": _job_name(key),
                 "kind": key[0],
-                "created": created,
-                "updated": len(plan.updates),
-                "deleted": deleted,
+                "creates": created,
+                "updates": len(plan.updates),
+                "deletes": deleted,
                 "status": plan.status is not None and status_written,
                 "events": ",".join(e.reason for e in plan.events) if status_written else "",
                 "job_deleted": job_deleted,
