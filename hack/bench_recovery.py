@@ -368,15 +368,17 @@ def measure_cluster_once(bench: EmbeddedCluster, args: argparse.Namespace) -> tu
             survived = run.wait_for(f"{survivor} training again", lambda: _fresh_step(run, survivor, killed), PHASE_TIMEOUT)
             durations.append(survived.at - killed)
 
-            def replacement() -> Optional[dict[str, Any]]:
-                pod = run.pods.get(lost)
-                return pod if pod and pod["metadata"]["uid"] != lost_uid else None
-            created = _rfc3339(run.wait_for(f"a replacement {lost}", replacement, PHASE_TIMEOUT)["metadata"]["creationTimestamp"])
-            new_uid = replacement()["metadata"]["uid"]
-            rejoined = run.wait_for(f"the replacement {lost} training at 2",
-                                    lambda: _fresh_step(run, lost, killed, 2, uid=new_uid), PHASE_TIMEOUT)
+            # The replacement that trains need not be the first one created (the controller
+            # may replace a replacement), so match any new uid and time the one that printed.
+            rejoined = run.wait_for(f"a replacement {lost} training at 2", lambda: next(
+                (line for uid in run.uids(lost) if uid != lost_uid
+                 for line in [_fresh_step(run, lost, killed, 2, uid=uid)] if line), None), PHASE_TIMEOUT)
+            pod = run.pods[lost]
+            assert pod["metadata"]["uid"] == rejoined.uid, "the pod that printed the line is the current one"
+            created = _rfc3339(pod["metadata"]["creationTimestamp"])
             durations.append(rejoined.at + wall_offset - created)
             notes[f"{lost}_created_after_s"] = round(created - (killed + wall_offset), 1)
+            notes[f"{lost}_replacements"] = len(run.uids(lost)) - 1
     except AssertionError as e:  # the observer's timeout, with the job's status and log tails
         raise TimeoutError(str(e)) from None
     finally:
