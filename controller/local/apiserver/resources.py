@@ -273,6 +273,10 @@ class Resources:
     async def _update(self, rtype: ResourceType, old: Obj, new: Obj, subresource: str | None,
                       field_validation: str = "Warn", dry_run: bool = False) -> tuple[Obj, list[str]]:
         name = old["metadata"]["name"]
+        uid = new["metadata"].get("uid")
+        if uid and uid != old["metadata"].get("uid"):  # written for an object that was deleted and recreated
+            raise errors.conflict(rtype.plural, rtype.group, name,
+                                  f"Precondition failed: UID in precondition: {uid}, UID in object meta: {old['metadata'].get('uid')}")
         rv = new["metadata"].get("resourceVersion")
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rtype.plural, rtype.group, name,

@@ -486,7 +486,8 @@ class Kubelet:
             try:
                 self._patch_status(meta, {"status": status})
             except Exception as exc:  # an API error, or no connection while the API server restarts
-                if not (isinstance(exc, ApiError) and exc.code == 404):  # 404: the pod is gone
+                # 404: the pod is gone; 409: its name now belongs to a new pod (uid precondition)
+                if not (isinstance(exc, ApiError) and exc.code in (404, 409)):
                     with self._status_lock:
                         self._status_retry.add(uid)
                     log.warning("status of pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
@@ -496,6 +497,10 @@ class Kubelet:
                 self._status_retry.discard(uid)
 
     def _patch_status(self, meta: Obj, patch: Obj) -> None:
+        """Patch the status of exactly this pod: the uid in the patch is a precondition, so the
+        news of a force-deleted pod never lands on a new pod that took its name."""
+        if meta.get("uid"):
+            patch = {**patch, "metadata": {"uid": meta["uid"]}}
         self.client.patch(PODS, meta.get("namespace"), meta["name"], patch, subresource="status")
 
     def configmap(self, namespace: str, name: str) -> Optional[Obj]:

@@ -67,6 +67,22 @@ def test_stale_update_is_a_conflict(api):
     assert exists.value.status == 409 and '"reason":"AlreadyExists"' in exists.value.body
 
 
+def test_a_write_for_a_recreated_object_fails_its_uid_precondition(api):
+    # The kubelet reports a force-deleted pod's last status with its uid: the report must not
+    # land on the new pod that took the same name.
+    core = client.CoreV1Api(api)
+    pod = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c", "image": "x"}]}}
+    old_uid = core.create_namespaced_pod(NS, pod).metadata.uid
+    core.delete_namespaced_pod("p", NS, grace_period_seconds=0)
+    new_uid = core.create_namespaced_pod(NS, pod).metadata.uid
+    with pytest.raises(ApiException) as stale:
+        core.patch_namespaced_pod_status("p", NS, {"metadata": {"uid": old_uid}, "status": {"phase": "Failed"}})
+    assert stale.value.status == 409 and "Precondition failed: UID in precondition" in stale.value.body
+    assert core.read_namespaced_pod_status("p", NS).status.phase != "Failed"
+    patched = core.patch_namespaced_pod_status("p", NS, {"metadata": {"uid": new_uid}, "status": {"phase": "Running"}})
+    assert patched.status.phase == "Running"
+
+
 def test_watch_of_a_compacted_version_gets_410(tmp_path):
     server = start_apiserver(tmp_path / "small-window", extra_args=["--watch-window", "3"])
     try:
