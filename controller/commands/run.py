@@ -175,17 +175,21 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
 
 def _save_logs(launcher: Any, results: list) -> dict[tuple[str, str], list[Path]]:
     """Copy every pod's log out of a throwaway cluster before it disappears."""
-    from kubernetes.client.exceptions import ApiException
+    from controller.kube.client import ApiError
 
     directory = Path(tempfile.mkdtemp(prefix="trainctl-run-logs-"))
     saved: dict[tuple[str, str], list[Path]] = {}
     for result in results:
         for pod in result.pods:
             try:
-                text = launcher.core.read_namespaced_pod_log(pod, result.namespace, _request_timeout=30)
-            except ApiException:
+                stream = launcher.client.log(result.namespace, pod)
+                try:
+                    lines = list(stream)
+                finally:
+                    stream.close()
+            except ApiError:
                 continue
             path = directory / f"{pod}.log"
-            path.write_text(text or "", encoding="utf-8")
+            path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
             saved.setdefault((result.namespace, result.name), []).append(path)
     return saved

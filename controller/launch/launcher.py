@@ -85,8 +85,6 @@ class Launcher:
     def __init__(self, api: client.ApiClient) -> None:
         self.api = api
         self.client = KubeClient.for_api_client(api, qps=0, max_attempts=MAX_ATTEMPTS)
-        # Kept for ``trainctl run``'s log saving, which reads logs through it.
-        self.core = client.CoreV1Api(api)
 
     # --- create ---------------------------------------------------------------------------
 
