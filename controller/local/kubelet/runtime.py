@@ -73,13 +73,15 @@ def marked_processes(container_id: str) -> list[int]:
 
 
 def signal_container(pgid: int, container_id: str, signum: int) -> None:
-    """Signal a container's process group and every process that left it."""
+    """Signal a container's process group and every process that left it (each once: a
+    second SIGTERM while a handler is exiting would kill the process with 143)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signum)
     if container_id:
         for pid in marked_processes(container_id):
             with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signum)
+                if os.getpgid(pid) != pgid:
+                    os.kill(pid, signum)
 
 
 @dataclass
