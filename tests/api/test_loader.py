@@ -4,21 +4,16 @@ from __future__ import annotations
 
 import copy
 
+from pathlib import Path
+
 import pytest
 
 from api import MSJob, PyTorchJob, default_job
 from api.errors import JobInvalid
 from api.loader import DocumentsInvalid, load_documents, parse_job, read_documents
 
-SAMPLES = [
-    "pytorch_mnist.yaml",
-    "pytorch_elastic.yaml",
-    "pytorch_elastic_hpa.yaml",
-    "pytorch_full.yaml",
-    "msjob_dataparallel.yaml",
-    "msjob_ps.yaml",
-    "msjob_standalone.yaml",
-]
+# Every sample in tests/api/samples, so a new one is covered without being listed.
+SAMPLES = sorted(path.name for path in (Path(__file__).parent / "samples").glob("*.yaml"))
 
 
 @pytest.mark.parametrize("sample", SAMPLES)

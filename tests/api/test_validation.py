@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from api.validation import validate, warnings
@@ -208,15 +210,7 @@ def test_deprecated_nproc_is_a_warning_not_an_error(pytorchjob, mutate):
 
 @pytest.mark.parametrize(
     "sample",
-    [
-        "pytorch_mnist.yaml",
-        "pytorch_elastic.yaml",
-        "pytorch_elastic_hpa.yaml",
-        "pytorch_full.yaml",
-        "msjob_dataparallel.yaml",
-        "msjob_ps.yaml",
-        "msjob_standalone.yaml",
-    ],
+    sorted(path.name for path in (Path(__file__).parent / "samples").glob("*.yaml")),
 )
 def test_samples_are_valid(load_sample, sample):
     assert validate(load_sample(sample)) == []
