@@ -369,4 +369,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # After a peer failure, tearing down the process group at interpreter exit waits on the
+    # dead peer for a second or more, which delays torchrun's restart by as much; everything
+    # worth keeping is already on disk and flushed, so leave at once.
+    os._exit(code)

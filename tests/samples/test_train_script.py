@@ -1,4 +1,4 @@
-"""The PyTorch sample script's own guarantees, on one process (multi-process runs are e2e's job).
+"""The PyTorch sample script's own guarantees, mostly on one process (multi-process runs are e2e's job).
 
 Fault specs parse or fail with one clear line; a checkpoint round-trips and is replaced
 atomically; a resumed run continues exactly where the saved one stopped; a fault fires
@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -226,6 +228,34 @@ def test_a_lost_peer_exits_with_the_configured_code(train, monkeypatch, capsys):
     monkeypatch.setattr(train, "train", lambda args: (_ for _ in ()).throw(gone))
     assert train.main(["--peer-failure-exit-code=143"]) == 143
     assert "[error] rank=0 reason=peer-failure" in capsys.readouterr().out
+
+
+def test_a_real_peer_killed_mid_training_ends_the_survivor_with_the_code_and_its_output(tmp_path):
+    # Two real processes in a gloo group; the survivor's exit skips the process group's
+    # teardown (os._exit), so everything it printed must already be flushed.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "TORCHELASTIC_RESTART_COUNT"}
+    env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", PYTHONUNBUFFERED="1")
+    flags = ["--steps=100000", "--step-sleep=0.02", "--peer-failure-exit-code=143", "--timeout=60"]
+    logs = {rank: (tmp_path / f"rank{rank}.log").open("w+") for rank in (0, 1)}
+    ranks = {rank: subprocess.Popen([sys.executable, str(SCRIPT), *flags], env={**env, "RANK": str(rank)},
+                                    stdout=logs[rank], stderr=subprocess.STDOUT) for rank in (0, 1)}
+    try:
+        deadline = time.monotonic() + 60
+        while "[step] step=3 " not in (tmp_path / "rank1.log").read_text():
+            assert time.monotonic() < deadline and ranks[1].poll() is None, (tmp_path / "rank1.log").read_text()
+            time.sleep(0.05)
+        ranks[1].kill()
+        assert ranks[0].wait(timeout=60) == 143
+    finally:
+        for process in ranks.values():
+            process.kill()
+            process.wait()
+    out = (tmp_path / "rank0.log").read_text()
+    assert "[error] rank=0 reason=peer-failure" in out.splitlines()[-1], out
+    assert step_lines(out), out
 
 
 def test_bad_env_default_is_a_usage_error_not_a_traceback(train, capsys, monkeypatch):
