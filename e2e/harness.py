@@ -265,6 +265,7 @@ class JobObserver:
     job: Obj | None = None
     pods: dict[str, Obj] = field(default_factory=dict)
     created: list[tuple[str, str]] = field(default_factory=list)  # (pod name, uid), in creation order
+    first_seen: dict[str, float] = field(default_factory=dict)  # uid -> time.monotonic() of its first watch event
     lines: list[LogLine] = field(default_factory=list)
     # pod name -> its phase when its deletion began (deletionTimestamp first seen, or gone)
     deleted: dict[str, str] = field(default_factory=dict)
@@ -368,6 +369,7 @@ class JobObserver:
         with self._changed:
             if (name, uid) not in self.created:
                 self.created.append((name, uid))
+                self.first_seen[uid] = time.monotonic()
                 threading.Thread(target=self._follow_logs, args=(name, uid), daemon=True).start()
             if (event == "DELETED" or pod["metadata"].get("deletionTimestamp")) and uid not in self._deleting:
                 self._deleting.add(uid)
