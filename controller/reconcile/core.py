@@ -211,18 +211,19 @@ class _Pass:
             may_create_pods = self.reconcile_rendezvous_store()
 
         restarted: list[str] = []
-        permanent: list[ConditionChange] = []
+        # A non-retryable exit fails the job in this pass, so nothing is restarted or created:
+        # a peer that left with a retryable code at the same moment would otherwise be
+        # deleted (losing its status and log) only for the job to fail anyway.
+        permanent = self.exit_code_failures()
         restarts = 0
         for rtype in self.types:
             if fw.service_cluster_ip(rtype) is not None:
                 self.reconcile_services(rtype, self.specs[rtype].replicas or 0)
-            env_factory = fw.env_factory(self.job, rtype, ctx) if may_create_pods else None
-            count, exit_failure = self.reconcile_pods(rtype, env_factory)
+            env_factory = fw.env_factory(self.job, rtype, ctx) if may_create_pods and not permanent else None
+            count = self.reconcile_pods(rtype, env_factory, restart=not permanent)
             if count:
                 restarted.append(rtype)
                 restarts += count
-            if exit_failure is not None:
-                permanent.append(exit_failure)
 
         if restarts:
             self.status["restartCount"] = (self.status.get("restartCount") or 0) + restarts
@@ -249,16 +250,33 @@ class _Pass:
         self.deadline_requeue()
 
     # --- pods and services --------------------------------------------------------------------
-    def reconcile_pods(self, rtype: str, env_factory: Optional[EnvFactory]) -> tuple[int, Optional[ConditionChange]]:
+    def exit_code_failures(self) -> list[ConditionChange]:
+        """The Failed conditions that non-retryable ``ExitCode`` exits call for, one per type."""
+        fw, out = self.framework, []
+        for rtype in self.types:
+            if self.specs[rtype].restart_policy != "ExitCode":
+                continue
+            duplicated = self.pods.duplicated(rtype)
+            for index, pod in self.pods.slots(rtype).items():
+                if (index in duplicated or is_terminating(pod) or index >= (self.specs[rtype].replicas or 0)
+                        or (pod.get("status") or {}).get("phase") != "Failed"):
+                    continue
+                change = None if fw.is_retryable(exit_code(pod, fw.container)) else fw.permanent_failure(self.name, rtype)
+                if change is not None:
+                    out.append(change)
+                    break
+        return out
+
+    def reconcile_pods(self, rtype: str, env_factory: Optional[EnvFactory], *, restart: bool = True) -> int:
         """Create missing indices, delete surplus ones, restart failed pods (spec §3.8, §5.5).
 
-        Returns how many failed pods were deleted to be recreated, and the Failed condition
-        a non-retryable ``ExitCode`` exit calls for. ``env_factory`` None: create nothing yet.
+        Returns how many failed pods were deleted to be recreated. ``env_factory`` None:
+        create nothing yet; ``restart`` False: leave failed pods as they are.
         """
         fw, spec = self.framework, self.specs[rtype]
         replicas = spec.replicas or 0
         factory: Optional[PodFactory] = None
-        restarts, failure = 0, None
+        restarts = 0
         slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
         for index in range(max(max(slots, default=-1) + 1, replicas)):
             pod = slots.get(index)
@@ -275,15 +293,13 @@ class _Pass:
             if index >= replicas:
                 self.delete(pod, with_service=False)  # scale-down: the highest indices go
                 continue
-            if (pod.get("status") or {}).get("phase") != "Failed":
+            if not restart or (pod.get("status") or {}).get("phase") != "Failed":
                 continue
             code = exit_code(pod, fw.container)
             if spec.restart_policy in _RECREATE_ALWAYS or (spec.restart_policy == "ExitCode" and fw.is_retryable(code)):
                 self.delete(pod, with_service=False)  # recreated under the same name once gone
                 restarts += 1
-            elif spec.restart_policy == "ExitCode":
-                failure = failure or fw.permanent_failure(self.name, rtype)
-        return restarts, failure
+        return restarts
 
     def pod_factory(self, rtype: str, env_factory: EnvFactory) -> PodFactory:
         return PodFactory(

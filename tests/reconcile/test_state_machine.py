@@ -258,6 +258,24 @@ def test_clean_pod_policy_on_success(policy, deleted):
     assert sorted(d.name for d in plan.deletes if d.kind == "Service") == deleted
 
 
+def test_a_non_retryable_exit_next_to_a_retryable_one_fails_without_restarting():
+    # Worker 1 exits 1; the master, losing its peer, leaves with 143 before the controller
+    # looks. The job fails; the master is not deleted for a restart that cannot help.
+    job = pytorchjob("mnist")
+    for rtype in ("Master", "Worker"):
+        job["spec"]["pytorchReplicaSpecs"][rtype]["restartPolicy"] = "ExitCode"
+    cluster = running_cluster(job)
+    cluster.step()
+    cluster.set_phase("mnist-worker-1", "Failed", containerStatuses=terminated(1))
+    cluster.set_phase("mnist-master-0", "Failed", containerStatuses=terminated(143))
+    plan = cluster.step(at(3))
+    assert plan.deletes == [] and plan.creates == []
+    assert conditions(plan.status)[-1] == ("Failed", "True", "PyTorchJobFailed")
+    assert "Restarting" not in {t for t, _, _ in conditions(plan.status)}
+    assert not plan.status.get("restartCount")
+    assert plan.metrics == ["failed"]
+
+
 def test_msjob_default_clean_pod_policy_is_running():
     cluster = Cluster(msjob("ms", workers=2))
     cluster.step()
