@@ -380,14 +380,20 @@ class KubeClient:
         name: str,
         *,
         uid: Optional[str] = None,
+        resource_version: Optional[str] = None,
         grace_period_seconds: Optional[int] = None,
         propagation: str = "Background",
     ) -> bool:
-        """DELETE; False when the object was already gone (or replaced by another uid)."""
+        """DELETE; False when the object was already gone (or replaced by another uid).
+
+        With ``resource_version``, an object that changed since raises the 409 ``ApiError``:
+        the caller decided on a stale version and should look again.
+        """
         self._record("delete", resource, None)
         options: dict[str, Any] = {"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": propagation}
-        if uid:
-            options["preconditions"] = {"uid": uid}
+        preconditions = {k: v for k, v in (("uid", uid), ("resourceVersion", resource_version)) if v}
+        if preconditions:
+            options["preconditions"] = preconditions
         if grace_period_seconds is not None:
             options["gracePeriodSeconds"] = grace_period_seconds
         try:
@@ -396,7 +402,7 @@ class KubeClient:
         except ApiError as exc:
             if exc.code == 404:
                 return False
-            if exc.code == 409 and uid:
+            if exc.code == 409 and uid and "UID in precondition" in (exc.message or ""):
                 return False  # the uid precondition failed: the object we meant is gone
             raise
 

@@ -451,6 +451,7 @@ class Manager:
                     ref.namespace,
                     ref.name,
                     uid=ref.uid,
+                    resource_version=ref.resource_version,
                     grace_period_seconds=0 if ref.force else None,
                 )
                 return None

@@ -32,7 +32,8 @@ def owner_reference(api_version: str, kind: str, name: str, uid: str) -> dict[st
     }
 
 
-def ref(obj: dict[str, Any], *, force: bool = False) -> ObjectRef:
+def ref(obj: dict[str, Any], *, force: bool = False, as_observed: bool = False) -> ObjectRef:
+    """A reference to delete ``obj``; ``as_observed``: only while it is the version seen here."""
     meta = obj.get("metadata") or {}
     return ObjectRef(
         api_version=obj.get("apiVersion", "v1"),
@@ -41,6 +42,7 @@ def ref(obj: dict[str, Any], *, force: bool = False) -> ObjectRef:
         name=meta.get("name", ""),
         uid=meta.get("uid"),
         force=force,
+        resource_version=meta.get("resourceVersion") if as_observed else None,
     )
 
 

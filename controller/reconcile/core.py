@@ -373,11 +373,15 @@ class _Pass:
             return False
         return exit_code(pod, self.framework.container) == 0
 
-    def delete(self, obj: dict[str, Any], *, kind: str = "Pod", with_service: bool = True) -> None:
-        """Delete a live object (and a pod's same-named Service); terminating ones are left."""
+    def delete(self, obj: dict[str, Any], *, kind: str = "Pod", with_service: bool = True, as_observed: bool = False) -> None:
+        """Delete a live object (and a pod's same-named Service); terminating ones are left.
+
+        ``as_observed``: the decision rests on the object's current state (its phase), so the
+        delete carries its resourceVersion and fails if the object has changed since.
+        """
         if is_terminating(obj):
             return
-        self.plan.deletes.append(_typed_ref(obj, kind))
+        self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed))
         if with_service:
             service = self.services.by_name.get((obj.get("metadata") or {}).get("name", ""))
             if service is not None and service is not obj and not is_terminating(service):
@@ -394,7 +398,7 @@ class _Pass:
             phase = (pod.get("status") or {}).get("phase")
             if policy == "Running" and phase not in ("Running", "Pending"):
                 continue
-            self.delete(pod)
+            self.delete(pod, as_observed=policy == "Running")
 
     def force_delete_stuck_pods(self) -> None:
         """Pods terminating long past their deletionTimestamp sit on a lost node (#2072)."""
@@ -534,6 +538,8 @@ def exit_code(pod: dict[str, Any], container: str) -> int:
     return UNKNOWN_EXIT_CODE
 
 
-def _typed_ref(obj: dict[str, Any], kind: str, api_version: str = "v1", *, force: bool = False) -> ObjectRef:
+def _typed_ref(obj: dict[str, Any], kind: str, api_version: str = "v1", *, force: bool = False,
+               as_observed: bool = False) -> ObjectRef:
     """A reference to an observed object; items of a list response carry no apiVersion/kind."""
-    return ref({**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}, force=force)
+    typed = {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
+    return ref(typed, force=force, as_observed=as_observed)

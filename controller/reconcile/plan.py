@@ -25,6 +25,9 @@ class ObjectRef:
     uid: Optional[str] = None
     # Force-delete (gracePeriodSeconds=0), used for pods stuck terminating on a lost node.
     force: bool = False
+    # Delete only the version the decision was made on: a 409 when the object changed since
+    # (a pod that was Running in the cache may have finished), and the job is reconciled again.
+    resource_version: Optional[str] = None
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,20 @@ def test_already_exists_and_not_found_count_as_success(proxied):
     assert client.get_or_none(SERVICES, "default", "twice") is None
 
 
+def test_a_delete_with_a_stale_resource_version_is_a_conflict_not_a_delete(kube):
+    seen = kube.create(SERVICES, service("versioned")).object["metadata"]
+    changed = kube.get(SERVICES, "default", "versioned")
+    changed["metadata"].setdefault("labels", {})["touched"] = "yes"
+    kube.replace(SERVICES, changed)
+    with pytest.raises(ApiError) as stale:
+        kube.delete(SERVICES, "default", "versioned", uid=seen["uid"], resource_version=seen["resourceVersion"])
+    assert stale.value.code == 409 and "ResourceVersion in precondition" in stale.value.message
+    assert kube.get_or_none(SERVICES, "default", "versioned") is not None
+    current = kube.get(SERVICES, "default", "versioned")["metadata"]
+    assert kube.delete(SERVICES, "default", "versioned", uid=seen["uid"], resource_version=current["resourceVersion"]) is True
+    assert kube.get_or_none(SERVICES, "default", "versioned") is None
+
+
 def test_an_unreachable_server_is_a_connection_error_after_the_retries():
     configuration = k8s_client.Configuration()
     configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens

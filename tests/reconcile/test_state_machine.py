@@ -258,6 +258,24 @@ def test_clean_pod_policy_on_success(policy, deleted):
     assert sorted(d.name for d in plan.deletes if d.kind == "Service") == deleted
 
 
+@pytest.mark.parametrize("policy, as_observed", [("Running", True), ("All", False)])
+def test_running_policy_deletes_only_the_version_it_saw_running(policy, as_observed):
+    # The pod may finish between the cache read and the delete; a resourceVersion
+    # precondition turns that into a conflict and a fresh look instead of a lost log.
+    cluster = running_cluster(pytorchjob("mnist", runPolicy={"cleanPodPolicy": policy}))
+    cluster.set_phase("mnist-master-0", "Succeeded")
+    cluster.step()
+    plan = cluster.reconcile()
+    pods = [d for d in plan.deletes if d.kind == "Pod"]
+    assert {d.name for d in pods} >= {"mnist-worker-0", "mnist-worker-1"}
+    for d in pods:
+        seen = cluster.pods[d.name]["metadata"]["resourceVersion"]
+        assert d.resource_version == (seen if as_observed else None)
+        assert d.uid == cluster.pods[d.name]["metadata"]["uid"]
+    services = [d for d in plan.deletes if d.kind == "Service"]
+    assert services and all(d.resource_version is None for d in services)
+
+
 def test_a_non_retryable_exit_next_to_a_retryable_one_fails_without_restarting():
     # Worker 1 exits 1; the master, losing its peer, leaves with 143 before the controller
     # looks. The job fails; the master is not deleted for a restart that cannot help.
