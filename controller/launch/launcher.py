@@ -206,7 +206,9 @@ class Launcher:
                     view.note(f"cannot follow the job's {event}: {obj}")
                     continue
                 if source == "pod":
-                    tracker.observe(event, obj)
+                    note = tracker.observe(event, obj)
+                    if note is not None:
+                        view.note(note)
                 elif uid and (obj.get("metadata") or {}).get("uid") != uid:
                     continue
                 elif event == "DELETED":

@@ -26,8 +26,10 @@ class PodTracker:
         # The highest restartCount seen per pod uid, and the uids seen per pod name.
         self._restarts_by_uid: dict[str, int] = {}
         self._uids_by_name: dict[str, set[str]] = {}
+        self._unschedulable: dict[str, str] = {}  # pod name -> the scheduler's last message
 
-    def observe(self, event: str, pod: dict[str, Any]) -> None:
+    def observe(self, event: str, pod: dict[str, Any]) -> str | None:
+        """Take one pod event; returns a note when a pod newly cannot be scheduled, and why."""
         meta = pod.get("metadata") or {}
         name, uid = meta.get("name") or "", meta.get("uid") or ""
         if event == "DELETED":
@@ -37,6 +39,14 @@ class PodTracker:
         self._uids_by_name.setdefault(name, set()).add(uid)
         restarts = sum(int(s.get("restartCount") or 0) for s in (pod.get("status") or {}).get("containerStatuses") or [])
         self._restarts_by_uid[uid] = max(restarts, self._restarts_by_uid.get(uid, 0))
+        reason = None if event == "DELETED" else unschedulable(pod)
+        if reason is None:
+            self._unschedulable.pop(name, None)
+            return None
+        if self._unschedulable.get(name) == reason:
+            return None
+        self._unschedulable[name] = reason
+        return f"{name} is Pending: {reason}"
 
     @property
     def restarts(self) -> int:
@@ -46,6 +56,17 @@ class PodTracker:
     @property
     def phases(self) -> dict[str, str]:
         return {name: (pod.get("status") or {}).get("phase") or "Pending" for name, pod in sorted(self._pods.items())}
+
+
+def unschedulable(pod: dict[str, Any]) -> str | None:
+    """The scheduler's message for a pending pod it cannot place (PodScheduled False)."""
+    status = pod.get("status") or {}
+    if status.get("phase") not in (None, "Pending"):
+        return None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return condition.get("message") or condition.get("reason") or "Unschedulable"
+    return None
 
 
 @dataclass

@@ -186,6 +186,12 @@ class StatusDriver:
         }
         self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status})
 
+    def set_pod_unschedulable(self, name: str, message: str) -> None:
+        """What kube-scheduler writes on a pod it cannot place."""
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                     "lastProbeTime": None, "lastTransitionTime": now()}
+        self.core.patch_namespaced_pod_status(name, self.namespace, {"status": {"phase": "Pending", "conditions": [condition]}})
+
     def delete_pod(self, name: str) -> None:
         self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
 

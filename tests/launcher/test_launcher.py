@@ -120,6 +120,27 @@ def test_restarts_count_in_place_restarts_and_recreated_pods(kube, driver, view)
     assert "restarts 3" in view.buffer.getvalue()
 
 
+def test_a_pod_the_scheduler_cannot_place_is_noted_once_with_its_reason(kube, driver, view):
+    name = unique("unplaced")
+    run = start(kube, view, pytorchjob(name, workers=1))
+    view.wait_created()
+    job = driver.job(name)
+    driver.create_pod(job, "master", 0)
+    driver.create_pod(job, "worker", 0)
+    pod = f"{name}-worker-0"
+    insufficient = "0/1 nodes are available: 1 Insufficient cpu."
+    driver.set_pod_unschedulable(pod, insufficient)
+    view.wait_until(lambda v: f"{pod} is Pending: {insufficient}" in v.notes)
+    driver.set_pod_unschedulable(pod, insufficient)  # the scheduler retries: same reason, no new note
+    driver.set_pod_running(f"{name}-master-0")
+    view.wait_until(lambda v: v.progress[-1].pod_phases.get(f"{name}-master-0") == "Running")
+    driver.set_pod_running(pod)
+    view.wait_until(lambda v: v.progress[-1].pod_phases.get(pod) == "Running")
+    driver.set_status(name, condition("Succeeded", "done"))
+    run.join()
+    assert [n for n in view.notes if " is Pending: " in n] == [f"{pod} is Pending: {insufficient}"]
+
+
 def test_existing_job_is_an_error_unless_replace(kube, driver, view):
     name = unique("twice")
     launcher = Launcher(kube)
