@@ -1,0 +1,44 @@
+"""PyTorchJobs written for Kubeflow, applied unchanged with ``trainctl run -f`` as a user would.
+
+The command runs as a subprocess against the e2e cluster (``KUBECONFIG``), so this covers
+what a person sees: the exit code, the summary line and the pods' logs through kubectl.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from .conftest import E2E
+from .harness import REPO, SAMPLES
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("sample, name, pods", [
+    ("kubeflow/pytorch-mnist-gloo.yaml", "pytorch-dist-mnist-gloo", ["master-0", "worker-0"]),
+    ("kubeflow/pytorch-elastic-mnist.yaml", "elastic-example-mnist", ["worker-0", "worker-1"]),
+])
+def test_a_kubeflow_sample_runs_unchanged_with_trainctl_run(e2e: E2E, sample: str, name: str, pods: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+    env.update(KUBECONFIG=str(e2e.cluster.kubeconfig), HOME=str(e2e.kubectl.home))
+    done = subprocess.run([sys.executable, "-m", "controller.cli", "run", "-f", str(SAMPLES / sample), "--timeout", "240s"],
+                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert f"PyTorchJob default/{name} succeeded after" in out
+    assert f"{name}-{pods[0]} | [done] epochs=1" in out, "the first pod's log is shown as it trains"
+
+    ranks = set()
+    for pod in pods:
+        log = e2e.kubectl("logs", f"{name}-{pod}")
+        start = next(line for line in log.splitlines() if line.startswith("[start]"))
+        fields = dict(part.split("=", 1) for part in start.split()[1:])
+        assert fields["WORLD_SIZE"] == "2", log
+        ranks.add(fields["RANK"])
+        steps = [line for line in log.splitlines() if line.startswith("[step]")]
+        assert steps and "[done] epochs=1 " in log, log
+    assert ranks == {"0", "1"}
