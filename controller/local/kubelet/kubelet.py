@@ -525,17 +525,26 @@ class Kubelet:
         return str(self.config.workdir)
 
     # --- names and Services -----------------------------------------------------------------
-    def _selected_address(self, service: Obj, index: Optional["PodIndex"] = None) -> Optional[str]:
+    def _selected_address(self, service: Obj, index: Optional["PodIndex"] = None) -> Resolution:
+        """A headless Service's address: its first live pod's IP, None when every pod it
+        selects has Succeeded (none will come back, so the name stays unresolved, as DNS
+        would leave it), else Pending: the pods are not created yet, or may be replaced."""
         namespace = _meta(service).get("namespace", "default")
         selector = service.get("spec", {}).get("selector")
         candidates = []
-        for pod in (index or PodIndex(self.pods.store.list())).select(namespace, selector):
+        selected = (index or PodIndex(self.pods.store.list())).select(namespace, selector)
+        for pod in selected:
             if is_terminal(pod) or _meta(pod).get("deletionTimestamp"):
                 continue
             address = self.ips.lookup(_meta(pod).get("uid", ""))
             if address:
                 candidates.append((_meta(pod).get("name", ""), address))
-        return min(candidates)[1] if candidates else None
+        if candidates:
+            return min(candidates)[1]
+        meta = _meta(service)
+        if selected and all(pod.get("status", {}).get("phase") == "Succeeded" for pod in selected):
+            return None
+        return Pending(f"a pod selected by headless Service {meta.get('namespace', 'default')}/{meta.get('name')}")
 
     def resolve(self, namespace: str, name: str, owner: Optional[str] = None, fresh: bool = False,
                 index: Optional["PodIndex"] = None) -> Resolution:
@@ -561,7 +570,7 @@ class Kubelet:
         if cluster_ip == "None":
             if not spec.get("selector"):
                 return None
-            return self._selected_address(service, index) or Pending(f"a pod selected by headless Service {namespace}/{name}")
+            return self._selected_address(service, index)
         return Pending(f"a cluster IP for Service {namespace}/{name}")
 
     def rewrite(self, text: str, pod: Obj) -> tuple[str, list[str]]:

@@ -132,6 +132,20 @@ def test_headless_service_name_in_env_is_rewritten_to_the_pod_ip(api, kubelet):
     assert logs_of(kubelet, done) == [f"{server_ip}:{port} hello from {server_ip}"]
 
 
+def test_a_headless_name_whose_pods_all_succeeded_is_left_unresolved_not_waited_for(api, kubelet):
+    # A master that finished before its worker started: no pod behind the name will come
+    # back, so the worker starts with the name as written (as DNS would leave it).
+    finished = pod("done-master", "print('finished')")
+    finished["metadata"]["labels"] = {"app": "done-master"}
+    assert wait_pod(api, create(api, finished)["metadata"]["name"], phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+    create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "done-master"},
+                 "spec": {"clusterIP": "None", "selector": {"app": "done-master"}, "ports": [{"port": 23456}]}})
+    late = pod("late-worker", "import os; print(os.environ['MASTER_ADDR'])", env=[{"name": "MASTER_ADDR", "value": "done-master"}])
+    done = wait_pod(api, create(api, late)["metadata"]["name"], phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    assert logs_of(kubelet, done) == ["done-master"]
+
+
 def test_cluster_ip_service_reaches_its_pod_through_the_proxy(api, kubelet):
     server_ip = start_server(api, free_port())["status"]["podIP"]
     service = create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
