@@ -40,6 +40,17 @@ def python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
+def fails_once(marker: Path, first: str, exit_code: int, then: str) -> str:
+    """Python that prints ``first`` and exits ``exit_code`` on its first run, ``then`` after."""
+    return (
+        "import pathlib, sys\n"
+        f"marker = pathlib.Path({str(marker)!r})\n"
+        "if not marker.exists():\n"
+        f"    marker.touch(); print({first!r}, flush=True); sys.exit({exit_code})\n"
+        f"print({then!r}, flush=True)\n"
+    )
+
+
 def test_a_job_that_succeeds_streams_the_masters_log(launcher):
     name = unique("hello")
     job = pytorchjob(name, python("for i in range(3): print('step', i, flush=True)"), workers=1)
@@ -77,14 +88,7 @@ def test_a_job_that_runs_too_long_is_stopped_at_the_timeout_and_deleted(launcher
 
 def test_the_masters_log_is_followed_across_a_container_restart(launcher, tmp_path):
     name = unique("flaky")
-    marker = tmp_path / "attempted"
-    code = (
-        "import pathlib, sys\n"
-        f"marker = pathlib.Path({str(marker)!r})\n"
-        "if not marker.exists():\n"
-        "    marker.touch(); print('attempt 1 fails', flush=True); sys.exit(1)\n"
-        "print('attempt 2 works', flush=True)\n"
-    )
+    code = fails_once(tmp_path / "attempted", "attempt 1 fails", 1, "attempt 2 works")
     view = RecordingView()
     result = launcher.launch(pytorchjob(name, python(code), restart_policy="OnFailure"), NAMESPACE, view, timeout=60)
     assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()
@@ -123,14 +127,7 @@ def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
 def test_the_masters_log_is_followed_when_the_pod_is_recreated(launcher, tmp_path):
     """ExitCode policy: a retryable exit (137) makes the controller delete and recreate the pod."""
     name = unique("recreated")
-    marker = tmp_path / "attempted"
-    code = (
-        "import pathlib, sys\n"
-        f"marker = pathlib.Path({str(marker)!r})\n"
-        "if not marker.exists():\n"
-        "    marker.touch(); print('first pod dies', flush=True); sys.exit(137)\n"
-        "print('second pod works', flush=True)\n"
-    )
+    code = fails_once(tmp_path / "attempted", "first pod dies", 137, "second pod works")
     view = RecordingView()
     result = launcher.launch(pytorchjob(name, python(code), restart_policy="ExitCode"), NAMESPACE, view, timeout=60)
     assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()

@@ -56,6 +56,17 @@ def python(code: str) -> str:
     return json.dumps([sys.executable, "-c", code])
 
 
+def single_replica_job(kind: str, name: str, rtype: str, code: str) -> dict[str, Any]:
+    """A one-replica job of ``kind`` whose container runs ``python -c code`` once."""
+    api_version, specs, container = {
+        "PyTorchJob": ("kubeflow.org/v1", "pytorchReplicaSpecs", "pytorch"),
+        "MSJob": ("mindspore.gitee.com/v1", "msReplicaSpecs", "mindspore"),
+    }[kind]
+    template = {"spec": {"containers": [{"name": container, "image": "python:3.11", "command": [sys.executable, "-c", code]}]}}
+    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name},
+            "spec": {specs: {rtype: {"replicas": 1, "restartPolicy": "Never", "template": template}}}}
+
+
 def job_exists(cluster: LocalCluster, plural: str, group: str, name: str) -> bool:
     custom = client.CustomObjectsApi(connect(str(cluster.kubeconfig)))
     items = custom.list_namespaced_custom_object(group, "v1", "default", plural, field_selector=f"metadata.name={name}")["items"]
@@ -77,13 +88,7 @@ def test_pytorchjob_step_succeeds_writes_outputs_and_logs(step, capsys, cluster)
 
 
 def test_msjob_step_from_a_manifest(step, capsys, cluster):
-    manifest = {
-        "apiVersion": "mindspore.gitee.com/v1",
-        "kind": "MSJob",
-        "metadata": {"name": "step-ms"},
-        "spec": {"msReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {
-            "containers": [{"name": "mindspore", "image": "ms:1", "command": [sys.executable, "-c", "print('ms worker done')"]}]}}}}},
-    }
+    manifest = single_replica_job("MSJob", "step-ms", "Worker", "print('ms worker done')")
     code, condition, _ = step("--kind=MSJob", f"--manifest={yaml.safe_dump(manifest, explicit_start=True)}", "--delete-when-done=False")
     out = capsys.readouterr().out
     assert code == 0, out
@@ -93,13 +98,7 @@ def test_msjob_step_from_a_manifest(step, capsys, cluster):
 
 
 def test_failed_job_fails_the_step_with_the_jobs_message(step, capsys):
-    manifest = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "step-fail"},
-        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {
-            "containers": [{"name": "pytorch", "image": "x", "command": [sys.executable, "-c", "import sys; sys.exit(4)"]}]}}}}},
-    }
+    manifest = single_replica_job("PyTorchJob", "step-fail", "Master", "import sys; sys.exit(4)")
     code, condition, status = step("--kind=PyTorchJob", f"--manifest={json.dumps(manifest)}", "--timeout-seconds=60")
     err = capsys.readouterr().err
     assert code == 1
