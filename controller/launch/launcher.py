@@ -155,7 +155,7 @@ class Launcher:
         """
         kind = kind_of(job)
         meta = job["metadata"]
-        namespace, name, uid = meta["namespace"], meta["name"], meta.get("uid")
+        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
         started = time.monotonic() if started is None else started
         events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         tracker = PodTracker()
@@ -163,7 +163,7 @@ class Launcher:
         logs = LeadPodLogs(self.client, namespace, kind.container, view.log, view.note)
 
         def on_pod(event: str, pod: dict[str, Any]) -> None:
-            if uid and not _owned_by(pod, uid):
+            if not _owned_by(pod, uid):
                 return  # a leftover pod of an earlier job with the same name
             labels = (pod.get("metadata") or {}).get("labels") or {}
             if labels.get(c.LABEL_REPLICA_TYPE) == lead_type and labels.get(c.LABEL_REPLICA_INDEX) == lead_index:
@@ -209,7 +209,7 @@ class Launcher:
                     note = tracker.observe(event, obj)
                     if note is not None:
                         view.note(note)
-                elif uid and (obj.get("metadata") or {}).get("uid") != uid:
+                elif (obj.get("metadata") or {}).get("uid") != uid:
                     continue
                 elif event == "DELETED":
                     outcome = Outcome.DELETED
@@ -246,7 +246,7 @@ class Launcher:
             deleted=deleted or outcome is Outcome.DELETED,
         )
 
-    def _catch_up(self, logs: LeadPodLogs, namespace: str, name: str, lead_type: str, lead_index: str, uid: str | None, deadline: float | None) -> None:
+    def _catch_up(self, logs: LeadPodLogs, namespace: str, name: str, lead_type: str, lead_index: str, uid: str, deadline: float | None) -> None:
         """Let the lead pod's log reach its last line before the summary is printed.
 
         The pod watch and the job watch are separate streams, so the job may be seen to
@@ -261,7 +261,7 @@ class Launcher:
         except ApiError:  # the log is a courtesy: never let it change the outcome
             return
         for pod in pods:
-            if not uid or _owned_by(pod, uid):
+            if _owned_by(pod, uid):
                 logs.observe(pod)
         logs.drain(budget)
 

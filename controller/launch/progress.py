@@ -58,6 +58,15 @@ class PodTracker:
         return {name: (pod.get("status") or {}).get("phase") or "Pending" for name, pod in sorted(self._pods.items())}
 
 
+def replicas_text(replica_statuses: dict[str, Any], empty: str) -> str:
+    """``status.replicaStatuses`` in a few words: "Master 1 succeeded; Worker 2 active"."""
+    parts = []
+    for rtype, counts in replica_statuses.items():
+        numbers = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if (counts or {}).get(k)]
+        parts.append(f"{rtype} {', '.join(numbers) or '0 active'}")
+    return "; ".join(parts) or empty
+
+
 def unschedulable(pod: dict[str, Any]) -> str | None:
     """The scheduler's message for a pending pod it cannot place (PodScheduled False)."""
     status = pod.get("status") or {}
@@ -99,11 +108,7 @@ class JobProgress:
         return (self.condition or {}).get("type") or "Pending"
 
     def replicas_text(self) -> str:
-        parts = []
-        for rtype, counts in self.replica_statuses.items():
-            numbers = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if counts.get(k)]
-            parts.append(f"{rtype} {', '.join(numbers) or '0 active'}")
-        return "; ".join(parts) or "no replicas yet"
+        return replicas_text(self.replica_statuses, "no replicas yet")
 
     def line(self) -> str:
         """Everything but the clock, so a view can tell whether anything changed."""

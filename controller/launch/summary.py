@@ -4,17 +4,14 @@ from __future__ import annotations
 
 from api.constants import LABEL_JOB_NAME
 from controller.launch.launcher import LaunchResult, Outcome
+from controller.launch.progress import replicas_text
 
 # Keep the summary on one screen however many replicas the job has.
 MAX_LOG_HINTS = 6
 
 
 def replicas_line(status: dict) -> str:
-    parts = []
-    for rtype, counts in (status.get("replicaStatuses") or {}).items():
-        numbers = [f"{counts[k]} {k}" for k in ("active", "succeeded", "failed") if (counts or {}).get(k)]
-        parts.append(f"{rtype} {', '.join(numbers) or '0 active'}")
-    return "; ".join(parts) or "none reported"
+    return replicas_text(status.get("replicaStatuses") or {}, "none reported")
 
 
 def summary_lines(result: LaunchResult, logs: list[str] | None = None) -> list[str]:
