@@ -20,7 +20,6 @@ from typing import Any
 
 import yaml
 
-from api.loader import read_documents
 from controller.commands import validate as validate_command
 from controller.reconcile import Observed, ReconcileConfig, reconcile
 
@@ -65,17 +64,13 @@ def run(args: Any) -> int:
     jobs: list[dict[str, Any]] = []
     ok = True
     for filename in args.filename:
-        text = sys.stdin.read() if filename == "-" else None
-        if text is not None:
-            # validate reads the file itself; hand it stdin's text through a buffer.
-            sys.stdin = io.StringIO(text)
+        text = validate_command.read_or_report(filename, sys.stderr)
         # The exact checks and messages of ``trainctl validate``; its "is valid" lines are dropped.
-        if not validate_command.validate_file(filename, io.StringIO(), sys.stderr):
+        valid = None if text is None else validate_command.validate_text(text, filename, io.StringIO(), sys.stderr)
+        if valid is None:
             ok = False
             continue
-        if text is None:
-            text = validate_command.read_source(filename)
-        jobs += [d.obj for d in read_documents(text) if d.obj is not None]
+        jobs += valid
     if not ok:
         return 1
     objects = [obj for job in jobs for obj in render_job(job, config)]

@@ -61,16 +61,14 @@ def _error(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.commands.validate import read_source
+    from controller.commands.validate import read_or_report
     from controller.launch.manifests import ManifestInvalid, read_jobs
 
-    source = "<stdin>" if args.filename == "-" else args.filename
-    try:
-        manifest = read_jobs(read_source(args.filename), args.filename)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        print(f"{source}: cannot read: {reason}", file=sys.stderr)
+    text = read_or_report(args.filename, sys.stderr)
+    if text is None:
         return 1
+    try:
+        manifest = read_jobs(text, args.filename)
     except ManifestInvalid as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)

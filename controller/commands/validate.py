@@ -8,11 +8,9 @@ object it belongs to; the exit status is 1 if there was any problem, 0 otherwise
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Any, TextIO
 
-from api.loader import Document, read_documents
-from api.validation import validate, warnings
+from controller.launch.manifests import check_text, read_source, source_name
 
 
 def register(subparsers: Any) -> None:
@@ -43,52 +41,29 @@ def run(args: Any) -> int:
     return 0 if ok else 1
 
 
-def read_source(filename: str) -> str:
-    if filename == "-":
-        return sys.stdin.read()
-    return Path(filename).read_text(encoding="utf-8")
+def read_or_report(filename: str, err: TextIO) -> str | None:
+    """The file's text, or None after one line on ``err`` saying why it cannot be read."""
+    try:
+        return read_source(filename)
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        print(f"{source_name(filename)}: cannot read: {reason}", file=err)
+        return None
 
 
-def object_label(filename: str, document: Document) -> str:
-    """How a problem names its object: ``PyTorchJob/mnist``, else where it is in the file."""
-    obj = document.obj or {}
-    kind = obj.get("kind")
-    metadata = obj.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, dict) else None
-    if name is None and isinstance(metadata, dict) and isinstance(metadata.get("generateName"), str):
-        name = metadata["generateName"] + "*"
-    if isinstance(kind, str) and isinstance(name, str) and kind and name:
-        return f"{kind}/{name}"
-    source = "<stdin>" if filename == "-" else filename
-    return f"{source}: {document.where}"
+def validate_text(text: str, filename: str, out: TextIO, err: TextIO) -> list[dict[str, Any]] | None:
+    """Report every problem of ``text``; its objects when there is none, else None."""
+    checked = check_text(text, filename)
+    for item in checked:
+        for line in item.problems + item.warnings:
+            print(line, file=err)
+        if not item.problems:
+            print(f"{item.label} is valid", file=out)
+    if any(item.problems for item in checked):
+        return None
+    return [item.obj for item in checked if item.obj is not None]
 
 
 def validate_file(filename: str, out: TextIO, err: TextIO) -> bool:
-    source = "<stdin>" if filename == "-" else filename
-    try:
-        text = read_source(filename)
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        print(f"{source}: cannot read: {reason}", file=err)
-        return False
-    documents = read_documents(text)
-    if not documents:
-        print(f"{source}: no objects found", file=err)
-        return False
-    ok = True
-    for document in documents:
-        label = object_label(filename, document)
-        if document.error is not None:
-            print(f"{source}: {document.where}: {document.error}", file=err)
-            ok = False
-            continue
-        problems = validate(document.obj)
-        for problem in problems:
-            print(f"{label}: {problem}", file=err)
-        if problems:
-            ok = False
-            continue
-        for warning in warnings(document.obj):
-            print(f"{label}: warning: {warning}", file=err)
-        print(f"{label} is valid", file=out)
-    return ok
+    text = read_or_report(filename, err)
+    return text is not None and validate_text(text, filename, out, err) is not None

@@ -7,14 +7,13 @@ server or the controller discover it halfway through.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from api.loader import read_documents
+from api.loader import Document, read_documents
 from api.validation import validate, warnings
-
-# How `trainctl validate` names an object in its messages (``PyTorchJob/mnist``, else its place in the file).
-from controller.commands.validate import object_label
 
 
 class ManifestInvalid(ValueError):
@@ -31,27 +30,69 @@ class Manifest:
     warnings: list[str] = field(default_factory=list)
 
 
+@dataclass
+class CheckedObject:
+    """One document of a manifest as ``trainctl validate`` reports it: whole message lines."""
+
+    label: str
+    obj: dict[str, Any] | None
+    problems: list[str]
+    warnings: list[str]
+
+
+def source_name(filename: str) -> str:
+    """How a file named on the command line is named in messages (``-`` is stdin)."""
+    return "<stdin>" if filename == "-" else filename
+
+
+def read_source(filename: str) -> str:
+    if filename == "-":
+        return sys.stdin.read()
+    return Path(filename).read_text(encoding="utf-8")
+
+
+def object_label(filename: str, document: Document) -> str:
+    """How a problem names its object: ``PyTorchJob/mnist``, else where it is in the file."""
+    obj = document.obj or {}
+    kind = obj.get("kind")
+    metadata = obj.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if name is None and isinstance(metadata, dict) and isinstance(metadata.get("generateName"), str):
+        name = metadata["generateName"] + "*"
+    if isinstance(kind, str) and isinstance(name, str) and kind and name:
+        return f"{kind}/{name}"
+    return f"{source_name(filename)}: {document.where}"
+
+
+def check_text(text: str, filename: str) -> list[CheckedObject]:
+    """Every document of a multi-document YAML (or JSON) text with its problems and warnings.
+
+    A text without any object is one entry whose problem says so.
+    """
+    source = source_name(filename)
+    documents = read_documents(text)
+    if not documents:
+        return [CheckedObject(source, None, [f"{source}: no objects found"], [])]
+    checked = []
+    for document in documents:
+        label = object_label(filename, document)
+        if document.error is not None:
+            checked.append(CheckedObject(label, None, [f"{source}: {document.where}: {document.error}"], []))
+            continue
+        problems = [f"{label}: {problem}" for problem in validate(document.obj)]
+        notes = [] if problems else [f"{label}: warning: {warning}" for warning in warnings(document.obj)]
+        checked.append(CheckedObject(label, document.obj, problems, notes))
+    return checked
+
+
 def read_jobs(text: str, filename: str) -> Manifest:
     """Every job in a multi-document YAML (or JSON) text, or ``ManifestInvalid`` listing every problem.
 
     ``filename`` is how the text was named on the command line (``-`` for stdin).
     """
-    source = "<stdin>" if filename == "-" else filename
-    documents = read_documents(text)
-    if not documents:
-        raise ManifestInvalid([f"{source}: no objects found"])
-    problems: list[str] = []
-    manifest = Manifest(jobs=[])
-    for document in documents:
-        if document.error is not None:
-            problems.append(f"{source}: {document.where}: {document.error}")
-            continue
-        label = object_label(filename, document)
-        errors = validate(document.obj)
-        problems.extend(f"{label}: {error}" for error in errors)
-        if not errors:
-            manifest.jobs.append(document.obj)
-            manifest.warnings.extend(f"{label}: warning: {warning}" for warning in warnings(document.obj))
+    checked = check_text(text, filename)
+    problems = [line for item in checked for line in item.problems]
     if problems:
         raise ManifestInvalid(problems)
-    return manifest
+    return Manifest(jobs=[item.obj for item in checked if item.obj is not None],
+                    warnings=[line for item in checked for line in item.warnings])
