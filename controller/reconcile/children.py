@@ -98,6 +98,12 @@ class ChildIndex:
     def duplicated(self, rtype: str) -> dict[int, list[dict[str, Any]]]:
         return self.duplicates.get(rtype.lower(), {})
 
+    def of_type(self, rtype: str) -> list[dict[str, Any]]:
+        """Every object of ``rtype``, duplicates on one index included."""
+        out = list(self.slots(rtype).values())
+        out += [obj for objs in self.duplicated(rtype).values() for obj in objs[1:]]
+        return out
+
     def replicas(self) -> list[dict[str, Any]]:
         out = [obj for slots in self.by_slot.values() for obj in slots.values()]
         out += [obj for dupes in self.duplicates.values() for objs in dupes.values() for obj in objs[1:]]

@@ -495,7 +495,7 @@ class _Pass:
         for rtype in self.types:
             if self.specs[rtype].restart_policy == "Never":
                 continue
-            for pod in self.pods.slots(rtype).values():
+            for pod in self.pods.of_type(rtype):  # a duplicate's restarts count too
                 status = pod.get("status") or {}
                 if status.get("phase") != "Running":
                     continue

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from reconcile_support import Cluster, T0, at, conditions, msjob, pytorchjob, terminated
@@ -292,6 +294,16 @@ def test_a_non_retryable_exit_next_to_a_retryable_one_fails_without_restarting()
     assert "Restarting" not in {t for t, _, _ in conditions(plan.status)}
     assert not plan.status.get("restartCount")
     assert plan.metrics == ["failed"]
+
+
+def test_backoff_limit_counts_restarts_of_a_duplicate_pod_on_one_index():
+    cluster = running_cluster(pytorchjob("mnist", runPolicy={"backoffLimit": 3}))
+    cluster.step()
+    twin = copy.deepcopy(cluster.pods["mnist-worker-0"])
+    twin["metadata"].update(name="mnist-worker-0-twin", uid="uid-twin")
+    twin["status"] = {"phase": "Running", "containerStatuses": [{"name": "pytorch", "restartCount": 5}]}
+    cluster.pods["mnist-worker-0-twin"] = twin
+    assert conditions(cluster.step(at(10)).status)[-1] == ("Failed", "True", "PyTorchJobFailed")
 
 
 def test_msjob_default_clean_pod_policy_is_running():
