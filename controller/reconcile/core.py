@@ -254,17 +254,14 @@ class _Pass:
         """The Failed conditions that non-retryable ``ExitCode`` exits call for, one per type."""
         fw, out = self.framework, []
         for rtype in self.types:
-            if self.specs[rtype].restart_policy != "ExitCode":
+            change = fw.permanent_failure(self.name, rtype) if self.specs[rtype].restart_policy == "ExitCode" else None
+            if change is None:  # MSJob fails through its own rules
                 continue
             duplicated = self.pods.duplicated(rtype)
-            for index, pod in self.pods.slots(rtype).items():
-                if (index in duplicated or is_terminating(pod) or index >= (self.specs[rtype].replicas or 0)
-                        or (pod.get("status") or {}).get("phase") != "Failed"):
-                    continue
-                change = None if fw.is_retryable(exit_code(pod, fw.container)) else fw.permanent_failure(self.name, rtype)
-                if change is not None:
-                    out.append(change)
-                    break
+            if any(index not in duplicated and not is_terminating(pod) and index < (self.specs[rtype].replicas or 0)
+                   and (pod.get("status") or {}).get("phase") == "Failed" and not fw.is_retryable(exit_code(pod, fw.container))
+                   for index, pod in self.pods.slots(rtype).items()):
+                out.append(change)
         return out
 
     def reconcile_pods(self, rtype: str, env_factory: Optional[EnvFactory], *, restart: bool = True) -> int:
