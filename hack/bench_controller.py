@@ -44,11 +44,9 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from controller.kube.client import KubeClient  # noqa: E402
 from controller.kube.informer import Informer  # noqa: E402
 from controller.kube.manager import Manager, ManagerOptions  # noqa: E402
-from controller.kube.resources import PODS, PYTORCHJOBS, SERVICES, Resource  # noqa: E402
+from controller.kube.resources import CRDS, NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
 from tests.kube.podphase import PodPhaseDriver  # noqa: E402
 
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 WRITE_VERBS = {"CREATE", "UPDATE", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}
 
 

@@ -27,7 +27,7 @@ from kubernetes import client as k8s_client
 from controller.kube.client import KubeClient
 from controller.kube.informer import Informer
 from controller.kube.manager import Manager, ManagerOptions
-from controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES, Resource
+from controller.kube.resources import CRDS, EVENTS, PODS, PYTORCHJOBS, SERVICES
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAMESPACE = "default"
@@ -105,7 +105,6 @@ class Watcher:
         self.informer.stop()
 
 
-CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 
 
 @pytest.fixture

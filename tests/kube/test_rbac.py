@@ -15,13 +15,12 @@ from typing import Any, Callable
 import pytest
 
 from controller.kube.client import ApiError
-from controller.kube.resources import HPAS, MSJOBS, PYTORCHJOBS, SCHEDULER_PLUGINS_PODGROUPS, VOLCANO_PODGROUPS, Resource
+from controller.kube.resources import HPAS, MSJOBS, NAMESPACES, PYTORCHJOBS, SCHEDULER_PLUGINS_PODGROUPS, VOLCANO_PODGROUPS, Resource
 
 from .conftest import CRDS, condition, pytorch_job
 from .faultproxy import FaultProxy
 from .podphase import PodPhaseDriver
 
-NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 
 
 def podgroup_crd(group: str, version: str) -> dict[str, Any]:
