@@ -25,7 +25,7 @@ from typing import Any, Optional
 
 from controller.kube.client import ApiError, KubeClient
 from controller.kube.informer import Informer
-from controller.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, SECRETS, SERVICES
+from controller.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, SECRETS, SERVICES, controller_owner
 
 from ..network import HOST_IP, cluster_ranges
 from ..network.hosts import HostsFile, service_fqdn
@@ -573,9 +573,18 @@ class Kubelet:
             return self._selected_address(service, index)
         return Pending(f"a cluster IP for Service {namespace}/{name}")
 
-    def rewrite(self, text: str, pod: Obj) -> tuple[str, list[str]]:
+    def rewrite(self, text: str, pod: Obj, memo: Optional[dict[tuple[str, str], Resolution]] = None) -> tuple[str, list[str]]:
+        """``text`` with its Service names resolved; ``memo`` shares lookups across one start's
+        texts, so a word that merely looks like a Service name is fetched once, not per text."""
         owner = controller_uid(pod)
-        return rewrite(text, _meta(pod).get("namespace", "default"), lambda ns, name: self.resolve(ns, name, owner, fresh=True))
+        memo = {} if memo is None else memo
+
+        def resolve(namespace: str, name: str) -> Resolution:
+            if (namespace, name) not in memo:
+                memo[namespace, name] = self.resolve(namespace, name, owner, fresh=True)
+            return memo[namespace, name]
+
+        return rewrite(text, _meta(pod).get("namespace", "default"), resolve)
 
     def _sync_network(self, pods: list[Obj]) -> None:
         rules: dict[Frontend, list[Backend]] = {}
@@ -624,7 +633,7 @@ class PodIndex:
 
 
 def controller_uid(pod: Obj) -> Optional[str]:
-    return next((o.get("uid") for o in _meta(pod).get("ownerReferences") or [] if o.get("controller")), None)
+    return (controller_owner(pod) or {}).get("uid")
 
 
 def _target_port(port: Obj, pod: Obj) -> Optional[int]:

@@ -39,7 +39,7 @@ class PodContext(Protocol):
     backoff_base: float
     backoff_cap: float
 
-    def rewrite(self, text: str, pod: Obj) -> tuple[str, list[str]]: ...
+    def rewrite(self, text: str, pod: Obj, memo: Optional[dict[tuple[str, str], Any]] = None) -> tuple[str, list[str]]: ...
     def configmap(self, namespace: str, name: str) -> Optional[Obj]: ...
     def secret(self, namespace: str, name: str) -> Optional[Obj]: ...
     def base_env(self, namespace: str) -> dict[str, str]: ...
@@ -198,6 +198,7 @@ class PodWorker:
     def _environment(self, spec: Obj) -> tuple[list[str], dict[str, str]]:
         """argv and env for one start, waiting (interruptibly) for Service names to resolve."""
         state = self._state_of(spec)
+        downward = downward_api_names(spec)
         while not self.stopping.is_set():
             try:
                 with self._lock:
@@ -209,16 +210,16 @@ class PodWorker:
                 argv = command_line(spec, declared)
                 pending: list[str] = []
                 env = {}
-                downward = downward_api_names(spec)
+                memo: dict[tuple[str, str], Any] = {}  # one lookup per name in this attempt
                 for name, value in declared.items():
                     if name in downward:
                         env[name] = value
                         continue
-                    env[name], waits = self.ctx.rewrite(value, pod)
+                    env[name], waits = self.ctx.rewrite(value, pod, memo)
                     pending += waits
                 rewritten = argv[:1]  # the executable itself is never a Service name
                 for part in argv[1:]:
-                    text, waits = self.ctx.rewrite(part, pod)
+                    text, waits = self.ctx.rewrite(part, pod, memo)
                     rewritten.append(text)
                     pending += waits
                 if not pending:
