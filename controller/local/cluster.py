@@ -27,13 +27,13 @@ import select
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from collections.abc import Callable
 from typing import IO, Any, Optional
 
 from controller.kube.client import ApiError, KubeClient
 from controller.kube.resources import CRDS
+from .apiserver.process import PORT_FILE, wait_for_port_file
 from .network import cluster_ranges
 from .kubelet.kubelet import DEFAULT_NODE_NAME
 from .kubelet.runtime import ProcessRegistry, process_start_time
@@ -175,17 +175,11 @@ class Component:
 
 def _wait_apiserver(directory: Path) -> Callable[[Component, float], None]:
     def ready(component: Component, timeout: float) -> None:
-        """The API server writes ``apiserver.port`` last, once it serves."""
-        deadline = time.monotonic() + timeout
-        port_file = directory / "apiserver.port"
-        delay = 0.005
-        while not port_file.exists():
-            if not component.alive:
-                raise component.fail("exited during start-up")
-            if time.monotonic() > deadline:
-                raise component.fail(f"not ready after {timeout:g}s")
-            time.sleep(delay)  # another process's file is its only readiness signal
-            delay = min(delay * 1.5, 0.05)
+        ready = wait_for_port_file(directory / PORT_FILE, lambda: component.alive, timeout)
+        if ready is False:
+            raise component.fail("exited during start-up")
+        if ready is None:
+            raise component.fail(f"not ready after {timeout:g}s")
     return ready
 
 
@@ -261,7 +255,7 @@ class LocalCluster:
         return KubeClient.from_kubeconfig(str(self.kubeconfig), qps=0)
 
     def _apiserver_argv(self) -> list[str]:
-        port_file = self.directory / "apiserver.port"
+        port_file = self.directory / PORT_FILE
         port = self._port
         if not port and self.apiserver.process is not None and port_file.exists():
             # A restart keeps the port, so the kubelet's and controller's kubeconfig stays valid.

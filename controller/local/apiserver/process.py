@@ -11,9 +11,25 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 PORT_FILE = "apiserver.port"  # written last, once the server serves
+
+
+def wait_for_port_file(port_file: Path, alive: Callable[[], bool], timeout: float) -> bool | None:
+    """Wait for the API server's port file: True once it exists, False if the server exited
+    first, None at the timeout. The file is another process's only readiness signal."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while not port_file.exists():
+        if not alive():
+            return False
+        if time.monotonic() > deadline:
+            return None
+        time.sleep(delay)
+        delay = min(delay * 1.5, 0.05)
+    return True
 LOG_FILE = "apiserver.log"
 
 
@@ -61,18 +77,15 @@ class ApiServerHandle:
                    "--port", str(self.port), "--host", self.host, *self.extra_args]
         with open(log_path, "ab") as output:
             self._process = subprocess.Popen(command, stdout=output, stderr=output, stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + timeout
-        delay = 0.005
-        while not port_file.exists():
-            if self._process.poll() is not None:
-                lines = log_path.read_text(errors="replace").strip().splitlines()
-                last = lines[-1] if lines else "no output"
-                raise ApiServerError(f"apiserver exited with code {self._process.returncode}: {last}")
-            if time.monotonic() > deadline:
-                self.kill()
-                raise ApiServerError(f"apiserver did not become ready within {timeout:.0f}s")
-            time.sleep(delay)  # the port file is the readiness signal of another process
-            delay = min(delay * 1.5, 0.05)
+        process = self._process
+        ready = wait_for_port_file(port_file, lambda: process.poll() is None, timeout)
+        if ready is False:
+            lines = log_path.read_text(errors="replace").strip().splitlines()
+            last = lines[-1] if lines else "no output"
+            raise ApiServerError(f"apiserver exited with code {process.returncode}: {last}")
+        if ready is None:
+            self.kill()
+            raise ApiServerError(f"apiserver did not become ready within {timeout:.0f}s")
         self.port = int(port_file.read_text())
         return self
 
