@@ -44,7 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 from controller.kube.client import KubeClient  # noqa: E402
 from controller.kube.informer import Informer  # noqa: E402
 from controller.kube.manager import Manager, ManagerOptions  # noqa: E402
-from controller.kube.resources import CRDS, NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
+from controller.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
 from tests.kube.podphase import PodPhaseDriver  # noqa: E402
 
 WRITE_VERBS = {"CREATE", "UPDATE", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}
@@ -75,12 +75,11 @@ class Server:
         self._install_crds()
 
     def _install_crds(self) -> None:
-        import yaml
+        from controller.local.cluster import install_crds
 
         if self.client.group_version_served("kubeflow.org", "v1"):
             return
-        for path in sorted((REPO / "manifests" / "crds").glob("*.yaml")):
-            self.client.create(CRDS, yaml.safe_load(path.read_text()))
+        install_crds(self.client)
         wait_for(lambda: self.client.group_version_served("kubeflow.org", "v1"), 30, "CRDs served")
 
     def namespace(self, name: str) -> str:

@@ -173,6 +173,29 @@ class Component:
         self.start(timeout)
 
 
+def install_crds(client: KubeClient, crd_dir: Path = CRD_DIR) -> list[str]:
+    """Apply every CRD in ``crd_dir`` (create, or replace when it exists); their names."""
+    import yaml
+
+    installed: list[str] = []
+    if not crd_dir.is_dir():
+        return installed
+    for file in sorted(crd_dir.glob("*.yaml")):
+        for crd in yaml.load_all(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
+                continue
+            name = crd["metadata"]["name"]
+            try:
+                if client.create(CRDS, crd).existed:
+                    current = client.get(CRDS, None, name)
+                    crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                    client.replace(CRDS, crd)
+            except ApiError as exc:
+                raise ClusterError(f"installing CRD {name} from {file.name}: {exc.message}") from None
+            installed.append(name)
+    return installed
+
+
 def _wait_apiserver(directory: Path) -> Callable[[Component, float], None]:
     def ready(component: Component, timeout: float) -> None:
         ready = wait_for_port_file(directory / PORT_FILE, lambda: component.alive, timeout)
@@ -316,26 +339,7 @@ class LocalCluster:
 
     def install_crds(self, crd_dir: Path = CRD_DIR) -> list[str]:
         """Apply every CRD in ``manifests/crds`` (create, or replace when it exists)."""
-        import yaml
-
-        installed = []
-        if not crd_dir.is_dir():
-            return installed
-        client = self.client()
-        for file in sorted(crd_dir.glob("*.yaml")):
-            for crd in yaml.load_all(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-                if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
-                    continue
-                name = crd["metadata"]["name"]
-                try:
-                    if client.create(CRDS, crd).existed:
-                        current = client.get(CRDS, None, name)
-                        crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                        client.replace(CRDS, crd)
-                except ApiError as exc:
-                    raise ClusterError(f"installing CRD {name} from {file.name}: {exc.message}") from None
-                installed.append(name)
-        return installed
+        return install_crds(self.client(), crd_dir)
 
     def stop(self) -> None:
         """Controller, kubelet (which stops every pod), then the API server; then sweep."""

@@ -27,7 +27,8 @@ from kubernetes import client as k8s_client
 from controller.kube.client import KubeClient
 from controller.kube.informer import Informer
 from controller.kube.manager import Manager, ManagerOptions
-from controller.kube.resources import CRDS, EVENTS, PODS, PYTORCHJOBS, SERVICES
+from controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES
+from controller.local.cluster import install_crds
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAMESPACE = "default"
@@ -112,8 +113,7 @@ def kube(apiserver) -> KubeClient:
     """A client of the API server, with the job CRDs installed."""
     client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0)
     if not client.group_version_served("kubeflow.org", "v1"):
-        for path in sorted((ROOT / "manifests" / "crds").glob("*.yaml")):
-            client.create(CRDS, yaml.safe_load(path.read_text()))
+        install_crds(client)
     return client
 
 

@@ -5,9 +5,17 @@ from __future__ import annotations
 import collections
 import urllib.request
 
-from controller.kube.resources import PYTORCHJOBS
+from controller.kube.resources import CRDS, PYTORCHJOBS
 
-from .conftest import CRDS, condition, expected_replicas, free_port, job_events, master_succeeds_when_all_run, pytorch_job, ready
+from .conftest import (
+    condition,
+    expected_replicas,
+    free_port,
+    job_events,
+    master_succeeds_when_all_run,
+    pytorch_job,
+    ready,
+)
 from .podphase import PodPhaseDriver
 
 

@@ -15,12 +15,20 @@ from typing import Any, Callable
 import pytest
 
 from controller.kube.client import ApiError
-from controller.kube.resources import HPAS, MSJOBS, NAMESPACES, PYTORCHJOBS, SCHEDULER_PLUGINS_PODGROUPS, VOLCANO_PODGROUPS, Resource
+from controller.kube.resources import (
+    CRDS,
+    HPAS,
+    MSJOBS,
+    NAMESPACES,
+    PYTORCHJOBS,
+    SCHEDULER_PLUGINS_PODGROUPS,
+    VOLCANO_PODGROUPS,
+    Resource,
+)
 
-from .conftest import CRDS, condition, pytorch_job
+from .conftest import condition, pytorch_job
 from .faultproxy import FaultProxy
 from .podphase import PodPhaseDriver
-
 
 
 def podgroup_crd(group: str, version: str) -> dict[str, Any]:

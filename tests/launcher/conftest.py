@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from controller.kube.client import KubeClient
 from controller.launch import connect
 from controller.launch.progress import JobProgress, PlainView
+from controller.local.cluster import install_crds
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "default"
@@ -196,22 +197,13 @@ class StatusDriver:
         self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
 
 
-def install_crds(api: client.ApiClient) -> None:
-    extensions = client.ApiextensionsV1Api(api)
-    for path in sorted((REPO / "manifests" / "crds").glob("*.yaml")):
-        for crd in yaml.safe_load_all(path.read_text()):
-            try:
-                extensions.create_custom_resource_definition(crd, _preload_content=False)
-            except ApiException as exc:
-                if exc.status != 409:
-                    raise
-
-
 @pytest.fixture
 def kube(apiserver: Any) -> Iterator[client.ApiClient]:
     """A Python client for the bare API server, with trainctl's CRDs installed."""
+    kube = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0)
+    if not kube.group_version_served("kubeflow.org", "v1"):
+        install_crds(kube)
     api = connect(str(apiserver.kubeconfig))
-    install_crds(api)
     yield api
     api.close()
 
