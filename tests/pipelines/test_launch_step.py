@@ -207,16 +207,8 @@ def test_the_rbac_manifest_grants_exactly_what_the_components_use(cluster):
     config.load_kube_config(config_file=str(cluster.kubeconfig), client_configuration=configuration)
     api = RecordingApiClient(configuration)
     launcher = Launcher(api)
-    python_job = {
-        "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "rbac-pt"},
-        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {
-            "containers": [{"name": "pytorch", "image": "x", "command": [sys.executable, "-c", "print('rbac')"]}]}}}}},
-    }
-    ms_job = {
-        "apiVersion": "mindspore.gitee.com/v1", "kind": "MSJob", "metadata": {"name": "rbac-ms"},
-        "spec": {"msReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {
-            "containers": [{"name": "mindspore", "image": "x", "command": [sys.executable, "-c", "import time; time.sleep(60)"]}]}}}}},
-    }
+    python_job = single_replica_job("PyTorchJob", "rbac-pt", "Master", "print('rbac')")
+    ms_job = single_replica_job("MSJob", "rbac-ms", "Worker", "import time; time.sleep(60)")
     # Every path the step can take: success with logs, and a timeout that deletes the job.
     ok = launcher.launch(python_job, "default", PlainView(io.StringIO()), timeout=60, delete_when_done=True)
     late = launcher.launch(ms_job, "default", PlainView(io.StringIO()), timeout=2, delete_when_done=True)
