@@ -57,7 +57,7 @@ class LogLine:
     uid: str = ""  # the pod's uid and its container's restartCount: which instance printed it
     container_restart: int = 0
 
-    @property
+    @functools.cached_property
     def event(self) -> str | None:
         match = _EVENT.match(self.text.strip())
         return match["event"] if match else None
@@ -422,8 +422,9 @@ class JobObserver:
                             continue
                         seen.add(stamped)
                         text = stamped.split(" ", 1)[1] if " " in stamped else ""
+                        line = LogLine(name, text, time.monotonic(), *instance)  # timed before waiting for the lock
                         with self._changed:
-                            self.lines.append(LogLine(name, text, time.monotonic(), *instance))
+                            self.lines.append(line)
                             self._changed.notify_all()
                 except _STREAM_ERRORS:
                     pass
