@@ -4,7 +4,7 @@ Typed wire models, in-memory defaulting, validation with field paths and CRD gen
 Nothing here does I/O; the controller and the CLI build on it.
 """
 
-from api.common import (
+from trainctl.api.common import (
     JobCondition,
     JobStatus,
     ReplicaSpec,
@@ -12,12 +12,12 @@ from api.common import (
     RunPolicy,
     SchedulingPolicy,
 )
-from api.defaults import Job, default_job
-from api.errors import FieldError, JobInvalid
-from api.loader import load_documents, parse_job
-from api.mindspore import MSJob, MSJobSpec
-from api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, RDZVConf
-from api.validation import validate
+from trainctl.api.defaults import Job, default_job
+from trainctl.api.errors import FieldError, JobInvalid
+from trainctl.api.loader import load_documents, parse_job
+from trainctl.api.mindspore import MSJob, MSJobSpec
+from trainctl.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, RDZVConf
+from trainctl.api.validation import validate
 
 __all__ = [
     "ElasticPolicy",

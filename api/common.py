@@ -18,7 +18,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidato
 from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
 
-from api import constants as c
+from trainctl.api import constants as c
 
 
 

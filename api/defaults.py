@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-from api import constants as c
-from api.common import ReplicaSpec, RunPolicy
-from api.mindspore import MSJob
-from api.pytorch import PyTorchJob
+from trainctl.api import constants as c
+from trainctl.api.common import ReplicaSpec, RunPolicy
+from trainctl.api.mindspore import MSJob
+from trainctl.api.pytorch import PyTorchJob
 
 Job = Union[PyTorchJob, MSJob]
 

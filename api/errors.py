@@ -15,7 +15,7 @@ from typing import Annotated, Any, Iterable, Literal, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from api import constants as c
+from trainctl.api import constants as c
 
 ErrorType = Literal["Required", "Invalid", "NotSupported", "Forbidden", "Duplicate", "TypeInvalid"]
 

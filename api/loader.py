@@ -19,11 +19,11 @@ from typing import Any, Optional
 import yaml
 from pydantic import ValidationError
 
-from api import constants as c
-from api.defaults import Job
-from api.errors import FieldError, JobInvalid, json_type, map_fields, from_validation_error, show, supported
-from api.mindspore import MSJob
-from api.pytorch import PyTorchJob
+from trainctl.api import constants as c
+from trainctl.api.defaults import Job
+from trainctl.api.errors import FieldError, JobInvalid, json_type, map_fields, from_validation_error, show, supported
+from trainctl.api.mindspore import MSJob
+from trainctl.api.pytorch import PyTorchJob
 
 # kind → (apiVersion, model)
 JOB_KINDS: dict[str, tuple[str, type[PyTorchJob] | type[MSJob]]] = {
@@ -224,7 +224,7 @@ def parse_structure(obj: Any) -> tuple[Optional[Job], list[FieldError]]:
 def parse_job(obj: Any) -> Job:
     """A PyTorchJob or MSJob from its wire dict; raises ``JobInvalid`` with every type error.
 
-    This checks shapes and types only; ``api.validation.validate`` applies the rules.
+    This checks shapes and types only; ``trainctl.api.validation.validate`` applies the rules.
     """
     job, errors = parse_structure(obj)
     if job is None:

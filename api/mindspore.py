@@ -6,8 +6,8 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from api import constants as c
-from api.common import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy, WireModel
+from trainctl.api import constants as c
+from trainctl.api.common import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy, WireModel
 
 
 class MSJobSpec(WireModel):

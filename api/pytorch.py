@@ -6,8 +6,8 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import ConfigDict, Field
 
-from api import constants as c
-from api.common import JobStatus, NonNegativeInt32, ObjectMeta, PositiveInt32, ReplicaSpec, RunPolicy, WireModel
+from trainctl.api import constants as c
+from trainctl.api.common import JobStatus, NonNegativeInt32, ObjectMeta, PositiveInt32, ReplicaSpec, RunPolicy, WireModel
 
 # torchrun's --nproc-per-node: a keyword or a positive integer, written as a string.
 NPROC_PATTERN = c.NPROC_PATTERN

@@ -1,7 +1,7 @@
 """Every rule a PyTorchJob or MSJob must satisfy, each problem reported with its field path.
 
 ``validate`` works on the raw wire dict, before defaulting, as the reference webhook does,
-and reports every problem at once: type errors from parsing (``api.loader``), the rules of
+and reports every problem at once: type errors from parsing (``trainctl.api.loader``), the rules of
 training-operator's validating webhook and of ms-operator's (log-only) validation, and the
 gaps both leave open (docs/compatibility.md lists them). It never raises: the rules read the
 dict defensively and skip a value whose type is wrong, since parsing has reported it.
@@ -16,9 +16,9 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from api import constants as c
-from api.errors import FieldError, json_type, show, supported
-from api.loader import job_model, parse_structure
+from trainctl.api import constants as c
+from trainctl.api.errors import FieldError, json_type, show, supported
+from trainctl.api.loader import job_model, parse_structure
 
 # A Service name, hence every replica's name, must be a DNS-1035 label.
 DNS1035_MAX = 63

@@ -13,11 +13,11 @@ import sys
 
 # Subcommand modules, in the order ``trainctl --help`` lists them.
 COMMAND_MODULES = (
-    "controller.commands.run",
-    "controller.commands.validate",
-    "controller.commands.render",
-    "controller.local.commands",
-    "controller.kube.commands",
+    "trainctl.controller.commands.run",
+    "trainctl.controller.commands.validate",
+    "trainctl.controller.commands.render",
+    "trainctl.controller.local.commands",
+    "trainctl.controller.kube.commands",
 )
 
 

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from controller.launch import connect
-from controller.launch.kinds import kind_of
-from controller.local.cluster import LocalCluster
+from trainctl.controller.launch import connect
+from trainctl.controller.launch.kinds import kind_of
+from trainctl.controller.local.cluster import LocalCluster
 
 from .harness import SAMPLES, JobObserver, Kubectl
 

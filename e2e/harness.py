@@ -35,8 +35,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from prometheus_client.parser import text_string_to_metric_families
 
-from api import constants as c
-from controller.launch.kinds import JobKind, kind_of
+from trainctl.api import constants as c
+from trainctl.controller.launch.kinds import JobKind, kind_of
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "samples"

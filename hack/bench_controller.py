@@ -41,10 +41,10 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from controller.kube.client import KubeClient  # noqa: E402
-from controller.kube.informer import Informer  # noqa: E402
-from controller.kube.manager import Manager, ManagerOptions  # noqa: E402
-from controller.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
+from trainctl.controller.kube.client import KubeClient  # noqa: E402
+from trainctl.controller.kube.informer import Informer  # noqa: E402
+from trainctl.controller.kube.manager import Manager, ManagerOptions  # noqa: E402
+from trainctl.controller.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
 from tests.kube.podphase import PodPhaseDriver  # noqa: E402
 
 WRITE_VERBS = {"CREATE", "UPDATE", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}
@@ -67,7 +67,7 @@ class Server:
     """The embedded API server, its client, and its request counters."""
 
     def __init__(self, workdir: Path) -> None:
-        from controller.local.apiserver.process import start_apiserver
+        from trainctl.controller.local.apiserver.process import start_apiserver
 
         self.handle = start_apiserver(workdir)
         self.kubeconfig = str(self.handle.kubeconfig)
@@ -75,7 +75,7 @@ class Server:
         self._install_crds()
 
     def _install_crds(self) -> None:
-        from controller.local.cluster import install_crds
+        from trainctl.controller.local.cluster import install_crds
 
         if self.client.group_version_served("kubeflow.org", "v1"):
             return
@@ -243,8 +243,8 @@ def _plain_client_creates(server: Server, workers: int, concurrency: int) -> tup
     client with the same concurrency (without ownerReferences: there is no job to own them)."""
     from datetime import datetime, timezone
 
-    from controller.reconcile import ReconcileConfig, reconcile
-    from controller.reconcile.plan import Observed
+    from trainctl.controller.reconcile import ReconcileConfig, reconcile
+    from trainctl.controller.reconcile.plan import Observed
 
     base_ns = server.namespace("bench-plain")
     rendered = job("large", base_ns, workers)
@@ -362,7 +362,7 @@ def bench_memory(server: Server, count: int) -> dict[str, Any]:
         list(pool.map(lambda i: server.client.create(PODS, pod(i)), range(count)))
     health = 18081
     proc = subprocess.Popen(
-        [sys.executable, "-m", "controller.cli", "controller", "--kubeconfig", server.kubeconfig, "--metrics-port", "0", "--health-port", str(health), "--bind-address", "127.0.0.1"],
+        [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", server.kubeconfig, "--metrics-port", "0", "--health-port", str(health), "--bind-address", "127.0.0.1"],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -22,13 +22,12 @@ import threading
 import time
 from datetime import datetime, timezone
 
-import yaml
 from kubernetes import client
 
-from controller.launch import Launcher, PlainView, connect
-from controller.launch.progress import JobProgress
-from controller.local.apiserver.process import start_apiserver
-from controller.local.cluster import CRD_DIR
+from trainctl.controller.launch import Launcher, PlainView, connect
+from trainctl.controller.launch.progress import JobProgress
+from trainctl.controller.local.apiserver.process import start_apiserver
+from trainctl.api.crd import crds
 
 NAMESPACE = "default"
 
@@ -92,9 +91,8 @@ def main() -> None:
         try:
             api = connect(str(server.kubeconfig))
             extensions = client.ApiextensionsV1Api(api)
-            for path in sorted(CRD_DIR.glob("*.yaml")):
-                for crd in yaml.safe_load_all(path.read_text()):
-                    extensions.create_custom_resource_definition(crd)
+            for crd in crds().values():
+                extensions.create_custom_resource_definition(crd)
             custom = client.CustomObjectsApi(api)
             launcher = Launcher(api)
 

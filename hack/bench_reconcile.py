@@ -25,7 +25,7 @@ import statistics
 import time
 from datetime import datetime, timezone
 
-from controller.reconcile import Observed, reconcile
+from trainctl.controller.reconcile import Observed, reconcile
 
 NOW = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -22,7 +22,7 @@ Back-ends:
   process, ``is_host=0``, short rendezvous timers, ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``),
   training ``samples/pytorch/train.py``.
 - ``cluster``: the elastic sample (``samples/pytorch/elastic.yaml``) on the embedded cluster
-  (``controller.local.cluster.LocalCluster``: API server, kubelet and controller as
+  (``trainctl.controller.local.cluster.LocalCluster``: API server, kubelet and controller as
   processes), one job per repetition. Its phases are the ones the project promises:
   cold start (job applied → both workers train); the RANK 0 worker's training process
   SIGKILLed (not the agent) → every worker trains again; worker-1's pod deleted with
@@ -281,8 +281,8 @@ class EmbeddedCluster:
     """
 
     def __init__(self, root: Path) -> None:
-        from controller.launch import connect
-        from controller.local.cluster import LocalCluster
+        from trainctl.controller.launch import connect
+        from trainctl.controller.local.cluster import LocalCluster
         from e2e.harness import SAMPLES, Kubectl
 
         self.workdir = root / "work"
@@ -295,7 +295,7 @@ class EmbeddedCluster:
 
     def run(self, job: dict[str, Any]):
         """Follow ``job`` (a started ``e2e.harness.JobObserver``), then apply it."""
-        from controller.launch.kinds import kind_of
+        from trainctl.controller.launch.kinds import kind_of
         from e2e.harness import JobObserver
 
         observer = JobObserver(self.api, kind_of(job), job["metadata"]["name"]).start()
@@ -540,7 +540,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ms_cluster: list[float] = []
     walls: list[tuple[float, float]] = []  # MindSpore by hand: (workers done, last exit)
     if "cluster" in backends and (not args.mindspore_only or args.mindspore_python):
-        from controller.local.cluster import ClusterError
+        from trainctl.controller.local.cluster import ClusterError
 
         with tempfile.TemporaryDirectory(prefix="bench-cluster-") as root:
             try:

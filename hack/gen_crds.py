@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from api.crd import crds, render  # noqa: E402
+from trainctl.api.crd import crds, render  # noqa: E402
 
 CRD_DIR = ROOT / "manifests" / "crds"
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.local.apiserver.process import ApiServerHandle, start_apiserver
+from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from typing import Any
 
 import yaml
 
-from controller.commands import validate as validate_command
-from controller.reconcile import Observed, ReconcileConfig, reconcile
+from trainctl.controller.commands import validate as validate_command
+from trainctl.controller.reconcile import Observed, ReconcileConfig, reconcile
 
 PLACEHOLDER_UID = "<job-uid>"
 PLACEHOLDER_CLUSTER_IP = "192.0.2.10"

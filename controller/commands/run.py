@@ -3,7 +3,7 @@
 The README's main command. It applies the job(s) to the cluster in KUBECONFIG (or
 ~/.kube/config) or, when none is configured, to a throwaway embedded cluster it starts and
 removes itself; shows progress and the lead pod's log while the job runs; and exits 0 only
-when every job Succeeded. The launch-and-wait logic is ``controller.launch``'s, shared
+when every job Succeeded. The launch-and-wait logic is ``trainctl.controller.launch``'s, shared
 with the Kubeflow Pipelines components.
 """
 
@@ -61,8 +61,8 @@ def _error(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.commands.validate import read_or_report
-    from controller.launch.manifests import ManifestInvalid, read_jobs
+    from trainctl.controller.commands.validate import read_or_report
+    from trainctl.controller.launch.manifests import ManifestInvalid, read_jobs
 
     text = read_or_report(args.filename, sys.stderr)
     if text is None:
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     jobs = manifest.jobs
 
-    from controller.launch import ClusterConfigError, LaunchError, make_view, sigterm_as_interrupt
+    from trainctl.controller.launch import ClusterConfigError, LaunchError, make_view, sigterm_as_interrupt
 
     view = make_view()
     try:
@@ -96,13 +96,13 @@ def run(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
     """(api client, default namespace, the throwaway cluster or None)."""
-    from controller.launch import ClusterConfigError, connect, default_namespace, kubeconfig_path
+    from trainctl.controller.launch import ClusterConfigError, connect, default_namespace, kubeconfig_path
 
     path = kubeconfig_path()
     if path:
         yield connect(path), default_namespace(path), None
         return
-    from controller.local.cluster import ClusterError, LocalCluster
+    from trainctl.controller.local.cluster import ClusterError, LocalCluster
 
     view.note("no cluster configured (no KUBECONFIG, no ~/.kube/config): starting a throwaway local cluster")
     with tempfile.TemporaryDirectory(prefix="trainctl-run-") as workdir:
@@ -119,9 +119,9 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
 
 
 def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[dict], view: Any, cluster: Any) -> int:
-    from controller.launch import JobExists, Launcher, Outcome
-    from controller.launch.kinds import kind_of
-    from controller.launch.summary import summary_lines
+    from trainctl.controller.launch import JobExists, Launcher, Outcome
+    from trainctl.controller.launch.kinds import kind_of
+    from trainctl.controller.launch.summary import summary_lines
 
     launcher = Launcher(api)
     started = time.monotonic()
@@ -173,7 +173,7 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
 
 def _save_logs(launcher: Any, results: list) -> dict[tuple[str, str], list[Path]]:
     """Copy every pod's log out of a throwaway cluster before it disappears."""
-    from controller.kube.client import ApiError
+    from trainctl.controller.kube.client import ApiError
 
     directory = Path(tempfile.mkdtemp(prefix="trainctl-run-logs-"))
     saved: dict[tuple[str, str], list[Path]] = {}

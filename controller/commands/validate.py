@@ -1,6 +1,6 @@
 """``trainctl validate -f FILE``: check job manifests offline, every problem at once.
 
-The same rules the controller applies before it touches a job (``api.validation``), run on
+The same rules the controller applies before it touches a job (``trainctl.api.validation``), run on
 files so users find mistakes before they submit. Each problem is one line prefixed by the
 object it belongs to; the exit status is 1 if there was any problem, 0 otherwise.
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from controller.launch.manifests import check_text, read_source, source_name
+from trainctl.controller.launch.manifests import check_text, read_source, source_name
 
 
 def register(subparsers: Any) -> None:

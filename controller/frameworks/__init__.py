@@ -6,10 +6,10 @@ The reconcile core asks ``framework_for(kind)`` and drives the returned ``Framew
 
 from __future__ import annotations
 
-from api import constants as c
-from controller.frameworks.base import Framework
-from controller.frameworks.mindspore import MindSporeFramework
-from controller.frameworks.pytorch import PyTorchFramework
+from trainctl.api import constants as c
+from trainctl.controller.frameworks.base import Framework
+from trainctl.controller.frameworks.mindspore import MindSporeFramework
+from trainctl.controller.frameworks.pytorch import PyTorchFramework
 
 FRAMEWORKS: dict[str, Framework] = {
     c.PYTORCHJOB_KIND: PyTorchFramework(),

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from api import constants as c
+from trainctl.api import constants as c
 
 # Ascend virtual-NPU slices (``huawei.com/Ascend910-4c``): one device each, but the chip ids
 # are chosen by the runtime, so no ``ASCEND_VISIBLE_DEVICES`` annotation is read for them.

@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from api import constants as c
-from api.defaults import Job
+from trainctl.api import constants as c
+from trainctl.api.defaults import Job
 
 EnvFactory = Callable[[int], list[dict[str, Any]]]
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from api import constants as c
-from api.defaults import default_container
-from api.mindspore import MSJob
-from controller.frameworks.accelerators import devices_per_pod
-from controller.frameworks.base import (
+from trainctl.api import constants as c
+from trainctl.api.defaults import default_container
+from trainctl.api.mindspore import MSJob
+from trainctl.controller.frameworks.accelerators import devices_per_pod
+from trainctl.controller.frameworks.base import (
     ConditionChange,
     EnvContext,
     EnvFactory,

@@ -33,8 +33,8 @@ from kubernetes import client as k8s_client
 from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
-from controller.kube.ratelimit import TokenBucket
-from controller.kube.resources import PODS, Resource
+from trainctl.controller.kube.ratelimit import TokenBucket
+from trainctl.controller.kube.resources import PODS, Resource
 
 # (connect, read) seconds for ordinary requests; watches use their own read timeout.
 REQUEST_TIMEOUT = (5.0, 30.0)
@@ -96,7 +96,7 @@ class Created:
 
 
 class KubeClient:
-    """A thread-safe JSON client for the resources in :mod:`controller.kube.resources`."""
+    """A thread-safe JSON client for the resources in :mod:`trainctl.controller.kube.resources`."""
 
     def __init__(
         self,

@@ -89,11 +89,11 @@ def run(args: argparse.Namespace) -> int:
     from kubernetes.config import ConfigException
     from prometheus_client import start_http_server
 
-    from controller.kube import logs
-    from controller.kube.client import ApiError, KubeClient
-    from controller.kube.health import HealthServer
-    from controller.kube.manager import GangSchedulerMissing, Manager, ManagerOptions
-    from controller.kube.metrics import ControllerMetrics
+    from trainctl.controller.kube import logs
+    from trainctl.controller.kube.client import ApiError, KubeClient
+    from trainctl.controller.kube.health import HealthServer
+    from trainctl.controller.kube.manager import GangSchedulerMissing, Manager, ManagerOptions
+    from trainctl.controller.kube.metrics import ControllerMetrics
 
     logs.configure(args.log_format, args.log_level)
     # Handle SIGTERM from the first moment: a pod stopped during start-up exits cleanly too.

@@ -12,9 +12,9 @@ import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from controller.kube.client import ApiError, KubeClient
-from controller.kube.resources import EVENTS
-from controller.reconcile.plan import Event
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.resources import EVENTS
+from trainctl.controller.reconcile.plan import Event
 
 log = logging.getLogger("trainctl.controller.events")
 

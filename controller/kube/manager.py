@@ -28,16 +28,16 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from api import constants as c
-from controller.kube import resources as r
-from controller.kube.client import ApiError, KubeClient
-from controller.kube.events import EventRecorder
-from controller.kube.expectations import ChildKey, Expectations
-from controller.kube.informer import Informer
-from controller.kube.leader import LeaderElector
-from controller.kube.metrics import ControllerMetrics
-from controller.kube.workqueue import WorkQueue
-from controller.reconcile.plan import Event, ObjectRef, Observed, Plan
+from trainctl.api import constants as c
+from trainctl.controller.kube import resources as r
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.events import EventRecorder
+from trainctl.controller.kube.expectations import ChildKey, Expectations
+from trainctl.controller.kube.informer import Informer
+from trainctl.controller.kube.leader import LeaderElector
+from trainctl.controller.kube.metrics import ControllerMetrics
+from trainctl.controller.kube.workqueue import WorkQueue
+from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 
 log = logging.getLogger("trainctl.controller")
 
@@ -88,7 +88,7 @@ def pod_group_resource(gang_scheduler: Optional[str]) -> Optional[r.Resource]:
 
 def default_reconciler(options: ManagerOptions) -> Reconciler:
     """The reconcile core, configured from the command-line options."""
-    from controller.reconcile import ReconcileConfig, reconcile
+    from trainctl.controller.reconcile import ReconcileConfig, reconcile
 
     config = ReconcileConfig(gang_scheduler=options.gang_scheduler or None)
 

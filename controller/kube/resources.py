@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from api import constants as c
+from trainctl.api import constants as c
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,9 @@
 and its lead pod's log with watches, and returns a ``LaunchResult``.
 """
 
-from controller.launch.client import ClusterConfigError, NoClusterConfigured, connect, default_namespace, kubeconfig_path
-from controller.launch.launcher import JobExists, LaunchError, Launcher, LaunchResult, Outcome, launch, sigterm_as_interrupt
-from controller.launch.progress import PlainView, ProgressView, RichView, make_view
+from trainctl.controller.launch.client import ClusterConfigError, NoClusterConfigured, connect, default_namespace, kubeconfig_path
+from trainctl.controller.launch.launcher import JobExists, LaunchError, Launcher, LaunchResult, Outcome, launch, sigterm_as_interrupt
+from trainctl.controller.launch.progress import PlainView, ProgressView, RichView, make_view
 
 __all__ = [
     "ClusterConfigError",

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from api.defaults import default_container
-from controller.kube.client import ApiError, KubeClient, LogStream
+from trainctl.api.defaults import default_container
+from trainctl.controller.kube.client import ApiError, KubeClient, LogStream
 
 Instance = tuple[str, int]  # (pod uid, restartCount)
 

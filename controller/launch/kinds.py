@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from api import constants as c
-from controller.kube.resources import Resource, resource_for
+from trainctl.api import constants as c
+from trainctl.controller.kube.resources import Resource, resource_for
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from api.loader import Document, read_documents
-from api.validation import validate, warnings
+from trainctl.api.loader import Document, read_documents
+from trainctl.api.validation import validate, warnings
 
 
 class ManifestInvalid(ValueError):

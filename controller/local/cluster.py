@@ -31,14 +31,14 @@ from pathlib import Path
 from collections.abc import Callable
 from typing import IO, Any, Optional
 
-from controller.kube.client import ApiError, KubeClient
-from controller.kube.resources import CRDS
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.api import crd as api_crd
+from trainctl.controller.kube.resources import CRDS
 from .apiserver.process import PORT_FILE, wait_for_port_file
 from .network import cluster_ranges
 from .kubelet.kubelet import DEFAULT_NODE_NAME
 from .kubelet.runtime import ProcessRegistry, process_start_time
 
-CRD_DIR = Path(__file__).resolve().parents[2] / "manifests" / "crds"
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
 COMPONENTS = ("apiserver", "kubelet", "controller")
 
@@ -173,26 +173,23 @@ class Component:
         self.start(timeout)
 
 
-def install_crds(client: KubeClient, crd_dir: Path = CRD_DIR) -> list[str]:
-    """Apply every CRD in ``crd_dir`` (create, or replace when it exists); their names."""
-    import yaml
+def install_crds(client: KubeClient) -> list[str]:
+    """Apply every CRD trainctl serves (create, or replace when it exists); their names.
 
+    The CRDs are generated from the installed API models, the same source
+    ``manifests/crds`` is generated from, so an installed wheel needs no checkout.
+    """
     installed: list[str] = []
-    if not crd_dir.is_dir():
-        return installed
-    for file in sorted(crd_dir.glob("*.yaml")):
-        for crd in yaml.load_all(file.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-            if not isinstance(crd, dict) or crd.get("kind") != "CustomResourceDefinition":
-                continue
-            name = crd["metadata"]["name"]
-            try:
-                if client.create(CRDS, crd).existed:
-                    current = client.get(CRDS, None, name)
-                    crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-                    client.replace(CRDS, crd)
-            except ApiError as exc:
-                raise ClusterError(f"installing CRD {name} from {file.name}: {exc.message}") from None
-            installed.append(name)
+    for file_name, crd in api_crd.crds().items():
+        name = crd["metadata"]["name"]
+        try:
+            if client.create(CRDS, crd).existed:
+                current = client.get(CRDS, None, name)
+                crd["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+                client.replace(CRDS, crd)
+        except ApiError as exc:
+            raise ClusterError(f"installing CRD {name} ({file_name}): {exc.message}") from None
+        installed.append(name)
     return installed
 
 
@@ -227,7 +224,7 @@ def _wait_started(component: Component, timeout: float) -> None:
 
 def controller_available() -> bool:
     """Whether this installation has ``trainctl controller`` (it is built in parallel)."""
-    return importlib.util.find_spec("controller.kube.commands") is not None
+    return importlib.util.find_spec("trainctl.controller.kube.commands") is not None
 
 
 class LocalCluster:
@@ -246,7 +243,7 @@ class LocalCluster:
         python = sys.executable
         self.apiserver = Component("apiserver", self.directory, self._apiserver_argv, _wait_apiserver(self.directory))
         self.kubelet = Component("kubelet", self.directory, lambda: [
-            python, "-m", "controller.local.kubelet", "--dir", str(self.directory), "--node-name", node_name,
+            python, "-m", "trainctl.controller.local.kubelet", "--dir", str(self.directory), "--node-name", node_name,
             "--gpus", str(gpus), "--npus", str(npus), "--workdir", str(self.workdir),
             *(["--backoff-base", str(backoff_base)] if backoff_base is not None else [])], _wait_pipe)
         self.controller: Optional[Component] = None
@@ -254,7 +251,7 @@ class LocalCluster:
         if controller:
             if controller_available():
                 self.controller = Component("controller", self.directory, lambda: [
-                    python, "-m", "controller.cli", "controller", "--kubeconfig", str(self.kubeconfig),
+                    python, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig),
                     "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
                     *(controller_args or [])], _wait_started)
             else:
@@ -284,7 +281,7 @@ class LocalCluster:
             # A restart keeps the port, so the kubelet's and controller's kubeconfig stays valid.
             port = int(port_file.read_text().strip() or 0)
         port_file.unlink(missing_ok=True)
-        return [sys.executable, "-m", "controller.local.apiserver", "--dir", str(self.directory), "--port", str(port),
+        return [sys.executable, "-m", "trainctl.controller.local.apiserver", "--dir", str(self.directory), "--port", str(port),
                 "--service-cidr", cluster_ranges(self.directory)[1]]
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -337,9 +334,9 @@ class LocalCluster:
             raise
         return self
 
-    def install_crds(self, crd_dir: Path = CRD_DIR) -> list[str]:
-        """Apply every CRD in ``manifests/crds`` (create, or replace when it exists)."""
-        return install_crds(self.client(), crd_dir)
+    def install_crds(self) -> list[str]:
+        """Apply every CRD trainctl serves (create, or replace when it exists)."""
+        return install_crds(self.client())
 
     def stop(self) -> None:
         """Controller, kubelet (which stops every pod), then the API server; then sweep."""

@@ -1,6 +1,6 @@
 """``trainctl local up|down|status`` (and the hidden ``trainctl local kubelet``).
 
-``up`` runs :class:`~controller.local.cluster.LocalCluster` in the foreground as the
+``up`` runs :class:`~trainctl.controller.local.cluster.LocalCluster` in the foreground as the
 supervisor: it restarts a component that crashes and stops everything on Ctrl-C or
 SIGTERM. ``--detach`` starts that same supervisor as a background process and returns once
 the cluster is ready. ``down`` stops the supervisor (or, if it died, whatever it left) and
@@ -152,7 +152,7 @@ def run_kubelet(args: argparse.Namespace) -> int:
 
 
 def main_kubelet(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m controller.local.kubelet")
+    parser = argparse.ArgumentParser(prog="python -m trainctl.controller.local.kubelet")
     _kubelet_arguments(parser)
     return run_kubelet(parser.parse_args(argv))
 
@@ -261,7 +261,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
         _say(f"cannot use {directory} for the local cluster: {exc.strerror or exc}")
         return 1
     read_fd, write_fd = os.pipe()
-    argv = [sys.executable, "-m", "controller.cli", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
+    argv = [sys.executable, "-m", "trainctl.controller.cli", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
             "--npus", str(args.npus), "--ready-fd", str(write_fd)]
     if args.no_controller:
         argv.append("--no-controller")
@@ -318,8 +318,8 @@ def run_down(args: argparse.Namespace) -> int:
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
     from .cluster import COMPONENTS, read_pid_file
-    from controller.kube.client import ApiError, KubeClient
-    from controller.kube.resources import NODES, PODS
+    from trainctl.controller.kube.client import ApiError, KubeClient
+    from trainctl.controller.kube.resources import NODES, PODS
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     supervisor = read_pid_file(directory / SUPERVISOR_PID)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from api import constants as c
+from trainctl.api import constants as c
 
 RESOURCE_ASCEND_910 = f"{c.RESOURCE_ASCEND_PREFIX}910"
 

@@ -1,7 +1,7 @@
-"""The pipeline step's entry point: ``python -m controller.pipelines.launch --kind PyTorchJob …``.
+"""The pipeline step's entry point: ``python -m trainctl.controller.pipelines.launch --kind PyTorchJob …``.
 
-The components in ``controller.pipelines.components`` run this module in the trainctl
-image. It builds (or reads) the job, launches it with ``controller.launch`` — the code
+The components in ``trainctl.controller.pipelines.components`` run this module in the trainctl
+image. It builds (or reads) the job, launches it with ``trainctl.controller.launch`` — the code
 ``trainctl run`` uses —, writes the step's outputs (final condition, job status as JSON)
 and exits non-zero with the job's failure message when the job did not succeed, which is
 what fails the step. Progress and the lead pod's log go to stdout, the step's log.
@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from api import constants as c
+from trainctl.api import constants as c
 
 _TRUE = {"1", "t", "true"}
 _FALSE = {"0", "f", "false", ""}
@@ -57,7 +57,7 @@ def parse_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m controller.pipelines.launch", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trainctl.controller.pipelines.launch", description=__doc__.splitlines()[0])
     parser.add_argument("--kind", required=True, choices=[c.PYTORCHJOB_KIND, c.MSJOB_KIND])
     parser.add_argument("--name", default="", help="job name (default: generated)")
     parser.add_argument("--namespace", default="", help="namespace (default: the step's own)")
@@ -82,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The job to launch; ``ManifestInvalid`` (one line per problem) when it is not usable."""
-    from controller.launch.manifests import ManifestInvalid, read_jobs
-    from controller.pipelines.jobspec import BUILDERS, JobParameters
+    from trainctl.controller.launch.manifests import ManifestInvalid, read_jobs
+    from trainctl.controller.pipelines.jobspec import BUILDERS, JobParameters
 
     if args.manifest.strip():
         jobs = read_jobs(args.manifest, "manifest").jobs
@@ -101,7 +101,7 @@ def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
     if problems:
         raise ManifestInvalid(problems)
     job = BUILDERS[args.kind](args.name, params)
-    from api.validation import validate
+    from trainctl.api.validation import validate
 
     errors = validate(job)
     if errors:
@@ -118,9 +118,9 @@ def write_outputs(args: argparse.Namespace, condition: str, status: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from controller.launch import ClusterConfigError, LaunchError, PlainView, connect, default_namespace, launch, sigterm_as_interrupt
-    from controller.launch.manifests import ManifestInvalid
-    from controller.launch.summary import summary_lines
+    from trainctl.controller.launch import ClusterConfigError, LaunchError, PlainView, connect, default_namespace, launch, sigterm_as_interrupt
+    from trainctl.controller.launch.manifests import ManifestInvalid
+    from trainctl.controller.launch.summary import summary_lines
 
     try:
         job = job_from_args(args)

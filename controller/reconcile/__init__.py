@@ -4,8 +4,8 @@ Everything the controller decides about a training job happens here, with no I/O
 clock; ``controller/kube`` applies the Plan. See docs/architecture.md for the contract.
 """
 
-from controller.reconcile.config import ReconcileConfig
-from controller.reconcile.core import reconcile
-from controller.reconcile.plan import Event, ObjectRef, Observed, Plan
+from trainctl.controller.reconcile.config import ReconcileConfig
+from trainctl.controller.reconcile.core import reconcile
+from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 
 __all__ = ["Event", "ObjectRef", "Observed", "Plan", "ReconcileConfig", "reconcile"]

@@ -11,8 +11,8 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from api import constants as c
-from controller.reconcile.plan import ObjectRef
+from trainctl.api import constants as c
+from trainctl.controller.reconcile.plan import ObjectRef
 
 RENDEZVOUS_COMPONENT = "rendezvous"
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from api import constants as c
-from controller.frameworks.base import ConditionChange
-from controller.reconcile.plan import Event
+from trainctl.api import constants as c
+from trainctl.controller.frameworks.base import ConditionChange
+from trainctl.controller.reconcile.plan import Event
 
 TRUE, FALSE = "True", "False"
 # Which counter a condition becoming True increments.

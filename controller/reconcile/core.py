@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Optional
 
-from api import constants as c
-from api.defaults import Job, default_job
-from api.loader import parse_job
-from api.validation import validate
-from controller.frameworks import Framework, framework_for
-from controller.frameworks.base import (
+from trainctl.api import constants as c
+from trainctl.api.defaults import Job, default_job
+from trainctl.api.loader import parse_job
+from trainctl.api.validation import validate
+from trainctl.controller.frameworks import Framework, framework_for
+from trainctl.controller.frameworks.base import (
     UNKNOWN_EXIT_CODE,
     ConditionChange,
     EnvContext,
@@ -27,10 +27,10 @@ from controller.frameworks.base import (
     JobFacts,
     ReplicaCounts,
 )
-from controller.frameworks.pytorch import rendezvous_port, uses_rendezvous_store
-from controller.reconcile import gang as gangs
-from controller.reconcile import rendezvous
-from controller.reconcile.children import (
+from trainctl.controller.frameworks.pytorch import rendezvous_port, uses_rendezvous_store
+from trainctl.controller.reconcile import gang as gangs
+from trainctl.controller.reconcile import rendezvous
+from trainctl.controller.reconcile.children import (
     ChildIndex,
     is_terminating,
     owner_reference,
@@ -39,11 +39,11 @@ from controller.reconcile.children import (
     replica_name,
     rfc3339,
 )
-from controller.reconcile.conditions import FALSE, TRUE, ConditionBook, find
-from controller.reconcile.config import VOLCANO, ReconcileConfig
-from controller.reconcile.hpa import HPA_API_VERSION, HPA_KIND, desired_hpa, hpa_update
-from controller.reconcile.plan import Event, ObjectRef, Observed, Plan
-from controller.reconcile.pods import PodFactory, build_service, service_ports
+from trainctl.controller.reconcile.conditions import FALSE, TRUE, ConditionBook, find
+from trainctl.controller.reconcile.config import VOLCANO, ReconcileConfig
+from trainctl.controller.reconcile.hpa import HPA_API_VERSION, HPA_KIND, desired_hpa, hpa_update
+from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
+from trainctl.controller.reconcile.pods import PodFactory, build_service, service_ports
 
 _DEFAULT_CONFIG = ReconcileConfig()
 # Restart policies under which the controller recreates a pod whose phase is Failed.

@@ -11,9 +11,9 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Optional
 
-from api.defaults import Job
-from controller.frameworks.base import Framework
-from controller.reconcile.config import VOLCANO
+from trainctl.api.defaults import Job
+from trainctl.controller.frameworks.base import Framework
+from trainctl.controller.reconcile.config import VOLCANO
 
 VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
 SCHEDULER_PLUGINS_API_VERSION = "scheduling.x-k8s.io/v1alpha1"

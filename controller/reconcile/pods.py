@@ -11,14 +11,14 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from api import constants as c
-from api.common import ReplicaSpec
-from api.defaults import Job, default_container
-from controller.frameworks.accelerators import ascend_visible_devices_env
-from controller.frameworks.base import EnvFactory, Framework
-from controller.reconcile.children import replica_name
-from controller.reconcile.config import VOLCANO
-from controller.reconcile.plan import Event
+from trainctl.api import constants as c
+from trainctl.api.common import ReplicaSpec
+from trainctl.api.defaults import Job, default_container
+from trainctl.controller.frameworks.accelerators import ascend_visible_devices_env
+from trainctl.controller.frameworks.base import EnvFactory, Framework
+from trainctl.controller.reconcile.children import replica_name
+from trainctl.controller.reconcile.config import VOLCANO
+from trainctl.controller.reconcile.plan import Event
 
 ANNOTATION_VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 ANNOTATION_VOLCANO_TASK = "volcano.sh/task-spec"

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from api import constants as c
-from api.defaults import default_container
-from api.pytorch import PyTorchJob
-from controller.reconcile.children import RENDEZVOUS_COMPONENT
-from controller.reconcile.config import ReconcileConfig
+from trainctl.api import constants as c
+from trainctl.api.defaults import default_container
+from trainctl.api.pytorch import PyTorchJob
+from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT
+from trainctl.controller.reconcile.config import ReconcileConfig
 
 RDZV_PORT_NAME = "rdzv"
 RDZV_CONTAINER = "rendezvous"

@@ -12,7 +12,7 @@ import sys
 
 from kfp import compiler, dsl
 
-from controller.pipelines.components import msjob_launcher, pytorchjob_launcher
+from trainctl.controller.pipelines.components import msjob_launcher, pytorchjob_launcher
 
 TRAINING_IMAGE = "ghcr.io/trainctl/samples:latest"
 

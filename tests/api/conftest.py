@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from api.loader import load_documents
+from trainctl.api.loader import load_documents
 
 SAMPLES = Path(__file__).parent / "samples"
 DELETE = "<delete>"  # as a value in mutate(): remove the key

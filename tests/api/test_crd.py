@@ -11,8 +11,8 @@ import jsonschema
 import kubernetes_validate
 import pytest
 
-from api.crd import crds, render
-from api.loader import load_documents
+from trainctl.api.crd import crds, render
+from trainctl.api.loader import load_documents
 
 ROOT = Path(__file__).resolve().parents[2]
 DELETE = "<delete>"

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from api import MSJob, PyTorchJob, default_job
-from api.errors import JobInvalid
-from api.loader import DocumentsInvalid, load_documents, parse_job, read_documents
+from trainctl.api import MSJob, PyTorchJob, default_job
+from trainctl.api.errors import JobInvalid
+from trainctl.api.loader import DocumentsInvalid, load_documents, parse_job, read_documents
 
 # Every sample in tests/api/samples, so a new one is covered without being listed.
 SAMPLES = sorted(path.name for path in (Path(__file__).parent / "samples").glob("*.yaml"))

@@ -16,8 +16,8 @@ from kubeflow.training.api_client import ApiClient
 from kubeflow.training.constants import constants
 from kubeflow.training.utils import utils
 
-from api import default_job, parse_job, validate
-from api.crd import pytorchjob_crd
+from trainctl.api import default_job, parse_job, validate
+from trainctl.api.crd import pytorchjob_crd
 
 SDK_MODEL = constants.JOB_PARAMETERS["PyTorchJob"]["model"]
 

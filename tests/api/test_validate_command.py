@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main
+from trainctl.controller.cli import main
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -80,7 +80,7 @@ def test_missing_file(tmp_path, capsys):
 
 def test_stdin_through_the_console_script():
     result = subprocess.run(
-        [sys.executable, "-m", "controller.cli", "validate", "-f", "-"],
+        [sys.executable, "-m", "trainctl.controller.cli", "validate", "-f", "-"],
         input=BAD.encode(),
         capture_output=True,
         timeout=60,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from api.validation import validate, warnings
+from trainctl.api.validation import validate, warnings
 
 DELETE = "<delete>"
 M = ("spec", "pytorchReplicaSpecs", "Master")
@@ -251,8 +251,8 @@ ODD_VALUES = [None, True, 0, -1, 2**40, 1.5, "", "x", [], [None], {}, {"": None}
 @pytest.mark.parametrize("sample", ["pytorch_full.yaml", "pytorch_elastic_hpa.yaml", "msjob_ps.yaml"])
 def test_validation_and_parsing_are_total(load_sample, sample):
     """Every node of a sample replaced by every odd value: never an exception, never silence."""
-    from api.errors import JobInvalid
-    from api.loader import parse_job
+    from trainctl.api.errors import JobInvalid
+    from trainctl.api.loader import parse_job
 
     base = load_sample(sample)
     for path in list(_nodes(base))[1:]:

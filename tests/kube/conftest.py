@@ -24,11 +24,11 @@ import pytest
 import yaml
 from kubernetes import client as k8s_client
 
-from controller.kube.client import KubeClient
-from controller.kube.informer import Informer
-from controller.kube.manager import Manager, ManagerOptions
-from controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES
-from controller.local.cluster import install_crds
+from trainctl.controller.kube.client import KubeClient
+from trainctl.controller.kube.informer import Informer
+from trainctl.controller.kube.manager import Manager, ManagerOptions
+from trainctl.controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES
+from trainctl.controller.local.cluster import install_crds
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NAMESPACE = "default"
@@ -185,7 +185,7 @@ class ControllerProcess:
 
     def start(self) -> "ControllerProcess":
         log = open(self.log_path, "ab")
-        cmd = [sys.executable, "-m", "controller.cli", "controller", "--kubeconfig", str(self.kubeconfig), *self.args]
+        cmd = [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig), *self.args]
         self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         log.close()
         return self

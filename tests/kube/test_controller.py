@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import urllib.request
 
-from controller.kube.resources import CRDS, PYTORCHJOBS
+from trainctl.controller.kube.resources import CRDS, PYTORCHJOBS
 
 from .conftest import (
     condition,
@@ -146,7 +146,7 @@ def test_bad_configuration_is_one_line_not_a_traceback(tmp_path):
     broken.write_text("clusters: [\n")
     for path in (tmp_path / "missing", broken):
         out = subprocess.run(
-            [sys.executable, "-m", "controller.cli", "controller", "--kubeconfig", str(path)], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(path)], capture_output=True, text=True, timeout=60
         )
         assert out.returncode == 1
         lines = out.stderr.strip().splitlines()

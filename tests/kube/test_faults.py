@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import ssl
 
-from controller.kube.resources import PYTORCHJOBS
+from trainctl.controller.kube.resources import PYTORCHJOBS
 
 from .conftest import condition, expected_replicas, free_port, master_succeeds_when_all_run, pytorch_job, ready
 from .faultproxy import FaultProxy

@@ -7,9 +7,9 @@ import threading
 
 from kubernetes import client as k8s_client
 
-from controller.kube.client import KubeClient
-from controller.kube.informer import Informer
-from controller.kube.resources import SERVICES
+from trainctl.controller.kube.client import KubeClient
+from trainctl.controller.kube.informer import Informer
+from trainctl.controller.kube.resources import SERVICES
 
 from .faultproxy import FaultProxy
 

@@ -7,8 +7,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.kube.client import ApiError
-from controller.kube.resources import LEASES, PYTORCHJOBS
+from trainctl.controller.kube.client import ApiError
+from trainctl.controller.kube.resources import LEASES, PYTORCHJOBS
 
 from .conftest import condition, expected_replicas, free_port, master_succeeds_when_all_run, pytorch_job
 from .podphase import PodPhaseDriver
@@ -79,7 +79,7 @@ def test_a_leader_whose_lease_is_taken_steps_down(kube):
     within its renew deadline and stop, never act alongside the new one."""
     import threading
 
-    from controller.kube.leader import LeaderElector
+    from trainctl.controller.kube.leader import LeaderElector
 
     lost = threading.Event()
     elector = LeaderElector(kube, "default", "stolen", "first", lease_duration=2.0, renew_deadline=1.0, retry_period=0.1, on_lost=lost.set)

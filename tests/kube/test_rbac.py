@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import pytest
 
-from controller.kube.client import ApiError
-from controller.kube.resources import (
+from trainctl.controller.kube.client import ApiError
+from trainctl.controller.kube.resources import (
     CRDS,
     HPAS,
     MSJOBS,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from controller.kube.informer import Store
-from controller.kube.ratelimit import TokenBucket
+from trainctl.controller.kube.informer import Store
+from trainctl.controller.kube.ratelimit import TokenBucket
 
 
 def _obj(name: str, rv: str, owner: str | None = None) -> dict:

@@ -10,9 +10,9 @@ import threading
 import pytest
 from kubernetes import client as k8s_client
 
-from controller.kube.client import ApiError, KubeClient
-from controller.kube.informer import Informer
-from controller.kube.resources import NODES, PODS, Resource
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.informer import Informer
+from trainctl.controller.kube.resources import NODES, PODS, Resource
 
 from .faultproxy import FaultProxy
 

@@ -22,10 +22,10 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from controller.kube.client import KubeClient
-from controller.launch import connect
-from controller.launch.progress import JobProgress, PlainView
-from controller.local.cluster import install_crds
+from trainctl.controller.kube.client import KubeClient
+from trainctl.controller.launch import connect
+from trainctl.controller.launch.progress import JobProgress, PlainView
+from trainctl.controller.local.cluster import install_crds
 
 REPO = Path(__file__).resolve().parents[2]
 NAMESPACE = "default"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.cli import main
+from trainctl.controller.cli import main
 
 from .conftest import REPO, StatusDriver, condition, pytorchjob, unique
 
@@ -78,7 +78,7 @@ class RunProcess:
         manifest.write_text(yaml.safe_dump(job))
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "controller.cli", "run", "-f", str(manifest), *args],
+            [sys.executable, "-m", "trainctl.controller.cli", "run", "-f", str(manifest), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from api.validation import validate
-from controller.pipelines.jobspec import JobParameters, msjob, pytorchjob
+from trainctl.api.validation import validate
+from trainctl.controller.pipelines.jobspec import JobParameters, msjob, pytorchjob
 
 
 def containers(job: dict, replica_field: str) -> dict[str, dict]:

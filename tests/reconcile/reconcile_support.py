@@ -11,7 +11,7 @@ import copy
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from controller.reconcile import Observed, Plan, ReconcileConfig, reconcile
+from trainctl.controller.reconcile import Observed, Plan, ReconcileConfig, reconcile
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.reconcile import ReconcileConfig
+from trainctl.controller.reconcile import ReconcileConfig
 from reconcile_support import Cluster, at, by_name, container, env_dict, env_of, pytorchjob, replica
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.reconcile import ReconcileConfig
+from trainctl.controller.reconcile import ReconcileConfig
 from reconcile_support import Cluster, T0, by_name, container, env_dict, env_of, msjob, pytorchjob, replica
 
 MASTER_BLOCK = [

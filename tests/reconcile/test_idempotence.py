@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from controller.reconcile import ReconcileConfig
+from trainctl.controller.reconcile import ReconcileConfig
 from reconcile_support import Cluster, T0, at, msjob, pytorchjob
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]

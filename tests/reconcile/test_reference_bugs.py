@@ -5,7 +5,7 @@ Each test is named after the bug; docs/compatibility.md lists the same fixes.
 
 from __future__ import annotations
 
-from controller.reconcile import ReconcileConfig
+from trainctl.controller.reconcile import ReconcileConfig
 from reconcile_support import Cluster, at, by_name, conditions, env_dict, msjob, pytorchjob, terminated
 
 

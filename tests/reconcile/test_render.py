@@ -6,7 +6,7 @@ import yaml
 import kubernetes_validate
 import pytest
 
-from controller.cli import main
+from trainctl.controller.cli import main
 from reconcile_support import msjob, pytorchjob
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]

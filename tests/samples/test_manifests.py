@@ -15,7 +15,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from api import MSJob, PyTorchJob, default_job
+from trainctl.api import MSJob, PyTorchJob, default_job
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"

@@ -1,10 +1,10 @@
 """The embedded cluster's kubelet: runs the pods bound to one Node as local processes.
 
 It is its own process (``trainctl local kubelet --dir DIR``, or ``python -m
-controller.local.kubelet``) so the fault tests can kill and restart it alone. Modules:
+trainctl.controller.local.kubelet``) so the fault tests can kill and restart it alone. Modules:
 ``node`` (Node and Lease), ``scheduler`` (single-node fit), ``env`` (environment and command line), ``runtime``
 (process groups and CRI logs), ``pod_worker`` (one pod's life), ``kubelet`` (the loop). It
-talks to the API server through ``controller.kube``'s client and informers, like the controller.
+talks to the API server through ``trainctl.controller.kube``'s client and informers, like the controller.
 """
 
 from .kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig

@@ -1,7 +1,7 @@
-"""``python -m controller.local.kubelet``: the same as ``trainctl local kubelet``."""
+"""``python -m trainctl.controller.local.kubelet``: the same as ``trainctl local kubelet``."""
 
 import sys
 
-from controller.local.commands import main_kubelet
+from trainctl.controller.local.commands import main_kubelet
 
 sys.exit(main_kubelet())

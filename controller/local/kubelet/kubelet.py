@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from controller.kube.client import ApiError, KubeClient
-from controller.kube.informer import Informer
-from controller.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, SECRETS, SERVICES, controller_owner
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.informer import Informer
+from trainctl.controller.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, SECRETS, SERVICES, controller_owner
 
 from ..network import HOST_IP, cluster_ranges
 from ..network.hosts import HostsFile, service_fqdn

@@ -6,8 +6,8 @@ import threading
 import time
 from typing import Any, Callable
 
-from controller.kube.client import ApiError, KubeClient
-from controller.kube.resources import PODS
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.resources import PODS
 
 Obj = dict[str, Any]
 

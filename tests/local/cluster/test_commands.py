@@ -7,15 +7,15 @@ import signal
 import subprocess
 import sys
 
-from controller.local.cluster import read_pid_file
-from controller.kube.client import KubeClient
-from controller.local.kubelet.runtime import process_start_time
+from trainctl.controller.local.cluster import read_pid_file
+from trainctl.controller.kube.client import KubeClient
+from trainctl.controller.local.kubelet.runtime import process_start_time
 
 from .conftest import main_pid, read_fifo, wait_pod
 
 
 def trainctl(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "controller.cli", "local", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "trainctl.controller.cli", "local", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd, env=env)
 
 
@@ -73,7 +73,7 @@ def test_bad_input_gets_one_clear_line(tmp_path):
 
 def test_foreground_up_stops_everything_on_sigterm(tmp_path):
     directory = tmp_path / "cluster"
-    up = subprocess.Popen([sys.executable, "-m", "controller.cli", "local", "up", "--dir", str(directory),
+    up = subprocess.Popen([sys.executable, "-m", "trainctl.controller.cli", "local", "up", "--dir", str(directory),
                            "--no-controller"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert up.stdout.readline().startswith(f"Local cluster is ready in {directory}")

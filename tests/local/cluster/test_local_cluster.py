@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from controller.kube.resources import LEASES, NODES, PODS
-from controller.local.cluster import ClusterError, LocalCluster, read_pid_file
-from controller.local.kubelet.runtime import process_start_time
+from trainctl.controller.kube.resources import LEASES, NODES, PODS
+from trainctl.controller.local.cluster import ClusterError, LocalCluster, read_pid_file
+from trainctl.controller.local.kubelet.runtime import process_start_time
 
 from .conftest import main_pid, read_fifo, sleeper_pod, wait_pod
 

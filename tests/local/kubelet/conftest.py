@@ -8,11 +8,11 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from controller.kube.client import ApiError, KubeClient
-from controller.kube.resources import PODS, resource_of
-from controller.local.apiserver.process import ApiServerHandle, start_apiserver
-from controller.local.kubelet import Kubelet, KubeletConfig
-from controller.local.network import cluster_ranges
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.resources import PODS, resource_of
+from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
+from trainctl.controller.local.kubelet import Kubelet, KubeletConfig
+from trainctl.controller.local.network import cluster_ranges
 
 Obj = dict[str, Any]
 

@@ -11,9 +11,9 @@ import time
 
 from .conftest import container_state, create, gone, phase, pod, wait_pod
 
-from controller.kube.resources import PODS
-from controller.local.kubelet.runtime import process_start_time
-from controller.local.network import cluster_ranges
+from trainctl.controller.kube.resources import PODS
+from trainctl.controller.local.kubelet.runtime import process_start_time
+from trainctl.controller.local.network import cluster_ranges
 
 
 def test_pod_runs_to_completion_and_kubectl_shows_its_logs(api, kube_env):

@@ -2,8 +2,8 @@
 
 import ipaddress
 
-from controller.local.network import POD_SPACE, SERVICE_SPACE, cluster_ranges
-from controller.local.network.ipam import PodIPAllocator
+from trainctl.controller.local.network import POD_SPACE, SERVICE_SPACE, cluster_ranges
+from trainctl.controller.local.network.ipam import PodIPAllocator
 
 
 def test_each_directory_gets_its_own_stable_slices(tmp_path):
@@ -26,7 +26,7 @@ def test_allocation_is_stable_per_pod_and_does_not_reuse_a_freed_address_at_once
 
 
 def test_pod_index_matches_whole_selectors_within_a_namespace():
-    from controller.local.kubelet.kubelet import PodIndex
+    from trainctl.controller.local.kubelet.kubelet import PodIndex
 
     def p(name, namespace, **labels):
         return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}

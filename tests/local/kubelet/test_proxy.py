@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from controller.local.network.proxy import ServiceProxy
+from trainctl.controller.local.network.proxy import ServiceProxy
 
 
 class Echo(socketserver.StreamRequestHandler):

@@ -6,7 +6,7 @@ import signal
 import sys
 import textwrap
 
-from controller.local.kubelet.runtime import ContainerProcess, ProcessRegistry
+from trainctl.controller.local.kubelet.runtime import ContainerProcess, ProcessRegistry
 
 CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] (.*)$")
 

@@ -1,6 +1,6 @@
 """The single-node fit rules: resources, fake devices, ports across owners, scheduler names."""
 
-from controller.local.kubelet.scheduler import fit, owner_key, pod_requests, wants_this_scheduler
+from trainctl.controller.local.kubelet.scheduler import fit, owner_key, pod_requests, wants_this_scheduler
 
 NODE = {"cpu": "2", "memory": "4Gi", "pods": "110", "nvidia.com/gpu": "2"}
 
@@ -88,7 +88,7 @@ def test_a_port_taken_on_the_machine_blocks_the_first_pod_of_an_owner_only():
 def test_port_probe_sees_a_listening_socket():
     import socket
 
-    from controller.local.kubelet.scheduler import port_free_on_machine
+    from trainctl.controller.local.kubelet.scheduler import port_free_on_machine
 
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
