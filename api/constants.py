@@ -59,7 +59,6 @@ MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 MANAGED_BY_VALUES = (MANAGED_BY_TRAINING_OPERATOR, MANAGED_BY_MULTIKUEUE)
 MS_SUCCESS_POLICY_ALL_WORKERS = "AllWorkers"
 RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
-NPROC_KEYWORDS = ("auto", "cpu", "gpu")
 NPROC_PATTERN = r"^(auto|cpu|gpu|[1-9][0-9]*)$"
 
 # --- Condition types -----------------------------------------------------------------------
@@ -69,14 +68,33 @@ CONDITION_RESTARTING = "Restarting"
 CONDITION_SUCCEEDED = "Succeeded"
 CONDITION_FAILED = "Failed"
 CONDITION_SUSPENDED = "Suspended"
-CONDITION_TYPES = (
-    CONDITION_CREATED,
-    CONDITION_RUNNING,
-    CONDITION_RESTARTING,
-    CONDITION_SUCCEEDED,
-    CONDITION_SUSPENDED,
-    CONDITION_FAILED,
-)
+
+# --- The environment the pods receive -------------------------------------------------------
+# PyTorchJob: torchrun takes each option from a PET_* variable (PET_NNODES is --nnodes …).
+ENV_MASTER_ADDR = "MASTER_ADDR"
+ENV_MASTER_PORT = "MASTER_PORT"
+ENV_WORLD_SIZE = "WORLD_SIZE"
+ENV_RANK = "RANK"
+PET_MASTER_ADDR = "PET_MASTER_ADDR"
+PET_MASTER_PORT = "PET_MASTER_PORT"
+PET_NODE_RANK = "PET_NODE_RANK"
+PET_NNODES = "PET_NNODES"
+PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
+PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+PET_RDZV_BACKEND = "PET_RDZV_BACKEND"
+PET_RDZV_ID = "PET_RDZV_ID"
+PET_RDZV_CONF = "PET_RDZV_CONF"
+PET_MAX_RESTARTS = "PET_MAX_RESTARTS"
+PET_STANDALONE = "PET_STANDALONE"
+PET_LOCAL_ADDR = "PET_LOCAL_ADDR"  # trainctl's: the agent's own address (status.podIP)
+# MSJob: MindSpore's dynamic-cluster variables.
+MS_SCHED_HOST = "MS_SCHED_HOST"
+MS_SCHED_PORT = "MS_SCHED_PORT"
+MS_NODE_ID = "MS_NODE_ID"
+MS_SERVER_NUM = "MS_SERVER_NUM"
+MS_WORKER_NUM = "MS_WORKER_NUM"
+MS_LOCAL_WORKER = "MS_LOCAL_WORKER"
+MS_ROLE = "MS_ROLE"
 
 # --- Accelerators ---------------------------------------------------------------------------
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"

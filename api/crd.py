@@ -16,7 +16,7 @@ from typing import Any
 
 import yaml
 
-from trainctl.api import constants as c
+from trainctl.api.kinds import MSJOB, PYTORCHJOB, JobKind
 from trainctl.api.mindspore import MSJob
 from trainctl.api.pytorch import PyTorchJob
 
@@ -27,11 +27,17 @@ PRINTER_COLUMNS = [
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 
-PYTORCHJOB_SCALE = {
-    "specReplicasPath": ".spec.pytorchReplicaSpecs.Worker.replicas",
-    "statusReplicasPath": ".status.replicaStatuses.Worker.active",
-    "labelSelectorPath": ".status.replicaStatuses.Worker.selector",
-}
+
+
+def scale_subresource(kind: JobKind) -> dict[str, str]:
+    """The scale subresource of a kind that has one: its scaled replica type's count."""
+    rtype = kind.scale_replica_type
+    return {
+        "specReplicasPath": f".spec.{kind.replica_specs_field}.{rtype}.replicas",
+        "statusReplicasPath": f".status.replicaStatuses.{rtype}.active",
+        "labelSelectorPath": f".status.replicaStatuses.{rtype}.selector",
+    }
+
 
 # ms-operator's RunPolicy is kubeflow/common v0.4.1's, which predates these fields.
 MSJOB_UNSUPPORTED_RUN_POLICY = ("suspend", "managedBy")
@@ -99,14 +105,7 @@ def _object_schema(model: type, description: str) -> dict[str, Any]:
 
 def pytorchjob_crd() -> dict[str, Any]:
     schema = _object_schema(PyTorchJob, "PyTorchJob represents a distributed PyTorch training job.")
-    return _crd(
-        group=c.KUBEFLOW_GROUP,
-        kind=c.PYTORCHJOB_KIND,
-        plural=c.PYTORCHJOB_PLURAL,
-        singular=c.PYTORCHJOB_SINGULAR,
-        schema=schema,
-        subresources={"status": {}, "scale": dict(PYTORCHJOB_SCALE)},
-    )
+    return _crd(PYTORCHJOB, schema)
 
 
 def msjob_crd() -> dict[str, Any]:
@@ -114,28 +113,25 @@ def msjob_crd() -> dict[str, Any]:
     run_policy = schema["properties"]["spec"]["properties"]["runPolicy"]["properties"]
     for field in MSJOB_UNSUPPORTED_RUN_POLICY:
         del run_policy[field]
-    return _crd(
-        group=c.MINDSPORE_GROUP,
-        kind=c.MSJOB_KIND,
-        plural=c.MSJOB_PLURAL,
-        singular=c.MSJOB_SINGULAR,
-        schema=schema,
-        subresources={"status": {}},
-    )
+    return _crd(MSJOB, schema)
 
 
-def _crd(*, group: str, kind: str, plural: str, singular: str, schema: dict[str, Any], subresources: dict[str, Any]) -> dict[str, Any]:
+def _crd(job_kind: JobKind, schema: dict[str, Any]) -> dict[str, Any]:
+    group, kind, plural = job_kind.group, job_kind.kind, job_kind.plural
+    subresources: dict[str, Any] = {"status": {}}
+    if job_kind.scale_replica_type is not None:
+        subresources["scale"] = scale_subresource(job_kind)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {"name": f"{plural}.{group}"},
         "spec": {
             "group": group,
-            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": singular},
+            "names": {"kind": kind, "listKind": f"{kind}List", "plural": plural, "singular": job_kind.singular},
             "scope": "Namespaced",
             "versions": [
                 {
-                    "name": "v1",
+                    "name": job_kind.version,
                     "served": True,
                     "storage": True,
                     "schema": {"openAPIV3Schema": schema},
@@ -150,8 +146,8 @@ def _crd(*, group: str, kind: str, plural: str, singular: str, schema: dict[str,
 def crds() -> dict[str, dict[str, Any]]:
     """Every CRD trainctl serves, by the file name it has under ``manifests/crds/``."""
     return {
-        f"{c.KUBEFLOW_GROUP}_{c.PYTORCHJOB_PLURAL}.yaml": pytorchjob_crd(),
-        f"{c.MINDSPORE_GROUP}_{c.MSJOB_PLURAL}.yaml": msjob_crd(),
+        f"{PYTORCHJOB.group}_{PYTORCHJOB.plural}.yaml": pytorchjob_crd(),
+        f"{MSJOB.group}_{MSJOB.plural}.yaml": msjob_crd(),
     }
 
 

@@ -13,6 +13,7 @@ from typing import Any, Union
 
 from trainctl.api import constants as c
 from trainctl.api.common import ReplicaSpec, RunPolicy
+from trainctl.api.kinds import MSJOB, PYTORCHJOB, JobKind
 from trainctl.api.mindspore import MSJob
 from trainctl.api.pytorch import PyTorchJob
 
@@ -58,15 +59,18 @@ def _normalise_replica_keys(specs: dict[str, ReplicaSpec], canonical: tuple[str,
     return out
 
 
-def _default_replicas(specs: dict[str, ReplicaSpec], restart_policy: str, container: str, port_name: str, port: int) -> None:
+def _default_replicas(specs: dict[str, ReplicaSpec], kind: JobKind) -> dict[str, ReplicaSpec]:
+    """Keys folded to the kind's spelling; replicas, restart policy and port filled in."""
+    specs = _normalise_replica_keys(specs, kind.replica_types)
     for spec in specs.values():
         if spec is None:
             continue
         if spec.replicas is None:
             spec.replicas = 1
         if not spec.restart_policy:
-            spec.restart_policy = restart_policy
-        _ensure_port(spec.template, container, port_name, port)
+            spec.restart_policy = kind.default_restart_policy
+        _ensure_port(spec.template, kind.container, kind.port_name, kind.default_port)
+    return specs
 
 
 def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
@@ -76,14 +80,7 @@ def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
         spec.run_policy = RunPolicy()
     if spec.run_policy.clean_pod_policy is None:
         spec.run_policy.clean_pod_policy = "None"
-    spec.pytorch_replica_specs = _normalise_replica_keys(spec.pytorch_replica_specs, c.PYTORCH_REPLICA_TYPES)
-    _default_replicas(
-        spec.pytorch_replica_specs,
-        c.PYTORCH_DEFAULT_RESTART_POLICY,
-        c.PYTORCH_CONTAINER,
-        c.PYTORCH_PORT_NAME,
-        c.PYTORCH_DEFAULT_PORT,
-    )
+    spec.pytorch_replica_specs = _default_replicas(spec.pytorch_replica_specs, PYTORCHJOB)
     elastic = spec.elastic_policy
     if elastic is not None:
         if elastic.min_replicas is None and elastic.max_replicas is not None:
@@ -108,14 +105,7 @@ def default_msjob(job: MSJob) -> MSJob:
         spec.run_policy.clean_pod_policy = c.MINDSPORE_DEFAULT_CLEAN_POD_POLICY
     if spec.success_policy is None:
         spec.success_policy = ""
-    spec.ms_replica_specs = _normalise_replica_keys(spec.ms_replica_specs, c.MINDSPORE_REPLICA_TYPES)
-    _default_replicas(
-        spec.ms_replica_specs,
-        c.MINDSPORE_DEFAULT_RESTART_POLICY,
-        c.MINDSPORE_CONTAINER,
-        c.MINDSPORE_PORT_NAME,
-        c.MINDSPORE_DEFAULT_PORT,
-    )
+    spec.ms_replica_specs = _default_replicas(spec.ms_replica_specs, MSJOB)
     return job
 
 

@@ -17,8 +17,9 @@ from typing import Any, Optional
 from pydantic import BaseModel
 
 from trainctl.api import constants as c
+from trainctl.api import kinds
 from trainctl.api.errors import FieldError, json_type, show, supported
-from trainctl.api.loader import job_model, parse_structure
+from trainctl.api.loader import job_kind, parse_structure
 
 # A Service name, hence every replica's name, must be a DNS-1035 label.
 DNS1035_MAX = 63
@@ -31,17 +32,13 @@ _GENERATED_SUFFIX = 5
 
 def validate(obj: Any, old: Any = None) -> list[FieldError]:
     """Every problem of a job (and, with ``old``, of the update from ``old`` to it)."""
-    model, errors = job_model(obj)
-    if model is None:
+    kind, errors = job_kind(obj)
+    if kind is None:
         return errors
-    kind = obj["kind"]
     errors = _validate_metadata(obj, kind)
     errors += parse_structure(obj)[1]
-    if kind == c.PYTORCHJOB_KIND:
-        errors += _validate_pytorchjob(obj)
-    else:
-        errors += _validate_msjob(obj)
-    if isinstance(old, dict) and old.get("kind") == kind:
+    errors += _KIND_RULES[kind.kind](obj)
+    if isinstance(old, dict) and old.get("kind") == kind.kind:
         errors += _validate_update(obj, old)
     return _unique(errors)
 
@@ -104,14 +101,10 @@ def _unique(errors: list[FieldError]) -> list[FieldError]:
     return out
 
 
-def _replica_path(specs_field: str, rtype: str) -> str:
-    return f"spec.{specs_field}[{rtype}]"
-
-
 # --- metadata -------------------------------------------------------------------------------
 
 
-def _validate_metadata(obj: dict[str, Any], kind: str) -> list[FieldError]:
+def _validate_metadata(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
     metadata = _dict(obj, "metadata")
     name, generate_name = metadata.get("name"), metadata.get("generateName")
     if name is None and generate_name is None:
@@ -129,18 +122,18 @@ def _validate_metadata(obj: dict[str, Any], kind: str) -> list[FieldError]:
     return _validate_name_length(obj, kind, "metadata.generateName", generate_name + "x" * _GENERATED_SUFFIX)
 
 
-def _validate_name_length(obj: dict[str, Any], kind: str, path: str, name: str) -> list[FieldError]:
+def _validate_name_length(obj: dict[str, Any], kind: kinds.JobKind, path: str, name: str) -> list[FieldError]:
     """Each replica gets a Service ``<job>-<type>-<index>``, which must also be a DNS-1035 label."""
     spec = _dict(obj, "spec")
-    specs = _dict(spec, "pytorchReplicaSpecs" if kind == c.PYTORCHJOB_KIND else "msReplicaSpecs")
+    specs = _dict(spec, kind.replica_specs_field)
     longest = ""
     for rtype, rspec in specs.items():
         if not isinstance(rtype, str) or not isinstance(rspec, dict):
             continue
         replicas = _int(rspec.get("replicas"))
         count = 1 if replicas is None else replicas
-        if rtype == "Worker" and kind == c.PYTORCHJOB_KIND:
-            # The HPA may scale workers up to maxReplicas.
+        if rtype == kind.scale_replica_type:
+            # The HPA may scale it up to maxReplicas.
             count = max(count, _int(_dict(spec, "elasticPolicy").get("maxReplicas")) or 0)
         child = f"{name}-{rtype.lower()}-{max(count - 1, 0)}"
         if len(child) > len(longest):
@@ -204,12 +197,12 @@ def _validate_template(path: str, rspec: dict[str, Any], container_name: str) ->
 
 def _validate_pytorchjob(obj: dict[str, Any]) -> list[FieldError]:
     spec = _dict(obj, "spec")
-    specs = _dict(spec, "pytorchReplicaSpecs")
+    specs = _dict(spec, kinds.PYTORCHJOB.replica_specs_field)
     elastic = spec.get("elasticPolicy")
     errors: list[FieldError] = []
 
     for rtype, rspec in specs.items():
-        path = _replica_path("pytorchReplicaSpecs", rtype)
+        path = kinds.PYTORCHJOB.replica_path(rtype)
         if rtype not in c.PYTORCH_REPLICA_TYPES:
             errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(rtype)}; {supported(c.PYTORCH_REPLICA_TYPES)}"))
             continue
@@ -231,7 +224,7 @@ def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict
     errors = []
     worker = specs.get("Worker")
     if worker is None:
-        errors.append(FieldError(_replica_path("pytorchReplicaSpecs", "Worker"), "Required", "must be configured if elastic policy is used"))
+        errors.append(FieldError(kinds.PYTORCHJOB.replica_path("Worker"), "Required", "must be configured if elastic policy is used"))
     if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
         errors.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden", "must not be used with spec.nprocPerNode"))
 
@@ -247,7 +240,7 @@ def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict
         if count is not None and count >= 1 and not low <= count <= high:
             errors.append(
                 FieldError(
-                    f"{_replica_path('pytorchReplicaSpecs', 'Worker')}.replicas",
+                    f"{kinds.PYTORCHJOB.replica_path('Worker')}.replicas",
                     "Invalid",
                     f"must be between minReplicas ({low}) and maxReplicas ({high}), not {count}",
                 )
@@ -260,7 +253,7 @@ def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict
 
 def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
     spec = _dict(obj, "spec")
-    specs = _dict(spec, "msReplicaSpecs")
+    specs = _dict(spec, kinds.MSJOB.replica_specs_field)
     errors: list[FieldError] = []
 
     run_policy = _dict(spec, "runPolicy")
@@ -274,7 +267,7 @@ def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
     present: set[str] = set()
     by_type: dict[str, dict[str, Any]] = {}
     for key, rspec in specs.items():
-        path = _replica_path("msReplicaSpecs", key)
+        path = kinds.MSJOB.replica_path(key)
         rtype = canonical.get(key.lower()) if isinstance(key, str) else None
         if rtype is None:
             errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(key)}; {supported(c.MINDSPORE_REPLICA_TYPES)}"))
@@ -301,18 +294,21 @@ def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
         return errors  # a missing map was reported by parsing
     worker = by_type.get("Worker")
     if "Worker" not in present:
-        errors.append(FieldError(_replica_path("msReplicaSpecs", "Worker"), "Required", "must be configured: an MSJob succeeds when its workers do"))
+        errors.append(FieldError(kinds.MSJOB.replica_path("Worker"), "Required", "must be configured: an MSJob succeeds when its workers do"))
     worker_count = _int((worker or {}).get("replicas"))
     worker_count = 1 if worker_count is None else worker_count
     if "Scheduler" not in present and ("PS" in present or worker_count > 1):
         errors.append(
             FieldError(
-                _replica_path("msReplicaSpecs", "Scheduler"),
+                kinds.MSJOB.replica_path("Scheduler"),
                 "Required",
                 "must be configured when there is a PS or more than one Worker",
             )
         )
     return errors
+
+
+_KIND_RULES = {kinds.PYTORCHJOB.kind: _validate_pytorchjob, kinds.MSJOB.kind: _validate_msjob}
 
 
 # --- updates --------------------------------------------------------------------------------

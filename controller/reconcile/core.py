@@ -25,9 +25,9 @@ from trainctl.controller.frameworks.base import (
     EnvContext,
     EnvFactory,
     JobFacts,
+    RendezvousStore,
     ReplicaCounts,
 )
-from trainctl.controller.frameworks.pytorch import rendezvous_port, uses_rendezvous_store
 from trainctl.controller.reconcile import gang as gangs
 from trainctl.controller.reconcile import rendezvous
 from trainctl.controller.reconcile.children import (
@@ -201,14 +201,15 @@ class _Pass:
             reference_env=self.reference_env,
             gang_scheduler=self.gang,
         )
-        if fw.kind == c.PYTORCHJOB_KIND and uses_rendezvous_store(self.job, self.reference_env):
+        store = fw.rendezvous_store(self.job, self.reference_env)
+        if store is not None:
             ctx = replace(ctx, rendezvous_host=rendezvous.store_name(self.name), rendezvous_conf=self.config.rendezvous_conf())
-        if fw.waits_for_services(self.job):
-            scheduler = self.services.by_name.get(replica_name(self.name, "Scheduler", 0))
-            ctx = replace(ctx, scheduler_service=scheduler)
-        if ctx.rendezvous_host is not None and may_create_pods:
+        service_type = fw.env_service(self.job)
+        if service_type is not None:
+            ctx = replace(ctx, env_service=self.services.by_name.get(replica_name(self.name, service_type, 0)))
+        if store is not None and may_create_pods:
             # Agents start only once the store's Service exists, so its name resolves for them.
-            may_create_pods = self.reconcile_rendezvous_store()
+            may_create_pods = self.reconcile_rendezvous_store(store)
 
         restarted: list[str] = []
         # A non-retryable exit fails the job in this pass, so nothing is restarted or created:
@@ -237,7 +238,7 @@ class _Pass:
             job=self.job,
             counts=counts,
             restarted=frozenset(restarted),
-            worker0_completed=self.worker0_completed(),
+            lead_completed=self.lead_completed(),
             true_conditions=self.book.true_types(),
         )
         for change in fw.evaluate(facts):
@@ -364,9 +365,11 @@ class _Pass:
             statuses[rtype] = entry
         self.status["replicaStatuses"] = statuses
 
-    def worker0_completed(self) -> bool:
-        pod = self.pods.slots("Worker").get(0)
-        if pod is None or 0 in self.pods.duplicated("Worker") or (pod.get("status") or {}).get("phase") != "Succeeded":
+    def lead_completed(self) -> bool:
+        """Whether pod 0 of the kind's lead replica type has succeeded with exit code 0."""
+        lead = self.framework.job_kind.lead_replica(self.specs)
+        pod = self.pods.slots(lead).get(0)
+        if pod is None or 0 in self.pods.duplicated(lead) or (pod.get("status") or {}).get("phase") != "Succeeded":
             return False
         return exit_code(pod, self.framework.container) == 0
 
@@ -411,14 +414,16 @@ class _Pass:
                 self.requeue.append(left)
 
     # --- trainctl's rendezvous store --------------------------------------------------------
-    def reconcile_rendezvous_store(self) -> bool:
+    def reconcile_rendezvous_store(self, store: RendezvousStore) -> bool:
         """Keep the store pod and its Service; whether the Service is there for agents to use."""
-        port = rendezvous_port(self.job)
+        port = store.port
         base = self.framework.base_labels(self.name)
         name = rendezvous.store_name(self.name)
         pod = self.pods.by_name.get(name)
         if pod is None:
-            self.plan.creates.append(rendezvous.store_pod(self.job, self.name, self.namespace, self.owner, base, port, self.config))
+            self.plan.creates.append(
+                rendezvous.store_pod(store, self.framework.container, self.name, self.namespace, self.owner, base, self.config)
+            )
         elif (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):
             self.plan.deletes.append(_typed_ref(pod, "Pod"))  # recreated once it is gone
         if name in self.services.by_name:
@@ -436,7 +441,9 @@ class _Pass:
 
     # --- HPA and PodGroup ---------------------------------------------------------------------
     def reconcile_hpa(self, suspended: bool) -> None:
-        desired = desired_hpa(self.job, self.name, self.namespace, self.owner)
+        scaling = self.framework.autoscaling(self.job)
+        fw = self.framework
+        desired = None if scaling is None else desired_hpa(scaling, fw.api_version, fw.kind, self.name, self.namespace, self.owner)
         current = self.observed.hpa
         if current is None:
             if desired is not None and not suspended:

@@ -22,18 +22,11 @@ _NOT_ADMITTED = ("", "Pending")
 
 
 def min_member(framework: Framework, job: Job) -> int:
-    """``minAvailable``, else every replica; an elastic job's Workers count with minReplicas."""
+    """``minAvailable``, else every replica the kind counts in its gang."""
     policy = job.spec.run_policy.scheduling_policy if job.spec.run_policy else None
     if policy is not None and policy.min_available is not None:
         return policy.min_available
-    elastic = getattr(job.spec, "elastic_policy", None)
-    total = 0
-    for rtype, spec in job.spec.replica_specs.items():
-        replicas = spec.replicas or 0
-        if elastic is not None and rtype == "Worker" and elastic.min_replicas is not None:
-            replicas = min(replicas, elastic.min_replicas)
-        total += replicas
-    return total
+    return sum(framework.gang_replicas(job, rtype) for rtype in job.spec.replica_specs)
 
 
 def _format_quantity(value: Decimal) -> str:

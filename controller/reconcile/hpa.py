@@ -1,32 +1,30 @@
-"""The HorizontalPodAutoscaler of an elastic PyTorchJob that declares metrics (spec §4).
+"""The HorizontalPodAutoscaler of a job whose kind asks for one (spec §4).
 
-The HPA scales the job through its scale subresource (``Worker.replicas``); the reconcile
-then adds or removes Worker pods by index. It exists while the job is not suspended.
+A PyTorchJob gets one when it is elastic and declares metrics. The HPA scales the job
+through its scale subresource (``Worker.replicas``); the reconcile then adds or removes
+pods by index. It exists while the job is not suspended.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from trainctl.api.defaults import Job
+from trainctl.controller.frameworks.base import Autoscaling
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
 
 
-def desired_hpa(job: Job, name: str, namespace: str, owner: dict[str, Any]) -> Optional[dict[str, Any]]:
-    elastic = getattr(job.spec, "elastic_policy", None)
-    if elastic is None or elastic.metrics is None:
-        return None
+def desired_hpa(scaling: Autoscaling, api_version: str, kind: str, name: str, namespace: str, owner: dict[str, Any]) -> dict[str, Any]:
     return {
         "apiVersion": HPA_API_VERSION,
         "kind": HPA_KIND,
         "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
         "spec": {
-            "scaleTargetRef": {"apiVersion": job.api_version, "kind": job.kind, "name": name},
-            "minReplicas": elastic.min_replicas,
-            "maxReplicas": elastic.max_replicas,
-            "metrics": elastic.metrics,
+            "scaleTargetRef": {"apiVersion": api_version, "kind": kind, "name": name},
+            "minReplicas": scaling.min_replicas,
+            "maxReplicas": scaling.max_replicas,
+            "metrics": scaling.metrics,
         },
     }
 

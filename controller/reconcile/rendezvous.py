@@ -16,7 +16,7 @@ from typing import Any
 
 from trainctl.api import constants as c
 from trainctl.api.defaults import default_container
-from trainctl.api.pytorch import PyTorchJob
+from trainctl.controller.frameworks.base import RendezvousStore
 from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT
 from trainctl.controller.reconcile.config import ReconcileConfig
 
@@ -48,13 +48,13 @@ def labels(base: dict[str, str]) -> dict[str, str]:
 
 
 def store_pod(
-    job: PyTorchJob, name: str, namespace: str, owner: dict[str, Any], base_labels: dict[str, str], port: int,
-    config: ReconcileConfig,
+    store_spec: RendezvousStore, container_name: str, name: str, namespace: str, owner: dict[str, Any],
+    base_labels: dict[str, str], config: ReconcileConfig,
 ) -> dict[str, Any]:
-    worker = job.spec.pytorch_replica_specs["Worker"]
-    template = worker.template or {}
+    """The store pod, from the image of ``container_name`` in the store spec's template."""
+    template, port = store_spec.template, store_spec.port
     tspec = template.get("spec") or {}
-    container = default_container(template, c.PYTORCH_CONTAINER) or {}
+    container = default_container(template, container_name) or {}
     store = {
         "name": RDZV_CONTAINER,
         "image": container.get("image"),
