@@ -1,7 +1,7 @@
 """Every rule a PyTorchJob or MSJob must satisfy, each problem reported with its field path.
 
 ``validate`` works on the raw wire dict, before defaulting, as the reference webhook does,
-and reports every problem at once: type errors from parsing (``trainctl.api.loader``), the rules of
+and reports every problem at once (``check`` also hands back the job it parsed on the way): type errors from parsing (``trainctl.api.loader``), the rules of
 training-operator's validating webhook and of ms-operator's (log-only) validation, and the
 gaps both leave open (docs/compatibility.md lists them). It never raises: the rules read the
 dict defensively and skip a value whose type is wrong, since parsing has reported it.
@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from trainctl.api import constants as c
 from trainctl.api import kinds
+from trainctl.api.defaults import Job
 from trainctl.api.errors import FieldError, json_type, show, supported
 from trainctl.api.loader import job_kind, parse_structure
 
@@ -30,31 +31,42 @@ _DNS1035_HELP = "must consist of lower case letters, digits or '-', start with a
 _GENERATED_SUFFIX = 5
 
 
-def validate(obj: Any, old: Any = None) -> list[FieldError]:
-    """Every problem of a job (and, with ``old``, of the update from ``old`` to it)."""
+def check(obj: Any, old: Any = None) -> tuple[Optional[Job], list[FieldError]]:
+    """The typed job (None when its types are wrong) and every problem, parsing it once.
+
+    With ``old``, the problems of the update from ``old`` to ``obj`` are included. A job
+    comes back even when rules fail, so a caller that needs both parses nothing twice.
+    """
     kind, errors = job_kind(obj)
     if kind is None:
-        return errors
+        return None, errors
     errors = _validate_metadata(obj, kind)
-    errors += parse_structure(obj)[1]
+    job, type_errors = parse_structure(obj)
+    errors += type_errors
     errors += _KIND_RULES[kind.kind](obj)
     if isinstance(old, dict) and old.get("kind") == kind.kind:
         errors += _validate_update(obj, old)
-    return _unique(errors)
+    return job, _unique(errors)
 
 
-def warnings(obj: Any) -> list[str]:
+def validate(obj: Any, old: Any = None) -> list[FieldError]:
+    """Every problem of a job (and, with ``old``, of the update from ``old`` to it)."""
+    return check(obj, old)[1]
+
+
+def warnings(obj: Any, job: Optional[Job] = None) -> list[str]:
     """Things that work but should change, one line each: deprecated and unknown fields.
 
     An unknown field is most often a typo (``restartpolicy``); the API server would prune it,
-    so the job would silently run without it.
+    so the job would silently run without it. ``job``: ``obj`` already parsed (by ``check``).
     """
     spec = _dict(obj, "spec")
     elastic = _dict(spec, "elasticPolicy")
     out = []
     if elastic.get("nProcPerNode") is not None:
         out.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
-    job, _ = parse_structure(obj)
+    if job is None:
+        job, _ = parse_structure(obj)
     if job is not None:
         out += [f'unknown field "{path}"' for path in _unknown_fields(job, "")]
     return out

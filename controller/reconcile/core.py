@@ -1,7 +1,7 @@
 """The reconcile function: one job, what the cluster holds for it, the time → a Plan.
 
-This is the whole decision-making of the controller, as a pure function: it parses,
-validates and defaults the job in memory, then walks the reference controller's algorithm
+This is the whole decision-making of the controller, as a pure function: it parses and
+validates the job once and defaults the parsed model in memory, then walks the reference controller's algorithm
 (kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed order: the HPA; the
 finished path (clean-up, TTL); the suspended path; limits (backoffLimit, deadline); the
 PodGroup; per replica type the Services and the pods by index; then the job's conditions.
@@ -16,8 +16,7 @@ from typing import Any, Optional
 
 from trainctl.api import constants as c
 from trainctl.api.defaults import Job, default_job
-from trainctl.api.loader import parse_job
-from trainctl.api.validation import validate
+from trainctl.api.validation import check
 from trainctl.controller.frameworks import Framework, framework_for
 from trainctl.controller.frameworks.base import (
     UNKNOWN_EXIT_CODE,
@@ -64,8 +63,8 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
     status = job.get("status") if isinstance(job.get("status"), dict) else {}
     book = ConditionBook(status.get("conditions"), rfc3339(now))
 
-    problems = validate(job)
-    if problems:
+    parsed, problems = check(job)
+    if parsed is None or problems:
         message = "; ".join(map(str, problems))
         book.set(c.CONDITION_FAILED, TRUE, framework.reason("FailedValidation"), message, "Warning")
         plan.events, _ = book.changes()
@@ -74,7 +73,7 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
             plan.status = new_status
         return plan
 
-    _Pass(framework, job, default_job(parse_job(job)), observed, now, config, book, plan).run()
+    _Pass(framework, job, default_job(parsed, in_place=True), observed, now, config, book, plan).run()
     return plan
 
 
