@@ -8,6 +8,7 @@ indexed once per pass by (replica type, index); everything after that is a dict 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -15,6 +16,22 @@ from trainctl.api import constants as c
 from trainctl.controller.reconcile.plan import ObjectRef
 
 RENDEZVOUS_COMPONENT = "rendezvous"
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """The job a child belongs to: its name, its namespace and the ownerReference children carry.
+
+    ``owner`` is shared by every child of one pass and must not be mutated.
+    """
+
+    name: str
+    namespace: str
+    owner: dict[str, Any]
+
+    def child_metadata(self, name: str, **fields: Any) -> dict[str, Any]:
+        """A child's metadata: its name, the job's namespace, ``fields``, then the owner."""
+        return {"name": name, "namespace": self.namespace, **fields, "ownerReferences": [self.owner]}
 
 
 def replica_name(job_name: str, rtype: str, index: int) -> str:

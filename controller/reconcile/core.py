@@ -31,6 +31,7 @@ from trainctl.controller.reconcile import gang as gangs
 from trainctl.controller.reconcile import rendezvous
 from trainctl.controller.reconcile.children import (
     ChildIndex,
+    JobRef,
     is_terminating,
     owner_reference,
     parse_time,
@@ -99,7 +100,9 @@ class _Pass:
         self.uid: str = meta.get("uid", "")
         self.annotations: dict[str, Any] = meta.get("annotations") or {}
         self.reference_env = str(self.annotations.get(c.ANNOTATION_REFERENCE_ENV, "")).lower() == "true"
-        self.owner = owner_reference(self.framework.api_version, self.framework.kind, self.name, self.uid)
+        self.job_ref = JobRef(
+            self.name, self.namespace, owner_reference(self.framework.api_version, self.framework.kind, self.name, self.uid)
+        )
         self.old_status: dict[str, Any] = self.raw.get("status") if isinstance(self.raw.get("status"), dict) else {}
         self.status: dict[str, Any] = dict(self.old_status)
         self.pods = ChildIndex(self.observed.pods)
@@ -302,9 +305,7 @@ class _Pass:
         return PodFactory(
             framework=self.framework,
             job=self.job,
-            job_name=self.name,
-            namespace=self.namespace,
-            owner=self.owner,
+            job_ref=self.job_ref,
             rtype=rtype,
             spec=self.specs[rtype],
             env_factory=env_factory,
@@ -326,7 +327,7 @@ class _Pass:
                         ports = service_ports(fw, self.specs[rtype])
                     cluster_ip = fw.service_cluster_ip(rtype) or ""
                     self.plan.creates.append(
-                        build_service(fw, self.name, self.namespace, self.owner, rtype, index, ports, cluster_ip)
+                        build_service(fw, job_ref=self.job_ref, rtype=rtype, index=index, ports=ports, cluster_ip=cluster_ip)
                     )
             elif index >= replicas and index not in duplicated:
                 self.delete(service, kind="Service", with_service=False)
@@ -421,13 +422,15 @@ class _Pass:
         pod = self.pods.by_name.get(name)
         if pod is None:
             self.plan.creates.append(
-                rendezvous.store_pod(store, self.framework.container, self.name, self.namespace, self.owner, base, self.config)
+                rendezvous.store_pod(
+                    store, job_ref=self.job_ref, container_name=self.framework.container, base_labels=base, config=self.config
+                )
             )
         elif (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):
             self.plan.deletes.append(_typed_ref(pod, "Pod"))  # recreated once it is gone
         if name in self.services.by_name:
             return True
-        self.plan.creates.append(rendezvous.store_service(self.name, self.namespace, self.owner, base, port))
+        self.plan.creates.append(rendezvous.store_service(job_ref=self.job_ref, base_labels=base, port=port))
         return False
 
     def delete_rendezvous_store(self) -> None:
@@ -441,8 +444,7 @@ class _Pass:
     # --- HPA and PodGroup ---------------------------------------------------------------------
     def reconcile_hpa(self, suspended: bool) -> None:
         scaling = self.framework.autoscaling(self.job)
-        fw = self.framework
-        desired = None if scaling is None else desired_hpa(scaling, fw.api_version, fw.kind, self.name, self.namespace, self.owner)
+        desired = None if scaling is None else desired_hpa(scaling, job_ref=self.job_ref)
         current = self.observed.hpa
         if current is None:
             if desired is not None and not suspended:
@@ -460,7 +462,7 @@ class _Pass:
             return True
         current = self.observed.pod_group
         desired = gangs.desired_pod_group(
-            self.framework, self.job, self.gang, self.name, self.namespace, self.annotations, self.owner, current
+            self.framework, self.job, job_ref=self.job_ref, gang=self.gang, annotations=self.annotations, observed=current
         )
         if current is None:
             self.plan.creates.append(desired)

@@ -10,18 +10,21 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from trainctl.controller.frameworks.base import Autoscaling
+from trainctl.controller.reconcile.children import JobRef
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
 
 
-def desired_hpa(scaling: Autoscaling, api_version: str, kind: str, name: str, namespace: str, owner: dict[str, Any]) -> dict[str, Any]:
+def desired_hpa(scaling: Autoscaling, *, job_ref: JobRef) -> dict[str, Any]:
+    """The HPA, named after the job, scaling the job through its scale subresource."""
+    owner = job_ref.owner
     return {
         "apiVersion": HPA_API_VERSION,
         "kind": HPA_KIND,
-        "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
+        "metadata": job_ref.child_metadata(job_ref.name),
         "spec": {
-            "scaleTargetRef": {"apiVersion": api_version, "kind": kind, "name": name},
+            "scaleTargetRef": {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": job_ref.name},
             "minReplicas": scaling.min_replicas,
             "maxReplicas": scaling.max_replicas,
             "metrics": scaling.metrics,
