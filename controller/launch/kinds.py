@@ -34,10 +34,6 @@ def lead_replica(job: dict[str, Any], kind: JobKind) -> tuple[str, str]:
     return (kind.lead_replica(specs), "0")
 
 
-def is_finished(job: dict[str, Any]) -> bool:
-    return terminal_condition(job) is not None
-
-
 def terminal_condition(job: dict[str, Any]) -> dict[str, Any] | None:
     """The Failed or Succeeded condition that is True, Failed first (MSJob can have both)."""
     conditions = [cond for cond in ((job.get("status") or {}).get("conditions") or []) if isinstance(cond, dict)]
