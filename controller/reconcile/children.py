@@ -115,6 +115,18 @@ class ChildIndex:
     def duplicated(self, rtype: str) -> dict[int, list[dict[str, Any]]]:
         return self.duplicates.get(rtype.lower(), {})
 
+    def missing(self, rtype: str, replicas: int, limit: int) -> list[int]:
+        """Up to ``limit`` indices below ``replicas`` with no object, lowest first.
+
+        Looks at no more indices than there are objects plus ``limit``, whatever ``replicas`` is.
+        """
+        slots, out, index = self.slots(rtype), [], 0
+        while index < replicas and len(out) < limit:
+            if index not in slots:
+                out.append(index)
+            index += 1
+        return out
+
     def of_type(self, rtype: str) -> list[dict[str, Any]]:
         """Every object of ``rtype``, duplicates on one index included."""
         out = list(self.slots(rtype).values())

@@ -111,12 +111,18 @@ class _Pass:
         self.specs = self.job.spec.replica_specs
         self.types = self.framework.ordered_types(self.job)
         self.gang = self.config.gang
+        # What this pass may still create, per kind of replica child (never below one).
+        per_pass = max(1, self.config.max_creates_per_pass)
+        self.create_budget = {"Pod": per_pass, "Service": per_pass}
 
     # --- the pass ---------------------------------------------------------------------------
     def run(self) -> None:
         fw = self.framework
         if find(self.book.conditions, c.CONDITION_CREATED) is None:
             self.book.set(c.CONDITION_CREATED, TRUE, fw.reason("Created"), f"{fw.kind} {self.name} is created.", None)
+        too_many = self.replica_limit_exceeded()
+        if too_many is not None:
+            self.book.set(c.CONDITION_FAILED, TRUE, fw.reason("ReplicaLimitExceeded"), too_many, "Warning")
         suspended = bool(self.run_policy.suspend)
         self.reconcile_hpa(suspended)
         self.force_delete_stuck_pods()
@@ -275,19 +281,11 @@ class _Pass:
         """
         fw, spec = self.framework, self.specs[rtype]
         replicas = spec.replicas or 0
-        factory: Optional[PodFactory] = None
         restarts = 0
-        slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
-        for index in range(max(max(slots, default=-1) + 1, replicas)):
-            pod = slots.get(index)
-            if pod is None:
-                if index < replicas and env_factory is not None:
-                    if factory is None:
-                        factory = self.pod_factory(rtype, env_factory)
-                        for warning in factory.warnings:
-                            self.warnings.setdefault(warning.reason, warning)
-                    self.plan.creates.append(factory.build(index))
-                continue
+        if env_factory is not None:
+            self.create_pods(rtype, env_factory, replicas)
+        duplicated = self.pods.duplicated(rtype)
+        for index, pod in sorted(self.pods.slots(rtype).items()):
             if index in duplicated or is_terminating(pod):
                 continue  # duplicates on one index are left alone, as the reference does
             if index >= replicas:
@@ -300,6 +298,25 @@ class _Pass:
                 self.delete(pod, with_service=False)  # recreated under the same name once gone
                 restarts += 1
         return restarts
+
+    def create_pods(self, rtype: str, env_factory: EnvFactory, replicas: int) -> None:
+        """Create missing pods, lowest indices first, within what is left of this pass's budget."""
+        missing = self.within_budget("Pod", self.pods.missing(rtype, replicas, self.create_budget["Pod"] + 1))
+        if not missing:
+            return
+        factory = self.pod_factory(rtype, env_factory)
+        for warning in factory.warnings:
+            self.warnings.setdefault(warning.reason, warning)
+        self.plan.creates.extend(factory.build(index) for index in missing)
+
+    def within_budget(self, kind: str, missing: list[int]) -> list[int]:
+        """The first of ``missing`` this pass may still create; a requeue when some must wait."""
+        budget = self.create_budget[kind]
+        if len(missing) > budget:
+            self.requeue.append(0.0)  # the rest follow in the next pass
+            missing = missing[:budget]
+        self.create_budget[kind] = budget - len(missing)
+        return missing
 
     def pod_factory(self, rtype: str, env_factory: EnvFactory) -> PodFactory:
         return PodFactory(
@@ -316,20 +333,19 @@ class _Pass:
         )
 
     def reconcile_services(self, rtype: str, replicas: int) -> None:
+        """Create missing Services within the pass's budget; delete those of surplus indices."""
         fw = self.framework
-        slots, duplicated = self.services.slots(rtype), self.services.duplicated(rtype)
-        ports: Optional[list[dict[str, Any]]] = None
-        for index in range(max(max(slots, default=-1) + 1, replicas)):
-            service = slots.get(index)
-            if service is None:
-                if index < replicas:
-                    if ports is None:
-                        ports = service_ports(fw, self.specs[rtype])
-                    cluster_ip = fw.service_cluster_ip(rtype) or ""
-                    self.plan.creates.append(
-                        build_service(fw, job_ref=self.job_ref, rtype=rtype, index=index, ports=ports, cluster_ip=cluster_ip)
-                    )
-            elif index >= replicas and index not in duplicated:
+        missing = self.within_budget("Service", self.services.missing(rtype, replicas, self.create_budget["Service"] + 1))
+        if missing:
+            ports = service_ports(fw, self.specs[rtype])
+            cluster_ip = fw.service_cluster_ip(rtype) or ""
+            self.plan.creates.extend(
+                build_service(fw, job_ref=self.job_ref, rtype=rtype, index=index, ports=ports, cluster_ip=cluster_ip)
+                for index in missing
+            )
+        duplicated = self.services.duplicated(rtype)
+        for index, service in sorted(self.services.slots(rtype).items()):
+            if index >= replicas and index not in duplicated:
                 self.delete(service, kind="Service", with_service=False)
 
     def count(self, rtype: str) -> ReplicaCounts:
@@ -482,6 +498,20 @@ class _Pass:
             self.warnings.setdefault("JobTerminated", Event("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"))
 
     # --- limits -------------------------------------------------------------------------------
+    def replica_limit_exceeded(self) -> Optional[str]:
+        """Why the job asks for more replicas than the controller takes on, if it does."""
+        limit = self.config.max_replicas_per_job
+        flag = f"the controller's limit of {limit} replicas per job (--max-replicas-per-job)"
+        kind = self.framework.job_kind
+        for rtype in self.types:
+            replicas = self.specs[rtype].replicas or 0
+            if replicas > limit:
+                return f"{kind.replica_path(rtype)}.replicas: {replicas} exceeds {flag}"
+        total = sum(self.specs[rtype].replicas or 0 for rtype in self.types)
+        if total > limit:
+            return f"spec.{kind.replica_specs_field}: {total} replicas in all exceed {flag}"
+        return None
+
     def limit_failure(self, counts: dict[str, ReplicaCounts]) -> Optional[str]:
         """The failure message when backoffLimit or activeDeadlineSeconds is exceeded."""
         limit = self.run_policy.backoff_limit
