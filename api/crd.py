@@ -15,6 +15,7 @@ import copy
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from trainctl.api.kinds import MSJOB, PYTORCHJOB, JobKind
 from trainctl.api.mindspore import MSJob
@@ -87,7 +88,7 @@ def _ordered(node: dict[str, Any]) -> dict[str, Any]:
     return {**head, **{key: value for key, value in node.items() if key not in head}}
 
 
-def _object_schema(model: type, description: str) -> dict[str, Any]:
+def _object_schema(model: type[BaseModel], description: str) -> dict[str, Any]:
     body = structural(model.model_json_schema(by_alias=True, mode="validation"))
     properties = body["properties"]
     properties["apiVersion"] = {

@@ -40,7 +40,7 @@ class JobKind:
     container: str
     port_name: str
     default_port: int
-    default_restart_policy: str
+    default_restart_policy: c.RestartPolicy
     # The reference operator's name: the operator-name label and the events' component.
     controller_name: str
     # The ``framework`` label of the controller's metrics.

@@ -81,7 +81,7 @@ _DOCUMENT_START = re.compile(r"^---(?:[ \t].*)?$")
 def _split(text: str) -> list[tuple[int, str]]:
     """Documents as (first line, text); each is parsed alone so one bad document spares the rest."""
     chunks: list[tuple[int, str]] = []
-    start, lines = 1, []
+    start, lines = 1, list[str]()
     for number, line in enumerate(text.splitlines(), start=1):
         if _DOCUMENT_START.match(line):
             chunks.append((start, "\n".join(lines)))

@@ -222,9 +222,10 @@ def _validate_pytorchjob(obj: dict[str, Any]) -> list[FieldError]:
             continue  # parsing reported it
         errors += _validate_template(path, rspec, c.PYTORCH_CONTAINER)
         replicas = rspec.get("replicas")
-        if rtype == "Master" and (replicas is None or (_int(replicas) is not None and replicas != 1)):
+        count = _int(replicas)
+        if rtype == "Master" and (replicas is None or (count is not None and count != 1)):
             errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
-        if rtype == "Worker" and _int(replicas) is not None and replicas < 1:
+        if rtype == "Worker" and count is not None and count < 1:
             errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be at least 1"))
 
     if isinstance(elastic, dict):
@@ -246,7 +247,7 @@ def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict
         return errors
     # The bounds as defaulting fills them: a missing one takes the other's value.
     low, high = low if low is not None else high, high if high is not None else low
-    if isinstance(worker, dict) and low is not None and low >= 1:
+    if isinstance(worker, dict) and low is not None and high is not None and low >= 1:
         replicas = worker.get("replicas")
         count = 1 if replicas is None else _int(replicas)
         if count is not None and count >= 1 and not low <= count <= high:

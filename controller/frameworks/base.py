@@ -11,13 +11,15 @@ its ``trainctl.api.kinds.JobKind``, which the plugin points at.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Generic, Optional, TypeVar
 
 from trainctl.api import constants as c
 from trainctl.api.defaults import Job
 from trainctl.api.kinds import JobKind
 
 EnvFactory = Callable[[int], list[dict[str, Any]]]
+# The wire model a plugin works on (PyTorchJob, MSJob).
+J = TypeVar("J", bound=Job)
 
 # Exit code the references use when the framework container has no terminated state
 # (evicted pods, pods that never started).
@@ -44,12 +46,12 @@ class ConditionChange:
 
 
 @dataclass(frozen=True)
-class JobFacts:
+class JobFacts(Generic[J]):
     """What a framework may look at to decide the job's state in one pass."""
 
     name: str
     namespace: str
-    job: Job  # defaulted
+    job: J  # defaulted
     counts: dict[str, ReplicaCounts]
     # Replica types whose failed pods this pass deleted to be recreated.
     restarted: frozenset[str] = frozenset()
@@ -94,7 +96,7 @@ class Autoscaling:
     metrics: list[dict[str, Any]]
 
 
-class Framework:
+class Framework(Generic[J]):
     """Base class: the shared Kubeflow vocabulary; subclasses fill in the kind."""
 
     job_kind: JobKind
@@ -134,7 +136,7 @@ class Framework:
         return ConditionChange(condition_type, self.reason(condition_type), message, event_type)
 
     # --- replica types ------------------------------------------------------------------
-    def ordered_types(self, job: Job) -> list[str]:
+    def ordered_types(self, job: J) -> list[str]:
         """The job's replica types in the kind's order, unknown keys last (sorted)."""
         specs = job.spec.replica_specs
         known = [t for t in self.replica_types if t in specs]
@@ -154,7 +156,7 @@ class Framework:
         labels[c.LABEL_REPLICA_INDEX] = str(index)
         return labels
 
-    def is_master_role(self, job: Job, rtype: str, index: int) -> bool:
+    def is_master_role(self, job: J, rtype: str, index: int) -> bool:
         return False
 
     # --- services -------------------------------------------------------------------------
@@ -172,27 +174,27 @@ class Framework:
         """Which containers of a pod receive the injected environment."""
         raise NotImplementedError
 
-    def env_factory(self, job: Job, rtype: str, ctx: EnvContext) -> Optional[EnvFactory]:
+    def env_factory(self, job: J, rtype: str, ctx: EnvContext) -> Optional[EnvFactory]:
         """The env for pod ``index`` of ``rtype``; None when pods cannot be created yet."""
         raise NotImplementedError
 
-    def init_containers(self, job: Job, rtype: str, name: str, image: str, max_tries: int) -> list[dict[str, Any]]:
+    def init_containers(self, job: J, rtype: str, name: str, image: str, max_tries: int) -> list[dict[str, Any]]:
         return []
 
-    def env_service(self, job: Job) -> Optional[str]:
+    def env_service(self, job: J) -> Optional[str]:
         """The replica type whose Service (index 0) pods need in their env; no pods until it exists."""
         return None
 
     # --- children besides the replicas ----------------------------------------------------
-    def rendezvous_store(self, job: Job, reference_env: bool) -> Optional[RendezvousStore]:
+    def rendezvous_store(self, job: J, reference_env: bool) -> Optional[RendezvousStore]:
         """The store pod and Service the job needs before its pods, if any."""
         return None
 
-    def autoscaling(self, job: Job) -> Optional[Autoscaling]:
+    def autoscaling(self, job: J) -> Optional[Autoscaling]:
         """The HorizontalPodAutoscaler the job asks for, if any."""
         return None
 
-    def gang_replicas(self, job: Job, rtype: str) -> int:
+    def gang_replicas(self, job: J, rtype: str) -> int:
         """How many pods of ``rtype`` the gang (PodGroup minMember) must hold at least."""
         return job.spec.replica_specs[rtype].replicas or 0
 
@@ -207,7 +209,7 @@ class Framework:
     def restarting(self, name: str, rtype: str) -> ConditionChange:
         return self.change(c.CONDITION_RESTARTING, self.restarting_message.format(name=name, rtype=rtype), "Warning")
 
-    def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
+    def evaluate(self, facts: JobFacts[J]) -> list[ConditionChange]:
         """Conditions to set, in order, from this pass's replica counts."""
         raise NotImplementedError
 

@@ -45,7 +45,7 @@ def worker_devices(job: MSJob, reference_env: bool) -> int:
     return devices if devices > 1 else 0
 
 
-class MindSporeFramework(Framework):
+class MindSporeFramework(Framework[MSJob]):
     job_kind = kinds.MSJOB
     restart_policy_event = "SettedPodTemplateRestartPolicy"
     scheduler_name_event = "SettedPodTemplateSchedulerName"
@@ -108,7 +108,7 @@ class MindSporeFramework(Framework):
     def is_retryable(self, exit_code: int) -> bool:
         return exit_code in RETRYABLE_EXIT_CODES
 
-    def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
+    def evaluate(self, facts: JobFacts[MSJob]) -> list[ConditionChange]:
         job, name, ns = facts.job, facts.name, facts.namespace
         specs = job.spec.ms_replica_specs
         restarting = c.CONDITION_RESTARTING in facts.true_conditions

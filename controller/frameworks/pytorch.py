@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 from trainctl.api import constants as c
 from trainctl.api import kinds
 from trainctl.api.defaults import default_container
-from trainctl.api.pytorch import PyTorchJob
+from trainctl.api.pytorch import ElasticPolicy, PyTorchJob
 from trainctl.controller.frameworks.accelerators import devices_per_pod
 from trainctl.controller.frameworks.base import (
     Autoscaling,
@@ -98,7 +98,7 @@ def processes_per_pod(job: PyTorchJob, rtype: str, reference_env: bool) -> tuple
     return 1, nproc
 
 
-class PyTorchFramework(Framework):
+class PyTorchFramework(Framework[PyTorchJob]):
     job_kind = kinds.PYTORCHJOB
     restart_policy_event = "SetPodTemplateRestartPolicy"
     scheduler_name_event = "SetPodTemplateSchedulerName"
@@ -157,8 +157,8 @@ class PyTorchFramework(Framework):
         nproc = processes_per_pod(job, rtype, ctx.reference_env)[1]
         if nproc is not None:
             tail.append(env(c.PET_NPROC_PER_NODE, nproc))
-        if is_elastic(job):
-            tail += self._elastic_env(job, ctx)
+        if job.spec.elastic_policy is not None:
+            tail += self._elastic_env(job, job.spec.elastic_policy, ctx)
         else:
             tail.append(env(c.PET_NNODES, sum(s.replicas or 0 for s in specs.values())))
         if not has_master:
@@ -172,8 +172,7 @@ class PyTorchFramework(Framework):
 
         return factory
 
-    def _elastic_env(self, job: PyTorchJob, ctx: EnvContext) -> list[dict[str, Any]]:
-        elastic = job.spec.elastic_policy
+    def _elastic_env(self, job: PyTorchJob, elastic: ElasticPolicy, ctx: EnvContext) -> list[dict[str, Any]]:
         host = elastic.rdzv_host or ctx.rendezvous_host or f"{ctx.name}-worker-0"
         out = [
             env(c.PET_RDZV_ENDPOINT, f"{host}:{rendezvous_port(job)}"),
@@ -234,7 +233,7 @@ class PyTorchFramework(Framework):
     def permanent_failure(self, name: str, rtype: str) -> ConditionChange:
         return self.change(c.CONDITION_FAILED, f'job "{name}" is failing because "{rtype}" replica(s) failed.', "Warning")
 
-    def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
+    def evaluate(self, facts: JobFacts[PyTorchJob]) -> list[ConditionChange]:
         job, name, ns = facts.job, facts.name, facts.namespace
         specs = job.spec.pytorch_replica_specs
         has_master = MASTER in specs

@@ -120,7 +120,8 @@ class ChildIndex:
 
         Looks at no more indices than there are objects plus ``limit``, whatever ``replicas`` is.
         """
-        slots, out, index = self.slots(rtype), [], 0
+        slots, index = self.slots(rtype), 0
+        out: list[int] = []
         while index < replicas and len(out) < limit:
             if index not in slots:
                 out.append(index)

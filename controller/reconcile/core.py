@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.api import constants as c
+from trainctl.api.common import RunPolicy
 from trainctl.api.defaults import Job, default_job
 from trainctl.api.validation import check
 from trainctl.controller.frameworks import Framework, framework_for
@@ -61,7 +62,8 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
     run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
     if isinstance(run_policy, dict) and run_policy.get("managedBy") not in (None, c.MANAGED_BY_TRAINING_OPERATOR):
         return plan  # another controller (e.g. Kueue's MultiKueue) owns this job
-    status = job.get("status") if isinstance(job.get("status"), dict) else {}
+    stored = job.get("status")
+    status: dict[str, Any] = stored if isinstance(stored, dict) else {}
     book = ConditionBook(status.get("conditions"), rfc3339(now))
 
     parsed, problems = check(job)
@@ -103,11 +105,12 @@ class _Pass:
         self.job_ref = JobRef(
             self.name, self.namespace, owner_reference(self.framework.api_version, self.framework.kind, self.name, self.uid)
         )
-        self.old_status: dict[str, Any] = self.raw.get("status") if isinstance(self.raw.get("status"), dict) else {}
+        stored = self.raw.get("status")
+        self.old_status: dict[str, Any] = stored if isinstance(stored, dict) else {}
         self.status: dict[str, Any] = dict(self.old_status)
         self.pods = ChildIndex(self.observed.pods)
         self.services = ChildIndex(self.observed.services)
-        self.run_policy = self.job.spec.run_policy
+        self.run_policy = self.job.spec.run_policy or RunPolicy()  # defaulting always sets one
         self.specs = self.job.spec.replica_specs
         self.types = self.framework.ordered_types(self.job)
         self.gang = self.config.gang
