@@ -1,10 +1,11 @@
 """The reconcile function: one job, what the cluster holds for it, the time → a Plan.
 
 This is the whole decision-making of the controller, as a pure function: it parses and
-validates the job once and defaults the parsed model in memory, then walks the reference controller's algorithm
-(kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed order: the HPA; the
-finished path (clean-up, TTL); the suspended path; limits (backoffLimit, deadline); the
-PodGroup; per replica type the Services and the pods by index; then the job's conditions.
+validates the job once and defaults the parsed model in memory, then walks the reference
+controller's algorithm (kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed
+order: the replica limit; the HPA; the finished path (clean-up, TTL); the suspended path;
+limits (backoffLimit, deadline); the PodGroup; per replica type the Services and the pods
+by index, at most ``max_creates_per_pass`` of each; then the job's conditions.
 It reads no clock and does no I/O, so every policy is a table of plain dicts in the tests.
 """
 
