@@ -121,6 +121,8 @@ class ChildIndex:
         Looks at no more indices than there are objects plus ``limit``, whatever ``replicas`` is.
         """
         slots, index = self.slots(rtype), 0
+        if len(slots) == replicas and (not slots or max(slots) == replicas - 1):
+            return []  # indices are distinct and non-negative: exactly 0 … replicas-1, none missing
         out: list[int] = []
         while index < replicas and len(out) < limit:
             if index not in slots:

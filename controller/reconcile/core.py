@@ -288,8 +288,9 @@ class _Pass:
         restarts = 0
         if env_factory is not None:
             self.create_pods(rtype, env_factory, replicas)
-        duplicated = self.pods.duplicated(rtype)
-        for index, pod in sorted(self.pods.slots(rtype).items()):
+        slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
+        for index in sorted(slots):  # ints sort fast; deletes go lowest index first
+            pod = slots[index]
             if index in duplicated or is_terminating(pod):
                 continue  # duplicates on one index are left alone, as the reference does
             if index >= replicas:
@@ -347,10 +348,10 @@ class _Pass:
                 build_service(fw, job_ref=self.job_ref, rtype=rtype, index=index, ports=ports, cluster_ip=cluster_ip)
                 for index in missing
             )
-        duplicated = self.services.duplicated(rtype)
-        for index, service in sorted(self.services.slots(rtype).items()):
+        slots, duplicated = self.services.slots(rtype), self.services.duplicated(rtype)
+        for index in sorted(slots):
             if index >= replicas and index not in duplicated:
-                self.delete(service, kind="Service", with_service=False)
+                self.delete(slots[index], kind="Service", with_service=False)
 
     def count(self, rtype: str) -> ReplicaCounts:
         """Active, succeeded and failed pods of one type (spec §5.11; Pending is not counted)."""
