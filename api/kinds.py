@@ -48,8 +48,12 @@ class JobKind:
     # The replica whose pod speaks for the job (its logs are the job's): index 0 of the
     # first of these types the job has.
     lead_replica_types: tuple[str, ...]
+    # The CRD's description of the kind.
+    description: str = ""
     # The replica type the scale subresource scales, if the kind has one.
     scale_replica_type: Optional[str] = None
+    # RunPolicy fields the kind's API lacks: dropped from its CRD, rejected by validation.
+    unsupported_run_policy: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -84,6 +88,7 @@ PYTORCHJOB = JobKind(
     controller_name=c.PYTORCH_CONTROLLER_NAME,
     framework=c.PYTORCH_FRAMEWORK,
     lead_replica_types=("Master", "Worker"),
+    description="PyTorchJob represents a distributed PyTorch training job.",
     scale_replica_type="Worker",
 )
 
@@ -103,6 +108,9 @@ MSJOB = JobKind(
     controller_name=c.MINDSPORE_CONTROLLER_NAME,
     framework=c.MINDSPORE_FRAMEWORK,
     lead_replica_types=("Worker",),
+    description="MSJob represents a distributed MindSpore training job.",
+    # ms-operator's RunPolicy is kubeflow/common v0.4.1's, which predates these fields.
+    unsupported_run_policy=("suspend", "managedBy"),
 )
 
 # The registry: every kind trainctl serves, in the order lists and help texts show them.

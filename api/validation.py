@@ -43,6 +43,7 @@ def check(obj: Any, old: Any = None) -> tuple[Optional[Job], list[FieldError]]:
     errors = _validate_metadata(obj, kind)
     job, type_errors = parse_structure(obj)
     errors += type_errors
+    errors += _unsupported_run_policy(obj, kind)
     errors += _KIND_RULES[kind.kind](obj)
     if isinstance(old, dict) and old.get("kind") == kind.kind:
         errors += _validate_update(obj, old)
@@ -165,6 +166,16 @@ def _validate_name_length(obj: dict[str, Any], kind: kinds.JobKind, path: str, n
     ]
 
 
+def _unsupported_run_policy(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
+    """RunPolicy fields the kind's API version does not have (MSJob: suspend, managedBy)."""
+    run_policy = _dict(_dict(obj, "spec"), "runPolicy")
+    return [
+        FieldError(f"spec.runPolicy.{field}", "Forbidden", f"not supported by {kind.kind} ({kind.api_version})")
+        for field in kind.unsupported_run_policy
+        if run_policy.get(field) is not None
+    ]
+
+
 # --- pod templates --------------------------------------------------------------------------
 
 
@@ -268,11 +279,6 @@ def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
     spec = _dict(obj, "spec")
     specs = _dict(spec, kinds.MSJOB.replica_specs_field)
     errors: list[FieldError] = []
-
-    run_policy = _dict(spec, "runPolicy")
-    for field in ("suspend", "managedBy"):
-        if run_policy.get(field) is not None:
-            errors.append(FieldError(f"spec.runPolicy.{field}", "Forbidden", f"not supported by {c.MSJOB_KIND} ({c.MINDSPORE_API_VERSION})"))
 
     # ms-operator folds keys to their canonical spelling (worker → Worker); two keys that fold
     # to the same type would be one replica type twice.
