@@ -12,7 +12,7 @@ strict so that a string where an integer belongs is an error, not a silent conve
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic_core import PydanticCustomError
@@ -91,10 +91,10 @@ PodTemplate = Annotated[
 # ObjectMeta: the API server owns its schema; a CRD may only say it is an object.
 ObjectMeta = Annotated[dict[str, Any], WithJsonSchema({"type": "object"})]
 
-# Literal[tuple] spells out the tuple's values: api/constants.py stays the one list.
-RestartPolicy = Literal[c.RESTART_POLICIES]
-CleanPodPolicy = Literal[c.CLEAN_POD_POLICIES]
-ManagedBy = Literal[c.MANAGED_BY_VALUES]
+# The enumerations are api/constants.py's, the one list of their values.
+RestartPolicy = c.RestartPolicy
+CleanPodPolicy = c.CleanPodPolicy
+ManagedBy = c.ManagedBy
 
 
 class WireModel(BaseModel):

@@ -7,6 +7,8 @@ file to read and no module invents its own spelling.
 
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 # --- PyTorchJob (kubeflow.org/v1) ---------------------------------------------------------
 KUBEFLOW_GROUP = "kubeflow.org"
 KUBEFLOW_VERSION = "v1"
@@ -17,7 +19,7 @@ PYTORCHJOB_SINGULAR = "pytorchjob"
 PYTORCH_CONTAINER = "pytorch"
 PYTORCH_PORT_NAME = "pytorchjob-port"
 PYTORCH_DEFAULT_PORT = 23456
-PYTORCH_DEFAULT_RESTART_POLICY = "OnFailure"
+PYTORCH_DEFAULT_RESTART_POLICY: RestartPolicy = "OnFailure"
 PYTORCH_DEFAULT_NPROC = "auto"
 PYTORCH_FRAMEWORK = "pytorch"
 PYTORCH_CONTROLLER_NAME = "pytorchjob-controller"
@@ -33,8 +35,8 @@ MSJOB_SINGULAR = "msjob"
 MINDSPORE_CONTAINER = "mindspore"
 MINDSPORE_PORT_NAME = "msjob-port"
 MINDSPORE_DEFAULT_PORT = 2222
-MINDSPORE_DEFAULT_RESTART_POLICY = "Never"
-MINDSPORE_DEFAULT_CLEAN_POD_POLICY = "Running"
+MINDSPORE_DEFAULT_RESTART_POLICY: RestartPolicy = "Never"
+MINDSPORE_DEFAULT_CLEAN_POD_POLICY: CleanPodPolicy = "Running"
 MINDSPORE_FRAMEWORK = "mindspore"
 MINDSPORE_CONTROLLER_NAME = "msjob-controller"
 MINDSPORE_REPLICA_TYPES = ("Scheduler", "PS", "Worker")
@@ -52,14 +54,18 @@ LEGACY_LABEL_REPLICA_TYPE = "replica-type"
 LEGACY_LABEL_REPLICA_INDEX = "replica-index"
 
 # --- Policies -------------------------------------------------------------------------------
-RESTART_POLICIES = ("Always", "OnFailure", "Never", "ExitCode")
-CLEAN_POD_POLICIES = ("All", "Running", "None")
-MANAGED_BY_TRAINING_OPERATOR = "kubeflow.org/training-operator"
-MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
-MANAGED_BY_VALUES = (MANAGED_BY_TRAINING_OPERATOR, MANAGED_BY_MULTIKUEUE)
-MS_SUCCESS_POLICY_ALL_WORKERS = "AllWorkers"
-RDZV_BACKENDS = ("c10d", "etcd", "etcd-v2")
-NPROC_KEYWORDS = ("auto", "cpu", "gpu")
+# Enumerations as Literal types (the models' field types) with their values as tuples.
+RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
+RESTART_POLICIES: tuple[str, ...] = get_args(RestartPolicy)
+CleanPodPolicy = Literal["All", "Running", "None"]
+CLEAN_POD_POLICIES: tuple[str, ...] = get_args(CleanPodPolicy)
+ManagedBy = Literal["kubeflow.org/training-operator", "kueue.x-k8s.io/multikueue"]
+MANAGED_BY_VALUES: tuple[str, ...] = get_args(ManagedBy)
+MANAGED_BY_TRAINING_OPERATOR, MANAGED_BY_MULTIKUEUE = MANAGED_BY_VALUES
+MSSuccessPolicy = Literal["", "AllWorkers"]
+MS_SUCCESS_POLICY_ALL_WORKERS = get_args(MSSuccessPolicy)[1]
+RdzvBackend = Literal["c10d", "etcd", "etcd-v2"]
+RDZV_BACKENDS: tuple[str, ...] = get_args(RdzvBackend)
 NPROC_PATTERN = r"^(auto|cpu|gpu|[1-9][0-9]*)$"
 
 # --- Condition types -----------------------------------------------------------------------
@@ -69,14 +75,33 @@ CONDITION_RESTARTING = "Restarting"
 CONDITION_SUCCEEDED = "Succeeded"
 CONDITION_FAILED = "Failed"
 CONDITION_SUSPENDED = "Suspended"
-CONDITION_TYPES = (
-    CONDITION_CREATED,
-    CONDITION_RUNNING,
-    CONDITION_RESTARTING,
-    CONDITION_SUCCEEDED,
-    CONDITION_SUSPENDED,
-    CONDITION_FAILED,
-)
+
+# --- The environment the pods receive -------------------------------------------------------
+# PyTorchJob: torchrun takes each option from a PET_* variable (PET_NNODES is --nnodes …).
+ENV_MASTER_ADDR = "MASTER_ADDR"
+ENV_MASTER_PORT = "MASTER_PORT"
+ENV_WORLD_SIZE = "WORLD_SIZE"
+ENV_RANK = "RANK"
+PET_MASTER_ADDR = "PET_MASTER_ADDR"
+PET_MASTER_PORT = "PET_MASTER_PORT"
+PET_NODE_RANK = "PET_NODE_RANK"
+PET_NNODES = "PET_NNODES"
+PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
+PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+PET_RDZV_BACKEND = "PET_RDZV_BACKEND"
+PET_RDZV_ID = "PET_RDZV_ID"
+PET_RDZV_CONF = "PET_RDZV_CONF"
+PET_MAX_RESTARTS = "PET_MAX_RESTARTS"
+PET_STANDALONE = "PET_STANDALONE"
+PET_LOCAL_ADDR = "PET_LOCAL_ADDR"  # trainctl's: the agent's own address (status.podIP)
+# MSJob: MindSpore's dynamic-cluster variables.
+MS_SCHED_HOST = "MS_SCHED_HOST"
+MS_SCHED_PORT = "MS_SCHED_PORT"
+MS_NODE_ID = "MS_NODE_ID"
+MS_SERVER_NUM = "MS_SERVER_NUM"
+MS_WORKER_NUM = "MS_WORKER_NUM"
+MS_LOCAL_WORKER = "MS_LOCAL_WORKER"
+MS_ROLE = "MS_ROLE"
 
 # --- Accelerators ---------------------------------------------------------------------------
 RESOURCE_NVIDIA_GPU = "nvidia.com/gpu"

@@ -13,6 +13,7 @@ from typing import Any, Union
 
 from trainctl.api import constants as c
 from trainctl.api.common import ReplicaSpec, RunPolicy
+from trainctl.api.kinds import MSJOB, PYTORCHJOB, JobKind
 from trainctl.api.mindspore import MSJob
 from trainctl.api.pytorch import PyTorchJob
 
@@ -20,9 +21,9 @@ Job = Union[PyTorchJob, MSJob]
 
 
 def _copy(job: Job) -> Job:
-    """A deep copy. Re-validating a dump is about 3x faster than ``model_copy(deep=True)``
-    (the controller defaults every job at every reconcile), and the dump builds fresh
-    dicts for pod templates, so defaulting never reaches the caller's objects."""
+    """A deep copy. Re-validating a dump is about 3x faster than ``model_copy(deep=True)``,
+    and the dump builds fresh dicts for pod templates, so defaulting never reaches the
+    caller's objects."""
     return type(job).model_validate(job.model_dump(by_alias=True, exclude_unset=True))
 
 
@@ -37,15 +38,21 @@ def default_container(template: dict[str, Any] | None, name: str) -> dict[str, A
     return None
 
 
-def _ensure_port(template: dict[str, Any] | None, container_name: str, port_name: str, port: int) -> None:
+def _with_port(template: dict[str, Any] | None, container_name: str, port_name: str, port: int) -> dict[str, Any] | None:
+    """The template with the named port on the framework container; new dicts where it changes.
+
+    Copy on write: the template may share its dicts with the object the job was parsed from.
+    """
     container = default_container(template, container_name)
-    if container is None:
-        return
+    if template is None or container is None:
+        return template
     ports = container.get("ports")
-    if ports is None:
-        ports = container["ports"] = []
-    if not any(isinstance(p, dict) and p.get("name") == port_name for p in ports):
-        ports.append({"name": port_name, "containerPort": port})
+    if ports is not None and any(isinstance(p, dict) and p.get("name") == port_name for p in ports):
+        return template
+    ported = {**container, "ports": [*(ports or []), {"name": port_name, "containerPort": port}]}
+    spec = template["spec"]
+    containers = [ported if item is container else item for item in spec["containers"]]
+    return {**template, "spec": {**spec, "containers": containers}}
 
 
 def _normalise_replica_keys(specs: dict[str, ReplicaSpec], canonical: tuple[str, ...]) -> dict[str, ReplicaSpec]:
@@ -58,32 +65,28 @@ def _normalise_replica_keys(specs: dict[str, ReplicaSpec], canonical: tuple[str,
     return out
 
 
-def _default_replicas(specs: dict[str, ReplicaSpec], restart_policy: str, container: str, port_name: str, port: int) -> None:
+def _default_replicas(specs: dict[str, ReplicaSpec], kind: JobKind) -> dict[str, ReplicaSpec]:
+    """Keys folded to the kind's spelling; replicas, restart policy and port filled in."""
+    specs = _normalise_replica_keys(specs, kind.replica_types)
     for spec in specs.values():
         if spec is None:
             continue
         if spec.replicas is None:
             spec.replicas = 1
         if not spec.restart_policy:
-            spec.restart_policy = restart_policy
-        _ensure_port(spec.template, container, port_name, port)
+            spec.restart_policy = kind.default_restart_policy
+        if spec.template is not None:
+            spec.template = _with_port(spec.template, kind.container, kind.port_name, kind.default_port)
+    return specs
 
 
 def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
-    job = _copy(job)
     spec = job.spec
     if spec.run_policy is None:
         spec.run_policy = RunPolicy()
     if spec.run_policy.clean_pod_policy is None:
         spec.run_policy.clean_pod_policy = "None"
-    spec.pytorch_replica_specs = _normalise_replica_keys(spec.pytorch_replica_specs, c.PYTORCH_REPLICA_TYPES)
-    _default_replicas(
-        spec.pytorch_replica_specs,
-        c.PYTORCH_DEFAULT_RESTART_POLICY,
-        c.PYTORCH_CONTAINER,
-        c.PYTORCH_PORT_NAME,
-        c.PYTORCH_DEFAULT_PORT,
-    )
+    spec.pytorch_replica_specs = _default_replicas(spec.pytorch_replica_specs, PYTORCHJOB)
     elastic = spec.elastic_policy
     if elastic is not None:
         if elastic.min_replicas is None and elastic.max_replicas is not None:
@@ -100,7 +103,6 @@ def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
 
 
 def default_msjob(job: MSJob) -> MSJob:
-    job = _copy(job)
     spec = job.spec
     if spec.run_policy is None:
         spec.run_policy = RunPolicy()
@@ -108,21 +110,21 @@ def default_msjob(job: MSJob) -> MSJob:
         spec.run_policy.clean_pod_policy = c.MINDSPORE_DEFAULT_CLEAN_POD_POLICY
     if spec.success_policy is None:
         spec.success_policy = ""
-    spec.ms_replica_specs = _normalise_replica_keys(spec.ms_replica_specs, c.MINDSPORE_REPLICA_TYPES)
-    _default_replicas(
-        spec.ms_replica_specs,
-        c.MINDSPORE_DEFAULT_RESTART_POLICY,
-        c.MINDSPORE_CONTAINER,
-        c.MINDSPORE_PORT_NAME,
-        c.MINDSPORE_DEFAULT_PORT,
-    )
+    spec.ms_replica_specs = _default_replicas(spec.ms_replica_specs, MSJOB)
     return job
 
 
-def default_job(job: Job) -> Job:
-    """A defaulted copy of a PyTorchJob or MSJob; the input is not modified."""
+def default_job(job: Job, *, in_place: bool = False) -> Job:
+    """A defaulted copy of a PyTorchJob or MSJob; the input is not modified.
+
+    ``in_place``: default ``job`` itself, for a caller that owns the model it just parsed
+    (the reconcile): no copy. Pod templates are still never changed in place, since they
+    share dicts with the object the job was parsed from.
+    """
+    if not isinstance(job, (PyTorchJob, MSJob)):
+        raise TypeError(f"not a training job: {type(job).__name__}")
+    if not in_place:
+        job = _copy(job)
     if isinstance(job, PyTorchJob):
         return default_pytorchjob(job)
-    if isinstance(job, MSJob):
-        return default_msjob(job)
-    raise TypeError(f"not a training job: {type(job).__name__}")
+    return default_msjob(job)

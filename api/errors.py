@@ -145,7 +145,8 @@ def from_validation_error(exc: ValidationError, maps: frozenset[str], prefix: st
         elif kind == "int_range":
             errors.append(FieldError(path, "Invalid", f"must be between {ctx['low']} and {ctx['high']}, not {show(value)}"))
         elif kind == "string_pattern_mismatch":
-            wanted = PATTERN_WORDS.get(ctx.get("pattern"), f"match {ctx.get('pattern')}")
+            pattern = str(ctx.get("pattern"))
+            wanted = PATTERN_WORDS.get(pattern, f"match {pattern}")
             errors.append(FieldError(path, "Invalid", f"invalid value {show(value)}: must {wanted}"))
         else:
             errors.append(FieldError(path, "Invalid", err["msg"]))

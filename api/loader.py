@@ -19,18 +19,11 @@ from typing import Any, Optional
 import yaml
 from pydantic import ValidationError
 
-from trainctl.api import constants as c
+from trainctl.api import kinds
 from trainctl.api.defaults import Job
 from trainctl.api.errors import FieldError, JobInvalid, json_type, map_fields, from_validation_error, show, supported
-from trainctl.api.mindspore import MSJob
-from trainctl.api.pytorch import PyTorchJob
 
-# kind → (apiVersion, model)
-JOB_KINDS: dict[str, tuple[str, type[PyTorchJob] | type[MSJob]]] = {
-    c.PYTORCHJOB_KIND: (c.KUBEFLOW_API_VERSION, PyTorchJob),
-    c.MSJOB_KIND: (c.MINDSPORE_API_VERSION, MSJob),
-}
-_MAP_FIELDS = map_fields(PyTorchJob, MSJob)
+_MAP_FIELDS = map_fields(*(k.model for k in kinds.KINDS))
 
 
 class _KubernetesYAMLLoader(yaml.SafeLoader):
@@ -88,7 +81,7 @@ _DOCUMENT_START = re.compile(r"^---(?:[ \t].*)?$")
 def _split(text: str) -> list[tuple[int, str]]:
     """Documents as (first line, text); each is parsed alone so one bad document spares the rest."""
     chunks: list[tuple[int, str]] = []
-    start, lines = 1, []
+    start, lines = 1, list[str]()
     for number, line in enumerate(text.splitlines(), start=1):
         if _DOCUMENT_START.match(line):
             chunks.append((start, "\n".join(lines)))
@@ -191,28 +184,30 @@ def load_documents(text: str) -> list[dict[str, Any]]:
     return [d.obj for d in documents if d.obj is not None]
 
 
-def job_model(obj: Any) -> tuple[Optional[type[PyTorchJob] | type[MSJob]], list[FieldError]]:
-    """Which model an object claims to be, or why it is not a training job."""
+def job_kind(obj: Any) -> tuple[Optional[kinds.JobKind], list[FieldError]]:
+    """Which kind an object claims to be, or why it is not a training job."""
     if not isinstance(obj, dict):
         return None, [FieldError("", "TypeInvalid", f"a job must be an object, not {json_type(obj)} {show(obj)}")]
     kind, api_version = obj.get("kind"), obj.get("apiVersion")
     if kind is None:
         return None, [FieldError("kind", "Required", "Required value")]
-    if not isinstance(kind, str) or kind not in JOB_KINDS:
-        return None, [FieldError("kind", "NotSupported", f"unsupported value {show(kind)}; {supported(JOB_KINDS)}")]
-    expected, model = JOB_KINDS[kind]
+    found = kinds.find(kind)
+    if found is None:
+        return None, [FieldError("kind", "NotSupported", f"unsupported value {show(kind)}; {supported(kinds.BY_KIND)}")]
+    expected = found.api_version
     if api_version is None:
         return None, [FieldError("apiVersion", "Required", "Required value")]
     if api_version != expected:
         return None, [FieldError("apiVersion", "NotSupported", f"unsupported value {show(api_version)} for {kind}; {supported([expected])}")]
-    return model, []
+    return found, []
 
 
 def parse_structure(obj: Any) -> tuple[Optional[Job], list[FieldError]]:
     """The typed job and no errors, or no job and every type error found."""
-    model, errors = job_model(obj)
-    if model is None:
+    found, errors = job_kind(obj)
+    if found is None:
         return None, errors
+    model = found.model
     try:
         return model.model_validate(obj), []
     except ValidationError as exc:

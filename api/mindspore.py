@@ -12,7 +12,7 @@ from trainctl.api.common import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy, W
 
 class MSJobSpec(WireModel):
     run_policy: Optional[RunPolicy] = None
-    success_policy: Optional[Literal["", c.MS_SUCCESS_POLICY_ALL_WORKERS]] = Field(
+    success_policy: Optional[c.MSSuccessPolicy] = Field(
         None, description='"" (worker 0 or all workers succeeded) or "AllWorkers".'
     )
     ms_replica_specs: dict[str, ReplicaSpec] = Field(

@@ -35,7 +35,7 @@ class ElasticPolicy(WireModel):
 
     min_replicas: Optional[PositiveInt32] = Field(None, description="Lower bound of Worker replicas (torchrun --nnodes MIN).")
     max_replicas: Optional[PositiveInt32] = Field(None, description="Upper bound of Worker replicas (torchrun --nnodes MAX).")
-    rdzv_backend: Optional[Literal[c.RDZV_BACKENDS]] = Field(None, description="c10d, etcd or etcd-v2.")
+    rdzv_backend: Optional[c.RdzvBackend] = Field(None, description="c10d, etcd or etcd-v2.")
     rdzv_port: Optional[Port] = None
     rdzv_host: Optional[str] = None
     rdzv_id: Optional[str] = None

@@ -1,7 +1,7 @@
 """Every rule a PyTorchJob or MSJob must satisfy, each problem reported with its field path.
 
 ``validate`` works on the raw wire dict, before defaulting, as the reference webhook does,
-and reports every problem at once: type errors from parsing (``trainctl.api.loader``), the rules of
+and reports every problem at once (``check`` also hands back the job it parsed on the way): type errors from parsing (``trainctl.api.loader``), the rules of
 training-operator's validating webhook and of ms-operator's (log-only) validation, and the
 gaps both leave open (docs/compatibility.md lists them). It never raises: the rules read the
 dict defensively and skip a value whose type is wrong, since parsing has reported it.
@@ -17,8 +17,10 @@ from typing import Any, Optional
 from pydantic import BaseModel
 
 from trainctl.api import constants as c
+from trainctl.api import kinds
+from trainctl.api.defaults import Job
 from trainctl.api.errors import FieldError, json_type, show, supported
-from trainctl.api.loader import job_model, parse_structure
+from trainctl.api.loader import job_kind, parse_structure
 
 # A Service name, hence every replica's name, must be a DNS-1035 label.
 DNS1035_MAX = 63
@@ -29,35 +31,43 @@ _DNS1035_HELP = "must consist of lower case letters, digits or '-', start with a
 _GENERATED_SUFFIX = 5
 
 
+def check(obj: Any, old: Any = None) -> tuple[Optional[Job], list[FieldError]]:
+    """The typed job (None when its types are wrong) and every problem, parsing it once.
+
+    With ``old``, the problems of the update from ``old`` to ``obj`` are included. A job
+    comes back even when rules fail, so a caller that needs both parses nothing twice.
+    """
+    kind, errors = job_kind(obj)
+    if kind is None:
+        return None, errors
+    errors = _validate_metadata(obj, kind)
+    job, type_errors = parse_structure(obj)
+    errors += type_errors
+    errors += _unsupported_run_policy(obj, kind)
+    errors += _KIND_RULES[kind.kind](obj)
+    if isinstance(old, dict) and old.get("kind") == kind.kind:
+        errors += _validate_update(obj, old)
+    return job, _unique(errors)
+
+
 def validate(obj: Any, old: Any = None) -> list[FieldError]:
     """Every problem of a job (and, with ``old``, of the update from ``old`` to it)."""
-    model, errors = job_model(obj)
-    if model is None:
-        return errors
-    kind = obj["kind"]
-    errors = _validate_metadata(obj, kind)
-    errors += parse_structure(obj)[1]
-    if kind == c.PYTORCHJOB_KIND:
-        errors += _validate_pytorchjob(obj)
-    else:
-        errors += _validate_msjob(obj)
-    if isinstance(old, dict) and old.get("kind") == kind:
-        errors += _validate_update(obj, old)
-    return _unique(errors)
+    return check(obj, old)[1]
 
 
-def warnings(obj: Any) -> list[str]:
+def warnings(obj: Any, job: Optional[Job] = None) -> list[str]:
     """Things that work but should change, one line each: deprecated and unknown fields.
 
     An unknown field is most often a typo (``restartpolicy``); the API server would prune it,
-    so the job would silently run without it.
+    so the job would silently run without it. ``job``: ``obj`` already parsed (by ``check``).
     """
     spec = _dict(obj, "spec")
     elastic = _dict(spec, "elasticPolicy")
     out = []
     if elastic.get("nProcPerNode") is not None:
         out.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
-    job, _ = parse_structure(obj)
+    if job is None:
+        job, _ = parse_structure(obj)
     if job is not None:
         out += [f'unknown field "{path}"' for path in _unknown_fields(job, "")]
     return out
@@ -104,14 +114,10 @@ def _unique(errors: list[FieldError]) -> list[FieldError]:
     return out
 
 
-def _replica_path(specs_field: str, rtype: str) -> str:
-    return f"spec.{specs_field}[{rtype}]"
-
-
 # --- metadata -------------------------------------------------------------------------------
 
 
-def _validate_metadata(obj: dict[str, Any], kind: str) -> list[FieldError]:
+def _validate_metadata(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
     metadata = _dict(obj, "metadata")
     name, generate_name = metadata.get("name"), metadata.get("generateName")
     if name is None and generate_name is None:
@@ -129,18 +135,18 @@ def _validate_metadata(obj: dict[str, Any], kind: str) -> list[FieldError]:
     return _validate_name_length(obj, kind, "metadata.generateName", generate_name + "x" * _GENERATED_SUFFIX)
 
 
-def _validate_name_length(obj: dict[str, Any], kind: str, path: str, name: str) -> list[FieldError]:
+def _validate_name_length(obj: dict[str, Any], kind: kinds.JobKind, path: str, name: str) -> list[FieldError]:
     """Each replica gets a Service ``<job>-<type>-<index>``, which must also be a DNS-1035 label."""
     spec = _dict(obj, "spec")
-    specs = _dict(spec, "pytorchReplicaSpecs" if kind == c.PYTORCHJOB_KIND else "msReplicaSpecs")
+    specs = _dict(spec, kind.replica_specs_field)
     longest = ""
     for rtype, rspec in specs.items():
         if not isinstance(rtype, str) or not isinstance(rspec, dict):
             continue
         replicas = _int(rspec.get("replicas"))
         count = 1 if replicas is None else replicas
-        if rtype == "Worker" and kind == c.PYTORCHJOB_KIND:
-            # The HPA may scale workers up to maxReplicas.
+        if rtype == kind.scale_replica_type:
+            # The HPA may scale it up to maxReplicas.
             count = max(count, _int(_dict(spec, "elasticPolicy").get("maxReplicas")) or 0)
         child = f"{name}-{rtype.lower()}-{max(count - 1, 0)}"
         if len(child) > len(longest):
@@ -157,6 +163,16 @@ def _validate_name_length(obj: dict[str, Any], kind: str, path: str, name: str) 
             f"must be no more than {allowed} characters: the Service {show(longest)} must be a DNS-1035 label "
             f"of at most {DNS1035_MAX} characters",
         )
+    ]
+
+
+def _unsupported_run_policy(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
+    """RunPolicy fields the kind's API version does not have (MSJob: suspend, managedBy)."""
+    run_policy = _dict(_dict(obj, "spec"), "runPolicy")
+    return [
+        FieldError(f"spec.runPolicy.{field}", "Forbidden", f"not supported by {kind.kind} ({kind.api_version})")
+        for field in kind.unsupported_run_policy
+        if run_policy.get(field) is not None
     ]
 
 
@@ -204,12 +220,12 @@ def _validate_template(path: str, rspec: dict[str, Any], container_name: str) ->
 
 def _validate_pytorchjob(obj: dict[str, Any]) -> list[FieldError]:
     spec = _dict(obj, "spec")
-    specs = _dict(spec, "pytorchReplicaSpecs")
+    specs = _dict(spec, kinds.PYTORCHJOB.replica_specs_field)
     elastic = spec.get("elasticPolicy")
     errors: list[FieldError] = []
 
     for rtype, rspec in specs.items():
-        path = _replica_path("pytorchReplicaSpecs", rtype)
+        path = kinds.PYTORCHJOB.replica_path(rtype)
         if rtype not in c.PYTORCH_REPLICA_TYPES:
             errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(rtype)}; {supported(c.PYTORCH_REPLICA_TYPES)}"))
             continue
@@ -217,9 +233,10 @@ def _validate_pytorchjob(obj: dict[str, Any]) -> list[FieldError]:
             continue  # parsing reported it
         errors += _validate_template(path, rspec, c.PYTORCH_CONTAINER)
         replicas = rspec.get("replicas")
-        if rtype == "Master" and (replicas is None or (_int(replicas) is not None and replicas != 1)):
+        count = _int(replicas)
+        if rtype == "Master" and (replicas is None or (count is not None and count != 1)):
             errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
-        if rtype == "Worker" and _int(replicas) is not None and replicas < 1:
+        if rtype == "Worker" and count is not None and count < 1:
             errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be at least 1"))
 
     if isinstance(elastic, dict):
@@ -231,7 +248,7 @@ def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict
     errors = []
     worker = specs.get("Worker")
     if worker is None:
-        errors.append(FieldError(_replica_path("pytorchReplicaSpecs", "Worker"), "Required", "must be configured if elastic policy is used"))
+        errors.append(FieldError(kinds.PYTORCHJOB.replica_path("Worker"), "Required", "must be configured if elastic policy is used"))
     if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
         errors.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden", "must not be used with spec.nprocPerNode"))
 
@@ -241,13 +258,13 @@ def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict
         return errors
     # The bounds as defaulting fills them: a missing one takes the other's value.
     low, high = low if low is not None else high, high if high is not None else low
-    if isinstance(worker, dict) and low is not None and low >= 1:
+    if isinstance(worker, dict) and low is not None and high is not None and low >= 1:
         replicas = worker.get("replicas")
         count = 1 if replicas is None else _int(replicas)
         if count is not None and count >= 1 and not low <= count <= high:
             errors.append(
                 FieldError(
-                    f"{_replica_path('pytorchReplicaSpecs', 'Worker')}.replicas",
+                    f"{kinds.PYTORCHJOB.replica_path('Worker')}.replicas",
                     "Invalid",
                     f"must be between minReplicas ({low}) and maxReplicas ({high}), not {count}",
                 )
@@ -260,13 +277,8 @@ def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict
 
 def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
     spec = _dict(obj, "spec")
-    specs = _dict(spec, "msReplicaSpecs")
+    specs = _dict(spec, kinds.MSJOB.replica_specs_field)
     errors: list[FieldError] = []
-
-    run_policy = _dict(spec, "runPolicy")
-    for field in ("suspend", "managedBy"):
-        if run_policy.get(field) is not None:
-            errors.append(FieldError(f"spec.runPolicy.{field}", "Forbidden", f"not supported by {c.MSJOB_KIND} ({c.MINDSPORE_API_VERSION})"))
 
     # ms-operator folds keys to their canonical spelling (worker → Worker); two keys that fold
     # to the same type would be one replica type twice.
@@ -274,7 +286,7 @@ def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
     present: set[str] = set()
     by_type: dict[str, dict[str, Any]] = {}
     for key, rspec in specs.items():
-        path = _replica_path("msReplicaSpecs", key)
+        path = kinds.MSJOB.replica_path(key)
         rtype = canonical.get(key.lower()) if isinstance(key, str) else None
         if rtype is None:
             errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(key)}; {supported(c.MINDSPORE_REPLICA_TYPES)}"))
@@ -301,18 +313,21 @@ def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
         return errors  # a missing map was reported by parsing
     worker = by_type.get("Worker")
     if "Worker" not in present:
-        errors.append(FieldError(_replica_path("msReplicaSpecs", "Worker"), "Required", "must be configured: an MSJob succeeds when its workers do"))
+        errors.append(FieldError(kinds.MSJOB.replica_path("Worker"), "Required", "must be configured: an MSJob succeeds when its workers do"))
     worker_count = _int((worker or {}).get("replicas"))
     worker_count = 1 if worker_count is None else worker_count
     if "Scheduler" not in present and ("PS" in present or worker_count > 1):
         errors.append(
             FieldError(
-                _replica_path("msReplicaSpecs", "Scheduler"),
+                kinds.MSJOB.replica_path("Scheduler"),
                 "Required",
                 "must be configured when there is a PS or more than one Worker",
             )
         )
     return errors
+
+
+_KIND_RULES = {kinds.PYTORCHJOB.kind: _validate_pytorchjob, kinds.MSJOB.kind: _validate_msjob}
 
 
 # --- updates --------------------------------------------------------------------------------

@@ -249,7 +249,8 @@ def _plain_client_creates(server: Server, workers: int, concurrency: int) -> tup
     base_ns = server.namespace("bench-plain")
     rendered = job("large", base_ns, workers)
     rendered["metadata"]["uid"] = "00000000-0000-0000-0000-0000000000aa"
-    plan = reconcile(rendered, Observed(), datetime.now(timezone.utc), ReconcileConfig())
+    # Every object in one plan (the controller spreads them over passes of max_creates_per_pass).
+    plan = reconcile(rendered, Observed(), datetime.now(timezone.utc), ReconcileConfig(max_creates_per_pass=workers + 1))
     objects = [(PODS if o["kind"] == "Pod" else SERVICES, o) for o in plan.creates if o["kind"] in ("Pod", "Service")]
     for _, obj in objects:
         obj["metadata"].pop("ownerReferences", None)

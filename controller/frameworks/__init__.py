@@ -1,20 +1,20 @@
 """One plugin per job kind: PyTorchJob and MSJob.
 
 The reconcile core asks ``framework_for(kind)`` and drives the returned ``Framework``; see
-``base.Framework`` for what a kind decides.
+``base.Framework`` for what a kind decides. A new kind is its descriptor in
+``trainctl.api.kinds``, its plugin module here, and one entry in ``FRAMEWORKS``.
 """
 
 from __future__ import annotations
 
-from trainctl.api import constants as c
+from trainctl.api import kinds
 from trainctl.controller.frameworks.base import Framework
 from trainctl.controller.frameworks.mindspore import MindSporeFramework
 from trainctl.controller.frameworks.pytorch import PyTorchFramework
 
-FRAMEWORKS: dict[str, Framework] = {
-    c.PYTORCHJOB_KIND: PyTorchFramework(),
-    c.MSJOB_KIND: MindSporeFramework(),
-}
+# The plugin registry, by kind name; every kind of ``trainctl.api.kinds.KINDS`` has one.
+FRAMEWORKS: dict[str, Framework] = {fw.kind: fw for fw in (PyTorchFramework(), MindSporeFramework())}
+assert set(FRAMEWORKS) == set(kinds.BY_KIND), "every job kind needs its framework plugin"
 
 
 def framework_for(kind: str) -> Framework:

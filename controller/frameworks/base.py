@@ -1,20 +1,25 @@
 """What differs between job kinds, behind one interface the reconcile core drives.
 
 The core owns the generic machinery (replica slots, restarts, conditions, policies); a
-framework supplies the kind's vocabulary and rules: its replica types and their order, the
-labels and Services its pods get, the environment each container receives, which exit codes
-are retryable and when the job has succeeded or failed.
+framework supplies the kind's rules: the labels and Services its pods get, the environment
+each container receives, the children it needs besides its replicas (PyTorch's rendezvous
+store), which exit codes are retryable and when the job has succeeded or failed. Its names
+and shape (REST coordinates, replica types and their order, container, lead replica) are
+its ``trainctl.api.kinds.JobKind``, which the plugin points at.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Generic, Optional, TypeVar
 
 from trainctl.api import constants as c
 from trainctl.api.defaults import Job
+from trainctl.api.kinds import JobKind
 
 EnvFactory = Callable[[int], list[dict[str, Any]]]
+# The wire model a plugin works on (PyTorchJob, MSJob).
+J = TypeVar("J", bound=Job)
 
 # Exit code the references use when the framework container has no terminated state
 # (evicted pods, pods that never started).
@@ -41,17 +46,18 @@ class ConditionChange:
 
 
 @dataclass(frozen=True)
-class JobFacts:
+class JobFacts(Generic[J]):
     """What a framework may look at to decide the job's state in one pass."""
 
     name: str
     namespace: str
-    job: Job  # defaulted
+    job: J  # defaulted
     counts: dict[str, ReplicaCounts]
     # Replica types whose failed pods this pass deleted to be recreated.
     restarted: frozenset[str] = frozenset()
-    # For MSJob's default success policy: Worker 0 exited 0.
-    worker0_completed: bool = False
+    # The lead replica's pod 0 (the kind's ``lead_replica``) exited 0; MSJob's default
+    # success policy asks for it (Worker 0).
+    lead_completed: bool = False
     # The condition types currently True, as the pass has left them so far.
     true_conditions: frozenset[str] = field(default_factory=frozenset)
 
@@ -68,20 +74,32 @@ class EnvContext:
     # PyTorch: the endpoint of the trainctl-managed rendezvous store, when the job has one.
     rendezvous_host: Optional[str] = None
     rendezvous_conf: Optional[str] = None
-    # MSJob: the Scheduler Service as observed (ClusterIP and port), when it exists.
-    scheduler_service: Optional[dict[str, Any]] = None
+    # The Service ``Framework.env_service`` names, as observed (ClusterIP and port), when
+    # it exists (MSJob: the Scheduler's).
+    env_service: Optional[dict[str, Any]] = None
 
 
-class Framework:
+@dataclass(frozen=True)
+class RendezvousStore:
+    """A store pod that outlives the replicas, run from ``template``'s image on ``port``."""
+
+    port: int
+    template: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Autoscaling:
+    """What a kind's HorizontalPodAutoscaler is given (it scales ``scale_replica_type``)."""
+
+    min_replicas: Optional[int]
+    max_replicas: Optional[int]
+    metrics: list[dict[str, Any]]
+
+
+class Framework(Generic[J]):
     """Base class: the shared Kubeflow vocabulary; subclasses fill in the kind."""
 
-    kind: str
-    api_version: str
-    controller_name: str
-    framework_name: str
-    container: str
-    port_name: str
-    replica_types: tuple[str, ...]
+    job_kind: JobKind
     # Reference event reasons for a template that set restartPolicy / schedulerName itself.
     restart_policy_event: str
     scheduler_name_event: str
@@ -89,6 +107,26 @@ class Framework:
     limit_failure_reason: str
     # The Restarting condition's message in the reference's words ({name}, {rtype}).
     restarting_message: str
+
+    @property
+    def kind(self) -> str:
+        return self.job_kind.kind
+
+    @property
+    def api_version(self) -> str:
+        return self.job_kind.api_version
+
+    @property
+    def controller_name(self) -> str:
+        return self.job_kind.controller_name
+
+    @property
+    def container(self) -> str:
+        return self.job_kind.container
+
+    @property
+    def replica_types(self) -> tuple[str, ...]:
+        return self.job_kind.replica_types
 
     def reason(self, what: str) -> str:
         return f"{self.kind}{what}"
@@ -98,7 +136,7 @@ class Framework:
         return ConditionChange(condition_type, self.reason(condition_type), message, event_type)
 
     # --- replica types ------------------------------------------------------------------
-    def ordered_types(self, job: Job) -> list[str]:
+    def ordered_types(self, job: J) -> list[str]:
         """The job's replica types in the kind's order, unknown keys last (sorted)."""
         specs = job.spec.replica_specs
         known = [t for t in self.replica_types if t in specs]
@@ -118,7 +156,7 @@ class Framework:
         labels[c.LABEL_REPLICA_INDEX] = str(index)
         return labels
 
-    def is_master_role(self, job: Job, rtype: str, index: int) -> bool:
+    def is_master_role(self, job: J, rtype: str, index: int) -> bool:
         return False
 
     # --- services -------------------------------------------------------------------------
@@ -136,16 +174,29 @@ class Framework:
         """Which containers of a pod receive the injected environment."""
         raise NotImplementedError
 
-    def env_factory(self, job: Job, rtype: str, ctx: EnvContext) -> Optional[EnvFactory]:
+    def env_factory(self, job: J, rtype: str, ctx: EnvContext) -> Optional[EnvFactory]:
         """The env for pod ``index`` of ``rtype``; None when pods cannot be created yet."""
         raise NotImplementedError
 
-    def init_containers(self, job: Job, rtype: str, name: str, image: str, max_tries: int) -> list[dict[str, Any]]:
+    def init_containers(self, job: J, rtype: str, name: str, image: str, max_tries: int) -> list[dict[str, Any]]:
         return []
 
-    def waits_for_services(self, job: Job) -> bool:
-        """True when pods need a Service's ClusterIP in their env (no pods until it exists)."""
-        return False
+    def env_service(self, job: J) -> Optional[str]:
+        """The replica type whose Service (index 0) pods need in their env; no pods until it exists."""
+        return None
+
+    # --- children besides the replicas ----------------------------------------------------
+    def rendezvous_store(self, job: J, reference_env: bool) -> Optional[RendezvousStore]:
+        """The store pod and Service the job needs before its pods, if any."""
+        return None
+
+    def autoscaling(self, job: J) -> Optional[Autoscaling]:
+        """The HorizontalPodAutoscaler the job asks for, if any."""
+        return None
+
+    def gang_replicas(self, job: J, rtype: str) -> int:
+        """How many pods of ``rtype`` the gang (PodGroup minMember) must hold at least."""
+        return job.spec.replica_specs[rtype].replicas or 0
 
     # --- restarts and outcome -------------------------------------------------------------
     def is_retryable(self, exit_code: int) -> bool:
@@ -158,7 +209,7 @@ class Framework:
     def restarting(self, name: str, rtype: str) -> ConditionChange:
         return self.change(c.CONDITION_RESTARTING, self.restarting_message.format(name=name, rtype=rtype), "Warning")
 
-    def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
+    def evaluate(self, facts: JobFacts[J]) -> list[ConditionChange]:
         """Conditions to set, in order, from this pass's replica counts."""
         raise NotImplementedError
 

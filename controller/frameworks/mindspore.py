@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from trainctl.api import constants as c
+from trainctl.api import kinds
 from trainctl.api.defaults import default_container
 from trainctl.api.mindspore import MSJob
 from trainctl.controller.frameworks.accelerators import devices_per_pod
@@ -29,6 +30,7 @@ from trainctl.controller.frameworks.base import (
 SCHEDULER = "Scheduler"
 PS = "PS"
 WORKER = "Worker"
+# MS_ROLE's value for each replica type.
 ROLES = {SCHEDULER: "MS_SCHED", PS: "MS_PSERVER", WORKER: "MS_WORKER"}
 # kubeflow/common v0.4.1: signals and 138 (user-defined) are worth a retry; the rest is not.
 RETRYABLE_EXIT_CODES = frozenset({130, 137, 138, 143})
@@ -43,14 +45,8 @@ def worker_devices(job: MSJob, reference_env: bool) -> int:
     return devices if devices > 1 else 0
 
 
-class MindSporeFramework(Framework):
-    kind = c.MSJOB_KIND
-    api_version = c.MINDSPORE_API_VERSION
-    controller_name = c.MINDSPORE_CONTROLLER_NAME
-    framework_name = c.MINDSPORE_FRAMEWORK
-    container = c.MINDSPORE_CONTAINER
-    port_name = c.MINDSPORE_PORT_NAME
-    replica_types = c.MINDSPORE_REPLICA_TYPES
+class MindSporeFramework(Framework[MSJob]):
+    job_kind = kinds.MSJOB
     restart_policy_event = "SettedPodTemplateRestartPolicy"
     scheduler_name_event = "SettedPodTemplateSchedulerName"
     limit_failure_reason = "JobFailed"
@@ -72,17 +68,17 @@ class MindSporeFramework(Framework):
     def service_cluster_ip(self, rtype: str) -> Optional[str]:
         return "" if rtype == SCHEDULER else None
 
-    def waits_for_services(self, job: MSJob) -> bool:
-        return SCHEDULER in job.spec.ms_replica_specs
+    def env_service(self, job: MSJob) -> Optional[str]:
+        return SCHEDULER if SCHEDULER in job.spec.ms_replica_specs else None
 
     def env_containers(self, template: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
         return lambda container: container.get("name") == c.MINDSPORE_CONTAINER
 
     def env_factory(self, job: MSJob, rtype: str, ctx: EnvContext) -> Optional[EnvFactory]:
         specs = job.spec.ms_replica_specs
-        service = ctx.scheduler_service
+        service = ctx.env_service
         if service is None:
-            if self.waits_for_services(job):
+            if self.env_service(job) is not None:
                 return None  # the Scheduler Service comes first
             return lambda index: []  # no Scheduler, no MindSpore env (standalone jobs)
         cluster_ip = (service.get("spec") or {}).get("clusterIP")
@@ -95,24 +91,24 @@ class MindSporeFramework(Framework):
         devices = worker_devices(job, ctx.reference_env)
         workers = (specs[WORKER].replicas or 0) if WORKER in specs else 0
         host = (
-            env_from_field("MS_SCHED_HOST", "status.podIP") if rtype == SCHEDULER else env("MS_SCHED_HOST", cluster_ip)
+            env_from_field(c.MS_SCHED_HOST, "status.podIP") if rtype == SCHEDULER else env(c.MS_SCHED_HOST, cluster_ip)
         )
         out = [
             host,
-            env_from_field("MS_NODE_ID", "metadata.name"),
-            env("MS_SCHED_PORT", port),
-            env("MS_SERVER_NUM", (specs[PS].replicas or 0) if PS in specs else 0),
-            env("MS_WORKER_NUM", workers * devices if devices else workers),
-            env("MS_ROLE", ROLES.get(rtype, "")),
+            env_from_field(c.MS_NODE_ID, "metadata.name"),
+            env(c.MS_SCHED_PORT, port),
+            env(c.MS_SERVER_NUM, (specs[PS].replicas or 0) if PS in specs else 0),
+            env(c.MS_WORKER_NUM, workers * devices if devices else workers),
+            env(c.MS_ROLE, ROLES.get(rtype, "")),
         ]
         if devices and rtype == WORKER:
-            out.append(env("MS_LOCAL_WORKER", devices))
+            out.append(env(c.MS_LOCAL_WORKER, devices))
         return lambda index: out
 
     def is_retryable(self, exit_code: int) -> bool:
         return exit_code in RETRYABLE_EXIT_CODES
 
-    def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
+    def evaluate(self, facts: JobFacts[MSJob]) -> list[ConditionChange]:
         job, name, ns = facts.job, facts.name, facts.namespace
         specs = job.spec.ms_replica_specs
         restarting = c.CONDITION_RESTARTING in facts.true_conditions
@@ -121,7 +117,7 @@ class MindSporeFramework(Framework):
             counts = facts.counts[rtype]
             if rtype == WORKER:
                 expected = (specs[rtype].replicas or 0) - counts.succeeded
-                if expected == 0 or (facts.worker0_completed and job.spec.success_policy != c.MS_SUCCESS_POLICY_ALL_WORKERS):
+                if expected == 0 or (facts.lead_completed and job.spec.success_policy != c.MS_SUCCESS_POLICY_ALL_WORKERS):
                     out.append(self.change(c.CONDITION_SUCCEEDED, f"MSJob {ns}/{name} successfully completed."))
                 elif counts.active > 0 and not facts.restarted:
                     # After a restart in this pass the job is Restarting, not Running: the

@@ -13,15 +13,18 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from trainctl.api import constants as c
+from trainctl.api import kinds
 from trainctl.api.defaults import default_container
-from trainctl.api.pytorch import PyTorchJob
+from trainctl.api.pytorch import ElasticPolicy, PyTorchJob
 from trainctl.controller.frameworks.accelerators import devices_per_pod
 from trainctl.controller.frameworks.base import (
+    Autoscaling,
     ConditionChange,
     EnvContext,
     EnvFactory,
     Framework,
     JobFacts,
+    RendezvousStore,
     env,
     env_from_field,
     named_port,
@@ -31,6 +34,7 @@ MASTER = "Master"
 WORKER = "Worker"
 INIT_CONTAINER = "init-pytorch"
 BACKEND_C10D = "c10d"
+TORCH_DISABLE_SHARE_RDZV_TCP_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 RDZV_CONF_IS_HOST = "is_host"  # who hosts the c10d store; set by the user, it opts out of ours
 
 
@@ -94,19 +98,33 @@ def processes_per_pod(job: PyTorchJob, rtype: str, reference_env: bool) -> tuple
     return 1, nproc
 
 
-class PyTorchFramework(Framework):
-    kind = c.PYTORCHJOB_KIND
-    api_version = c.KUBEFLOW_API_VERSION
-    controller_name = c.PYTORCH_CONTROLLER_NAME
-    framework_name = c.PYTORCH_FRAMEWORK
-    container = c.PYTORCH_CONTAINER
-    port_name = c.PYTORCH_PORT_NAME
-    replica_types = c.PYTORCH_REPLICA_TYPES
+class PyTorchFramework(Framework[PyTorchJob]):
+    job_kind = kinds.PYTORCHJOB
     restart_policy_event = "SetPodTemplateRestartPolicy"
     scheduler_name_event = "SetPodTemplateSchedulerName"
     limit_failure_reason = "PyTorchJobFailed"
     restarting_message = "job {name} is restarting because {rtype} replica(s) failed."
-    advisory_env = frozenset({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "PET_LOCAL_ADDR"})
+    advisory_env = frozenset({TORCH_DISABLE_SHARE_RDZV_TCP_STORE, c.PET_LOCAL_ADDR})
+
+    def rendezvous_store(self, job: PyTorchJob, reference_env: bool) -> Optional[RendezvousStore]:
+        if not uses_rendezvous_store(job, reference_env):
+            return None
+        # The store runs from the Workers' image, which has torch.
+        return RendezvousStore(port=rendezvous_port(job), template=job.spec.pytorch_replica_specs[WORKER].template or {})
+
+    def autoscaling(self, job: PyTorchJob) -> Optional[Autoscaling]:
+        elastic = job.spec.elastic_policy
+        if elastic is None or elastic.metrics is None:
+            return None
+        return Autoscaling(elastic.min_replicas, elastic.max_replicas, elastic.metrics)
+
+    def gang_replicas(self, job: PyTorchJob, rtype: str) -> int:
+        """An elastic job's Workers count with minReplicas: the gang starts at the lower bound."""
+        replicas = super().gang_replicas(job, rtype)
+        elastic = job.spec.elastic_policy
+        if elastic is not None and rtype == WORKER and elastic.min_replicas is not None:
+            return min(replicas, elastic.min_replicas)
+        return replicas
 
     def is_master_role(self, job: PyTorchJob, rtype: str, index: int) -> bool:
         if MASTER in job.spec.pytorch_replica_specs:
@@ -129,20 +147,20 @@ class PyTorchFramework(Framework):
             master_addr = f"{ctx.name}-master-0"
             world = sum((s.replicas or 0) * processes_per_pod(job, t, ctx.reference_env)[0] for t, s in specs.items())
             head += [
-                env("MASTER_PORT", master_port),
-                env("PET_MASTER_PORT", master_port),
-                env("MASTER_ADDR", master_addr),
-                env("PET_MASTER_ADDR", master_addr),
-                env("WORLD_SIZE", world),
+                env(c.ENV_MASTER_PORT, master_port),
+                env(c.PET_MASTER_PORT, master_port),
+                env(c.ENV_MASTER_ADDR, master_addr),
+                env(c.PET_MASTER_ADDR, master_addr),
+                env(c.ENV_WORLD_SIZE, world),
             ]
         tail: list[dict[str, Any]] = []
         nproc = processes_per_pod(job, rtype, ctx.reference_env)[1]
         if nproc is not None:
-            tail.append(env("PET_NPROC_PER_NODE", nproc))
-        if is_elastic(job):
-            tail += self._elastic_env(job, ctx)
+            tail.append(env(c.PET_NPROC_PER_NODE, nproc))
+        if job.spec.elastic_policy is not None:
+            tail += self._elastic_env(job, job.spec.elastic_policy, ctx)
         else:
-            tail.append(env("PET_NNODES", sum(s.replicas or 0 for s in specs.values())))
+            tail.append(env(c.PET_NNODES, sum(s.replicas or 0 for s in specs.values())))
         if not has_master:
             shared = head + tail
             return lambda index: shared
@@ -150,17 +168,16 @@ class PyTorchFramework(Framework):
 
         def factory(index: int) -> list[dict[str, Any]]:
             rank = str(first_rank + index)
-            return head + [{"name": "RANK", "value": rank}, {"name": "PET_NODE_RANK", "value": rank}] + tail
+            return head + [{"name": c.ENV_RANK, "value": rank}, {"name": c.PET_NODE_RANK, "value": rank}] + tail
 
         return factory
 
-    def _elastic_env(self, job: PyTorchJob, ctx: EnvContext) -> list[dict[str, Any]]:
-        elastic = job.spec.elastic_policy
+    def _elastic_env(self, job: PyTorchJob, elastic: ElasticPolicy, ctx: EnvContext) -> list[dict[str, Any]]:
         host = elastic.rdzv_host or ctx.rendezvous_host or f"{ctx.name}-worker-0"
         out = [
-            env("PET_RDZV_ENDPOINT", f"{host}:{rendezvous_port(job)}"),
-            env("PET_RDZV_BACKEND", elastic.rdzv_backend or BACKEND_C10D),
-            env("PET_NNODES", f"{elastic.min_replicas}:{elastic.max_replicas}"),
+            env(c.PET_RDZV_ENDPOINT, f"{host}:{rendezvous_port(job)}"),
+            env(c.PET_RDZV_BACKEND, elastic.rdzv_backend or BACKEND_C10D),
+            env(c.PET_NNODES, f"{elastic.min_replicas}:{elastic.max_replicas}"),
         ]
         max_restarts = elastic.max_restarts
         if not ctx.reference_env:
@@ -168,21 +185,21 @@ class PyTorchFramework(Framework):
             # as a worker failure); leave room for all of them on top of the user's budget.
             max_restarts = (max_restarts or 0) + (elastic.max_replicas or 0)
         if max_restarts is not None:
-            out.append(env("PET_MAX_RESTARTS", max_restarts))
+            out.append(env(c.PET_MAX_RESTARTS, max_restarts))
         if elastic.n_proc_per_node is not None:
-            out.append(env("PET_NPROC_PER_NODE", elastic.n_proc_per_node))
+            out.append(env(c.PET_NPROC_PER_NODE, elastic.n_proc_per_node))
         rdzv_id = elastic.rdzv_id or (None if ctx.reference_env else ctx.uid)
         if rdzv_id:
-            out.append(env("PET_RDZV_ID", rdzv_id))
+            out.append(env(c.PET_RDZV_ID, rdzv_id))
         if ctx.rendezvous_conf:  # trainctl hosts the store: is_host=0, the user's timers win
-            out.append(env("PET_RDZV_CONF", merged_rdzv_conf(ctx.rendezvous_conf, elastic.rdzv_conf or [])))
+            out.append(env(c.PET_RDZV_CONF, merged_rdzv_conf(ctx.rendezvous_conf, elastic.rdzv_conf or [])))
         elif elastic.rdzv_conf:  # an empty list is no configuration (the reference crashes)
-            out.append(env("PET_RDZV_CONF", ",".join(f"{p.key}={p.value}" for p in elastic.rdzv_conf)))
+            out.append(env(c.PET_RDZV_CONF, ",".join(f"{p.key}={p.value}" for p in elastic.rdzv_conf)))
         if elastic.standalone:
-            out.append(env("PET_STANDALONE", "1"))  # torchrun parses the switch with int()
+            out.append(env(c.PET_STANDALONE, "1"))  # torchrun parses the switch with int()
         if not ctx.reference_env:
-            out.append(env("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"))
-            out.append(env_from_field("PET_LOCAL_ADDR", "status.podIP"))
+            out.append(env(TORCH_DISABLE_SHARE_RDZV_TCP_STORE, "1"))
+            out.append(env_from_field(c.PET_LOCAL_ADDR, "status.podIP"))
         return out
 
     def init_containers(self, job: PyTorchJob, rtype: str, name: str, image: str, max_tries: int) -> list[dict[str, Any]]:
@@ -216,7 +233,7 @@ class PyTorchFramework(Framework):
     def permanent_failure(self, name: str, rtype: str) -> ConditionChange:
         return self.change(c.CONDITION_FAILED, f'job "{name}" is failing because "{rtype}" replica(s) failed.', "Warning")
 
-    def evaluate(self, facts: JobFacts) -> list[ConditionChange]:
+    def evaluate(self, facts: JobFacts[PyTorchJob]) -> list[ConditionChange]:
         job, name, ns = facts.job, facts.name, facts.namespace
         specs = job.spec.pytorch_replica_specs
         has_master = MASTER in specs

@@ -29,6 +29,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 from trainctl.api import constants as c
+from trainctl.api import kinds
 from trainctl.controller.kube import resources as r
 from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.events import EventRecorder
@@ -45,7 +46,8 @@ JobKey = tuple[str, str, str]  # (kind, namespace, name)
 Reconciler = Callable[[dict[str, Any], Observed, datetime], Plan]
 
 CHILD_SELECTOR = c.LABEL_OPERATOR_NAME  # every pod and service a job owns carries it
-COMPONENT_BY_KIND = {c.PYTORCHJOB_KIND: c.PYTORCH_CONTROLLER_NAME, c.MSJOB_KIND: c.MINDSPORE_CONTROLLER_NAME}
+COMPONENT_BY_KIND = {k.kind: k.controller_name for k in kinds.KINDS}
+FRAMEWORK_BY_KIND = {k.kind: k.framework for k in kinds.KINDS}
 GANG_SCHEDULERS = {"volcano": r.VOLCANO_PODGROUPS}
 
 
@@ -302,7 +304,7 @@ class Manager:
                 )
             finally:
                 self.queue.done(key)
-                framework = r.FRAMEWORK_BY_KIND.get(key[0], "")
+                framework = FRAMEWORK_BY_KIND.get(key[0], "")
                 self.metrics.reconcile_duration.labels(framework=framework, result=result).observe(time.perf_counter() - started)
 
     def reconcile_key(self, key: JobKey) -> Optional[float]:
@@ -362,7 +364,7 @@ class Manager:
             except ApiError as exc:
                 errors.append(f"delete job: {exc}")
         if status_written:
-            framework = r.FRAMEWORK_BY_KIND.get(job.get("kind", ""), "")
+            framework = FRAMEWORK_BY_KIND.get(job.get("kind", ""), "")
             for name in plan.metrics:
                 if name == "deleted" and not job_deleted:
                     continue

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from trainctl.api import constants as c
+from trainctl.api import kinds
 
 
 @dataclass(frozen=True)
@@ -50,19 +50,25 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
-PYTORCHJOBS = Resource(c.KUBEFLOW_GROUP, c.KUBEFLOW_VERSION, c.PYTORCHJOB_PLURAL, c.PYTORCHJOB_KIND)
-MSJOBS = Resource(c.MINDSPORE_GROUP, c.MINDSPORE_VERSION, c.MSJOB_PLURAL, c.MSJOB_KIND)
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 SCHEDULER_PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 
-JOB_RESOURCES = (PYTORCHJOBS, MSJOBS)
-FRAMEWORK_BY_KIND = {c.PYTORCHJOB_KIND: c.PYTORCH_FRAMEWORK, c.MSJOB_KIND: c.MINDSPORE_FRAMEWORK}
+
+
+def job_resource(kind: kinds.JobKind) -> Resource:
+    return Resource(kind.group, kind.version, kind.plural, kind.kind)
+
+
+# Every training-job kind's resource, in the registry's order.
+JOB_RESOURCES = tuple(job_resource(kind) for kind in kinds.KINDS)
+PYTORCHJOBS = job_resource(kinds.PYTORCHJOB)
+MSJOBS = job_resource(kinds.MSJOB)
 
 _BY_TYPE = {
     (r.api_version, r.kind): r
     for r in (
         PODS, SERVICES, EVENTS, CONFIGMAPS, SECRETS, NODES, NAMESPACES, CRDS, LEASES, HPAS,
-        PYTORCHJOBS, MSJOBS, VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS,
+        *JOB_RESOURCES, VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS,
     )
 }
 

@@ -1,54 +1,27 @@
-"""Which training job a manifest is, and which of its pods speaks for it.
+"""Which training job a manifest is, which of its pods speaks for it, and where it stands.
 
-The launcher handles PyTorchJob and MSJob the same way; this module holds the few facts
-that differ between them: the REST coordinates, the container that runs the training
-code, and the lead pod whose logs a user wants to see (the Master, or Worker 0).
+The launcher handles every kind the same way; what differs between kinds (the REST
+coordinates, the container that runs the training code, the lead replica whose logs a user
+wants to see: the Master, or Worker 0) is the kind's ``trainctl.api.kinds.JobKind``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from trainctl.api import constants as c
-from trainctl.controller.kube.resources import Resource, resource_for
-
-
-@dataclass(frozen=True)
-class JobKind:
-    kind: str
-    group: str
-    version: str
-    plural: str
-    container: str
-    replica_specs_field: str
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    @property
-    def resource(self) -> Resource:
-        return resource_for(self.api_version, self.kind)
-
-
-PYTORCHJOB = JobKind(
-    c.PYTORCHJOB_KIND, c.KUBEFLOW_GROUP, c.KUBEFLOW_VERSION, c.PYTORCHJOB_PLURAL, c.PYTORCH_CONTAINER, "pytorchReplicaSpecs"
-)
-MSJOB = JobKind(
-    c.MSJOB_KIND, c.MINDSPORE_GROUP, c.MINDSPORE_VERSION, c.MSJOB_PLURAL, c.MINDSPORE_CONTAINER, "msReplicaSpecs"
-)
-JOB_KINDS: dict[tuple[str, str], JobKind] = {(k.api_version, k.kind): k for k in (PYTORCHJOB, MSJOB)}
+from trainctl.api import kinds
+from trainctl.api.kinds import JobKind
 
 
 def kind_of(job: dict[str, Any]) -> JobKind:
     """The job's kind, or ``ValueError`` naming what is supported."""
-    key = (job.get("apiVersion"), job.get("kind"))
-    try:
-        return JOB_KINDS[key]  # type: ignore[index]
-    except KeyError:
-        supported = ", ".join(f"{k.api_version} {k.kind}" for k in JOB_KINDS.values())
-        raise ValueError(f"{key[1] or 'object'} ({key[0] or 'no apiVersion'}) is not a training job; supported: {supported}") from None
+    found = kinds.of(job)
+    if found is None:
+        api_version, kind = job.get("apiVersion"), job.get("kind")
+        supported = ", ".join(f"{k.api_version} {k.kind}" for k in kinds.KINDS)
+        raise ValueError(f"{kind or 'object'} ({api_version or 'no apiVersion'}) is not a training job; supported: {supported}")
+    return found
 
 
 def lead_replica(job: dict[str, Any], kind: JobKind) -> tuple[str, str]:
@@ -58,13 +31,7 @@ def lead_replica(job: dict[str, Any], kind: JobKind) -> tuple[str, str]:
     follower never switches to Worker 0 while the Master is being recreated.
     """
     specs = (job.get("spec") or {}).get(kind.replica_specs_field) or {}
-    if kind is PYTORCHJOB and any(str(name).lower() == "master" for name in specs):
-        return ("master", "0")
-    return ("worker", "0")
-
-
-def is_finished(job: dict[str, Any]) -> bool:
-    return terminal_condition(job) is not None
+    return (kind.lead_replica(specs), "0")
 
 
 def terminal_condition(job: dict[str, Any]) -> dict[str, Any] | None:

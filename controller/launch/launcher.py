@@ -25,7 +25,7 @@ from kubernetes import client
 from trainctl.api import constants as c
 from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.resources import PODS, Resource
+from trainctl.controller.kube.resources import PODS, Resource, job_resource
 from trainctl.controller.launch.follow import LeadPodLogs
 from trainctl.controller.launch.kinds import JobKind, current_condition, kind_of, lead_replica, terminal_condition
 from trainctl.controller.launch.progress import JobProgress, PodTracker, ProgressView
@@ -97,11 +97,11 @@ class Launcher:
         name = body["metadata"].get("name") or body["metadata"].get("generateName", "") + "…"
         try:
             with self._reachable():
-                created = self.client.create(kind.resource, body)
+                created = self.client.create(job_resource(kind), body)
                 if created.existed and replace:
                     self.delete(kind, namespace, name)
                     self.wait_gone(kind, namespace, name, deadline)
-                    created = self.client.create(kind.resource, body)
+                    created = self.client.create(job_resource(kind), body)
         except ApiError as exc:
             message = _api_message(exc)
             if exc.code == 404 and "namespace" not in message.lower():
@@ -125,14 +125,14 @@ class Launcher:
         """Delete the job (its pods and services go with it); False if it was already gone."""
         try:
             with self._reachable():
-                return self.client.delete(kind.resource, namespace, name)
+                return self.client.delete(job_resource(kind), namespace, name)
         except ApiError as exc:
             raise LaunchError(f"cannot delete {kind.kind} {namespace}/{name}: {_api_message(exc)}") from None
 
     def wait_gone(self, kind: JobKind, namespace: str, name: str, deadline: float | None) -> None:
         """Block until the job and its pods are gone (a watch each), so a new job can reuse the names."""
         what = f"{kind.kind} {namespace}/{name} to be deleted"
-        _wait_empty(self.client, kind.resource, namespace, deadline, what=what, field_selector=f"metadata.name={name}")
+        _wait_empty(self.client, job_resource(kind), namespace, deadline, what=what, field_selector=f"metadata.name={name}")
         _wait_empty(self.client, PODS, namespace, deadline, what=what, label_selector=f"{c.LABEL_JOB_NAME}={name}")
 
     # --- follow ---------------------------------------------------------------------------
@@ -176,7 +176,7 @@ class Launcher:
                 events.put(("job", "DELETED", job))
 
         job_watch = _watch(
-            self.client, kind.resource, namespace, lambda event, obj: events.put(("job", event, obj)),
+            self.client, job_resource(kind), namespace, lambda event, obj: events.put(("job", event, obj)),
             on_error=lambda exc: events.put(("error", "job", _api_message(exc))),
             on_synced=on_job_listed, field_selector=f"metadata.name={name}",
         )

@@ -24,6 +24,8 @@ from typing import Any
 
 from kfp import dsl
 
+from trainctl.api import kinds
+
 try:
     _VERSION = version("trainctl")
 except PackageNotFoundError:  # running from a source tree
@@ -81,7 +83,7 @@ def pytorchjob_launcher(
     parameters: one Master and ``replicas - 1`` Workers, or, with ``max_replicas``, an
     elastic job of Workers between ``min_replicas`` and ``max_replicas``.
     """
-    return _container("PyTorchJob", locals())
+    return _container(kinds.PYTORCHJOB.kind, locals())
 
 
 @dsl.container_component
@@ -108,4 +110,4 @@ def msjob_launcher(
     parameters: ``replicas`` Workers, plus the Scheduler MindSpore needs when there are two
     or more.
     """
-    return _container("MSJob", locals())
+    return _container(kinds.MSJOB.kind, locals())

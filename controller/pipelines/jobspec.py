@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainctl.api import constants as c
+from trainctl.api.kinds import MSJOB, PYTORCHJOB
 
 RESOURCE_ASCEND_910 = f"{c.RESOURCE_ASCEND_PREFIX}910"
 
@@ -88,17 +89,17 @@ def pytorchjob(name: str, p: JobParameters) -> dict[str, Any]:
         low = p.min_replicas or p.max_replicas
         spec = {
             "elasticPolicy": {"minReplicas": low, "maxReplicas": p.max_replicas},
-            "pytorchReplicaSpecs": {"Worker": _replica(c.PYTORCH_CONTAINER, p, min(max(p.replicas, low), p.max_replicas))},
+            PYTORCHJOB.replica_specs_field: {"Worker": _replica(PYTORCHJOB.container, p, min(max(p.replicas, low), p.max_replicas))},
         }
     else:
-        specs = {"Master": _replica(c.PYTORCH_CONTAINER, p, 1)}
+        specs = {"Master": _replica(PYTORCHJOB.container, p, 1)}
         if p.replicas > 1:
-            specs["Worker"] = _replica(c.PYTORCH_CONTAINER, p, p.replicas - 1)
-        spec = {"pytorchReplicaSpecs": specs}
+            specs["Worker"] = _replica(PYTORCHJOB.container, p, p.replicas - 1)
+        spec = {PYTORCHJOB.replica_specs_field: specs}
     if p.nproc_per_node:
         spec["nprocPerNode"] = p.nproc_per_node
     spec["runPolicy"] = {"cleanPodPolicy": "None"}
-    return {"apiVersion": c.KUBEFLOW_API_VERSION, "kind": c.PYTORCHJOB_KIND, "metadata": _metadata(name, c.PYTORCHJOB_KIND), "spec": spec}
+    return {"apiVersion": PYTORCHJOB.api_version, "kind": PYTORCHJOB.kind, "metadata": _metadata(name, PYTORCHJOB.kind), "spec": spec}
 
 
 def msjob(name: str, p: JobParameters) -> dict[str, Any]:
@@ -106,14 +107,14 @@ def msjob(name: str, p: JobParameters) -> dict[str, Any]:
     specs: dict[str, Any] = {}
     if p.replicas > 1:
         scheduler = JobParameters(image=p.image, command=p.command, args=p.args, cpu=p.cpu, memory=p.memory)
-        specs["Scheduler"] = _replica(c.MINDSPORE_CONTAINER, scheduler, 1)
-    specs["Worker"] = _replica(c.MINDSPORE_CONTAINER, p, p.replicas)
+        specs["Scheduler"] = _replica(MSJOB.container, scheduler, 1)
+    specs["Worker"] = _replica(MSJOB.container, p, p.replicas)
     return {
-        "apiVersion": c.MINDSPORE_API_VERSION,
-        "kind": c.MSJOB_KIND,
-        "metadata": _metadata(name, c.MSJOB_KIND),
-        "spec": {"runPolicy": {"cleanPodPolicy": c.MINDSPORE_DEFAULT_CLEAN_POD_POLICY}, "msReplicaSpecs": specs},
+        "apiVersion": MSJOB.api_version,
+        "kind": MSJOB.kind,
+        "metadata": _metadata(name, MSJOB.kind),
+        "spec": {"runPolicy": {"cleanPodPolicy": c.MINDSPORE_DEFAULT_CLEAN_POD_POLICY}, MSJOB.replica_specs_field: specs},
     }
 
 
-BUILDERS = {c.PYTORCHJOB_KIND: pytorchjob, c.MSJOB_KIND: msjob}
+BUILDERS = {PYTORCHJOB.kind: pytorchjob, MSJOB.kind: msjob}

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from trainctl.api import constants as c
+from trainctl.api import kinds
 
 _TRUE = {"1", "t", "true"}
 _FALSE = {"0", "f", "false", ""}
@@ -58,7 +58,7 @@ def parse_list(text: str) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m trainctl.controller.pipelines.launch", description=__doc__.splitlines()[0])
-    parser.add_argument("--kind", required=True, choices=[c.PYTORCHJOB_KIND, c.MSJOB_KIND])
+    parser.add_argument("--kind", required=True, choices=[k.kind for k in kinds.KINDS])
     parser.add_argument("--name", default="", help="job name (default: generated)")
     parser.add_argument("--namespace", default="", help="namespace (default: the step's own)")
     parser.add_argument("--manifest", default="", help="the whole job as YAML or JSON; the parameters below are then ignored")

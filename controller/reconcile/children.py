@@ -8,6 +8,7 @@ indexed once per pass by (replica type, index); everything after that is a dict 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional
 
@@ -15,6 +16,22 @@ from trainctl.api import constants as c
 from trainctl.controller.reconcile.plan import ObjectRef
 
 RENDEZVOUS_COMPONENT = "rendezvous"
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """The job a child belongs to: its name, its namespace and the ownerReference children carry.
+
+    ``owner`` is shared by every child of one pass and must not be mutated.
+    """
+
+    name: str
+    namespace: str
+    owner: dict[str, Any]
+
+    def child_metadata(self, name: str, **fields: Any) -> dict[str, Any]:
+        """A child's metadata: its name, the job's namespace, ``fields``, then the owner."""
+        return {"name": name, "namespace": self.namespace, **fields, "ownerReferences": [self.owner]}
 
 
 def replica_name(job_name: str, rtype: str, index: int) -> str:
@@ -97,6 +114,21 @@ class ChildIndex:
 
     def duplicated(self, rtype: str) -> dict[int, list[dict[str, Any]]]:
         return self.duplicates.get(rtype.lower(), {})
+
+    def missing(self, rtype: str, replicas: int, limit: int) -> list[int]:
+        """Up to ``limit`` indices below ``replicas`` with no object, lowest first.
+
+        Looks at no more indices than there are objects plus ``limit``, whatever ``replicas`` is.
+        """
+        slots, index = self.slots(rtype), 0
+        if len(slots) == replicas and (not slots or max(slots) == replicas - 1):
+            return []  # indices are distinct and non-negative: exactly 0 … replicas-1, none missing
+        out: list[int] = []
+        while index < replicas and len(out) < limit:
+            if index not in slots:
+                out.append(index)
+            index += 1
+        return out
 
     def of_type(self, rtype: str) -> list[dict[str, Any]]:
         """Every object of ``rtype``, duplicates on one index included."""

@@ -39,10 +39,6 @@ def is_true(conditions: list[dict[str, Any]], type_: str) -> bool:
     return condition is not None and condition.get("status") == TRUE
 
 
-def is_finished(conditions: list[dict[str, Any]]) -> bool:
-    return is_true(conditions, c.CONDITION_SUCCEEDED) or is_true(conditions, c.CONDITION_FAILED)
-
-
 class ConditionBook:
     """A job's conditions during one pass, and the events the changes call for."""
 

@@ -35,6 +35,12 @@ class ReconcileConfig:
     # Requests of the rendezvous store pod (a Python process holding a TCPStore).
     rdzv_store_cpu: str = "100m"
     rdzv_store_memory: str = "256Mi"
+    # A job asking for more replicas than this fails at once, with a condition that names
+    # the field and the limit: no single job may make the controller's work unbounded.
+    max_replicas_per_job: int = 10_000
+    # At most this many pods, and as many Services, are created for one job in one pass; the
+    # rest follow in the next passes, so a pass's time and memory stay bounded.
+    max_creates_per_pass: int = 500
 
     @property
     def gang(self) -> Optional[str]:

@@ -1,10 +1,11 @@
 """The reconcile function: one job, what the cluster holds for it, the time → a Plan.
 
-This is the whole decision-making of the controller, as a pure function: it parses,
-validates and defaults the job in memory, then walks the reference controller's algorithm
-(kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed order: the HPA; the
-finished path (clean-up, TTL); the suspended path; limits (backoffLimit, deadline); the
-PodGroup; per replica type the Services and the pods by index; then the job's conditions.
+This is the whole decision-making of the controller, as a pure function: it parses and
+validates the job once and defaults the parsed model in memory, then walks the reference
+controller's algorithm (kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed
+order: the replica limit; the HPA; the finished path (clean-up, TTL); the suspended path;
+limits (backoffLimit, deadline); the PodGroup; per replica type the Services and the pods
+by index, at most ``max_creates_per_pass`` of each; then the job's conditions.
 It reads no clock and does no I/O, so every policy is a table of plain dicts in the tests.
 """
 
@@ -15,9 +16,9 @@ from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.api import constants as c
+from trainctl.api.common import RunPolicy
 from trainctl.api.defaults import Job, default_job
-from trainctl.api.loader import parse_job
-from trainctl.api.validation import validate
+from trainctl.api.validation import check
 from trainctl.controller.frameworks import Framework, framework_for
 from trainctl.controller.frameworks.base import (
     UNKNOWN_EXIT_CODE,
@@ -25,13 +26,14 @@ from trainctl.controller.frameworks.base import (
     EnvContext,
     EnvFactory,
     JobFacts,
+    RendezvousStore,
     ReplicaCounts,
 )
-from trainctl.controller.frameworks.pytorch import rendezvous_port, uses_rendezvous_store
 from trainctl.controller.reconcile import gang as gangs
 from trainctl.controller.reconcile import rendezvous
 from trainctl.controller.reconcile.children import (
     ChildIndex,
+    JobRef,
     is_terminating,
     owner_reference,
     parse_time,
@@ -61,11 +63,12 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
     run_policy = spec.get("runPolicy") if isinstance(spec, dict) else None
     if isinstance(run_policy, dict) and run_policy.get("managedBy") not in (None, c.MANAGED_BY_TRAINING_OPERATOR):
         return plan  # another controller (e.g. Kueue's MultiKueue) owns this job
-    status = job.get("status") if isinstance(job.get("status"), dict) else {}
+    stored = job.get("status")
+    status: dict[str, Any] = stored if isinstance(stored, dict) else {}
     book = ConditionBook(status.get("conditions"), rfc3339(now))
 
-    problems = validate(job)
-    if problems:
+    parsed, problems = check(job)
+    if parsed is None or problems:
         message = "; ".join(map(str, problems))
         book.set(c.CONDITION_FAILED, TRUE, framework.reason("FailedValidation"), message, "Warning")
         plan.events, _ = book.changes()
@@ -74,7 +77,7 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
             plan.status = new_status
         return plan
 
-    _Pass(framework, job, default_job(parse_job(job)), observed, now, config, book, plan).run()
+    _Pass(framework, job, default_job(parsed, in_place=True), observed, now, config, book, plan).run()
     return plan
 
 
@@ -100,21 +103,30 @@ class _Pass:
         self.uid: str = meta.get("uid", "")
         self.annotations: dict[str, Any] = meta.get("annotations") or {}
         self.reference_env = str(self.annotations.get(c.ANNOTATION_REFERENCE_ENV, "")).lower() == "true"
-        self.owner = owner_reference(self.framework.api_version, self.framework.kind, self.name, self.uid)
-        self.old_status: dict[str, Any] = self.raw.get("status") if isinstance(self.raw.get("status"), dict) else {}
+        self.job_ref = JobRef(
+            self.name, self.namespace, owner_reference(self.framework.api_version, self.framework.kind, self.name, self.uid)
+        )
+        stored = self.raw.get("status")
+        self.old_status: dict[str, Any] = stored if isinstance(stored, dict) else {}
         self.status: dict[str, Any] = dict(self.old_status)
         self.pods = ChildIndex(self.observed.pods)
         self.services = ChildIndex(self.observed.services)
-        self.run_policy = self.job.spec.run_policy
+        self.run_policy = self.job.spec.run_policy or RunPolicy()  # defaulting always sets one
         self.specs = self.job.spec.replica_specs
         self.types = self.framework.ordered_types(self.job)
         self.gang = self.config.gang
+        # What this pass may still create, per kind of replica child (never below one).
+        per_pass = max(1, self.config.max_creates_per_pass)
+        self.create_budget = {"Pod": per_pass, "Service": per_pass}
 
     # --- the pass ---------------------------------------------------------------------------
     def run(self) -> None:
         fw = self.framework
         if find(self.book.conditions, c.CONDITION_CREATED) is None:
             self.book.set(c.CONDITION_CREATED, TRUE, fw.reason("Created"), f"{fw.kind} {self.name} is created.", None)
+        too_many = self.replica_limit_exceeded()
+        if too_many is not None:
+            self.book.set(c.CONDITION_FAILED, TRUE, fw.reason("ReplicaLimitExceeded"), too_many, "Warning")
         suspended = bool(self.run_policy.suspend)
         self.reconcile_hpa(suspended)
         self.force_delete_stuck_pods()
@@ -201,14 +213,15 @@ class _Pass:
             reference_env=self.reference_env,
             gang_scheduler=self.gang,
         )
-        if fw.kind == c.PYTORCHJOB_KIND and uses_rendezvous_store(self.job, self.reference_env):
+        store = fw.rendezvous_store(self.job, self.reference_env)
+        if store is not None:
             ctx = replace(ctx, rendezvous_host=rendezvous.store_name(self.name), rendezvous_conf=self.config.rendezvous_conf())
-        if fw.waits_for_services(self.job):
-            scheduler = self.services.by_name.get(replica_name(self.name, "Scheduler", 0))
-            ctx = replace(ctx, scheduler_service=scheduler)
-        if ctx.rendezvous_host is not None and may_create_pods:
+        service_type = fw.env_service(self.job)
+        if service_type is not None:
+            ctx = replace(ctx, env_service=self.services.by_name.get(replica_name(self.name, service_type, 0)))
+        if store is not None and may_create_pods:
             # Agents start only once the store's Service exists, so its name resolves for them.
-            may_create_pods = self.reconcile_rendezvous_store()
+            may_create_pods = self.reconcile_rendezvous_store(store)
 
         restarted: list[str] = []
         # A non-retryable exit fails the job in this pass, so nothing is restarted or created:
@@ -237,7 +250,7 @@ class _Pass:
             job=self.job,
             counts=counts,
             restarted=frozenset(restarted),
-            worker0_completed=self.worker0_completed(),
+            lead_completed=self.lead_completed(),
             true_conditions=self.book.true_types(),
         )
         for change in fw.evaluate(facts):
@@ -272,19 +285,12 @@ class _Pass:
         """
         fw, spec = self.framework, self.specs[rtype]
         replicas = spec.replicas or 0
-        factory: Optional[PodFactory] = None
         restarts = 0
+        if env_factory is not None:
+            self.create_pods(rtype, env_factory, replicas)
         slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
-        for index in range(max(max(slots, default=-1) + 1, replicas)):
-            pod = slots.get(index)
-            if pod is None:
-                if index < replicas and env_factory is not None:
-                    if factory is None:
-                        factory = self.pod_factory(rtype, env_factory)
-                        for warning in factory.warnings:
-                            self.warnings.setdefault(warning.reason, warning)
-                    self.plan.creates.append(factory.build(index))
-                continue
+        for index in sorted(slots):  # ints sort fast; deletes go lowest index first
+            pod = slots[index]
             if index in duplicated or is_terminating(pod):
                 continue  # duplicates on one index are left alone, as the reference does
             if index >= replicas:
@@ -298,13 +304,30 @@ class _Pass:
                 restarts += 1
         return restarts
 
+    def create_pods(self, rtype: str, env_factory: EnvFactory, replicas: int) -> None:
+        """Create missing pods, lowest indices first, within what is left of this pass's budget."""
+        missing = self.within_budget("Pod", self.pods.missing(rtype, replicas, self.create_budget["Pod"] + 1))
+        if not missing:
+            return
+        factory = self.pod_factory(rtype, env_factory)
+        for warning in factory.warnings:
+            self.warnings.setdefault(warning.reason, warning)
+        self.plan.creates.extend(factory.build(index) for index in missing)
+
+    def within_budget(self, kind: str, missing: list[int]) -> list[int]:
+        """The first of ``missing`` this pass may still create; a requeue when some must wait."""
+        budget = self.create_budget[kind]
+        if len(missing) > budget:
+            self.requeue.append(0.0)  # the rest follow in the next pass
+            missing = missing[:budget]
+        self.create_budget[kind] = budget - len(missing)
+        return missing
+
     def pod_factory(self, rtype: str, env_factory: EnvFactory) -> PodFactory:
         return PodFactory(
             framework=self.framework,
             job=self.job,
-            job_name=self.name,
-            namespace=self.namespace,
-            owner=self.owner,
+            job_ref=self.job_ref,
             rtype=rtype,
             spec=self.specs[rtype],
             env_factory=env_factory,
@@ -315,21 +338,20 @@ class _Pass:
         )
 
     def reconcile_services(self, rtype: str, replicas: int) -> None:
+        """Create missing Services within the pass's budget; delete those of surplus indices."""
         fw = self.framework
+        missing = self.within_budget("Service", self.services.missing(rtype, replicas, self.create_budget["Service"] + 1))
+        if missing:
+            ports = service_ports(fw, self.specs[rtype])
+            cluster_ip = fw.service_cluster_ip(rtype) or ""
+            self.plan.creates.extend(
+                build_service(fw, job_ref=self.job_ref, rtype=rtype, index=index, ports=ports, cluster_ip=cluster_ip)
+                for index in missing
+            )
         slots, duplicated = self.services.slots(rtype), self.services.duplicated(rtype)
-        ports: Optional[list[dict[str, Any]]] = None
-        for index in range(max(max(slots, default=-1) + 1, replicas)):
-            service = slots.get(index)
-            if service is None:
-                if index < replicas:
-                    if ports is None:
-                        ports = service_ports(fw, self.specs[rtype])
-                    cluster_ip = fw.service_cluster_ip(rtype) or ""
-                    self.plan.creates.append(
-                        build_service(fw, self.name, self.namespace, self.owner, rtype, index, ports, cluster_ip)
-                    )
-            elif index >= replicas and index not in duplicated:
-                self.delete(service, kind="Service", with_service=False)
+        for index in sorted(slots):
+            if index >= replicas and index not in duplicated:
+                self.delete(slots[index], kind="Service", with_service=False)
 
     def count(self, rtype: str) -> ReplicaCounts:
         """Active, succeeded and failed pods of one type (spec §5.11; Pending is not counted)."""
@@ -364,9 +386,11 @@ class _Pass:
             statuses[rtype] = entry
         self.status["replicaStatuses"] = statuses
 
-    def worker0_completed(self) -> bool:
-        pod = self.pods.slots("Worker").get(0)
-        if pod is None or 0 in self.pods.duplicated("Worker") or (pod.get("status") or {}).get("phase") != "Succeeded":
+    def lead_completed(self) -> bool:
+        """Whether pod 0 of the kind's lead replica type has succeeded with exit code 0."""
+        lead = self.framework.job_kind.lead_replica(self.specs)
+        pod = self.pods.slots(lead).get(0)
+        if pod is None or 0 in self.pods.duplicated(lead) or (pod.get("status") or {}).get("phase") != "Succeeded":
             return False
         return exit_code(pod, self.framework.container) == 0
 
@@ -411,19 +435,23 @@ class _Pass:
                 self.requeue.append(left)
 
     # --- trainctl's rendezvous store --------------------------------------------------------
-    def reconcile_rendezvous_store(self) -> bool:
+    def reconcile_rendezvous_store(self, store: RendezvousStore) -> bool:
         """Keep the store pod and its Service; whether the Service is there for agents to use."""
-        port = rendezvous_port(self.job)
+        port = store.port
         base = self.framework.base_labels(self.name)
         name = rendezvous.store_name(self.name)
         pod = self.pods.by_name.get(name)
         if pod is None:
-            self.plan.creates.append(rendezvous.store_pod(self.job, self.name, self.namespace, self.owner, base, port, self.config))
+            self.plan.creates.append(
+                rendezvous.store_pod(
+                    store, job_ref=self.job_ref, container_name=self.framework.container, base_labels=base, config=self.config
+                )
+            )
         elif (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):
             self.plan.deletes.append(_typed_ref(pod, "Pod"))  # recreated once it is gone
         if name in self.services.by_name:
             return True
-        self.plan.creates.append(rendezvous.store_service(self.name, self.namespace, self.owner, base, port))
+        self.plan.creates.append(rendezvous.store_service(job_ref=self.job_ref, base_labels=base, port=port))
         return False
 
     def delete_rendezvous_store(self) -> None:
@@ -436,7 +464,8 @@ class _Pass:
 
     # --- HPA and PodGroup ---------------------------------------------------------------------
     def reconcile_hpa(self, suspended: bool) -> None:
-        desired = desired_hpa(self.job, self.name, self.namespace, self.owner)
+        scaling = self.framework.autoscaling(self.job)
+        desired = None if scaling is None else desired_hpa(scaling, job_ref=self.job_ref)
         current = self.observed.hpa
         if current is None:
             if desired is not None and not suspended:
@@ -454,7 +483,7 @@ class _Pass:
             return True
         current = self.observed.pod_group
         desired = gangs.desired_pod_group(
-            self.framework, self.job, self.gang, self.name, self.namespace, self.annotations, self.owner, current
+            self.framework, self.job, job_ref=self.job_ref, gang=self.gang, annotations=self.annotations, observed=current
         )
         if current is None:
             self.plan.creates.append(desired)
@@ -474,6 +503,20 @@ class _Pass:
             self.warnings.setdefault("JobTerminated", Event("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"))
 
     # --- limits -------------------------------------------------------------------------------
+    def replica_limit_exceeded(self) -> Optional[str]:
+        """Why the job asks for more replicas than the controller takes on, if it does."""
+        limit = self.config.max_replicas_per_job
+        flag = f"the controller's limit of {limit} replicas per job (--max-replicas-per-job)"
+        kind = self.framework.job_kind
+        for rtype in self.types:
+            replicas = self.specs[rtype].replicas or 0
+            if replicas > limit:
+                return f"{kind.replica_path(rtype)}.replicas: {replicas} exceeds {flag}"
+        total = sum(self.specs[rtype].replicas or 0 for rtype in self.types)
+        if total > limit:
+            return f"spec.{kind.replica_specs_field}: {total} replicas in all exceed {flag}"
+        return None
+
     def limit_failure(self, counts: dict[str, ReplicaCounts]) -> Optional[str]:
         """The failure message when backoffLimit or activeDeadlineSeconds is exceeded."""
         limit = self.run_policy.backoff_limit

@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 from trainctl.api.defaults import Job
 from trainctl.controller.frameworks.base import Framework
+from trainctl.controller.reconcile.children import JobRef
 from trainctl.controller.reconcile.config import VOLCANO
 
 VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
@@ -22,18 +23,11 @@ _NOT_ADMITTED = ("", "Pending")
 
 
 def min_member(framework: Framework, job: Job) -> int:
-    """``minAvailable``, else every replica; an elastic job's Workers count with minReplicas."""
+    """``minAvailable``, else every replica the kind counts in its gang."""
     policy = job.spec.run_policy.scheduling_policy if job.spec.run_policy else None
     if policy is not None and policy.min_available is not None:
         return policy.min_available
-    elastic = getattr(job.spec, "elastic_policy", None)
-    total = 0
-    for rtype, spec in job.spec.replica_specs.items():
-        replicas = spec.replicas or 0
-        if elastic is not None and rtype == "Worker" and elastic.min_replicas is not None:
-            replicas = min(replicas, elastic.min_replicas)
-        total += replicas
-    return total
+    return sum(framework.gang_replicas(job, rtype) for rtype in job.spec.replica_specs)
 
 
 def _format_quantity(value: Decimal) -> str:
@@ -69,7 +63,7 @@ def min_resources(framework: Framework, job: Job, members: int) -> dict[str, str
 
 
 def desired_pod_group(
-    framework: Framework, job: Job, gang: str, name: str, namespace: str, annotations: dict[str, Any], owner: dict[str, Any],
+    framework: Framework, job: Job, *, job_ref: JobRef, gang: str, annotations: dict[str, Any],
     observed: Optional[dict[str, Any]],
 ) -> dict[str, Any]:
     policy = job.spec.run_policy.scheduling_policy if job.spec.run_policy else None
@@ -92,10 +86,8 @@ def desired_pod_group(
             spec["minResources"] = resources
         if policy is not None and policy.schedule_timeout_seconds is not None:
             spec["scheduleTimeoutSeconds"] = policy.schedule_timeout_seconds
-    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
-    if annotations:
-        metadata["annotations"] = dict(annotations)
-    metadata["ownerReferences"] = [owner]
+    extra = {"annotations": dict(annotations)} if annotations else {}
+    metadata = job_ref.child_metadata(job_ref.name, **extra)
     return {"apiVersion": api_version, "kind": PODGROUP_KIND, "metadata": metadata, "spec": spec}
 
 

@@ -1,32 +1,33 @@
-"""The HorizontalPodAutoscaler of an elastic PyTorchJob that declares metrics (spec §4).
+"""The HorizontalPodAutoscaler of a job whose kind asks for one (spec §4).
 
-The HPA scales the job through its scale subresource (``Worker.replicas``); the reconcile
-then adds or removes Worker pods by index. It exists while the job is not suspended.
+A PyTorchJob gets one when it is elastic and declares metrics. The HPA scales the job
+through its scale subresource (``Worker.replicas``); the reconcile then adds or removes
+pods by index. It exists while the job is not suspended.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from trainctl.api.defaults import Job
+from trainctl.controller.frameworks.base import Autoscaling
+from trainctl.controller.reconcile.children import JobRef
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
 
 
-def desired_hpa(job: Job, name: str, namespace: str, owner: dict[str, Any]) -> Optional[dict[str, Any]]:
-    elastic = getattr(job.spec, "elastic_policy", None)
-    if elastic is None or elastic.metrics is None:
-        return None
+def desired_hpa(scaling: Autoscaling, *, job_ref: JobRef) -> dict[str, Any]:
+    """The HPA, named after the job, scaling the job through its scale subresource."""
+    owner = job_ref.owner
     return {
         "apiVersion": HPA_API_VERSION,
         "kind": HPA_KIND,
-        "metadata": {"name": name, "namespace": namespace, "ownerReferences": [owner]},
+        "metadata": job_ref.child_metadata(job_ref.name),
         "spec": {
-            "scaleTargetRef": {"apiVersion": job.api_version, "kind": job.kind, "name": name},
-            "minReplicas": elastic.min_replicas,
-            "maxReplicas": elastic.max_replicas,
-            "metrics": elastic.metrics,
+            "scaleTargetRef": {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": job_ref.name},
+            "minReplicas": scaling.min_replicas,
+            "maxReplicas": scaling.max_replicas,
+            "metrics": scaling.metrics,
         },
     }
 

@@ -16,7 +16,7 @@ from trainctl.api.common import ReplicaSpec
 from trainctl.api.defaults import Job, default_container
 from trainctl.controller.frameworks.accelerators import ascend_visible_devices_env
 from trainctl.controller.frameworks.base import EnvFactory, Framework
-from trainctl.controller.reconcile.children import replica_name
+from trainctl.controller.reconcile.children import JobRef, replica_name
 from trainctl.controller.reconcile.config import VOLCANO
 from trainctl.controller.reconcile.plan import Event
 
@@ -38,9 +38,7 @@ class PodFactory:
         *,
         framework: Framework,
         job: Job,
-        job_name: str,
-        namespace: str,
-        owner: dict[str, Any],
+        job_ref: JobRef,
         rtype: str,
         spec: ReplicaSpec,
         env_factory: EnvFactory,
@@ -49,8 +47,9 @@ class PodFactory:
         init_max_tries: int,
         ascend_annotation_env: bool,
     ):
-        self.framework, self.job, self.job_name, self.rtype = framework, job, job_name, rtype
-        self.namespace, self.owner, self.env_factory = namespace, owner, env_factory
+        self.framework, self.job, self.job_ref, self.rtype = framework, job, job_ref, rtype
+        self.env_factory = env_factory
+        job_name = job_ref.name
         template = spec.template or {}
         meta = template.get("metadata") or {}
         tspec = template.get("spec") or {}
@@ -127,15 +126,15 @@ class PodFactory:
         if self.gang_label:
             labels[LABEL_SCHEDULER_PLUGINS_GROUP] = self.gang_label
         metadata: dict[str, Any] = {
-            "name": replica_name(self.job_name, self.rtype, index),
-            "namespace": self.namespace,
+            "name": replica_name(self.job_ref.name, self.rtype, index),
+            "namespace": self.job_ref.namespace,
             "labels": labels,
         }
         if self.annotations:
             metadata["annotations"] = dict(self.annotations)
         if self.finalizers:
             metadata["finalizers"] = list(self.finalizers)
-        metadata["ownerReferences"] = [self.owner]
+        metadata["ownerReferences"] = [self.job_ref.owner]
         spec = dict(self.pod_spec)
         spec["containers"] = containers
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
@@ -153,26 +152,20 @@ def service_ports(framework: Framework, spec: ReplicaSpec) -> list[dict[str, Any
 
 def build_service(
     framework: Framework,
-    job_name: str,
-    namespace: str,
-    owner: dict[str, Any],
+    *,
+    job_ref: JobRef,
     rtype: str,
     index: int,
     ports: list[dict[str, Any]],
     cluster_ip: str,
 ) -> dict[str, Any]:
-    labels = framework.replica_labels(job_name, rtype, index)
+    labels = framework.replica_labels(job_ref.name, rtype, index)
     spec: dict[str, Any] = {"selector": labels, "ports": ports}
     if cluster_ip:
         spec["clusterIP"] = cluster_ip
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {
-            "name": replica_name(job_name, rtype, index),
-            "namespace": namespace,
-            "labels": labels,
-            "ownerReferences": [owner],
-        },
+        "metadata": job_ref.child_metadata(replica_name(job_ref.name, rtype, index), labels=labels),
         "spec": spec,
     }

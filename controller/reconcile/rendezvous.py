@@ -16,8 +16,8 @@ from typing import Any
 
 from trainctl.api import constants as c
 from trainctl.api.defaults import default_container
-from trainctl.api.pytorch import PyTorchJob
-from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT
+from trainctl.controller.frameworks.base import RendezvousStore
+from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT, JobRef
 from trainctl.controller.reconcile.config import ReconcileConfig
 
 RDZV_PORT_NAME = "rdzv"
@@ -48,13 +48,13 @@ def labels(base: dict[str, str]) -> dict[str, str]:
 
 
 def store_pod(
-    job: PyTorchJob, name: str, namespace: str, owner: dict[str, Any], base_labels: dict[str, str], port: int,
+    store_spec: RendezvousStore, *, job_ref: JobRef, container_name: str, base_labels: dict[str, str],
     config: ReconcileConfig,
 ) -> dict[str, Any]:
-    worker = job.spec.pytorch_replica_specs["Worker"]
-    template = worker.template or {}
+    """The store pod, from the image of ``container_name`` in the store spec's template."""
+    template, port = store_spec.template, store_spec.port
     tspec = template.get("spec") or {}
-    container = default_container(template, c.PYTORCH_CONTAINER) or {}
+    container = default_container(template, container_name) or {}
     store = {
         "name": RDZV_CONTAINER,
         "image": container.get("image"),
@@ -77,22 +77,17 @@ def store_pod(
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {
-            "name": store_name(name),
-            "namespace": namespace,
-            "labels": labels(base_labels),
-            "ownerReferences": [owner],
-        },
+        "metadata": job_ref.child_metadata(store_name(job_ref.name), labels=labels(base_labels)),
         "spec": spec,
     }
 
 
-def store_service(name: str, namespace: str, owner: dict[str, Any], base_labels: dict[str, str], port: int) -> dict[str, Any]:
+def store_service(*, job_ref: JobRef, base_labels: dict[str, str], port: int) -> dict[str, Any]:
     """A ClusterIP Service: its address stays put when the store pod is replaced."""
     selector = labels(base_labels)
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": store_name(name), "namespace": namespace, "labels": dict(selector), "ownerReferences": [owner]},
+        "metadata": job_ref.child_metadata(store_name(job_ref.name), labels=dict(selector)),
         "spec": {"selector": selector, "ports": [{"name": RDZV_PORT_NAME, "port": port, "targetPort": port}]},
     }

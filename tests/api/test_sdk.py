@@ -17,7 +17,8 @@ from kubeflow.training.constants import constants
 from kubeflow.training.utils import utils
 
 from trainctl.api import default_job, parse_job, validate
-from trainctl.api.crd import pytorchjob_crd
+from trainctl.api.crd import kind_crd
+from trainctl.api.kinds import PYTORCHJOB
 
 SDK_MODEL = constants.JOB_PARAMETERS["PyTorchJob"]["model"]
 
@@ -32,7 +33,7 @@ def sdk_deserialize(obj: dict[str, Any]) -> models.KubeflowOrgV1PyTorchJob:
 
 def admit(obj: dict[str, Any]) -> dict[str, Any]:
     """What an API server stores: the object with the CRD schema's defaults applied."""
-    schema = pytorchjob_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    schema = kind_crd(PYTORCHJOB)["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return _apply_defaults(schema, copy.deepcopy(obj))
 
 

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from trainctl.api import kinds
 from trainctl.controller.reconcile import ReconcileConfig
 from reconcile_support import Cluster, T0, at, msjob, pytorchjob
 
@@ -88,3 +89,20 @@ def test_plans_share_no_mutable_state_with_the_job():
     assert "x" not in pods[2]["metadata"]["labels"]
     assert [e["name"] for e in pods[2]["spec"]["containers"][0]["env"]].count("X") == 0
     assert "env" not in job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+
+
+@pytest.mark.parametrize("name", ["static", "msjob"])
+def test_a_reconcile_parses_the_job_once(name, monkeypatch):
+    job, config = JOBS[name]
+    cluster = Cluster(job, config)
+    model = kinds.BY_KIND[job["kind"]].model
+    calls = []
+    original = model.model_validate.__func__
+
+    def counting(cls, obj, *args, **kwargs):
+        calls.append(obj)
+        return original(cls, obj, *args, **kwargs)
+
+    monkeypatch.setattr(model, "model_validate", classmethod(counting))
+    plan = cluster.reconcile()
+    assert plan.creates and len(calls) == 1
