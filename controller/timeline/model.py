@@ -36,6 +36,14 @@ PHASES = (PENDING, RUNNING, WAITING, TERMINATING, SUCCEEDED, FAILED, UNKNOWN)
 WORLD_SIZE_PATTERN = re.compile(r"\b(?:WORLD_SIZE|world_size|global_world_sizes)=\[?(\d+)")
 # The reference operator's pod events: "Created pod: NAME", "Deleted pod: NAME".
 POD_IN_MESSAGE = re.compile(r"\bpod:? ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\b")
+# A job condition that becomes True ends these (Kubeflow's setCondition: Running and
+# Restarting exclude each other; a finished job is neither).
+REPLACES = {
+    c.CONDITION_RUNNING: (c.CONDITION_RESTARTING,),
+    c.CONDITION_RESTARTING: (c.CONDITION_RUNNING,),
+    c.CONDITION_SUCCEEDED: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING),
+    c.CONDITION_FAILED: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING),
+}
 # Pod Events worth a mark even though their type is Normal.
 NOTABLE_NORMAL_REASONS = frozenset({"Killing", "Preempting", "Evicted"})
 
@@ -104,14 +112,20 @@ class Timeline:
         return f"{self.kind} {self.namespace}/{self.name}"
 
     def condition_spans(self) -> list[tuple[str, Span]]:
-        """(type, interval) for each stretch a condition was True, as far as the changes tell."""
+        """(type, interval) for each stretch a condition was True, as far as the changes tell.
+
+        A condition that becomes True ends the ones it replaces (``REPLACES``), as the
+        operators' status helper does, even when no snapshot showed them False.
+        """
         opened: dict[str, ConditionChange] = {}
         spans: list[tuple[str, Span]] = []
         for change in self.conditions:
+            ended = [change.type] if change.status != "True" else [t for t in REPLACES.get(change.type, ()) if t in opened]
+            for type_ in ended:
+                if type_ in opened:
+                    spans.append((type_, Span(type_, opened.pop(type_).at, change.at)))
             if change.status == "True":
                 opened.setdefault(change.type, change)
-            elif change.type in opened:
-                spans.append((change.type, Span(change.type, opened.pop(change.type).at, change.at)))
         spans.extend((type_, Span(type_, change.at, self.end)) for type_, change in opened.items())
         return sorted(spans, key=lambda item: (item[1].start, item[0]))
 
@@ -353,7 +367,7 @@ def _row(name: str, instances: list[_Instance], *, container: str, now: float) -
         index = 0
     return Row(
         pod=name,
-        replica_type=labels.get(c.LABEL_REPLICA_TYPE) or "",
+        replica_type=_replica_type(labels.get(c.LABEL_REPLICA_TYPE) or ""),
         replica_index=index,
         nodes=tuple(nodes),
         restarts=restarts,
@@ -486,7 +500,7 @@ def build_timeline(
         rows=tuple(rows),
         conditions=tuple(conditions),
         world_size=tuple(world),
-        job_marks=tuple(sorted(job_marks, key=lambda m: m.at)),
+        job_marks=tuple(sorted(set(job_marks), key=lambda m: m.at)),  # one mark per (time, reason)
     )
 
 
@@ -495,8 +509,13 @@ def _replica_from_name(pod: str, job: str) -> tuple[str, int]:
     match = re.fullmatch(re.escape(job) + r"-([a-z]+)-(\d+)", pod)
     if match is None:
         return "", 0
+    return _replica_type(match.group(1)), int(match.group(2))
+
+
+def _replica_type(value: str) -> str:
+    """The spec's spelling ("Worker") of a replica type, which labels and pod names lower-case."""
     known = {t.lower(): t for t in (*c.PYTORCH_REPLICA_TYPES, *c.MINDSPORE_REPLICA_TYPES)}
-    return known.get(match.group(1), match.group(1).capitalize()), int(match.group(2))
+    return known.get(value.lower(), value)
 
 
 def _type_order(replica_type: str) -> int:

@@ -42,6 +42,8 @@ MARK_STYLES = {  # kind -> (marker, colour)
     "deleted": ("v", "#333333"),
     "event": ("*", "#d35400"),
 }
+# The job's own Warning Events go on a lane under its conditions.
+EVENTS_LANE = "events"
 # Beyond this many rows, marks keep their symbol but lose their text, which would overlap.
 MAX_ANNOTATED_ROWS = 40
 ROW_INCHES = 0.3
@@ -113,7 +115,10 @@ def _figure(timeline: model.Timeline, plt):  # noqa: ANN001, ANN202 - pyplot is 
 
     rows = timeline.rows
     spans = timeline.condition_spans()
-    condition_types = list(dict.fromkeys(type_ for type_, _ in spans)) or ["(none)"]
+    condition_types = list(dict.fromkeys(type_ for type_, _ in spans))
+    if timeline.job_marks:
+        condition_types.append(EVENTS_LANE)
+    condition_types = condition_types or ["(none)"]
     has_world = bool(timeline.world_size)
     heights = [LANE_INCHES * len(condition_types) + 0.2, ROW_INCHES * max(len(rows), 1) + 0.3]
     if has_world:
@@ -152,8 +157,10 @@ def _conditions(ax, timeline: model.Timeline, spans, types: Sequence[str], origi
         )
         bar.set_gid(f"condition:{type_}")
     for mark in timeline.job_marks:
-        point = ax.plot([mark.at - origin], [len(types) - 0.5], marker="*", color=MARK_STYLES["event"][1], linestyle="")[0]
+        point = ax.plot([mark.at - origin], [lane[EVENTS_LANE]], marker="*", color=MARK_STYLES["event"][1], markersize=8, linestyle="")[0]
         point.set_gid(f"job-mark:{mark.reason}")
+        if len(timeline.job_marks) <= MAX_ANNOTATED_ROWS:
+            ax.annotate(mark.reason, (mark.at - origin, lane[EVENTS_LANE]), xytext=(5, 0), textcoords="offset points", fontsize=7, va="center")
     ax.set_yticks(range(len(types)), labels=list(types), fontsize=8)
     ax.set_ylim(len(types) - 0.5, -0.5)
     ax.set_ylabel("job", fontsize=9)

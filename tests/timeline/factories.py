@@ -59,13 +59,14 @@ def pod(
         "namespace": "default",
         "uid": uid or f"{name}-uid",
         "creationTimestamp": at(created),
-        "labels": {c.LABEL_JOB_NAME: "mnist", c.LABEL_REPLICA_TYPE: replica_type, c.LABEL_REPLICA_INDEX: str(index)},
+        "labels": {c.LABEL_JOB_NAME: "mnist", c.LABEL_REPLICA_TYPE: replica_type.lower(), c.LABEL_REPLICA_INDEX: str(index)},
     }
     if deleting is not None:
         meta["deletionTimestamp"] = at(deleting)
     status: dict[str, Any] = {"phase": phase}
     if state is not None:
         status["containerStatuses"] = [{"name": "pytorch", "state": state, "lastState": last_state or {}, "restartCount": restarts}]
+    # The operators label replica types in lower case ("worker").
     return {"metadata": meta, "spec": {"nodeName": node, "containers": [{"name": "pytorch"}]}, "status": status}
 
 

@@ -128,6 +128,25 @@ def test_conditions_become_changes_and_true_stretches():
     assert timeline.start == EPOCH0 and timeline.end == EPOCH0 + 100
 
 
+def test_a_condition_that_becomes_true_ends_the_ones_it_replaces():
+    """Kubeflow removes Restarting when the job runs again; no snapshot need show it False."""
+    snapshots = [
+        job("mnist", ("Created", "True", 0), ("Running", "True", 5)),
+        job("mnist", ("Created", "True", 0), ("Running", "False", 20), ("Restarting", "True", 20)),
+        job("mnist", ("Created", "True", 0), ("Running", "True", 30)),
+        job("mnist", ("Created", "True", 0), ("Running", "True", 30), ("Failed", "True", 50)),
+    ]
+    timeline = build(job=snapshots[-1], job_observations=[model.JobObservation(EPOCH0, j) for j in snapshots])
+    stretches = [(t, s.start - EPOCH0, s.end - EPOCH0) for t, s in timeline.condition_spans()]
+    assert stretches == [("Created", 0, 100), ("Running", 5, 20), ("Restarting", 20, 30), ("Running", 30, 50), ("Failed", 50, 100)]
+
+
+def test_replica_types_are_spelled_as_in_the_spec_whatever_the_labels_case():
+    (row,) = build(pod("mnist-worker-3", index=3, state=running(2))).rows
+    assert (row.replica_type, row.replica_index) == ("Worker", 3)
+    assert pod("x")["metadata"]["labels"]["training.kubeflow.org/replica-type"] == "worker"
+
+
 def test_world_size_is_read_from_the_sample_script_and_torchrun_and_kept_only_when_it_changes():
     lines = [
         model.LogLine("m", EPOCH0 + 5, "[start] RANK=0 WORLD_SIZE=2 MASTER_ADDR=x"),

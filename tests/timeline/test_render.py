@@ -7,7 +7,7 @@ import xml.etree.ElementTree as ET
 
 from trainctl.controller.timeline import model, render
 
-from .factories import EPOCH0, job, pod, running, terminated
+from .factories import EPOCH0, event, job, pod, running, terminated
 
 SVG = "{http://www.w3.org/2000/svg}"
 
@@ -20,7 +20,8 @@ def three_pods() -> model.Timeline:
     ]
     lines = [model.LogLine("mnist-master-0", EPOCH0 + 5, "[start] RANK=0 WORLD_SIZE=3"), model.LogLine("mnist-master-0", EPOCH0 + 26, "[step] world_size=2")]
     conditions = job("mnist", ("Created", "True", 0), ("Running", "False", 60), ("Succeeded", "True", 60))
-    return model.build_timeline(job=conditions, pods=pods, now=EPOCH0 + 70, container="pytorch", log_lines=lines)
+    events = [event("PyTorchJobRestarting", "PyTorchJob mnist is restarting because 1 Worker replica(s) failed.", 20, type_="Warning")]
+    return model.build_timeline(job=conditions, pods=pods, now=EPOCH0 + 70, container="pytorch", log_lines=lines, events=events)
 
 
 def ids(svg: str) -> set[str]:
@@ -38,12 +39,13 @@ def test_the_svg_has_a_row_per_pod_its_phases_marks_conditions_and_world_size():
     assert {i for i in found if i.startswith("row:")} == {"row:mnist-master-0", "row:mnist-worker-0", "row:mnist-worker-1"}
     assert {"span:mnist-master-0:Running", "span:mnist-master-0:Succeeded", "span:mnist-worker-0:Waiting", "span:mnist-worker-1:Terminating"} <= found
     assert {i for i in found if i.startswith("mark:")} == {"mark:mnist-worker-0:restart:0"}
-    assert {"condition:Created", "condition:Succeeded", "world-size"} <= found
+    assert {"condition:Created", "condition:Succeeded", "world-size", "job-mark:PyTorchJobRestarting"} <= found
     labels = texts(svg)
     assert "mnist-master-0 (node-a)" in labels and "mnist-worker-0 (node-b)" in labels
     assert "Error (exit 1)" in labels  # the restart's reason, next to its mark
     assert "PyTorchJob default/mnist: 3 pod(s)" in labels
     assert "WORLD_SIZE" in labels and "Master ×1" in labels and "Worker ×2" in labels
+    assert "events" in labels and "PyTorchJobRestarting" in labels  # the job's Warning Events, on their lane
 
 
 def test_the_html_page_is_standalone_with_a_title_a_legend_and_the_svg(tmp_path):
