@@ -191,7 +191,6 @@ class _Run:
 
 @dataclass
 class _Instance:
-    uid: str
     pod: dict[str, Any]
     runs: dict[float | None, _Run] = field(default_factory=dict)
     seen: list[tuple[float, str]] = field(default_factory=list)  # (time, phase) as a watch saw it
@@ -307,7 +306,7 @@ def _rows(
     for obs in observations:
         meta = _meta(obs.pod)
         uid = meta.get("uid") or meta.get("name") or ""
-        inst = by_uid.setdefault(uid, _Instance(uid, obs.pod))
+        inst = by_uid.setdefault(uid, _Instance(obs.pod))
         inst.pod = obs.pod
         _collect_runs(inst, obs.pod, container)
         if obs.event == "DELETED":
@@ -317,7 +316,7 @@ def _rows(
     for pod in pods:
         meta = _meta(pod)
         uid = meta.get("uid") or meta.get("name") or ""
-        inst = by_uid.setdefault(uid, _Instance(uid, pod))
+        inst = by_uid.setdefault(uid, _Instance(pod))
         inst.pod = pod
         _collect_runs(inst, pod, container)
     by_name: dict[str, list[_Instance]] = {}
@@ -328,7 +327,7 @@ def _rows(
     return by_name
 
 
-def _ending(inst: _Instance, container: str) -> str:
+def _ending(inst: _Instance) -> str:
     """Why an instance ended, in a few words: "Failed: Error (exit 137)", "Evicted"."""
     reason = (inst.pod.get("status") or {}).get("reason")
     if reason:
@@ -351,7 +350,7 @@ def _row(name: str, instances: list[_Instance], *, container: str, now: float) -
         spans.extend(inst_spans)
         marks.extend(inst_marks)
         if following is not None:
-            why = _ending(inst, container)
+            why = _ending(inst)
             marks.append(Mark(next_created or end, "recreated", why))
             restarts += 1
         elif inst.deleted_at is not None:

@@ -16,6 +16,7 @@ import io
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from trainctl.controller.timeline import model
 
@@ -55,14 +56,9 @@ def render_svg(timeline: model.Timeline) -> str:
     """The timeline as an SVG document (text kept as text, so it is searchable)."""
     import matplotlib
 
-    matplotlib.use("Agg", force=False)
-    from matplotlib import pyplot as plt
-
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "trainctl-timeline"}):
-        figure = _figure(timeline, plt)
         buffer = io.StringIO()
-        figure.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
-        plt.close(figure)
+        figure(timeline).savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
     return buffer.getvalue()
 
 
@@ -110,7 +106,10 @@ def _utc(at: float) -> str:
     return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def _figure(timeline: model.Timeline, plt):  # noqa: ANN001, ANN202 - pyplot is imported lazily
+def figure(timeline: model.Timeline) -> Any:
+    """The matplotlib Figure (no pyplot, so no GUI backend and no global state)."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     rows = timeline.rows
@@ -123,10 +122,8 @@ def _figure(timeline: model.Timeline, plt):  # noqa: ANN001, ANN202 - pyplot is 
     heights = [LANE_INCHES * len(condition_types) + 0.2, ROW_INCHES * max(len(rows), 1) + 0.3]
     if has_world:
         heights.append(1.2)
-    figure, axes = plt.subplots(
-        len(heights), 1, sharex=True, figsize=(WIDTH_INCHES, sum(heights) + 1.3), layout="constrained",
-        gridspec_kw={"height_ratios": heights},
-    )
+    fig = Figure(figsize=(WIDTH_INCHES, sum(heights) + 1.3), layout="constrained")
+    axes = fig.subplots(len(heights), 1, sharex=True, gridspec_kw={"height_ratios": heights})
     cond_ax, pods_ax = axes[0], axes[1]
     origin = timeline.start
     _conditions(cond_ax, timeline, spans, condition_types, origin)
@@ -136,19 +133,19 @@ def _figure(timeline: model.Timeline, plt):  # noqa: ANN001, ANN202 - pyplot is 
     last = axes[-1]
     last.set_xlabel(f"seconds since {_utc(origin)}")
     last.set_xlim(0, max(timeline.end - origin, 1.0) * 1.02)
-    figure.suptitle(f"{timeline.title}: {len(rows)} pod(s)", fontsize=12, x=0.02, ha="left")
+    fig.suptitle(f"{timeline.title}: {len(rows)} pod(s)", fontsize=12, x=0.02, ha="left")
     used = sorted({s.phase for r in rows for s in r.spans}, key=list(PHASE_COLOURS).index)
     handles = [Patch(facecolor=PHASE_COLOURS[p], label=p) for p in used]
     used_marks = sorted({m.kind for r in rows for m in r.marks})
     handles += [
-        plt.Line2D([], [], linestyle="", marker=MARK_STYLES[k][0], color=MARK_STYLES[k][1], label=k) for k in used_marks
+        Line2D([], [], linestyle="", marker=MARK_STYLES[k][0], color=MARK_STYLES[k][1], label=k) for k in used_marks
     ]
     if handles:
-        figure.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 10), fontsize=8, frameon=False)
-    return figure
+        fig.legend(handles=handles, loc="outside lower center", ncol=min(len(handles), 10), fontsize=8, frameon=False)
+    return fig
 
 
-def _conditions(ax, timeline: model.Timeline, spans, types: Sequence[str], origin: float) -> None:  # noqa: ANN001
+def _conditions(ax: Any, timeline: model.Timeline, spans: list[tuple[str, model.Span]], types: Sequence[str], origin: float) -> None:
     lane = {type_: i for i, type_ in enumerate(types)}
     for type_, span in spans:
         bar = ax.broken_barh(
@@ -167,7 +164,7 @@ def _conditions(ax, timeline: model.Timeline, spans, types: Sequence[str], origi
     ax.grid(axis="x", alpha=0.3)
 
 
-def _pods(ax, timeline: model.Timeline, origin: float) -> None:  # noqa: ANN001
+def _pods(ax: Any, timeline: model.Timeline, origin: float) -> None:
     rows = timeline.rows
     font = 8 if len(rows) <= 30 else 6
     annotate = len(rows) <= MAX_ANNOTATED_ROWS
@@ -206,7 +203,7 @@ def _pods(ax, timeline: model.Timeline, origin: float) -> None:  # noqa: ANN001
     ax.grid(axis="x", alpha=0.3)
 
 
-def _world_size(ax, timeline: model.Timeline, origin: float) -> None:  # noqa: ANN001
+def _world_size(ax: Any, timeline: model.Timeline, origin: float) -> None:
     points = timeline.world_size
     xs = [p.at - origin for p in points] + [timeline.end - origin]
     ys = [p.size for p in points] + [points[-1].size]
