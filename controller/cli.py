@@ -16,6 +16,7 @@ COMMAND_MODULES = (
     "trainctl.controller.commands.run",
     "trainctl.controller.commands.validate",
     "trainctl.controller.commands.render",
+    "trainctl.controller.commands.timeline",
     "trainctl.controller.local.commands",
     "trainctl.controller.kube.commands",
 )

@@ -53,6 +53,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="give up after this long (e.g. 90s, 10m, 2h); the job is left running unless Ctrl-C")
     parser.add_argument("--replace", action="store_true", help="delete an existing job of the same name first")
     parser.add_argument("--keep", action="store_true", help="on Ctrl-C (or SIGTERM), leave the job running instead of deleting it")
+    parser.add_argument("--timeline", metavar="FILE", help="at the end, draw each job's pods, restarts, conditions and world size over time to FILE (.svg or .html)")
     parser.set_defaults(func=run)
 
 
@@ -145,9 +146,13 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
         raise
 
     results = []
+    timelines = []
     for index, obj in enumerate(created):
-        result = launcher.follow(obj, view, deadline=deadline, started=started, delete_on_interrupt=not args.keep)
+        recorder = _recorder(obj) if args.timeline else None
+        result = launcher.follow(obj, view, deadline=deadline, started=started, delete_on_interrupt=not args.keep, observer=recorder)
         results.append(result)
+        if recorder is not None:
+            timelines.append(_write_timeline(launcher, recorder, obj, _timeline_path(args.timeline, obj, len(created))))
         if result.outcome is Outcome.INTERRUPTED:
             for rest in created[index + 1 :]:
                 if not args.keep:
@@ -164,11 +169,38 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
             print(line)
         if result.outcome is Outcome.INTERRUPTED:
             print("  (the job was kept: --keep)" if args.keep else "  (Ctrl-C: the job and its pods were deleted; --keep leaves them)")
+    for line in timelines:
+        print(line)
     if saved_logs is not None:
         print("the throwaway cluster is removed; the pods' logs were saved above")
     if any(r.outcome is Outcome.INTERRUPTED for r in results):
         return 130
     return 0 if results and all(r.succeeded for r in results) else 1
+
+
+def _recorder(job: dict) -> Any:
+    from trainctl.controller.launch.kinds import kind_of
+    from trainctl.controller.timeline.recorder import TimelineRecorder
+
+    return TimelineRecorder(container=kind_of(job).container)
+
+
+def _timeline_path(template: str, job: dict, jobs: int) -> Path:
+    """``template`` itself for one job; ``NAME-JOB.EXT`` per job when the file holds several."""
+    path = Path(template)
+    return path if jobs == 1 else path.with_name(f"{path.stem}-{job['metadata']['name']}{path.suffix}")
+
+
+def _write_timeline(launcher: Any, recorder: Any, job: dict, path: Path) -> str:
+    """Draw what the recorder saw, with the job's Events added; the line to print about it."""
+    from trainctl.controller.timeline import fetch, render
+
+    timeline = recorder.timeline(events=fetch.job_events(launcher.client, job, recorder.pod_names()))
+    try:
+        render.write(timeline, path)
+    except OSError as exc:
+        return f"timeline: cannot write {path}: {exc.strerror or exc}"
+    return f"timeline: {path} ({len(timeline.rows)} pod row(s))"
 
 
 def _save_logs(launcher: Any, results: list) -> dict[tuple[str, str], list[Path]]:

@@ -309,14 +309,21 @@ class KubeClient:
         *,
         container: Optional[str] = None,
         follow: bool = False,
+        previous: bool = False,
+        timestamps: bool = False,
     ) -> "LogStream":
-        """A pod's log as a stream of lines; with ``follow`` it ends when the container does."""
+        """A pod's log as a stream of lines; with ``follow`` it ends when the container does.
+
+        ``previous`` reads the container's last terminated instance; ``timestamps`` prefixes
+        each line with the RFC 3339 time the runtime received it.
+        """
         self._record("get", PODS, "log")
         query: list[tuple[str, Any]] = []
         if container:
             query.append(("container", container))
-        if follow:
-            query.append(("follow", "true"))
+        for flag, value in (("follow", follow), ("previous", previous), ("timestamps", timestamps)):
+            if value:
+                query.append((flag, "true"))
         response = self._request(
             "GET",
             PODS.path(namespace, name, "log"),

@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kubernetes import client
 
@@ -69,6 +69,18 @@ class LaunchResult:
     @property
     def succeeded(self) -> bool:
         return self.outcome is Outcome.SUCCEEDED
+
+
+class FollowObserver(Protocol):
+    """Sees what ``Launcher.follow`` sees, as it arrives: the job, its pods' watch events, the lead pod's log.
+
+    ``pod`` is called from the pod watch's thread and ``log`` from the log follower's, so an
+    observer must be thread-safe; it must also be quick, since the watches wait for it.
+    """
+
+    def job(self, job: dict[str, Any]) -> None: ...
+    def pod(self, event: str, pod: dict[str, Any]) -> None: ...
+    def log(self, pod: str, line: str) -> None: ...
 
 
 def _api_message(exc: ApiError) -> str:
@@ -146,12 +158,13 @@ class Launcher:
         started: float | None = None,
         delete_when_done: bool = False,
         delete_on_interrupt: bool = True,
+        observer: FollowObserver | None = None,
     ) -> LaunchResult:
         """Follow a created job until it finishes, the deadline passes or the user interrupts.
 
         ``deadline`` and ``started`` are ``time.monotonic()`` values. The job is deleted at the
         end when ``delete_when_done`` (whatever the outcome), and on Ctrl-C when
-        ``delete_on_interrupt``.
+        ``delete_on_interrupt``. An ``observer`` is told everything the watches see.
         """
         kind = kind_of(job)
         meta = job["metadata"]
@@ -160,11 +173,21 @@ class Launcher:
         events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         tracker = PodTracker()
         lead_type, lead_index = lead_replica(job, kind)
-        logs = LeadPodLogs(self.client, namespace, kind.container, view.log, view.note)
+        on_line = view.log
+        if observer is not None:
+            observer.job(job)
+
+            def on_line(pod: str, line: str) -> None:
+                view.log(pod, line)
+                observer.log(pod, line)
+
+        logs = LeadPodLogs(self.client, namespace, kind.container, on_line, view.note)
 
         def on_pod(event: str, pod: dict[str, Any]) -> None:
-            if not _owned_by(pod, uid):
+            if not owned_by(pod, uid):
                 return  # a leftover pod of an earlier job with the same name
+            if observer is not None:
+                observer.pod(event, pod)
             labels = (pod.get("metadata") or {}).get("labels") or {}
             if labels.get(c.LABEL_REPLICA_TYPE) == lead_type and labels.get(c.LABEL_REPLICA_INDEX) == lead_index:
                 logs.observe(None if event == "DELETED" else pod)
@@ -215,6 +238,8 @@ class Launcher:
                     outcome = Outcome.DELETED
                 else:
                     current = obj
+                    if observer is not None:
+                        observer.job(current)
                     terminal = terminal_condition(current)
                     if terminal is not None:
                         outcome = Outcome(terminal["type"])
@@ -261,7 +286,7 @@ class Launcher:
         except ApiError:  # the log is a courtesy: never let it change the outcome
             return
         for pod in pods:
-            if _owned_by(pod, uid):
+            if owned_by(pod, uid):
                 logs.observe(pod)
         logs.drain(budget)
 
@@ -277,6 +302,7 @@ class Launcher:
         replace: bool = False,
         delete_when_done: bool = False,
         delete_on_interrupt: bool = True,
+        observer: FollowObserver | None = None,
     ) -> LaunchResult:
         """Create ``job`` and follow it; ``timeout`` seconds count from just before the create."""
         started = time.monotonic()
@@ -291,6 +317,7 @@ class Launcher:
             started=started,
             delete_when_done=delete_when_done,
             delete_on_interrupt=delete_on_interrupt,
+            observer=observer,
         )
 
 
@@ -369,7 +396,7 @@ def _wait_empty(kube: KubeClient, resource: Resource, namespace: str, deadline: 
         watch.stop()
 
 
-def _owned_by(obj: dict[str, Any], uid: str) -> bool:
+def owned_by(obj: dict[str, Any], uid: str) -> bool:
     refs = (obj.get("metadata") or {}).get("ownerReferences") or []
     return not refs or any(ref.get("uid") == uid for ref in refs if ref.get("controller"))
 

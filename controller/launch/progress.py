@@ -88,6 +88,7 @@ class JobProgress:
     replica_statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     restarts: int = 0
     pod_phases: dict[str, str] = field(default_factory=dict)
+    conditions: tuple[dict[str, Any], ...] = ()
 
     @classmethod
     def of(cls, job: dict[str, Any], tracker: PodTracker, elapsed: float) -> "JobProgress":
@@ -101,6 +102,7 @@ class JobProgress:
             replica_statuses=dict(status.get("replicaStatuses") or {}),
             restarts=tracker.restarts,
             pod_phases=tracker.phases,
+            conditions=tuple(c for c in status.get("conditions") or [] if isinstance(c, dict)),
         )
 
     @property
@@ -110,10 +112,14 @@ class JobProgress:
     def replicas_text(self) -> str:
         return replicas_text(self.replica_statuses, "no replicas yet")
 
+    def pods_text(self) -> str:
+        """Pods per phase: "Pending 1, Running 2"."""
+        phases = sorted(set(self.pod_phases.values()))
+        return ", ".join(f"{phase} {sum(1 for p in self.pod_phases.values() if p == phase)}" for phase in phases) or "none"
+
     def line(self) -> str:
         """Everything but the clock, so a view can tell whether anything changed."""
-        pods = ", ".join(f"{phase} {sum(1 for p in self.pod_phases.values() if p == phase)}" for phase in sorted(set(self.pod_phases.values())))
-        return f"{self.state} | {self.replicas_text()} | pods: {pods or 'none'} | restarts {self.restarts}"
+        return f"{self.state} | {self.replicas_text()} | pods: {self.pods_text()} | restarts {self.restarts}"
 
 
 class ProgressView(Protocol):
@@ -153,34 +159,34 @@ class PlainView:
 
 
 class RichView:
-    """A live status panel at the bottom of the terminal; logs scroll above it."""
+    """One live status block per job at the bottom of the terminal; logs and notes scroll above it.
 
-    def __init__(self, console: Any = None) -> None:
+    A block shows the job's conditions, its replicas per type, pods per phase, restarts and
+    the elapsed time, and is redrawn in place (rich's live display), so a change costs no
+    new line. Between changes it is redrawn for the clock (``auto_refresh``, 4 times a second).
+    """
+
+    def __init__(self, console: Any = None, *, auto_refresh: bool = True) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self._console = console or Console()
-        self._progress: JobProgress | None = None
-        self._shown_at = time.monotonic()
-        self._live = Live(console=self._console, refresh_per_second=4, transient=True, get_renderable=self._render)
+        self._jobs: dict[tuple[str, str], tuple[JobProgress, float]] = {}  # (ns, name) -> (snapshot, when shown)
+        self._live = Live(console=self._console, refresh_per_second=4, transient=True, auto_refresh=auto_refresh, get_renderable=self._render)
         self._live.start()
 
     def _render(self) -> Any:
-        from rich.table import Table
+        from rich.console import Group
         from rich.text import Text
 
-        p = self._progress
-        if p is None:
+        if not self._jobs:
             return Text("waiting for the job…", style="dim")
-        colour = {"Succeeded": "green", "Failed": "red", "Restarting": "yellow", "Running": "cyan"}.get(p.state, "white")
-        table = Table.grid(padding=(0, 2))
-        table.add_row(Text(f"{p.kind} {p.namespace}/{p.name}", style="bold"), Text(p.state, style=f"bold {colour}"), Text(f"{p.elapsed + time.monotonic() - self._shown_at:.0f}s"), Text(f"restarts {p.restarts}"))
-        for rtype, counts in p.replica_statuses.items():
-            table.add_row(Text(f"  {rtype}"), Text(f"{counts.get('active', 0)} active"), Text(f"{counts.get('succeeded', 0)} succeeded"), Text(f"{counts.get('failed', 0)} failed"))
-        return table
+        now = time.monotonic()
+        return Group(*(_job_block(p, p.elapsed if p.state in FINISHED else p.elapsed + now - shown) for p, shown in list(self._jobs.values())))
 
     def show(self, progress: JobProgress) -> None:
-        self._progress, self._shown_at = progress, time.monotonic()
+        self._jobs[(progress.namespace, progress.name)] = (progress, time.monotonic())
+        self._live.refresh()  # in place: the block's lines are rewritten, none added
 
     def log(self, pod: str, line: str) -> None:
         from rich.text import Text
@@ -194,6 +200,33 @@ class RichView:
 
     def close(self) -> None:
         self._live.stop()
+
+
+FINISHED = ("Succeeded", "Failed")
+STATE_STYLES = {"Succeeded": "green", "Failed": "red", "Restarting": "yellow", "Running": "cyan"}
+
+
+def _job_block(p: JobProgress, elapsed: float) -> Any:
+    """The live block of one job: header, conditions, replicas per type, pods."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table.grid(padding=(0, 2))
+    colour = STATE_STYLES.get(p.state, "white")
+    table.add_row(Text(f"{p.kind} {p.namespace}/{p.name}", style="bold"), Text(p.state, style=f"bold {colour}"), Text(f"{elapsed:.0f}s"), Text(f"restarts {p.restarts}"))
+    conditions = Text("  ")
+    for cond in p.conditions:
+        true = cond.get("status") == "True"
+        conditions.append(f"{cond.get('type')}{'' if true else '=' + str(cond.get('status'))} ", style=STATE_STYLES.get(cond.get("type"), "white") if true else "dim")
+    table.add_row(Text("  conditions"), conditions if p.conditions else Text("  none yet", style="dim"))
+    for rtype, counts in p.replica_statuses.items():
+        counts = counts or {}
+        table.add_row(Text(f"  {rtype}"), Text(f"{counts.get('active', 0)} active"), Text(f"{counts.get('succeeded', 0)} succeeded"), Text(f"{counts.get('failed', 0)} failed"))
+    table.add_row(Text("  pods"), Text(p.pods_text()))
+    message = (p.condition or {}).get("message")
+    if message:
+        table.add_row(Text("  message"), Text(message, style="dim"))
+    return table
 
 
 def make_view(out: TextIO | None = None) -> ProgressView:

@@ -1,0 +1,81 @@
+"""``trainctl timeline JOB``: draw what happened to a training job, one row per pod, on one time axis.
+
+It reads the job, its pods, their Events and the pods' logs from the cluster in
+KUBECONFIG (or ~/.kube/config) and writes an SVG, or an HTML page around it. A job that is
+still running is drawn up to now. ``trainctl run --timeline FILE`` writes the same picture
+from what it watched live, which also holds what the API no longer shows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+KINDS = {"pytorchjob": "PyTorchJob", "msjob": "MSJob"}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "timeline",
+        help="draw a job's pods, restarts, conditions and world size over time (SVG or HTML)",
+        description=(
+            "Write a picture of JOB: a row per pod with its phases, restarts (with reasons) and node, "
+            "the job's conditions, and the WORLD_SIZE its pods' logs report, on one time axis."
+        ),
+    )
+    parser.add_argument("job", metavar="JOB", help="the PyTorchJob or MSJob name")
+    parser.add_argument("-n", "--namespace", help="the job's namespace (default: the kubeconfig context's)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="FILE.svg or FILE.html (default: JOB-timeline.svg)")
+    parser.add_argument("--kind", choices=sorted(KINDS), help="the job's kind when both a PyTorchJob and an MSJob have this name")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from trainctl.controller.kube.client import ApiError, KubeClient
+    from trainctl.controller.launch import ClusterConfigError, connect, default_namespace, kubeconfig_path, launcher
+    from trainctl.controller.launch.kinds import JOB_KINDS
+    from trainctl.controller.timeline import fetch, model, render
+
+    try:
+        api = connect(kubeconfig_path())
+    except ClusterConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    namespace = args.namespace or default_namespace(kubeconfig_path())
+    client = KubeClient.for_api_client(api, qps=0, max_attempts=launcher.MAX_ATTEMPTS)
+    kinds = [k for k in JOB_KINDS.values() if args.kind is None or k.kind == KINDS[args.kind]]
+    try:
+        found = [(kind, job) for kind in kinds if (job := _get(client, kind, namespace, args.job)) is not None]
+        if not found:
+            what = " or ".join(k.kind for k in kinds)
+            print(f"error: no {what} {namespace}/{args.job}", file=sys.stderr)
+            return 1
+        if len(found) > 1:
+            print(f"error: both a PyTorchJob and an MSJob are named {namespace}/{args.job}: pass --kind", file=sys.stderr)
+            return 1
+        kind, job = found[0]
+        pods = fetch.owned_pods(client, job)
+        events = fetch.job_events(client, job, [p["metadata"]["name"] for p in pods])
+        lines = fetch.log_lines(client, kind, job, pods)
+    except ApiError as exc:
+        print(f"error: cannot read {namespace}/{args.job}: {exc.message or exc.reason}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+    timeline = model.build_timeline(job=job, pods=pods, now=time.time(), container=kind.container, events=events, log_lines=lines)
+    path = render.write(timeline, args.output or f"{args.job}-timeline.svg")
+    print(f"wrote {path}: {len(timeline.rows)} pod row(s), {len(timeline.conditions)} condition change(s), {len(timeline.world_size)} world size change(s)")
+    return 0
+
+
+def _get(client: Any, kind: Any, namespace: str, name: str) -> dict[str, Any] | None:
+    from trainctl.controller.kube.client import ApiError
+
+    try:
+        return client.get_or_none(kind.resource, namespace, name)
+    except ApiError as exc:
+        if exc.code == 404:  # the kind's CRD is not installed
+            return None
+        raise

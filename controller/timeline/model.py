@@ -1,0 +1,522 @@
+"""What happened to a training job, as rows on one time axis: the data behind a timeline picture.
+
+Kubernetes keeps no history of a pod's phases; what it keeps is enough to rebuild one: the
+pod's ``creationTimestamp``, each container's ``state`` and ``lastState`` with their
+``startedAt``/``finishedAt``, ``restartCount``, ``deletionTimestamp``, and the Events that
+name the pod or the job. ``build_timeline`` turns those plain dicts (plus watch
+observations, when a launcher saw the job live, and log lines, for the world size) into a
+``Timeline``: one row per pod with phase spans and restart marks, the job's condition
+changes, and the world size over time. It reads no clock (``now`` is passed in) and does no
+I/O, so a renderer or a test can take it as it is.
+
+Times are seconds since the epoch (UTC) throughout.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from trainctl.api import constants as c
+from trainctl.api.defaults import default_container
+
+# Span phases: the pod phases, plus the two states a pod phase hides.
+PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
+WAITING = "Waiting"  # between two runs of a restarted container (back-off)
+TERMINATING = "Terminating"  # deletionTimestamp set, the pod not gone yet
+UNKNOWN = "Unknown"  # runs no snapshot recorded (a container restarted more than once), a pod known only from Events
+PHASES = (PENDING, RUNNING, WAITING, TERMINATING, SUCCEEDED, FAILED, UNKNOWN)
+
+# Lines that tell a world size: the sample script's ``WORLD_SIZE=4`` / ``world_size=4`` and
+# torch elastic's rendezvous result ``global_world_sizes=[4, 4]``. ``\b`` keeps out
+# ``saved_world_size=`` and ``group_world_size=`` (nodes, not processes).
+WORLD_SIZE_PATTERN = re.compile(r"\b(?:WORLD_SIZE|world_size|global_world_sizes)=\[?(\d+)")
+# The reference operator's pod events: "Created pod: NAME", "Deleted pod: NAME".
+POD_IN_MESSAGE = re.compile(r"\bpod:? ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\b")
+# A job condition that becomes True ends these (Kubeflow's setCondition: Running and
+# Restarting exclude each other; a finished job is neither).
+REPLACES = {
+    c.CONDITION_RUNNING: (c.CONDITION_RESTARTING,),
+    c.CONDITION_RESTARTING: (c.CONDITION_RUNNING,),
+    c.CONDITION_SUCCEEDED: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING),
+    c.CONDITION_FAILED: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING),
+}
+# Pod Events worth a mark even though their type is Normal.
+NOTABLE_NORMAL_REASONS = frozenset({"Killing", "Preempting", "Evicted"})
+
+
+@dataclass(frozen=True)
+class Span:
+    phase: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Mark:
+    at: float
+    kind: str  # "restart", "recreated", "deleted" or "event"
+    reason: str
+
+
+@dataclass(frozen=True)
+class Row:
+    """One pod name: every instance of it (a re-created pod keeps its name), in order."""
+
+    pod: str
+    replica_type: str
+    replica_index: int
+    nodes: tuple[str, ...]
+    restarts: int
+    spans: tuple[Span, ...]
+    marks: tuple[Mark, ...]
+
+    @property
+    def label(self) -> str:
+        where = " → ".join(self.nodes) if self.nodes else "no node"
+        return f"{self.pod} ({where})"
+
+
+@dataclass(frozen=True)
+class ConditionChange:
+    at: float
+    type: str
+    status: str
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class WorldSize:
+    at: float
+    size: int
+    source: str  # the pod whose log told it
+
+
+@dataclass(frozen=True)
+class Timeline:
+    kind: str
+    namespace: str
+    name: str
+    start: float
+    end: float
+    rows: tuple[Row, ...]
+    conditions: tuple[ConditionChange, ...]
+    world_size: tuple[WorldSize, ...]
+    job_marks: tuple[Mark, ...] = ()
+
+    @property
+    def title(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+    def condition_spans(self) -> list[tuple[str, Span]]:
+        """(type, interval) for each stretch a condition was True, as far as the changes tell.
+
+        A condition that becomes True ends the ones it replaces (``REPLACES``), as the
+        operators' status helper does, even when no snapshot showed them False.
+        """
+        opened: dict[str, ConditionChange] = {}
+        spans: list[tuple[str, Span]] = []
+        for change in self.conditions:
+            ended = [change.type] if change.status != "True" else [t for t in REPLACES.get(change.type, ()) if t in opened]
+            for type_ in ended:
+                if type_ in opened:
+                    spans.append((type_, Span(type_, opened.pop(type_).at, change.at)))
+            if change.status == "True":
+                opened.setdefault(change.type, change)
+        spans.extend((type_, Span(type_, change.at, self.end)) for type_, change in opened.items())
+        return sorted(spans, key=lambda item: (item[1].start, item[0]))
+
+
+@dataclass(frozen=True)
+class LogLine:
+    pod: str
+    at: float
+    text: str
+
+
+@dataclass(frozen=True)
+class PodObservation:
+    """One pod as a watch delivered it, at the time it was received."""
+
+    at: float
+    event: str  # ADDED, MODIFIED, DELETED
+    pod: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobObservation:
+    at: float
+    job: dict[str, Any]
+
+
+def parse_time(value: Any) -> float | None:
+    """Seconds since the epoch from an RFC 3339 timestamp (any fraction, ``Z`` or offset)."""
+    if not isinstance(value, str) or not value:
+        return None
+    text = value.strip().replace("Z", "+00:00")
+    match = re.match(r"^(.*T\d\d:\d\d:\d\d)(\.\d+)?(.*)$", text)
+    if not match:
+        return None
+    head, fraction, zone = match.groups()
+    try:
+        stamp = datetime.fromisoformat(head + (zone or "+00:00"))
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return stamp.timestamp() + (float(fraction) if fraction else 0.0)
+
+
+def split_timestamped(line: str) -> tuple[float | None, str]:
+    """A ``pods/log?timestamps=true`` line: (its time, the text after the timestamp)."""
+    stamp, _, rest = line.partition(" ")
+    at = parse_time(stamp)
+    return (at, rest) if at is not None else (None, line)
+
+
+# --- pods ----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Run:
+    """One container instance's run, as a state or lastState told it."""
+
+    started: float | None
+    finished: float | None
+    reason: str = ""
+
+
+@dataclass
+class _Instance:
+    pod: dict[str, Any]
+    runs: dict[float | None, _Run] = field(default_factory=dict)
+    seen: list[tuple[float, str]] = field(default_factory=list)  # (time, phase) as a watch saw it
+    deleted_at: float | None = None
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj.get("metadata") or {}
+
+
+def _main_status(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    name = (default_container(pod, container) or {}).get("name") or container
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    for status in statuses:
+        if status.get("name") == name:
+            return status
+    return statuses[0] if statuses else {}
+
+
+def _terminated_reason(terminated: dict[str, Any]) -> str:
+    reason = terminated.get("reason") or "Terminated"
+    code = terminated.get("exitCode")
+    return f"{reason} (exit {code})" if code is not None else reason
+
+
+def _collect_runs(instance: _Instance, pod: dict[str, Any], container: str) -> None:
+    status = _main_status(pod, container)
+    for key in ("lastState", "state"):
+        state = status.get(key) or {}
+        if "terminated" in state:
+            term = state["terminated"] or {}
+            run = _Run(parse_time(term.get("startedAt")), parse_time(term.get("finishedAt")), _terminated_reason(term))
+        elif "running" in state:
+            run = _Run(parse_time((state["running"] or {}).get("startedAt")), None)
+        else:
+            continue
+        known = instance.runs.get(run.started)
+        if known is None or known.finished is None:
+            instance.runs[run.started] = run
+
+
+def _phase(pod: dict[str, Any]) -> str:
+    return (pod.get("status") or {}).get("phase") or PENDING
+
+
+def _instance_spans(inst: _Instance, container: str, end: float) -> tuple[list[Span], list[Mark]]:
+    """Phase spans and restart marks of one pod instance, from its creation to ``end``."""
+    pod = inst.pod
+    created = parse_time(_meta(pod).get("creationTimestamp"))
+    created = created if created is not None else (inst.seen[0][0] if inst.seen else end)
+    runs = sorted((r for r in inst.runs.values() if r.started is not None), key=lambda r: r.started or 0.0)
+    spans: list[Span] = []
+    marks: list[Mark] = []
+    deleting = parse_time(_meta(pod).get("deletionTimestamp"))
+    alive_until = deleting if deleting is not None and created <= deleting < end else end
+    cursor = created
+    status = _main_status(pod, container)
+    current = 1 if {"running", "terminated"} & set(status.get("state") or {}) else 0
+    first_gap = UNKNOWN if int(status.get("restartCount") or 0) + current > len(runs) else PENDING
+    for i, run in enumerate(runs):
+        start = max(run.started or cursor, cursor)
+        if start > cursor:
+            spans.append(Span(first_gap if i == 0 else WAITING, cursor, start))
+        finish = min(run.finished, alive_until) if run.finished is not None else alive_until
+        spans.append(Span(RUNNING, start, max(finish, start)))
+        cursor = max(finish, start)
+        if run.finished is not None and i + 1 < len(runs):
+            marks.append(Mark(run.finished, "restart", run.reason))
+    phase = _phase(pod)
+    if cursor < alive_until:
+        if phase in (SUCCEEDED, FAILED):
+            after = phase
+        elif runs and runs[-1].finished is not None:
+            after = WAITING  # exited, not restarted yet
+            marks.append(Mark(runs[-1].finished or cursor, "restart", runs[-1].reason))
+        elif runs:
+            after = RUNNING
+        else:
+            after = PENDING
+        spans.append(Span(after, cursor, alive_until))
+    if alive_until < end:
+        spans.append(Span(TERMINATING, max(alive_until, cursor), end))
+    # A watch may have seen phases that container timestamps cannot tell (no runs at all).
+    if not runs:
+        spans = _spans_from_seen(inst.seen, created, end) or spans
+    reason = (pod.get("status") or {}).get("reason")
+    if reason:
+        marks.append(Mark(deleting or end, "event", reason))
+    return [s for s in spans if s.end > s.start], marks
+
+
+def _spans_from_seen(seen: list[tuple[float, str]], created: float, end: float) -> list[Span]:
+    spans: list[Span] = []
+    cursor, phase = created, PENDING
+    for at, seen_phase in seen:
+        if seen_phase != phase and at >= cursor:
+            spans.append(Span(phase, cursor, at))
+            cursor, phase = at, seen_phase
+    if seen:
+        spans.append(Span(phase, cursor, end))
+    return spans
+
+
+def _rows(
+    pods: Iterable[dict[str, Any]],
+    observations: Iterable[PodObservation],
+    *,
+    container: str,
+    now: float,
+) -> dict[str, list[_Instance]]:
+    """Instances per pod name, oldest first, with what every snapshot told of them."""
+    by_uid: dict[str, _Instance] = {}
+    for obs in observations:
+        meta = _meta(obs.pod)
+        uid = meta.get("uid") or meta.get("name") or ""
+        inst = by_uid.setdefault(uid, _Instance(obs.pod))
+        inst.pod = obs.pod
+        _collect_runs(inst, obs.pod, container)
+        if obs.event == "DELETED":
+            inst.deleted_at = obs.at
+        else:
+            inst.seen.append((obs.at, _phase(obs.pod)))
+    for pod in pods:
+        meta = _meta(pod)
+        uid = meta.get("uid") or meta.get("name") or ""
+        inst = by_uid.setdefault(uid, _Instance(pod))
+        inst.pod = pod
+        _collect_runs(inst, pod, container)
+    by_name: dict[str, list[_Instance]] = {}
+    for inst in by_uid.values():
+        by_name.setdefault(_meta(inst.pod).get("name") or "", []).append(inst)
+    for instances in by_name.values():
+        instances.sort(key=lambda i: parse_time(_meta(i.pod).get("creationTimestamp")) or (i.seen[0][0] if i.seen else now))
+    return by_name
+
+
+def _ending(inst: _Instance) -> str:
+    """Why an instance ended, in a few words: "Failed: Error (exit 137)", "Evicted"."""
+    reason = (inst.pod.get("status") or {}).get("reason")
+    if reason:
+        return reason
+    finished = [run for run in inst.runs.values() if run.finished is not None]
+    last = max(finished, key=lambda run: run.finished or 0.0).reason if finished else ""
+    return f"{_phase(inst.pod)}: {last}" if last else _phase(inst.pod)
+
+
+def _row(name: str, instances: list[_Instance], *, container: str, now: float) -> Row:
+    spans: list[Span] = []
+    marks: list[Mark] = []
+    nodes: list[str] = []
+    restarts = 0
+    for i, inst in enumerate(instances):
+        following = instances[i + 1] if i + 1 < len(instances) else None
+        next_created = parse_time(_meta(following.pod).get("creationTimestamp")) if following else None
+        end = inst.deleted_at or next_created or now
+        inst_spans, inst_marks = _instance_spans(inst, container, end)
+        spans.extend(inst_spans)
+        marks.extend(inst_marks)
+        if following is not None:
+            why = _ending(inst)
+            marks.append(Mark(next_created or end, "recreated", why))
+            restarts += 1
+        elif inst.deleted_at is not None:
+            marks.append(Mark(inst.deleted_at, "deleted", "deleted"))
+        restarts += int(_main_status(inst.pod, container).get("restartCount") or 0)
+        node = (inst.pod.get("spec") or {}).get("nodeName")
+        if node and (not nodes or nodes[-1] != node):
+            nodes.append(node)
+    labels = _meta(instances[-1].pod).get("labels") or {}
+    try:
+        index = int(labels.get(c.LABEL_REPLICA_INDEX, ""))
+    except ValueError:
+        index = 0
+    return Row(
+        pod=name,
+        replica_type=_replica_type(labels.get(c.LABEL_REPLICA_TYPE) or ""),
+        replica_index=index,
+        nodes=tuple(nodes),
+        restarts=restarts,
+        spans=tuple(spans),
+        marks=tuple(sorted(marks, key=lambda m: m.at)),
+    )
+
+
+# --- events, conditions, world size ------------------------------------------------------
+
+
+def event_time(event: dict[str, Any]) -> float | None:
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        at = parse_time(event.get(key))
+        if at is not None:
+            return at
+    return parse_time(_meta(event).get("creationTimestamp"))
+
+
+def _event_marks(events: Iterable[dict[str, Any]], job_name: str, pod_names: set[str]) -> tuple[dict[str, list[Mark]], list[Mark], dict[str, list[float]]]:
+    """Marks per pod, marks on the job, and the times job events say pods were created or deleted."""
+    per_pod: dict[str, list[Mark]] = {}
+    on_job: list[Mark] = []
+    pod_lifecycle: dict[str, list[float]] = {}
+    for event in events:
+        at = event_time(event)
+        if at is None:
+            continue
+        involved = event.get("involvedObject") or {}
+        reason = event.get("reason") or ""
+        count = int(event.get("count") or 1)
+        text = f"{reason} ×{count}" if count > 1 else reason
+        if involved.get("kind") == "Pod":
+            if event.get("type") == "Warning" or reason in NOTABLE_NORMAL_REASONS:
+                per_pod.setdefault(involved.get("name") or "", []).append(Mark(at, "event", text))
+            continue
+        if involved.get("name") != job_name:
+            continue
+        match = POD_IN_MESSAGE.search(event.get("message") or "")
+        if match and reason in ("SuccessfulCreatePod", "SuccessfulDeletePod"):
+            pod_lifecycle.setdefault(match.group(1), []).append(at)
+            if match.group(1) in pod_names and reason == "SuccessfulDeletePod":
+                per_pod.setdefault(match.group(1), []).append(Mark(at, "deleted", "deleted by the operator"))
+        elif event.get("type") == "Warning":
+            on_job.append(Mark(at, "event", text))
+    return per_pod, on_job, pod_lifecycle
+
+
+def _condition_changes(job: dict[str, Any], observations: Iterable[JobObservation]) -> list[ConditionChange]:
+    """Every distinct (type, status, lastTransitionTime) the job's snapshots carried."""
+    seen: dict[tuple[str, str, float], ConditionChange] = {}
+    for snapshot in [*(o.job for o in observations), job]:
+        for cond in (snapshot.get("status") or {}).get("conditions") or []:
+            at = parse_time(cond.get("lastTransitionTime")) or parse_time(cond.get("lastUpdateTime"))
+            if at is None or not cond.get("type"):
+                continue
+            key = (cond["type"], cond.get("status") or "", at)
+            seen.setdefault(key, ConditionChange(at, cond["type"], cond.get("status") or "", cond.get("reason") or ""))
+    return sorted(seen.values(), key=lambda ch: (ch.at, ch.type))
+
+
+def world_size_series(lines: Iterable[LogLine]) -> list[WorldSize]:
+    """The world size each time it changed, from log lines that state it."""
+    points: list[WorldSize] = []
+    for line in sorted(lines, key=lambda ln: ln.at):
+        match = WORLD_SIZE_PATTERN.search(line.text)
+        if match is None:
+            continue
+        size = int(match.group(1))
+        if not points or points[-1].size != size:
+            points.append(WorldSize(line.at, size, line.pod))
+    return points
+
+
+# --- the whole ------------------------------------------------------------------------------
+
+
+def build_timeline(
+    *,
+    job: dict[str, Any],
+    pods: Iterable[dict[str, Any]],
+    now: float,
+    container: str = "",
+    events: Iterable[dict[str, Any]] = (),
+    log_lines: Iterable[LogLine] = (),
+    pod_observations: Iterable[PodObservation] = (),
+    job_observations: Iterable[JobObservation] = (),
+) -> Timeline:
+    """The timeline of ``job`` up to ``now``.
+
+    ``pods`` are the pods as they are now (a listing); ``pod_observations`` and
+    ``job_observations`` are what a watch delivered while the job ran, when someone was
+    watching; ``container`` names the container whose restarts count (default: the first).
+    """
+    pods = list(pods)
+    pod_observations = list(pod_observations)
+    job_observations = list(job_observations)
+    meta = _meta(job)
+    instances = _rows(pods, pod_observations, container=container, now=now)
+    per_pod, job_marks, lifecycle = _event_marks(events, meta.get("name") or "", set(instances))
+    rows = []
+    for name, insts in instances.items():
+        row = _row(name, insts, container=container, now=now)
+        extra = per_pod.get(name, [])
+        if extra:
+            row = Row(row.pod, row.replica_type, row.replica_index, row.nodes, row.restarts, row.spans, tuple(sorted(row.marks + tuple(extra), key=lambda m: m.at)))
+        rows.append(row)
+    for name, times in lifecycle.items():
+        if name in instances:
+            continue  # known from the pods themselves
+        # A pod gone by now: the operator's Events still tell when it lived.
+        times.sort()
+        end = times[-1] if len(times) > 1 else now
+        replica_type, index = _replica_from_name(name, meta.get("name") or "")
+        rows.append(Row(name, replica_type, index, (), 0, (Span(UNKNOWN, times[0], end),), tuple(Mark(at, "deleted", "gone") for at in times[1:2])))
+    rows.sort(key=lambda r: (_type_order(r.replica_type), r.replica_type, r.replica_index, r.pod))
+
+    conditions = _condition_changes(job, job_observations)
+    world = world_size_series(log_lines)
+    created = parse_time(meta.get("creationTimestamp"))
+    starts = [t for t in [created, *(s.start for r in rows for s in r.spans), *(ch.at for ch in conditions)] if t is not None]
+    start = min(starts) if starts else now
+    end = max([now, *(s.end for r in rows for s in r.spans)])
+    return Timeline(
+        kind=job.get("kind") or "",
+        namespace=meta.get("namespace") or "",
+        name=meta.get("name") or "",
+        start=start,
+        end=end,
+        rows=tuple(rows),
+        conditions=tuple(conditions),
+        world_size=tuple(world),
+        job_marks=tuple(sorted(set(job_marks), key=lambda m: m.at)),  # one mark per (time, reason)
+    )
+
+
+def _replica_from_name(pod: str, job: str) -> tuple[str, int]:
+    """("Worker", 3) from "JOB-worker-3", the operators' pod names; ("", 0) if it is not one."""
+    match = re.fullmatch(re.escape(job) + r"-([a-z]+)-(\d+)", pod)
+    if match is None:
+        return "", 0
+    return _replica_type(match.group(1)), int(match.group(2))
+
+
+def _replica_type(value: str) -> str:
+    """The spec's spelling ("Worker") of a replica type, which labels and pod names lower-case."""
+    known = {t.lower(): t for t in (*c.PYTORCH_REPLICA_TYPES, *c.MINDSPORE_REPLICA_TYPES)}
+    return known.get(value.lower(), value)
+
+
+def _type_order(replica_type: str) -> int:
+    order = (*c.PYTORCH_REPLICA_TYPES[:1], *c.MINDSPORE_REPLICA_TYPES[:2], "Worker")
+    return order.index(replica_type) if replica_type in order else len(order)

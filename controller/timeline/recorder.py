@@ -1,0 +1,63 @@
+"""A timeline recorder for a job someone is watching: ``trainctl run --timeline FILE``.
+
+The launcher's watches see every change of the job and its pods as it happens; a pod that
+is deleted and re-created, or a container whose ``lastState`` is overwritten by its next
+restart, leaves no trace in the API afterwards. The recorder keeps each observation with
+the time it arrived, and the lead pod's log lines for the world size, so the timeline at
+the end holds the phases and restarts a later ``trainctl timeline`` could no longer see.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from trainctl.controller.timeline import model
+
+
+class TimelineRecorder:
+    """Observes one job through the launcher's hook (``job``, ``pod``, ``log``); thread-safe."""
+
+    def __init__(self, *, container: str = "", clock: Callable[[], float] = time.time) -> None:
+        self._container = container
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._job: dict[str, Any] = {}
+        self._jobs: list[model.JobObservation] = []
+        self._pods: list[model.PodObservation] = []
+        self._lines: list[model.LogLine] = []
+
+    def job(self, job: dict[str, Any]) -> None:
+        with self._lock:
+            self._job = job
+            self._jobs.append(model.JobObservation(self._clock(), job))
+
+    def pod(self, event: str, pod: dict[str, Any]) -> None:
+        with self._lock:
+            self._pods.append(model.PodObservation(self._clock(), event, pod))
+
+    def log(self, pod: str, line: str) -> None:
+        at, text = model.split_timestamped(line)
+        with self._lock:
+            self._lines.append(model.LogLine(pod, self._clock() if at is None else at, text))
+
+    def pod_names(self) -> set[str]:
+        with self._lock:
+            return {(o.pod.get("metadata") or {}).get("name") or "" for o in self._pods}
+
+    def timeline(self, *, events: Iterable[dict[str, Any]] = (), log_lines: Iterable[model.LogLine] = (), now: float | None = None) -> model.Timeline:
+        """What was seen so far, with any Events (and other pods' log lines) fetched at the end."""
+        with self._lock:
+            job, jobs, pods, lines = self._job, list(self._jobs), list(self._pods), list(self._lines)
+        return model.build_timeline(
+            job=job,
+            pods=(),
+            now=self._clock() if now is None else now,
+            container=self._container,
+            events=events,
+            log_lines=[*lines, *log_lines],
+            pod_observations=pods,
+            job_observations=jobs,
+        )
