@@ -3,9 +3,10 @@
 Every create, update, patch and subresource write of a whole object goes through
 ``Admission``: ``check_type`` (the body is an object of the kind the URL names, with
 metadata of the right JSON types), ``check_name``, and ``admit`` (defaulting, pruning and
-validation: CRD schemas for custom resources, ``validation`` for built-in kinds). This is
-the one place that decides whether a state is acceptable, like kube-apiserver's decoding,
-defaulting and validating admission chain.
+validation: CRD schemas for custom resources, ``validation`` for built-in kinds, then the
+size and depth ``limits``). ``admit`` is the one place that decides whether a state may be
+stored, like kube-apiserver's decoding, defaulting and validating admission chain; bodies
+were already bounded when they were read (``body``, ``patch``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from . import crds, errors, schema, validation
+from . import crds, errors, limits, schema, validation
 from .errors import Cause
 from .registry import Registry, ResourceType, pod_qos_class
 
@@ -79,12 +80,24 @@ class Admission:
                 f'Invalid value: "{name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric '
                 "characters, '-' or '.', and must start and end with an alphanumeric character")])
 
-    def admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:
-        """Defaulting, pruning and validation of a new state; returns warnings."""
+    def admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str, *,
+              subresource: str | None = None) -> list[str]:
+        """The one place a new state (``old`` None: a create) is judged before it is stored:
+        defaulting, pruning and validation, then the size and depth limits. Returns warnings."""
         warnings: list[str] = []
+        if subresource != "status" or rtype.schema is not None:  # built-in status is the kubelet's
+            if rtype.defaulter is not None:
+                rtype.defaulter(obj)
+            if rtype.is_custom:
+                warnings = self._admit_custom(rtype, obj, old, field_validation)
+            else:
+                self._admit_builtin(rtype, obj, old)
+        limits.check_object(rtype.kind, rtype.group, obj)
+        return warnings
+
+    def _admit_builtin(self, rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
+        """Validation of the kinds the server itself defines."""
         name = obj["metadata"].get("name", "")
-        if rtype.defaulter is not None:
-            rtype.defaulter(obj)
         if rtype.plural == "pods" and not rtype.group:
             if old is None:
                 obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
@@ -99,15 +112,22 @@ class Admission:
             if old is not None and old["spec"].get("names", {}).get("plural") != obj["spec"].get("names", {}).get("plural"):
                 raise errors.invalid(rtype.kind, rtype.group, name, [Cause("spec.names.plural", "FieldValueInvalid", "field is immutable")])
             obj["status"] = crds.established_status(obj if old is None else {**obj, "status": old.get("status")}, now_rfc3339())
-        if rtype.schema is not None:
-            dropped = schema.prune(obj, rtype.schema)
-            dropped = [p for p in dropped if not p.startswith("status")] if rtype.has_status else dropped
-            if dropped and field_validation == "Strict":
-                raise errors.bad_request("strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in dropped))
-            if field_validation != "Ignore":
-                warnings += [f'unknown field "{p}"' for p in dropped]
-            schema.apply_defaults(obj, rtype.schema)
-            causes = schema.validate(obj, rtype.schema, old)
-            if causes:
-                raise errors.invalid(f"{rtype.kind}", rtype.group, name, causes)
+
+    @staticmethod
+    def _admit_custom(rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:
+        """Pruning, defaulting and validation by the CRD's structural schema."""
+        warnings: list[str] = []
+        if rtype.schema is None:
+            return warnings
+        name = obj["metadata"].get("name", "")
+        dropped = schema.prune(obj, rtype.schema)
+        dropped = [p for p in dropped if not p.startswith("status")] if rtype.has_status else dropped
+        if dropped and field_validation == "Strict":
+            raise errors.bad_request("strict decoding error: " + ", ".join(f'unknown field "{p}"' for p in dropped))
+        if field_validation != "Ignore":
+            warnings += [f'unknown field "{p}"' for p in dropped]
+        schema.apply_defaults(obj, rtype.schema)
+        causes = schema.validate(obj, rtype.schema, old)
+        if causes:
+            raise errors.invalid(f"{rtype.kind}", rtype.group, name, causes)
         return warnings

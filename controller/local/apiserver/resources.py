@@ -150,14 +150,22 @@ class Resources:
         committed = self.store.put(rtype.storage_key, obj)
         if rtype.storage_key == CRD_STORAGE_KEY:
             self._register_crd(obj)  # served from the moment it is stored, like the CRD itself
-        await committed
+        try:
+            await committed
+        except errors.ApiError:  # not stored: take back what was set up for it
+            if rtype.is_service:
+                self.cluster_ips.release(obj)
+            if rtype.storage_key == CRD_STORAGE_KEY:
+                self.registry.remove_crd(meta["name"])
+            raise
         if meta.get("ownerReferences"):
             self.gc.check_owners_exist(obj)
         return rtype.view(obj), warnings
 
-    def _admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:
-        """Defaulting, pruning and validation of a new state (see ``admission``); returns warnings."""
-        return self.admission.admit(rtype, obj, old, field_validation)
+    def _admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str, *,
+               subresource: str | None = None) -> list[str]:
+        """Defaulting, pruning, validation and limits of a new state (``admission.Admission.admit``)."""
+        return self.admission.admit(rtype, obj, old, field_validation, subresource=subresource)
 
     # --- update -------------------------------------------------------------------------
 
@@ -206,7 +214,7 @@ class Resources:
                 else:
                     new.pop("status", None)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
-        warnings = [] if subresource == "status" and rtype.schema is None else self._admit(rtype, new, old, options.field_validation)
+        warnings = self._admit(rtype, new, old, options.field_validation, subresource=subresource)
         ignored = ("metadata", "status") if rtype.has_status else ("metadata",)
         if _without(new, *ignored, "apiVersion") != _without(old, *ignored, "apiVersion"):
             new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
@@ -223,7 +231,12 @@ class Resources:
         committed = self.store.put(rtype.storage_key, new)
         if rtype.storage_key == CRD_STORAGE_KEY:
             self._register_crd(new)
-        await committed
+        try:
+            await committed
+        except errors.ApiError:
+            if rtype.storage_key == CRD_STORAGE_KEY:
+                self._register_crd(old)
+            raise
         return rtype.view(new), warnings
 
     # --- patch --------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from . import body, discovery, errors, logs, params, tables, watch
+from . import body, discovery, errors, limits, logs, params, tables, watch
 from .metrics import Metrics
 from .registry import Registry, ResourceType
 from .resources import Resources
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 _PUBLIC_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
-MAX_BODY_BYTES = 16 * 1024 * 1024  # large CRDs exceed aiohttp's default of 1 MiB
+STATE_FILE = "state.db"
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class ApiServer:
         self.token = token
         self._authorization = f"Bearer {token}".encode()
         self._closing = False
-        self.store = Store(data_dir / "state.db", window=watch_window, fsync=fsync)
+        self.store = Store(data_dir / STATE_FILE, window=watch_window, fsync=fsync)
         self.registry = Registry()
         self.resources = Resources(self.store, self.registry, service_cidr)
         self.metrics = Metrics()
@@ -60,7 +60,7 @@ class ApiServer:
 
     def _make_request(self, message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
         return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
-                               client_max_size=MAX_BODY_BYTES)
+                               client_max_size=limits.MAX_REQUEST_BYTES)
 
     async def start(self) -> None:
         await self.resources.bootstrap()

@@ -1,7 +1,9 @@
 """Watch streams: ``?watch=true`` on a collection, as newline-delimited JSON events.
 
 A watch without a resourceVersion starts with the current objects as ADDED events; one
-with a version resumes from the store's history (410 Expired when that is gone). Idle
+with a version resumes from the store's history (410 Expired when that is gone); one
+from a version the server has not reached yet waits a few seconds for it, then gets 504
+"Too large resource version". Idle
 watches that allow them get BOOKMARK events, and ``sendInitialEvents`` ends the initial
 list with the ``k8s.io/initial-events-end`` bookmark.
 """
@@ -21,6 +23,7 @@ from .responses import JSON
 from .store import Event, Store
 
 Obj = dict[str, Any]
+FUTURE_RV_WAIT_SECONDS = 3.0  # how long a watch from a version not yet reached waits for it, as kube-apiserver does
 
 
 def event_line(rtype: ResourceType, event: Event, include: str | None) -> bytes:
@@ -52,6 +55,8 @@ async def stream(request: web.BaseRequest, rtype: ResourceType, namespace: str |
         since = None if rv_text in ("", "0") else int(rv_text)
     except ValueError:
         raise errors.bad_request(f'invalid resource version "{rv_text}"') from None
+    if since is not None and not await store.wait_for_rv(since, FUTURE_RV_WAIT_SECONDS):
+        raise errors.too_large_resource_version(since, store.published_rv)
     response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
     response.enable_chunked_encoding()
     try:
