@@ -34,23 +34,26 @@ def request_too_large(size: int | None = None) -> errors.ApiError:
 
 
 def depth_of(value: Any, limit: int = MAX_DEPTH) -> int:
-    """The nesting depth of JSON data (a scalar is 0, ``{}`` is 1), counted without
-    recursion; stops counting once past ``limit``."""
+    """The nesting depth of JSON data (a scalar is 0, ``{}`` is 1). It does not descend
+    more than ``limit`` + 1 levels (so it cannot exhaust the stack): any depth past
+    ``limit`` is reported as ``limit`` + 1 or more."""
+    if isinstance(value, dict):
+        children: Any = value.values()
+    elif isinstance(value, list):
+        children = value
+    else:
+        return 0
+    if limit < 0:
+        return 1
     deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        deepest = max(deepest, depth)
-        if deepest > limit:
-            return deepest
-        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-    return deepest
+    for child in children:
+        if isinstance(child, (dict, list)):
+            depth = depth_of(child, limit - 1)
+            if depth > deepest:
+                deepest = depth
+                if deepest > limit:
+                    break
+    return deepest + 1
 
 
 def _too_deep(what: str) -> errors.ApiError:
