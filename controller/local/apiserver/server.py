@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 _PUBLIC_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 STATE_FILE = "state.db"
+VERB = web.RequestKey("verb", str)  # the verb and resource a request is counted under in /metrics
+RESOURCE = web.RequestKey("resource", str)
 
 
 @dataclass(frozen=True)
@@ -78,8 +80,8 @@ class ApiServer:
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         started = time.perf_counter()
-        request["verb"] = request.method
-        request["resource"] = ""
+        request[VERB] = request.method
+        request[RESOURCE] = ""
         try:
             if request.path not in _PUBLIC_PATHS:
                 supplied = request.headers.get("Authorization", "")
@@ -93,8 +95,8 @@ class ApiServer:
         except Exception as exc:
             log.exception("internal error serving %s %s", request.method, request.path)
             response = error_response(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
-        if request["resource"]:
-            self.metrics.observe(request["verb"], request["resource"], response.status, time.perf_counter() - started)
+        if request[RESOURCE]:
+            self.metrics.observe(request[VERB], request[RESOURCE], response.status, time.perf_counter() - started)
         return response
 
     # --- routing ----------------------------------------------------------------------------
@@ -193,21 +195,21 @@ class ApiServer:
 
     async def _serve(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         rtype, query, method = info.rtype, request.query, request.method
-        request["resource"] = rtype.plural
+        request[RESOURCE] = rtype.plural
         if info.name is None:
             if method == "GET":
                 watching = params.go_bool(query, "watch")
-                request["verb"] = "WATCH" if watching else "LIST"
+                request[VERB] = "WATCH" if watching else "LIST"
                 return await (self._watch(request, info) if watching else self._list(request, info))
             if method == "POST":
-                request["verb"] = "CREATE"
+                request[VERB] = "CREATE"
                 if rtype.namespaced and info.namespace is None:
                     raise errors.method_not_allowed()
                 obj, warnings = await self.resources.create(
                     rtype, info.namespace, await body.decoded(request), options=params.write_options(query))
                 return json_response(obj, 201, warning_headers(warnings))
             if method == "DELETE":
-                request["verb"] = "DELETECOLLECTION"
+                request[VERB] = "DELETECOLLECTION"
                 options = params.delete_options(await body.decoded(request), query)
                 deleted = await self.resources.deletion.delete_collection(rtype, info.namespace, params.matcher(query, rtype), options)
                 kind = f"{rtype.kind}List"
@@ -217,12 +219,12 @@ class ApiServer:
         if rtype.namespaced and info.namespace is None:
             raise errors.page_not_found()
         if info.subresource == "log":
-            request["verb"] = "CONNECT"
+            request[VERB] = "CONNECT"
             return await self._log(request, info)
         if info.subresource in ("binding", "eviction"):
             if method != "POST":
                 raise errors.method_not_allowed()
-            request["verb"] = "CREATE"
+            request[VERB] = "CREATE"
             document = await body.decoded(request)
             if info.subresource == "binding":
                 await self.resources.bind(rtype, info.namespace, info.name, document)
@@ -233,24 +235,24 @@ class ApiServer:
         if info.subresource == "scale":
             return await self._scale(request, info)
         if method == "GET":
-            request["verb"] = "GET"
+            request[VERB] = "GET"
             obj = self.resources.get(rtype, info.namespace, info.name)
             return self._respond_object(request, rtype, obj)
         if method == "PUT":
-            request["verb"] = "UPDATE"
+            request[VERB] = "UPDATE"
             obj, warnings = await self.resources.update(rtype, info.namespace, info.name, await body.decoded(request),
                                                         subresource=info.subresource, options=params.write_options(query))
             return json_response(obj, 200, warning_headers(warnings))
         if method == "PATCH":
             content_type = body.content_type(request)
-            request["verb"] = "APPLY" if content_type == "application/apply-patch+yaml" else "PATCH"
+            request[VERB] = "APPLY" if content_type == "application/apply-patch+yaml" else "PATCH"
             raw = await body.read(request)
             obj, created, warnings = await self.resources.patch(
                 rtype, info.namespace, info.name, raw, content_type=content_type, subresource=info.subresource,
                 options=params.write_options(query, patching=True))
             return json_response(obj, 201 if created else 200, warning_headers(warnings))
         if method == "DELETE":
-            request["verb"] = "DELETE"
+            request[VERB] = "DELETE"
             options = params.delete_options(await body.decoded(request), query)
             obj, gone = await self.resources.delete(rtype, info.namespace, info.name, options, params.dry_run(query))
             if rtype.is_custom and gone:
@@ -263,14 +265,14 @@ class ApiServer:
     async def _scale(self, request: web.BaseRequest, info: RequestInfo) -> web.Response:
         rtype = info.rtype
         if request.method == "GET":
-            request["verb"] = "GET"
+            request[VERB] = "GET"
             return json_response(self.resources.get_scale(rtype, info.namespace, info.name))
         if request.method == "PUT":
-            request["verb"] = "UPDATE"
+            request[VERB] = "UPDATE"
             document = await body.decoded(request)
             return json_response(await self.resources.update_scale(rtype, info.namespace, info.name, document))
         if request.method == "PATCH":
-            request["verb"] = "PATCH"
+            request[VERB] = "PATCH"
             obj, _, _ = await self.resources.patch(rtype, info.namespace, info.name, await body.read(request),
                                                    content_type=body.content_type(request), subresource="scale")
             return json_response(obj)

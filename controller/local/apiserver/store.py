@@ -26,6 +26,7 @@ import asyncio
 import collections
 import concurrent.futures
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -107,8 +108,9 @@ def clone(obj: Any) -> Any:
 
 def storage_error(exc: BaseException) -> errors.ApiError:
     """What a client is told when a write could not be made durable."""
-    full = isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
-    if full or "full" in str(exc):
+    full = (isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
+    if full:
         return errors.ApiError(507, "InternalError", f"storage is full: {exc}; the write was not made")
     return errors.ApiError(500, "InternalError", f"storage error: {exc}; the write was not made")
 
@@ -267,7 +269,7 @@ class Store:
                         await loop.run_in_executor(self._writer, self._persist, events)
                     else:
                         self._persist(events)
-                except (sqlite3.Error, OSError) as exc:  # disk full, I/O error: fail the callers, keep serving
+                except Exception as exc:  # disk full, I/O error: fail the callers, keep serving
                     self._undo(batch + self._pending, storage_error(exc))
                     self._pending = []
                     continue
