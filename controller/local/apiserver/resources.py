@@ -79,12 +79,15 @@ class Resources:
     # --- reads --------------------------------------------------------------------------
 
     def get(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
-        return rtype.view(deletion.existing(self.store, rtype, namespace, name))
+        obj = self.store.read(rtype.storage_key, namespace or "", name)
+        if obj is None:
+            raise errors.not_found(rtype.plural, rtype.group, name)
+        return rtype.view(obj)
 
     def list(self, rtype: ResourceType, namespace: str | None, matches: Callable[[Obj], bool],
              limit: int = 0, continue_token: str | None = None) -> tuple[list[Obj], Obj]:
         """Matching objects in (namespace, name) order and the list metadata."""
-        objects = self.store.list(rtype.storage_key, namespace)
+        objects = self.store.read_list(rtype.storage_key, namespace)
         start: tuple[str, str] | None = None
         if continue_token:
             try:
@@ -106,9 +109,9 @@ class Resources:
                 continue
             items.append(rtype.view(obj))
             last = key
-        meta: Obj = {"resourceVersion": str(self.store.rv)}
+        meta: Obj = {"resourceVersion": str(self.store.committed_rv)}
         if remaining and last is not None:
-            token = {"rv": self.store.rv, "start": list(last)}
+            token = {"rv": self.store.committed_rv, "start": list(last)}
             meta["continue"] = base64.urlsafe_b64encode(orjson.dumps(token)).decode()
             meta["remainingItemCount"] = remaining
         return items, meta
@@ -314,7 +317,7 @@ class Resources:
     # --- scale ---------------------------------------------------------------------------
 
     def get_scale(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
-        return scale.scale_of(rtype, deletion.existing(self.store, rtype, namespace, name))
+        return scale.scale_of(rtype, self.get(rtype, namespace, name))
 
     async def update_scale(self, rtype: ResourceType, namespace: str | None, name: str, body: Any) -> Obj:
         current = deletion.existing(self.store, rtype, namespace, name)

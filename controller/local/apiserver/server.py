@@ -214,7 +214,7 @@ class ApiServer:
                 deleted = await self.resources.deletion.delete_collection(rtype, info.namespace, params.matcher(query, rtype), options)
                 kind = f"{rtype.kind}List"
                 return json_response({"kind": kind, "apiVersion": rtype.api_version,
-                                      "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
+                                      "metadata": {"resourceVersion": str(self.store.committed_rv)}, "items": deleted})
             raise errors.method_not_allowed()
         if rtype.namespaced and info.namespace is None:
             raise errors.page_not_found()
@@ -294,7 +294,7 @@ class ApiServer:
         rtype, query = info.rtype, request.query
         matches = params.matcher(query, rtype)
         limit = max(params.int_param(query, "limit") or 0, 0)
-        if query.get("resourceVersionMatch") == "Exact" and query.get("resourceVersion") not in (None, str(self.store.rv)):
+        if query.get("resourceVersionMatch") == "Exact" and query.get("resourceVersion") not in (None, str(self.store.committed_rv)):
             raise errors.expired(query.get("resourceVersion", ""))
         items, meta = self.resources.list(rtype, info.namespace, matches, limit, query.get("continue"))
         include = self._table_include(request)
@@ -318,7 +318,7 @@ class ApiServer:
         def current() -> Obj | None:
             if self._closing:
                 return None
-            now = self.store.get(key, namespace, name)
+            now = self.store.read(key, namespace, name)
             return now if now is not None and now["metadata"].get("uid") == uid else None
 
         return await logs.respond(request, pod, self.data_dir, current)

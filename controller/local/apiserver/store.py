@@ -6,7 +6,8 @@ lists, selectors and optimistic-concurrency checks use without touching disk, an
 (WAL) only has to make writes durable. Writes are group-committed: a write changes memory
 at once (so that the next write's checks see it), joins the batch that the next commit
 carries, and its caller is answered (and watchers are told) only when that batch is
-committed. A kill -9 therefore never loses an acknowledged write. When a commit fails
+committed. Clients read the durable state (``read``, ``read_list``, ``committed_rv``):
+while a write waits for its commit, the object's previous state is kept aside for them. A kill -9 therefore never loses an acknowledged write. When a commit fails
 (disk full, I/O error) the batch, and every write queued after it, which may build on
 it, is undone in memory, so a failed write leaves no trace: its callers get the storage
 error, watchers never hear of it, and resourceVersion steps back. By default commits are not fsynced (``synchronous=NORMAL``: the WAL is
@@ -162,6 +163,8 @@ class Store:
         self.rv += 1
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('rv', ?)", (self.rv,))
         self._committed_rv = self.rv
+        # Per resource: the durable state of the keys with writes waiting for a commit (None: absent).
+        self._durable: dict[str, dict[tuple[str, str], Obj | None]] = collections.defaultdict(dict)
         self._window_start = self.rv
         self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._history: collections.deque[Event] = collections.deque(maxlen=window)
@@ -188,6 +191,31 @@ class Store:
             keys = sorted(k for k in items if k[0] == namespace)
         return [items[k] for k in keys]
 
+    def read(self, resource: str, namespace: str, name: str) -> Obj | None:
+        """The object as last made durable: what clients may see."""
+        durable = self._durable.get(resource)
+        if durable and (namespace, name) in durable:
+            return durable[(namespace, name)]
+        return self._objects[resource].get((namespace, name))
+
+    def read_list(self, resource: str, namespace: str | None = None) -> list[Obj]:
+        """``list`` as last made durable."""
+        durable = self._durable.get(resource)
+        if not durable:
+            return self.list(resource, namespace)
+        items = dict(self._objects[resource])
+        for key, obj in durable.items():
+            if obj is None:
+                items.pop(key, None)
+            else:
+                items[key] = obj
+        return [items[k] for k in sorted(items) if namespace is None or k[0] == namespace]
+
+    @property
+    def committed_rv(self) -> int:
+        """The newest durable version."""
+        return self._committed_rv
+
     def count(self, resource: str) -> int:
         return len(self._objects[resource])
 
@@ -213,6 +241,7 @@ class Store:
         """
         key = object_key(obj)
         prev = self._objects[resource].get(key)
+        self._durable[resource].setdefault(key, prev)
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self._objects[resource][key] = obj
@@ -224,6 +253,7 @@ class Store:
     def remove(self, resource: str, obj: Obj) -> asyncio.Future[None]:
         key = object_key(obj)
         prev = self._objects[resource].pop(key)
+        self._durable[resource].setdefault(key, prev)
         self._unindex(resource, prev)
         self.rv += 1
         gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
@@ -274,6 +304,7 @@ class Store:
                     self._pending = []
                     continue
                 self._committed_rv = events[-1].rv
+                self._made_durable(events)
                 for event, done in batch:
                     self._publish(event)
                     if not done.done():
@@ -307,6 +338,17 @@ class Store:
                     db.execute("ROLLBACK")
             raise
 
+    def _made_durable(self, events: list[Event]) -> None:
+        """Forget the durable state kept aside for keys no write is waiting on any more."""
+        waiting = {(e.resource, object_key(e.obj)) for e, _ in self._pending}
+        for event in events:
+            key = object_key(event.obj)
+            durable = self._durable[event.resource]
+            if (event.resource, key) in waiting:
+                durable[key] = None if event.type == "DELETED" else event.obj
+            else:
+                durable.pop(key, None)
+
     def _undo(self, failed: list[tuple[Event, asyncio.Future[None]]], error: errors.ApiError) -> None:
         """Take back writes that could not be made durable, newest first, and fail their callers."""
         for event, _ in reversed(failed):
@@ -319,6 +361,7 @@ class Store:
                 objects[key] = event.prev
                 self._index(event.resource, event.prev)
         self.rv = self._committed_rv
+        self._durable.clear()  # memory is the durable state again
         for _, done in failed:
             if not done.done():
                 done.set_exception(error)
@@ -362,7 +405,7 @@ class Store:
 
     def watch(self, resource: str, namespace: str | None, matches: Callable[[Obj], bool], since: int | None) -> Watcher:
         """Open a watch; events after ``since`` (None: from now) are replayed first."""
-        watcher = Watcher(resource, namespace, matches, since=self.rv if since is None else since)
+        watcher = Watcher(resource, namespace, matches, since=self._committed_rv if since is None else since)
         if since is not None:
             if since < self.oldest_resumable:
                 raise errors.expired(since)

@@ -70,7 +70,7 @@ async def stream(request: web.BaseRequest, rtype: ResourceType, namespace: str |
     try:
         await response.prepare(request)
         if since is None:
-            for obj in store.list(rtype.storage_key, namespace):
+            for obj in store.read_list(rtype.storage_key, namespace):
                 if matches(obj):
                     await response.write(event_line(rtype, Event(0, "ADDED", rtype.storage_key, obj, None), include))
             if bookmarks and params.go_bool(query, "sendInitialEvents"):

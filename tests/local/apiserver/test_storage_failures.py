@@ -19,6 +19,7 @@ import pytest
 from aiohttp import web
 
 from trainctl.controller.local.apiserver.server import ApiServer
+from trainctl.controller.local.apiserver.store import Store
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 Call = Callable[..., Awaitable[tuple[int, Any]]]
@@ -121,3 +122,34 @@ def test_writes_queued_behind_a_failed_commit_are_failed_with_it(tmp_path: Path,
         assert {code for code, _ in results} == {201}
 
     serve(tmp_path, test, fsync)
+
+
+def test_readers_see_a_write_only_once_it_is_durable(tmp_path: Path) -> None:
+    """A write waiting for its commit is already there for the next write's checks, but a
+    reader (get, list, a new watch) sees the state before it until the commit is done."""
+
+    async def main() -> None:
+        store = Store(tmp_path / "state.db")
+        first = {"metadata": {"name": "a", "namespace": "default"}, "data": {"v": "1"}}
+        committed = store.put("/configmaps", first)
+        assert store.get("/configmaps", "default", "a") is first  # the next write's view
+        assert store.read("/configmaps", "default", "a") is None
+        assert store.read_list("/configmaps") == []
+        rv_before = store.committed_rv
+        await committed
+        assert store.read("/configmaps", "default", "a") is first
+        assert store.committed_rv == int(first["metadata"]["resourceVersion"]) > rv_before
+
+        second = {**first, "metadata": {**first["metadata"]}, "data": {"v": "2"}}
+        committed = store.put("/configmaps", second)
+        assert store.read_list("/configmaps", "default") == [first]
+        await committed
+        assert store.read_list("/configmaps", "default") == [second]
+
+        committed = store.remove("/configmaps", second)
+        assert store.read("/configmaps", "default", "a") is second
+        await committed
+        assert store.read("/configmaps", "default", "a") is None and store.read_list("/configmaps") == []
+        store.close()
+
+    asyncio.run(main())
