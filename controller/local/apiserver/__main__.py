@@ -17,6 +17,7 @@ import logging
 import os
 import secrets
 import signal
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from aiohttp import web
 
 from . import pki
 from .process import PORT_FILE
-from .server import ApiServer
+from .server import STATE_FILE, ApiServer
 
 CLUSTER_NAME = "trainctl-local"
 
@@ -106,7 +107,11 @@ async def serve(args: argparse.Namespace) -> int:
     (data_dir / PORT_FILE).unlink(missing_ok=True)
     token = load_or_create_token(data_dir)
     certificates = pki.ensure(data_dir / "pki", args.host)
-    server = ApiServer(data_dir, token, args.service_cidr, args.bookmark_interval, args.watch_window, args.fsync)
+    try:
+        server = ApiServer(data_dir, token, args.service_cidr, args.bookmark_interval, args.watch_window, args.fsync)
+    except sqlite3.Error as exc:  # damaged, not a database, unreadable
+        print(f"apiserver: cannot use {data_dir / STATE_FILE}: {exc}", file=sys.stderr)
+        return 1
     await server.start()
     # Stored objects are long-lived and acyclic: keep the cycle collector from rescanning
     # them (the ones loaded from disk are frozen; new ones are collected far less often).

@@ -119,3 +119,10 @@ def unauthorized() -> ApiError:
 
 def page_not_found() -> ApiError:
     return ApiError(404, "NotFound", "the server could not find the requested resource", {})
+
+
+def too_large_resource_version(requested: int, current: int) -> ApiError:
+    """A watch from a version the server has not reached (kube-apiserver waits a few seconds first)."""
+    return ApiError(504, "Timeout", f"Too large resource version: {requested}, current: {current}",
+                    {"retryAfterSeconds": 1},
+                    [Cause("", "ResourceVersionTooLarge", "Too large resource version")])

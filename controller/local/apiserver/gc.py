@@ -12,23 +12,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from . import errors
+from .registry import Registry, ResourceType
 from .store import Store, clone
-
-if TYPE_CHECKING:
-    from .resources import Resources
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 FOREGROUND = "foregroundDeletion"
 
 
+class Writer(Protocol):
+    """The writes the collector makes, with the semantics of the API (``resources``)."""
+
+    async def rewrite(self, rtype: ResourceType, current: Obj, new: Obj) -> Obj: ...
+
+    async def delete(self, rtype: ResourceType, namespace: str | None, name: str,
+                     options: Obj | None = None) -> tuple[Obj, bool]: ...
+
+
 class GarbageCollector:
-    def __init__(self, resources: Resources, store: Store) -> None:
-        self._resources = resources
+    def __init__(self, writer: Writer, store: Store, registry: Registry) -> None:
+        self._writer = writer
         self._store = store
+        self._registry = registry
         self._queue: asyncio.Queue[str] = asyncio.Queue()
 
     def enqueue(self, uid: str) -> None:
@@ -38,7 +46,7 @@ class GarbageCollector:
 
     def _owners_to_check(self) -> set[str]:
         uids: set[str] = set()
-        for rtype in self._resources.registry:
+        for rtype in self._registry:
             for obj in self._store.list(rtype.storage_key):
                 for owner in obj["metadata"].get("ownerReferences") or []:
                     if self._store.by_uid(owner.get("uid", "")) is None:
@@ -74,7 +82,7 @@ class GarbageCollector:
             return
         for resource, namespace, name in self._store.dependents(uid):
             dependent = self._store.get(resource, namespace, name)
-            rtype = self._resources.type_for_storage(resource)
+            rtype = self._registry.type_for_storage(resource)
             if dependent is None or rtype is None:
                 continue
             live = [o for o in dependent["metadata"].get("ownerReferences") or []
@@ -82,9 +90,9 @@ class GarbageCollector:
             if live:
                 new = clone(dependent)
                 new["metadata"]["ownerReferences"] = [o for o in new["metadata"]["ownerReferences"] if o.get("uid") != uid]
-                await self._resources.rewrite(rtype, dependent, new)
+                await self._writer.rewrite(rtype, dependent, new)
             elif not dependent["metadata"].get("deletionTimestamp"):
-                await self._resources.delete(rtype, namespace or None, name, {"propagationPolicy": "Background"})
+                await self._writer.delete(rtype, namespace or None, name, {"propagationPolicy": "Background"})
 
     async def _foreground_step(self, resource: str, owner: Obj) -> None:
         """Delete the dependents of an owner in foreground deletion; once none that blocks
@@ -92,34 +100,34 @@ class GarbageCollector:
         uid = owner["metadata"]["uid"]
         for dep_resource, namespace, name in self._store.dependents(uid):
             dependent = self._store.get(dep_resource, namespace, name)
-            rtype = self._resources.type_for_storage(dep_resource)
+            rtype = self._registry.type_for_storage(dep_resource)
             if dependent is not None and rtype is not None and not dependent["metadata"].get("deletionTimestamp"):
-                await self._resources.delete(rtype, namespace or None, name, {"propagationPolicy": "Foreground"})
+                await self._writer.delete(rtype, namespace or None, name, {"propagationPolicy": "Foreground"})
         for ref in self._store.dependents(uid):
             dependent = self._store.get(*ref)
             owners = (dependent or {"metadata": {}})["metadata"].get("ownerReferences") or []
             if any(o.get("uid") == uid and o.get("blockOwnerDeletion") for o in owners):
                 return  # woken again when that dependent is removed
-        rtype = self._resources.type_for_storage(resource)
+        rtype = self._registry.type_for_storage(resource)
         current = self._store.get(resource, owner["metadata"].get("namespace") or "", owner["metadata"]["name"])
         if rtype is None or current is None:
             return
         new = clone(current)
         new["metadata"]["finalizers"] = [f for f in new["metadata"].get("finalizers") or [] if f != FOREGROUND]
-        await self._resources.rewrite(rtype, current, new)
+        await self._writer.rewrite(rtype, current, new)
 
     async def orphan_dependents(self, owner: Obj) -> None:
         """Remove ``owner`` from its dependents' ownerReferences (propagationPolicy Orphan)."""
         uid = owner["metadata"]["uid"]
         for resource, namespace, name in self._store.dependents(uid):
             dependent = self._store.get(resource, namespace, name)
-            rtype = self._resources.type_for_storage(resource)
+            rtype = self._registry.type_for_storage(resource)
             if dependent is None or rtype is None:
                 continue
             new = clone(dependent)
             new["metadata"]["ownerReferences"] = [o for o in new["metadata"].get("ownerReferences") or [] if o.get("uid") != uid]
             if not new["metadata"]["ownerReferences"]:
                 del new["metadata"]["ownerReferences"]
-            await self._resources.rewrite(rtype, dependent, new)
+            await self._writer.rewrite(rtype, dependent, new)
 
 

@@ -19,7 +19,9 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-from . import errors
+from aiohttp import web
+
+from . import errors, params
 
 Obj = dict[str, Any]
 FOLLOW_POLL_SECONDS = 0.1
@@ -197,3 +199,34 @@ def since_from(seconds: int | None, since_time: str | None) -> datetime | None:
             raise errors.bad_request(f"invalid sinceTime {since_time!r}")
         return parsed
     return None
+
+
+async def respond(request: web.BaseRequest, pod: Obj, data_dir: Path,
+                  current: Callable[[], Obj | None]) -> web.StreamResponse:
+    """Answer a ``pods/log`` request for ``pod``; ``current`` is the pod as stored now (None
+    once it is gone or the server is stopping), which ends a followed stream."""
+    query = request.query
+    options = LogOptions(
+        container=choose_container(pod, query.get("container", "")),
+        previous=params.go_bool(query, "previous"),
+        follow=params.go_bool(query, "follow"),
+        timestamps=params.go_bool(query, "timestamps"),
+        tail_lines=params.int_param(query, "tailLines"),
+        since=since_from(params.int_param(query, "sinceSeconds"), query.get("sinceTime")),
+        limit_bytes=params.int_param(query, "limitBytes"),
+    )
+    chunks = stream(data_dir, pod, options, current)
+    first = await anext(chunks, None)  # errors (container not started ...) become a Status
+    response = web.StreamResponse(headers={"Content-Type": "text/plain"})
+    if options.follow:
+        response.enable_chunked_encoding()
+    await response.prepare(request)
+    try:
+        if first is not None:
+            await response.write(first)
+            async for chunk in chunks:
+                await response.write(chunk)
+        await response.write_eof()
+    except ConnectionResetError:
+        pass  # the client went away
+    return response

@@ -37,7 +37,6 @@ class ResourceType:
     schema: dict[str, Any] | None = None
     printer_columns: list[dict[str, Any]] = field(default_factory=list)
     scale: dict[str, str] | None = None
-    validators: list[Any] = field(default_factory=list)  # compiled x-kubernetes-validations
     # Built-in defaulting hook: called on every create and update with the new object.
     defaulter: Callable[[dict[str, Any]], None] | None = None
     # Built-ins: the JSON types of the fields the server reads ({} object, [x] array of x,
@@ -67,6 +66,12 @@ class ResourceType:
     @property
     def is_custom(self) -> bool:
         return self.crd_name is not None
+
+    def view(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A stored object as read through this version."""
+        if obj.get("apiVersion") != self.api_version:
+            return {**obj, "apiVersion": self.api_version}
+        return obj
 
 
 def _pod_defaults(pod: dict[str, Any]) -> None:
@@ -191,18 +196,20 @@ class Registry:
     def get(self, group: str, version: str, plural: str) -> ResourceType | None:
         return self._types.get((group, version, plural))
 
-    def by_kind(self, api_version: str, kind: str) -> ResourceType | None:
-        group, _, version = api_version.rpartition("/")
-        for rtype in self._types.values():
-            if rtype.group == group and rtype.version == version and rtype.kind == kind:
-                return rtype
-        return None
-
     def versions_of(self, group: str, plural: str) -> list[ResourceType]:
         return [t for t in self._types.values() if t.group == group and t.plural == plural]
 
-    def has_group_version(self, group: str, version: str) -> bool:
-        return any(t.group == group and t.version == version for t in self._types.values())
+    def type_for_storage(self, resource: str) -> ResourceType | None:
+        """A type objects stored under ``resource`` (a storage key) can be read through."""
+        group, _, plural = resource.partition("/")
+        versions = self.versions_of(group, plural)
+        return versions[0] if versions else None
+
+    def serve_crd(self, crd: dict[str, Any], types: list[ResourceType]) -> None:
+        """Serve ``types``, the kinds of ``crd``, in place of what it served before."""
+        self.remove_crd(crd["metadata"]["name"])
+        for rtype in types:
+            self.add(rtype)
 
     def __iter__(self) -> Iterator[ResourceType]:
         return iter(list(self._types.values()))

@@ -21,7 +21,7 @@ Predicate = Callable[[Obj], bool]
 _TOKEN = re.compile(
     r"""\s*(?:
         (?P<notexists>!\s*(?P<nkey>[^\s,!=()]+))
-      | (?P<key>[^\s,!=()]+)\s*(?:
+      | (?P<key>[^\s,!=()<>]+)\s*(?:
             (?P<setop>in|notin)\s*\((?P<values>[^)]*)\)
           | (?P<op>==|=|!=)\s*(?P<value>[^\s,()]*)
           | (?P<gt>>|<)\s*(?P<num>-?\d+)
@@ -31,6 +31,16 @@ _TOKEN = re.compile(
 )
 
 _LABEL_KEY = re.compile(r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]{0,61})?[A-Za-z0-9])?$")
+
+
+def _check_value(key: str, value: str) -> str:
+    if not _LABEL_VALUE.match(value):
+        raise errors.bad_request(
+            f"unable to parse requirement: values[0][{key}]: Invalid value: {value!r}: a valid label must be an empty "
+            "string or consist of at most 63 alphanumeric characters, '-', '_' or '.', and must start and end with "
+            "an alphanumeric character")
+    return value
 
 
 def parse_label_selector(text: str | None) -> Predicate | None:
@@ -45,19 +55,21 @@ def parse_label_selector(text: str | None) -> Predicate | None:
         pos = match.end()
         if match.group("notexists"):
             key = match.group("nkey")
+            if not _LABEL_KEY.match(key):
+                raise errors.bad_request(f"unable to parse requirement: invalid label key {key!r}")
             requirements.append(lambda labels, k=key: k not in labels)
             continue
         key = match.group("key")
         if not _LABEL_KEY.match(key):
             raise errors.bad_request(f"unable to parse requirement: invalid label key {key!r}")
         if match.group("setop"):
-            values = frozenset(v.strip() for v in match.group("values").split(",") if v.strip())
+            values = frozenset(_check_value(key, v.strip()) for v in match.group("values").split(",") if v.strip())
             if match.group("setop") == "in":
                 requirements.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
             else:
                 requirements.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
         elif match.group("op"):
-            value = match.group("value")
+            value = _check_value(key, match.group("value"))
             if match.group("op") == "!=":
                 requirements.append(lambda labels, k=key, v=value: labels.get(k) != v)
             else:

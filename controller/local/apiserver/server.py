@@ -1,9 +1,10 @@
-"""The HTTP face of the server: routing, authentication, query parameters, content
-negotiation (JSON or Table), watch streams, log streams and ``/metrics``.
+"""The HTTP face of the server: routing, authentication, content negotiation (JSON or
+Table), discovery and ``/metrics``.
 
 Everything about objects is decided in ``resources``; this module translates Kubernetes
-REST paths and parameters into those calls and their results (or ``ApiError``) back into
-responses real clients accept.
+REST paths into those calls and their results (or ``ApiError``) back into responses real
+clients accept. Query parameters are parsed in ``params``, bodies read in ``body``, watch
+streams served by ``watch`` and log streams by ``logs``.
 """
 
 from __future__ import annotations
@@ -12,74 +13,30 @@ import asyncio
 import hmac
 import logging
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-import yaml
 from aiohttp import web
 
-from . import discovery, errors, logs, protobuf, selectors, tables
+from . import body, discovery, errors, limits, logs, params, tables, watch
 from .metrics import Metrics
 from .registry import Registry, ResourceType
 from .resources import Resources
-from .store import Event, Store
+from .responses import error_response, json_response, warning_headers
+from .store import Store
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
-JSON = "application/json"
 _PUBLIC_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
-_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
-_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
-MAX_BODY_BYTES = 16 * 1024 * 1024  # large CRDs exceed aiohttp's default of 1 MiB
+STATE_FILE = "state.db"
+VERB = web.RequestKey("verb", str)  # the verb and resource a request is counted under in /metrics
+RESOURCE = web.RequestKey("resource", str)
 
 
-def go_bool(params: Any, name: str, default: bool = False) -> bool:
-    """A boolean query parameter, parsed like Go's strconv.ParseBool."""
-    value = params.get(name)
-    if value is None or value == "":
-        return default
-    if value in _TRUE:
-        return True
-    if value in _FALSE:
-        return False
-    raise errors.bad_request(f'invalid boolean value "{value}" for parameter {name}')
-
-
-def int_param(params: Any, name: str) -> int | None:
-    value = params.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise errors.bad_request(f'invalid value "{value}" for parameter {name}: must be an integer') from None
-
-
-def json_response(body: Any, status: int = 200, headers: dict[str, str] | None = None,
-                  content_type: str = JSON) -> web.Response:
-    all_headers = {"Content-Type": content_type}
-    if headers:
-        all_headers.update(headers)
-    return web.Response(body=orjson.dumps(body), status=status, headers=all_headers)
-
-
-def error_response(exc: errors.ApiError) -> web.Response:
-    return web.Response(body=orjson.dumps(exc.status()), status=exc.code, content_type=JSON, headers=exc.headers or None)
-
-
-def _warning_headers(warnings: list[str]) -> dict[str, str] | None:
-    if not warnings:
-        return None
-    # aiohttp joins repeated keys poorly; one header with comma-separated values is valid HTTP.
-    return {"Warning": ", ".join(f'299 - "{w}"' for w in warnings)}
-
-
-@dataclass
+@dataclass(frozen=True)
 class RequestInfo:
     rtype: ResourceType
     namespace: str | None
@@ -94,7 +51,7 @@ class ApiServer:
         self.token = token
         self._authorization = f"Bearer {token}".encode()
         self._closing = False
-        self.store = Store(data_dir / "state.db", window=watch_window, fsync=fsync)
+        self.store = Store(data_dir / STATE_FILE, window=watch_window, fsync=fsync)
         self.registry = Registry()
         self.resources = Resources(self.store, self.registry, service_cidr)
         self.metrics = Metrics()
@@ -105,7 +62,7 @@ class ApiServer:
 
     def _make_request(self, message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
         return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
-                               client_max_size=MAX_BODY_BYTES)
+                               client_max_size=limits.MAX_REQUEST_BYTES)
 
     async def start(self) -> None:
         await self.resources.bootstrap()
@@ -123,8 +80,8 @@ class ApiServer:
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         started = time.perf_counter()
-        request["verb"] = request.method
-        request["resource"] = ""
+        request[VERB] = request.method
+        request[RESOURCE] = ""
         try:
             if request.path not in _PUBLIC_PATHS:
                 supplied = request.headers.get("Authorization", "")
@@ -138,8 +95,8 @@ class ApiServer:
         except Exception as exc:
             log.exception("internal error serving %s %s", request.method, request.path)
             response = error_response(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
-        if request["resource"]:
-            self.metrics.observe(request["verb"], request["resource"], response.status, time.perf_counter() - started)
+        if request[RESOURCE]:
+            self.metrics.observe(request[VERB], request[RESOURCE], response.status, time.perf_counter() - started)
         return response
 
     # --- routing ----------------------------------------------------------------------------
@@ -237,69 +194,67 @@ class ApiServer:
     # --- resource requests ------------------------------------------------------------------
 
     async def _serve(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        rtype, params, method = info.rtype, request.query, request.method
-        request["resource"] = rtype.plural
+        rtype, query, method = info.rtype, request.query, request.method
+        request[RESOURCE] = rtype.plural
         if info.name is None:
             if method == "GET":
-                watching = go_bool(params, "watch")
-                request["verb"] = "WATCH" if watching else "LIST"
+                watching = params.go_bool(query, "watch")
+                request[VERB] = "WATCH" if watching else "LIST"
                 return await (self._watch(request, info) if watching else self._list(request, info))
             if method == "POST":
-                request["verb"] = "CREATE"
+                request[VERB] = "CREATE"
                 if rtype.namespaced and info.namespace is None:
                     raise errors.method_not_allowed()
-                body = await self._json_body(request)
                 obj, warnings = await self.resources.create(
-                    rtype, info.namespace, body, self._field_validation(params), self._dry_run(params))
-                return json_response(obj, 201, _warning_headers(warnings))
+                    rtype, info.namespace, await body.decoded(request), options=params.write_options(query))
+                return json_response(obj, 201, warning_headers(warnings))
             if method == "DELETE":
-                request["verb"] = "DELETECOLLECTION"
-                options = await self._delete_options(request)
-                deleted = await self.resources.delete_collection(rtype, info.namespace, self._matcher(params, rtype), options)
+                request[VERB] = "DELETECOLLECTION"
+                options = params.delete_options(await body.decoded(request), query)
+                deleted = await self.resources.deletion.delete_collection(rtype, info.namespace, params.matcher(query, rtype), options)
                 kind = f"{rtype.kind}List"
                 return json_response({"kind": kind, "apiVersion": rtype.api_version,
-                                      "metadata": {"resourceVersion": str(self.store.rv)}, "items": deleted})
+                                      "metadata": {"resourceVersion": str(self.store.committed_rv)}, "items": deleted})
             raise errors.method_not_allowed()
         if rtype.namespaced and info.namespace is None:
             raise errors.page_not_found()
         if info.subresource == "log":
-            request["verb"] = "CONNECT"
+            request[VERB] = "CONNECT"
             return await self._log(request, info)
         if info.subresource in ("binding", "eviction"):
             if method != "POST":
                 raise errors.method_not_allowed()
-            request["verb"] = "CREATE"
-            body = await self._json_body(request)
+            request[VERB] = "CREATE"
+            document = await body.decoded(request)
             if info.subresource == "binding":
-                await self.resources.bind(rtype, info.namespace, info.name, body)
+                await self.resources.bind(rtype, info.namespace, info.name, document)
             else:
-                options = body.get("deleteOptions") if isinstance(body, dict) else None
+                options = document.get("deleteOptions") if isinstance(document, dict) else None
                 await self.resources.delete(rtype, info.namespace, info.name, options if isinstance(options, dict) else {})
             return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
         if info.subresource == "scale":
             return await self._scale(request, info)
         if method == "GET":
-            request["verb"] = "GET"
+            request[VERB] = "GET"
             obj = self.resources.get(rtype, info.namespace, info.name)
             return self._respond_object(request, rtype, obj)
         if method == "PUT":
-            request["verb"] = "UPDATE"
-            body = await self._json_body(request)
-            obj, warnings = await self.resources.update(rtype, info.namespace, info.name, body, info.subresource,
-                                                        self._field_validation(params), self._dry_run(params))
-            return json_response(obj, 200, _warning_headers(warnings))
+            request[VERB] = "UPDATE"
+            obj, warnings = await self.resources.update(rtype, info.namespace, info.name, await body.decoded(request),
+                                                        subresource=info.subresource, options=params.write_options(query))
+            return json_response(obj, 200, warning_headers(warnings))
         if method == "PATCH":
-            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
-            request["verb"] = "APPLY" if content_type == "application/apply-patch+yaml" else "PATCH"
-            raw = await request.read()
+            content_type = body.content_type(request)
+            request[VERB] = "APPLY" if content_type == "application/apply-patch+yaml" else "PATCH"
+            raw = await body.read(request)
             obj, created, warnings = await self.resources.patch(
-                rtype, info.namespace, info.name, raw, content_type, info.subresource,
-                self._field_validation(params), self._dry_run(params), go_bool(params, "force"))
-            return json_response(obj, 201 if created else 200, _warning_headers(warnings))
+                rtype, info.namespace, info.name, raw, content_type=content_type, subresource=info.subresource,
+                options=params.write_options(query, patching=True))
+            return json_response(obj, 201 if created else 200, warning_headers(warnings))
         if method == "DELETE":
-            request["verb"] = "DELETE"
-            options = await self._delete_options(request)
-            obj, gone = await self.resources.delete(rtype, info.namespace, info.name, options, self._dry_run(params))
+            request[VERB] = "DELETE"
+            options = params.delete_options(await body.decoded(request), query)
+            obj, gone = await self.resources.delete(rtype, info.namespace, info.name, options, params.dry_run(query))
             if rtype.is_custom and gone:
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                       "details": {"name": info.name, "group": rtype.group, "kind": rtype.plural,
@@ -310,86 +265,22 @@ class ApiServer:
     async def _scale(self, request: web.BaseRequest, info: RequestInfo) -> web.Response:
         rtype = info.rtype
         if request.method == "GET":
-            request["verb"] = "GET"
+            request[VERB] = "GET"
             return json_response(self.resources.get_scale(rtype, info.namespace, info.name))
         if request.method == "PUT":
-            request["verb"] = "UPDATE"
-            body = await self._json_body(request)
-            return json_response(await self.resources.update_scale(rtype, info.namespace, info.name, body))
+            request[VERB] = "UPDATE"
+            document = await body.decoded(request)
+            return json_response(await self.resources.update_scale(rtype, info.namespace, info.name, document))
         if request.method == "PATCH":
-            request["verb"] = "PATCH"
-            content_type = request.headers.get("Content-Type", "").split(";")[0].strip()
-            obj, _, _ = await self.resources.patch(rtype, info.namespace, info.name, await request.read(),
-                                                   content_type, "scale")
+            request[VERB] = "PATCH"
+            obj, _, _ = await self.resources.patch(rtype, info.namespace, info.name, await body.read(request),
+                                                   content_type=body.content_type(request), subresource="scale")
             return json_response(obj)
         raise errors.method_not_allowed()
 
-    # --- request parsing --------------------------------------------------------------------
-
-    async def _json_body(self, request: web.BaseRequest) -> Any:
-        """The request body as JSON data (JSON, YAML, or protobuf for the kinds kubectl sends so)."""
-        raw = await request.read()
-        content_type = request.headers.get("Content-Type", JSON).split(";")[0].strip() or JSON
-        if content_type == protobuf.CONTENT_TYPE:
-            return protobuf.decode(raw)
-        if content_type not in (JSON, "application/yaml", "*/*"):
-            raise errors.unsupported_media_type(
-                f"the body of the request was in an unknown format - accepted media types include: {JSON}, "
-                f"application/yaml, {protobuf.CONTENT_TYPE}")
-        if not raw.strip():
-            return None
-        try:
-            if content_type == "application/yaml":
-                return yaml.safe_load(raw)
-            return orjson.loads(raw)
-        except (ValueError, yaml.YAMLError) as exc:
-            message = str(exc).splitlines()[0]
-            raise errors.bad_request(f"the body of the request was in an unknown format - {message}") from None
-
-    async def _delete_options(self, request: web.BaseRequest) -> Obj:
-        body = await self._json_body(request)
-        options: Obj = dict(body) if isinstance(body, dict) else {}
-        params = request.query
-        grace = int_param(params, "gracePeriodSeconds")
-        if grace is not None:
-            options["gracePeriodSeconds"] = grace
-        if params.get("propagationPolicy"):
-            options["propagationPolicy"] = params["propagationPolicy"]
-        if params.get("orphanDependents"):
-            options["orphanDependents"] = go_bool(params, "orphanDependents")
-        return options
-
-    @staticmethod
-    def _field_validation(params: Any) -> str:
-        value = params.get("fieldValidation") or "Warn"
-        if value not in ("Ignore", "Warn", "Strict"):
-            raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn" or "Strict", got "{value}"')
-        return value
-
-    @staticmethod
-    def _dry_run(params: Any) -> bool:
-        values = params.getall("dryRun", [])
-        if any(v not in ("All", "") for v in values):
-            raise errors.bad_request('dryRun must be "All"')
-        return "All" in values
-
-    @staticmethod
-    def _matcher(params: Any, rtype: ResourceType) -> Callable[[Obj], bool]:
-        return selectors.combine(
-            selectors.parse_label_selector(params.get("labelSelector")),
-            selectors.parse_field_selector(params.get("fieldSelector"), rtype.plural, rtype.is_custom),
-        )
-
     @staticmethod
     def _table_include(request: web.BaseRequest) -> str | None:
-        """The includeObject policy when the client asked for a Table, else None."""
-        accept = request.headers.get("Accept", "")
-        if "as=Table" not in accept:
-            return None
-        include = request.query.get("includeObject") or "Metadata"
-        if include not in ("None", "Metadata", "Object"):
-            raise errors.bad_request(f'includeObject must be one of "None", "Metadata", "Object", got "{include}"')
-        return include
+        return params.table_include(request.headers.get("Accept", ""), request.query)
 
     def _respond_object(self, request: web.BaseRequest, rtype: ResourceType, obj: Obj) -> web.Response:
         include = self._table_include(request)
@@ -400,124 +291,34 @@ class ApiServer:
     # --- list and watch ---------------------------------------------------------------------
 
     async def _list(self, request: web.BaseRequest, info: RequestInfo) -> web.Response:
-        rtype, params = info.rtype, request.query
-        matches = self._matcher(params, rtype)
-        limit = max(int_param(params, "limit") or 0, 0)
-        if params.get("resourceVersionMatch") == "Exact" and params.get("resourceVersion") not in (None, str(self.store.rv)):
-            raise errors.expired(params.get("resourceVersion", ""))
-        items, meta = self.resources.list(rtype, info.namespace, matches, limit, params.get("continue"))
+        rtype, query = info.rtype, request.query
+        matches = params.matcher(query, rtype)
+        limit = max(params.int_param(query, "limit") or 0, 0)
+        if query.get("resourceVersionMatch") == "Exact" and query.get("resourceVersion") not in (None, str(self.store.committed_rv)):
+            raise errors.expired(query.get("resourceVersion", ""))
+        items, meta = self.resources.list(rtype, info.namespace, matches, limit, query.get("continue"))
         include = self._table_include(request)
         if include is not None:
             return json_response(tables.table(rtype, items, include, meta))
         return json_response({"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version, "metadata": meta, "items": items})
 
-    def _event_line(self, rtype: ResourceType, event: Event, include: str | None) -> bytes:
-        obj = event.obj
-        if obj.get("apiVersion") != rtype.api_version:
-            obj = {**obj, "apiVersion": rtype.api_version}
-        if include is not None:
-            obj = tables.table(rtype, [obj], include, {"resourceVersion": obj["metadata"]["resourceVersion"]})
-        return orjson.dumps({"type": event.type, "object": obj}) + b"\n"
-
     async def _watch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
-        rtype, params = info.rtype, request.query
-        matches = self._matcher(params, rtype)
-        include = self._table_include(request)
-        bookmarks = go_bool(params, "allowWatchBookmarks")
-        timeout = int_param(params, "timeoutSeconds")
-        rv_text = params.get("resourceVersion", "")
-        try:
-            since = None if rv_text in ("", "0") else int(rv_text)
-        except ValueError:
-            raise errors.bad_request(f'invalid resource version "{rv_text}"') from None
-        response = web.StreamResponse(headers={"Content-Type": JSON, "Cache-Control": "no-cache, private"})
-        response.enable_chunked_encoding()
-        try:
-            watcher = self.store.watch(rtype.storage_key, info.namespace, matches, since)
-        except errors.ApiError as exc:
-            await response.prepare(request)
-            await response.write(orjson.dumps({"type": "ERROR", "object": exc.status()}) + b"\n")
-            await response.write_eof()
-            return response
-        deadline = time.monotonic() + timeout if timeout and timeout > 0 else None
-        try:
-            await response.prepare(request)
-            if since is None:
-                for obj in self.store.list(rtype.storage_key, info.namespace):
-                    if matches(obj):
-                        line = self._event_line(rtype, Event(0, "ADDED", rtype.storage_key, obj, None), include)
-                        await response.write(line)
-                if bookmarks and go_bool(params, "sendInitialEvents"):
-                    await response.write(self._bookmark(rtype, watcher.since, initial_end=True))
-            while True:
-                wait = self.bookmark_interval
-                if deadline is not None:
-                    wait = min(wait, deadline - time.monotonic())
-                    if wait <= 0:
-                        break
-                try:
-                    event = await asyncio.wait_for(watcher.queue.get(), wait)
-                except asyncio.TimeoutError:
-                    if bookmarks and (deadline is None or deadline - time.monotonic() > 0.001):
-                        await response.write(self._bookmark(rtype, self.store.published_rv))
-                    continue
-                if event is None:
-                    break  # the watcher fell too far behind, or the server is stopping
-                await response.write(self._event_line(rtype, event, include))
-            if bookmarks:
-                await response.write(self._bookmark(rtype, self.store.published_rv))
-            await response.write_eof()
-        except ConnectionResetError:
-            pass  # the client went away
-        finally:
-            self.store.stop_watch(watcher)
-        return response
-
-    @staticmethod
-    def _bookmark(rtype: ResourceType, rv: int, initial_end: bool = False) -> bytes:
-        meta: Obj = {"resourceVersion": str(rv), "creationTimestamp": None}
-        if initial_end:
-            meta["annotations"] = {"k8s.io/initial-events-end": "true"}
-        return orjson.dumps({"type": "BOOKMARK", "object": {"kind": rtype.kind, "apiVersion": rtype.api_version,
-                                                            "metadata": meta}}) + b"\n"
+        return await watch.stream(request, info.rtype, info.namespace, self.store, bookmark_interval=self.bookmark_interval)
 
     # --- logs -------------------------------------------------------------------------------
 
     async def _log(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if request.method != "GET":
             raise errors.method_not_allowed()
-        rtype, params = info.rtype, request.query
+        rtype = info.rtype
         pod = self.resources.get(rtype, info.namespace, info.name or "")
-        options = logs.LogOptions(
-            container=logs.choose_container(pod, params.get("container", "")),
-            previous=go_bool(params, "previous"),
-            follow=go_bool(params, "follow"),
-            timestamps=go_bool(params, "timestamps"),
-            tail_lines=int_param(params, "tailLines"),
-            since=logs.since_from(int_param(params, "sinceSeconds"), params.get("sinceTime")),
-            limit_bytes=int_param(params, "limitBytes"),
-        )
         uid = pod["metadata"]["uid"]
         key, namespace, name = rtype.storage_key, info.namespace or "", pod["metadata"]["name"]
 
         def current() -> Obj | None:
             if self._closing:
                 return None
-            now = self.store.get(key, namespace, name)
+            now = self.store.read(key, namespace, name)
             return now if now is not None and now["metadata"].get("uid") == uid else None
 
-        chunks = logs.stream(self.data_dir, pod, options, current)
-        first = await anext(chunks, None)  # errors (container not started ...) become a Status
-        response = web.StreamResponse(headers={"Content-Type": "text/plain"})
-        if options.follow:
-            response.enable_chunked_encoding()
-        await response.prepare(request)
-        try:
-            if first is not None:
-                await response.write(first)
-                async for chunk in chunks:
-                    await response.write(chunk)
-            await response.write_eof()
-        except ConnectionResetError:
-            pass  # the client went away
-        return response
+        return await logs.respond(request, pod, self.data_dir, current)

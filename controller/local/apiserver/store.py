@@ -4,9 +4,13 @@ recent history for watches.
 Why this shape: one process owns the data, so the in-memory map is the truth that reads,
 lists, selectors and optimistic-concurrency checks use without touching disk, and SQLite
 (WAL) only has to make writes durable. Writes are group-committed: a write changes memory
-at once, joins the batch that the next commit carries, and its caller is answered (and
-watchers are told) only when that batch is committed. A kill -9 therefore never loses an
-acknowledged write. By default commits are not fsynced (``synchronous=NORMAL``: the WAL is
+at once (so that the next write's checks see it), joins the batch that the next commit
+carries, and its caller is answered (and watchers are told) only when that batch is
+committed. Clients read the durable state (``read``, ``read_list``, ``committed_rv``):
+while a write waits for its commit, the object's previous state is kept aside for them. A kill -9 therefore never loses an acknowledged write. When a commit fails
+(disk full, I/O error) the batch, and every write queued after it, which may build on
+it, is undone in memory, so a failed write leaves no trace: its callers get the storage
+error, watchers never hear of it, and resourceVersion steps back. By default commits are not fsynced (``synchronous=NORMAL``: the WAL is
 in the kernel's hands, which survives the process but not a power cut) and run on the event
 loop; with ``fsync=True`` every batch is fsynced (``synchronous=FULL``) on a writer thread,
 so that slow disks do not stall the loop.
@@ -22,6 +26,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
+import errno
+import logging
 import os
 import sqlite3
 from collections.abc import Callable, Iterable
@@ -31,9 +38,10 @@ from typing import Any
 
 import orjson
 
-from . import errors
+from . import errors, limits
 
 Obj = dict[str, Any]
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS objects (
@@ -99,6 +107,29 @@ def clone(obj: Any) -> Any:
     return orjson.loads(orjson.dumps(obj))
 
 
+def storage_error(exc: BaseException) -> errors.ApiError:
+    """What a client is told when a write could not be made durable."""
+    full = (isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+            or isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
+    if full:
+        return errors.ApiError(507, "InternalError", f"storage is full: {exc}; the write was not made")
+    return errors.ApiError(500, "InternalError", f"storage error: {exc}; the write was not made")
+
+
+def _loaded(data: bytes) -> Obj | None:
+    """A stored row as an object, or None when it cannot be decoded or served."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    meta = obj.get("metadata") if isinstance(obj, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
+        return None
+    if limits.depth_of(obj) > limits.MAX_DEPTH:
+        return None
+    return obj
+
+
 def object_key(obj: Obj) -> tuple[str, str]:
     meta = obj["metadata"]
     return meta.get("namespace") or "", meta["name"]
@@ -118,8 +149,12 @@ class Store:
         self._dependents: dict[str, set[tuple[str, str, str]]] = collections.defaultdict(set)
         row = self._db.execute("SELECT value FROM meta WHERE key = 'rv'").fetchone()
         self.rv: int = row[0] if row else 0
-        for resource, data in self._db.execute("SELECT resource, data FROM objects"):
-            obj = orjson.loads(data)
+        for resource, namespace, name, data in self._db.execute("SELECT resource, namespace, name, data FROM objects"):
+            obj = _loaded(data)
+            if obj is None:
+                # One damaged or unservable row must not break reads of everything else.
+                log.warning("state.db: skipping %s %s/%s: it cannot be read or served", resource, namespace, name)
+                continue
             self._objects[resource][object_key(obj)] = obj
             self._index(resource, obj)
         # A restart starts a new history: step the version once, so that every version handed
@@ -127,7 +162,11 @@ class Store:
         # made now returns a version that can be watched.
         self.rv += 1
         self._db.execute("INSERT OR REPLACE INTO meta VALUES ('rv', ?)", (self.rv,))
+        self._committed_rv = self.rv
+        # Per resource: the durable state of the keys with writes waiting for a commit (None: absent).
+        self._durable: dict[str, dict[tuple[str, str], Obj | None]] = collections.defaultdict(dict)
         self._window_start = self.rv
+        self._rv_waiters: list[tuple[int, asyncio.Future[None]]] = []
         self._history: collections.deque[Event] = collections.deque(maxlen=window)
         self._watchers: dict[str, set[Watcher]] = collections.defaultdict(set)
         self._pending: list[tuple[Event, asyncio.Future[None]]] = []
@@ -151,6 +190,31 @@ class Store:
         else:
             keys = sorted(k for k in items if k[0] == namespace)
         return [items[k] for k in keys]
+
+    def read(self, resource: str, namespace: str, name: str) -> Obj | None:
+        """The object as last made durable: what clients may see."""
+        durable = self._durable.get(resource)
+        if durable and (namespace, name) in durable:
+            return durable[(namespace, name)]
+        return self._objects[resource].get((namespace, name))
+
+    def read_list(self, resource: str, namespace: str | None = None) -> list[Obj]:
+        """``list`` as last made durable."""
+        durable = self._durable.get(resource)
+        if not durable:
+            return self.list(resource, namespace)
+        items = dict(self._objects[resource])
+        for key, obj in durable.items():
+            if obj is None:
+                items.pop(key, None)
+            else:
+                items[key] = obj
+        return [items[k] for k in sorted(items) if namespace is None or k[0] == namespace]
+
+    @property
+    def committed_rv(self) -> int:
+        """The newest durable version."""
+        return self._committed_rv
 
     def count(self, resource: str) -> int:
         return len(self._objects[resource])
@@ -177,6 +241,7 @@ class Store:
         """
         key = object_key(obj)
         prev = self._objects[resource].get(key)
+        self._durable[resource].setdefault(key, prev)
         self.rv += 1
         obj["metadata"]["resourceVersion"] = str(self.rv)
         self._objects[resource][key] = obj
@@ -188,6 +253,7 @@ class Store:
     def remove(self, resource: str, obj: Obj) -> asyncio.Future[None]:
         key = object_key(obj)
         prev = self._objects[resource].pop(key)
+        self._durable[resource].setdefault(key, prev)
         self._unindex(resource, prev)
         self.rv += 1
         gone = {**obj, "metadata": {**obj["metadata"], "resourceVersion": str(self.rv)}}
@@ -234,14 +300,16 @@ class Store:
                     else:
                         self._persist(events)
                 except Exception as exc:  # disk full, I/O error: fail the callers, keep serving
-                    for _, done in batch:
-                        if not done.done():
-                            done.set_exception(errors.ApiError(500, "InternalError", f"storage: {exc}"))
+                    self._undo(batch + self._pending, storage_error(exc))
+                    self._pending = []
                     continue
+                self._committed_rv = events[-1].rv
+                self._made_durable(events)
                 for event, done in batch:
                     self._publish(event)
                     if not done.done():
                         done.set_result(None)
+                self._wake_rv_waiters()
         finally:
             self._flushing = False
 
@@ -265,8 +333,38 @@ class Store:
             db.execute("INSERT OR REPLACE INTO meta VALUES ('rv', ?)", (batch[-1].rv,))
             db.execute("COMMIT")
         except BaseException:
-            db.execute("ROLLBACK")
+            if db.in_transaction:  # a failed COMMIT may already have rolled back
+                with contextlib.suppress(sqlite3.Error):
+                    db.execute("ROLLBACK")
             raise
+
+    def _made_durable(self, events: list[Event]) -> None:
+        """Forget the durable state kept aside for keys no write is waiting on any more."""
+        waiting = {(e.resource, object_key(e.obj)) for e, _ in self._pending}
+        for event in events:
+            key = object_key(event.obj)
+            durable = self._durable[event.resource]
+            if (event.resource, key) in waiting:
+                durable[key] = None if event.type == "DELETED" else event.obj
+            else:
+                durable.pop(key, None)
+
+    def _undo(self, failed: list[tuple[Event, asyncio.Future[None]]], error: errors.ApiError) -> None:
+        """Take back writes that could not be made durable, newest first, and fail their callers."""
+        for event, _ in reversed(failed):
+            objects = self._objects[event.resource]
+            key = object_key(event.obj)
+            current = objects.pop(key, None)
+            if current is not None:
+                self._unindex(event.resource, current)
+            if event.prev is not None:
+                objects[key] = event.prev
+                self._index(event.resource, event.prev)
+        self.rv = self._committed_rv
+        self._durable.clear()  # memory is the durable state again
+        for _, done in failed:
+            if not done.done():
+                done.set_exception(error)
 
     # --- watch --------------------------------------------------------------------------
 
@@ -286,9 +384,28 @@ class Store:
         """The newest version every watcher has been told about."""
         return self._history[-1].rv if self._history else self._window_start
 
+    async def wait_for_rv(self, rv: int, timeout: float) -> bool:
+        """Wait until version ``rv`` is committed and published; False if it was not within ``timeout``."""
+        if rv <= self._committed_rv:
+            return True
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._rv_waiters.append((rv, waiter))
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self._rv_waiters = [(r, w) for r, w in self._rv_waiters if w is not waiter]
+        return True
+
+    def _wake_rv_waiters(self) -> None:
+        for rv, waiter in self._rv_waiters:
+            if rv <= self._committed_rv and not waiter.done():
+                waiter.set_result(None)
+
     def watch(self, resource: str, namespace: str | None, matches: Callable[[Obj], bool], since: int | None) -> Watcher:
         """Open a watch; events after ``since`` (None: from now) are replayed first."""
-        watcher = Watcher(resource, namespace, matches, since=self.rv if since is None else since)
+        watcher = Watcher(resource, namespace, matches, since=self._committed_rv if since is None else since)
         if since is not None:
             if since < self.oldest_resumable:
                 raise errors.expired(since)
