@@ -13,5 +13,6 @@ packages = [f"trainctl.{name}" for name in find_packages(include=[f"{s}*" for s 
 setup(
     packages=packages,
     package_dir={f"trainctl.{s}": s for s in SOURCES},
-    package_data={"trainctl.controller.local.network.resolver": ["*.py"]},
+    package_data={"trainctl.controller.local.network.resolver": ["*.py"],
+                  "trainctl.controller.local.apiserver": ["builtin_schemas.json"]},
 )

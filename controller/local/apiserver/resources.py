@@ -24,7 +24,7 @@ from typing import Any
 
 import orjson
 
-from . import crds, errors, jsonpath, patch, schema, validation
+from . import builtin_validation, crds, errors, jsonpath, patch, schema, validation
 from .errors import Cause
 from .gc import FOREGROUND, GarbageCollector
 from .ipam import ClusterIPAllocator
@@ -227,6 +227,8 @@ class Resources:
         name = obj["metadata"].get("name", "")
         if rtype.defaulter is not None:
             rtype.defaulter(obj)
+        if not rtype.is_custom:  # hook: built-in kinds checked against Kubernetes' schemas (builtin_validation)
+            warnings += builtin_validation.admit(rtype, obj, old, field_validation)
         if rtype.plural == "pods" and not rtype.group:
             if old is None:
                 obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
