@@ -127,6 +127,11 @@ def parse_quantity(value: Any) -> Decimal | None:
         return Decimal(str(value))
     if not isinstance(value, str):
         return None
+    return _parse_quantity_text(value)
+
+
+@functools.lru_cache(maxsize=4096)  # a cluster uses few distinct quantities ("500m", "1Gi")
+def _parse_quantity_text(value: str) -> Decimal | None:
     match = _QUANTITY.fullmatch(value)
     if match is None:
         return None
@@ -256,6 +261,7 @@ _NAME_RULES: dict[tuple[str, str], tuple[str, re.Pattern[str], int]] = {
 
 # --- schemas compiled once per kind ----------------------------------------------------------
 
+# The exact Python types JSON decoding gives each JSON type (bool is not an integer here).
 _JSON_TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,), "integer": (int,), "number": (int, float), "boolean": (bool,), "object": (dict,),
     "array": (list,),
@@ -265,11 +271,11 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 class _Node:
     """One schema position: what a value there may be, and how to walk into it."""
 
-    __slots__ = ("type_names", "types", "properties", "rules", "additional", "items", "required", "rule")
+    __slots__ = ("type_names", "exact", "properties", "rules", "additional", "items", "required", "rule")
 
     def __init__(self) -> None:
         self.type_names: list[str] = []
-        self.types: tuple[type, ...] = ()
+        self.exact: frozenset[type] = frozenset()
         self.properties: dict[str, _Node] | None = None
         self.rules: dict[str, Rule] = {}
         self.additional: _Node | None = None
@@ -314,7 +320,7 @@ def _fill(node: _Node, schema: Obj, name: str | None) -> None:
         for type_name in declared if isinstance(declared, list) else [declared] if declared else []:
             if type_name in _JSON_TYPES and type_name not in node.type_names:
                 node.type_names.append(type_name)
-    node.types = tuple(t for n in node.type_names for t in _JSON_TYPES[n])
+    node.exact = frozenset(t for n in node.type_names for t in _JSON_TYPES[n])
     if isinstance(schema.get("properties"), dict):
         node.properties = {key: _node(sub) for key, sub in schema["properties"].items()}
         if name is not None:
@@ -340,29 +346,43 @@ def _describe(value: Any) -> str:
 
 
 class _Walk:
+    """One object's walk. Scalars whose position has no rule are type-checked inline, and
+    field paths are formatted only where a rule runs or a problem is found: most of a valid
+    object costs a type lookup per field."""
+
     __slots__ = ("causes", "unknown")
 
     def __init__(self) -> None:
         self.causes: list[Cause] = []
         self.unknown: list[str] = []
 
+    def _wrong_type(self, node: _Node, value: Any, path: str) -> None:
+        expected = ",".join(node.type_names)
+        self.causes.append(Cause(path, "FieldValueTypeInvalid",
+                                 f"Invalid value: {_describe(value)}: {path} in body must be of type {expected}: "
+                                 f"{_describe(value)}"))
+
     def check(self, node: _Node, value: Any, old: Any, path: str) -> None:
         if value is None or (old is not None and value == old):
             return  # null decodes to the zero value; unchanged values are not checked again
-        if node.types and (not isinstance(value, node.types) or (type(value) is bool and bool not in node.types)):
-            expected = ",".join(node.type_names)
-            self.causes.append(Cause(path, "FieldValueTypeInvalid",
-                                     f"Invalid value: {_describe(value)}: {path} in body must be of type {expected}: "
-                                     f"{_describe(value)}"))
+        kind = type(value)
+        if node.exact and kind not in node.exact:
+            self._wrong_type(node, value, path)
             return
         if node.rule is not None:
             self.causes += node.rule(value, path)
-        if type(value) is dict:
+        if kind is dict:
             self._object(node, value, old if type(old) is dict else None, path)
-        elif type(value) is list and node.items is not None:
+        elif kind is list and node.items is not None:
+            items = node.items
             olds = old if type(old) is list else ()
             for i, item in enumerate(value):
-                self.check(node.items, item, olds[i] if i < len(olds) else None, f"{path}[{i}]")
+                kind = type(item)
+                if kind is not dict and kind is not list and items.rule is None:
+                    if item is not None and items.exact and kind not in items.exact:
+                        self._wrong_type(items, item, f"{path}[{i}]")
+                    continue
+                self.check(items, item, olds[i] if i < len(olds) else None, f"{path}[{i}]")
 
     def _object(self, node: _Node, value: Obj, old: Obj | None, path: str) -> None:
         prefix = f"{path}." if path else ""
@@ -375,6 +395,7 @@ class _Walk:
                 for key, child in value.items():
                     self.check(node.additional, child, old.get(key) if old else None, f"{path}[{key}]")
             return
+        rules = node.rules
         unknown = None
         for key, child in value.items():
             sub = properties.get(key)
@@ -384,9 +405,14 @@ class _Walk:
                 else:
                     unknown = [*(unknown or []), key]
                 continue
+            kind = type(child)
+            if kind is not dict and kind is not list and sub.rule is None and key not in rules:
+                if child is not None and sub.exact and kind not in sub.exact and (old is None or child != old.get(key)):
+                    self._wrong_type(sub, child, prefix + key)
+                continue
             if child is None:
                 continue
-            rule = node.rules.get(key)
+            rule = rules.get(key)
             if rule is not None and (old is None or child != old.get(key)):
                 self.causes += rule(child, prefix + key)
             self.check(sub, child, old.get(key) if old else None, prefix + key)
