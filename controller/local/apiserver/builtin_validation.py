@@ -345,6 +345,10 @@ def _describe(value: Any) -> str:
     return _quoted(value)
 
 
+def _no_old(_key: Any) -> None:
+    return None
+
+
 class _Walk:
     """One object's walk. Scalars whose position has no rule are type-checked inline, and
     field paths are formatted only where a rule runs or a problem is found: most of a valid
@@ -374,15 +378,18 @@ class _Walk:
         if kind is dict:
             self._object(node, value, old if type(old) is dict else None, path)
         elif kind is list and node.items is not None:
-            items = node.items
             olds = old if type(old) is list else ()
-            for i, item in enumerate(value):
-                kind = type(item)
-                if kind is not dict and kind is not list and items.rule is None:
-                    if item is not None and items.exact and kind not in items.exact:
-                        self._wrong_type(items, item, f"{path}[{i}]")
-                    continue
-                self.check(items, item, olds[i] if i < len(olds) else None, f"{path}[{i}]")
+            self._members(node.items, enumerate(value), lambda i: olds[i] if i < len(olds) else None, path)
+
+    def _members(self, node: _Node, entries: Any, old_of: Callable[[Any], Any], path: str) -> None:
+        """List items or map values, all of schema ``node``, at ``path[key]``."""
+        for key, item in entries:
+            kind = type(item)
+            if kind is not dict and kind is not list and node.rule is None:
+                if item is not None and node.exact and kind not in node.exact:
+                    self._wrong_type(node, item, f"{path}[{key}]")
+                continue
+            self.check(node, item, old_of(key), f"{path}[{key}]")
 
     def _object(self, node: _Node, value: Obj, old: Obj | None, path: str) -> None:
         prefix = f"{path}." if path else ""
@@ -392,8 +399,7 @@ class _Walk:
         properties = node.properties
         if properties is None:
             if node.additional is not None:
-                for key, child in value.items():
-                    self.check(node.additional, child, old.get(key) if old else None, f"{path}[{key}]")
+                self._members(node.additional, value.items(), old.get if old else _no_old, path)
             return
         rules = node.rules
         unknown = None
