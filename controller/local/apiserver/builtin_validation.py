@@ -271,7 +271,7 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 class _Node:
     """One schema position: what a value there may be, and how to walk into it."""
 
-    __slots__ = ("type_names", "exact", "properties", "rules", "additional", "items", "required", "rule")
+    __slots__ = ("type_names", "exact", "properties", "rules", "additional", "items", "required", "rule", "plain")
 
     def __init__(self) -> None:
         self.type_names: list[str] = []
@@ -282,6 +282,16 @@ class _Node:
         self.items: _Node | None = None
         self.required: tuple[str, ...] = ()
         self.rule: Rule | None = None
+        # property -> its exact types, for the properties that are plain scalars without rules
+        # (filled on first use: while compiling, referenced definitions may be incomplete).
+        self.plain: dict[str, frozenset[type]] | None = None
+
+    def plain_properties(self) -> dict[str, frozenset[type]]:
+        if self.plain is None:
+            self.plain = {
+                key: sub.exact for key, sub in (self.properties or {}).items()
+                if sub.exact and not sub.exact & {dict, list} and sub.rule is None and key not in self.rules}
+        return self.plain
 
 
 _ANY = _Node()
@@ -402,8 +412,14 @@ class _Walk:
                 self._members(node.additional, value.items(), old.get if old else _no_old, path)
             return
         rules = node.rules
+        plain = node.plain if node.plain is not None else node.plain_properties()
         unknown = None
         for key, child in value.items():
+            exact = plain.get(key)
+            if exact is not None:
+                if type(child) not in exact and child is not None and (old is None or child != old.get(key)):
+                    self._wrong_type(properties[key], child, prefix + key)
+                continue
             sub = properties.get(key)
             if sub is None:
                 if node.additional is not None:
