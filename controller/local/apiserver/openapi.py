@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from . import builtin_schemas
+from . import builtin_schemas, errors, openapi_proto
 from .discovery import KUBERNETES_VERSION
 from .registry import Registry, ResourceType
 
@@ -254,6 +254,7 @@ class Documents:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
         self._cache: dict[tuple[str, str] | str, tuple[list[ResourceType], Obj, str]] = {}
+        self._v2_protobuf: tuple[str, bytes] = ("", b"")
 
     def _cached(self, key: tuple[str, str] | str, types: list[ResourceType], build: Any) -> tuple[Obj, str]:
         hit = self._cache.get(key)
@@ -287,6 +288,19 @@ class Documents:
     def v2(self) -> tuple[Obj, str]:
         types = sorted(self.registry, key=lambda t: (t.group, t.version, t.plural))
         return self._cached("v2", types, _v2_document)
+
+    def v2_encoded(self, accept: str) -> tuple[bytes, str, str]:
+        """The v2 document as (body, content type, hash) in the encoding ``accept`` asks for:
+        protobuf (what kubectl asks for) or JSON; 406 for anything else."""
+        document, digest = self.v2()
+        if openapi_proto.ACCEPT in accept or openapi_proto.CONTENT_TYPE in accept:
+            if self._v2_protobuf[0] != digest:
+                self._v2_protobuf = (digest, openapi_proto.document(document))
+            return self._v2_protobuf[1], openapi_proto.CONTENT_TYPE, digest
+        if accepts_json(accept):
+            return orjson.dumps(document), "application/json", digest
+        raise errors.ApiError(406, "NotAcceptable",
+                              "only application/json and protobuf are served for /openapi/v2")
 
 
 def _v3_document(types: list[ResourceType]) -> Obj:

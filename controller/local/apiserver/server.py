@@ -200,16 +200,14 @@ class ApiServer:
         if path == "/openapi/v3":
             return json_response(self.openapi.v3_index())
         if path == "/openapi/v2":
-            if not openapi.accepts_json(request.headers.get("Accept", "")):
-                raise errors.ApiError(406, "NotAcceptable", "only application/json is served for /openapi/v2")
-            found = self.openapi.v2()
-        else:
-            parts = path[len("/openapi/v3/"):].split("/")
-            found = None
-            if parts[0] == "api" and len(parts) == 2:
-                found = self.openapi.v3("", parts[1])
-            elif parts[0] == "apis" and len(parts) == 3:
-                found = self.openapi.v3(parts[1], parts[2])
+            body, content_type, digest = self.openapi.v2_encoded(request.headers.get("Accept", ""))
+            return web.Response(body=body, headers={"Content-Type": content_type, "Etag": f'"{digest}"'})
+        parts = path[len("/openapi/v3/"):].split("/")
+        found = None
+        if parts[0] == "api" and len(parts) == 2:
+            found = self.openapi.v3("", parts[1])
+        elif parts[0] == "apis" and len(parts) == 3:
+            found = self.openapi.v3(parts[1], parts[2])
         if found is None:
             raise errors.page_not_found()
         document, digest = found

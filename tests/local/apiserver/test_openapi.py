@@ -99,6 +99,14 @@ def test_v3_index_hashes_and_documents(apiserver):
     assert get(apiserver, "/openapi/v3/apis/nothing.example.com/v1").status_code == 404
 
 
+def test_explain_from_openapi_v2_in_protobuf(kubectl):
+    ports = kubectl("explain", "--output=plaintext-openapiv2", "pod.spec.containers.ports")
+    assert "containerPort\t<integer> -required-" in ports and "Number of port to expose" in ports
+    elastic = kubectl("explain", "--output=plaintext-openapiv2", "pytorchjob.spec.elasticPolicy")
+    assert "VERSION:  kubeflow.org/v1" in elastic and "Lower bound of Worker replicas" in elastic
+    assert "msReplicaSpecs" in kubectl("explain", "--output=plaintext-openapiv2", "msjob.spec")
+
+
 def test_v2_is_served_as_json(apiserver):
     document = get(apiserver, "/openapi/v2", Accept="application/json").json()
     assert document["swagger"] == "2.0"
