@@ -27,7 +27,7 @@ from typing import Any
 
 from . import builtin_schemas, errors
 from .errors import Cause
-from .registry import ResourceType
+from .registry import ResourceType, builtin_types
 
 Obj = dict[str, Any]
 Rule = Callable[[Any, str], list[Cause]]
@@ -481,8 +481,6 @@ def admit(rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str)
 
 
 def _prepare() -> None:
-    from .registry import builtin_types
-
     for rtype in builtin_types():
         _root(rtype.group, rtype.version, rtype.kind)
 
