@@ -57,13 +57,19 @@ def _invalid(path: str, value: Any, detail: str) -> Cause:
     return Cause(path, "FieldValueInvalid", f"Invalid value: {_quoted(value)}: {detail}")
 
 
+_DNS_LABEL_MESSAGE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
+                      "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used "
+                      "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+_DNS_1035_LABEL_MESSAGE = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
+                           "an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
+                           "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
+
+
 def _label_problem(value: str) -> str | None:
     if len(value) > 63:
         return "must be no more than 63 characters"
     if not _DNS_LABEL.fullmatch(value):
-        return ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must "
-                "start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for "
-                "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+        return _DNS_LABEL_MESSAGE
     return None
 
 
@@ -251,12 +257,8 @@ _DEFINITION_RULES: dict[str, Rule] = {
 }
 # metadata.name of kinds whose names are not DNS-1123 subdomains (checked by the caller).
 _NAME_RULES: dict[tuple[str, str], tuple[str, re.Pattern[str], int]] = {
-    ("", "Namespace"): ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
-                        "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used "
-                        "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')", _DNS_LABEL, 63),
-    ("", "Service"): ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an "
-                      "alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', "
-                      "regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')", _DNS_1035_LABEL, 63),
+    ("", "Namespace"): (_DNS_LABEL_MESSAGE, _DNS_LABEL, 63),
+    ("", "Service"): (_DNS_1035_LABEL_MESSAGE, _DNS_1035_LABEL, 63),
 }
 
 # --- schemas compiled once per kind ----------------------------------------------------------
@@ -271,7 +273,7 @@ _JSON_TYPES: dict[str, tuple[type, ...]] = {
 class _Node:
     """One schema position: what a value there may be, and how to walk into it."""
 
-    __slots__ = ("type_names", "exact", "properties", "rules", "additional", "items", "required", "rule", "plain")
+    __slots__ = ("additional", "exact", "items", "plain", "properties", "required", "rule", "rules", "type_names")
 
     def __init__(self) -> None:
         self.type_names: list[str] = []

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from .registry import Registry, ResourceType
 
 Obj = dict[str, Any]

@@ -109,7 +109,7 @@ def _crd_name(rtype: ResourceType, kind: str) -> str:
 
 def _crd_definitions(rtype: ResourceType, prefix: str) -> dict[str, Obj]:
     """The kind and its list, from the CRD schema, as apiextensions-apiserver publishes them."""
-    schema = copy.deepcopy(rtype.schema) if isinstance(rtype.schema, dict) else {"type": "object"}
+    schema: Obj = copy.deepcopy(rtype.schema) if isinstance(rtype.schema, dict) else {"type": "object"}
     schema = _without_nullable(schema) if prefix == V2_PREFIX else schema
     properties = schema.setdefault("properties", {})
     for key, doc in _TYPE_META_DOCS.items():
