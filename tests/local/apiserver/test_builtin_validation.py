@@ -8,12 +8,16 @@ import importlib.util
 import json
 import subprocess
 from collections.abc import Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 import yaml
+from kubernetes import client, config
+
+from trainctl.controller.local.apiserver.builtin_rules import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted(p for p in (ROOT / "samples").rglob("*.yaml") if "pipelines" not in p.parts)
@@ -204,3 +208,30 @@ def test_vendored_schemas_match_the_package_they_are_generated_from():
     generator = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(generator)
     assert generator.main(["--check"]) == 0
+
+
+def test_python_client_gets_the_422_with_its_causes(apiserver):
+    api_client = config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    try:
+        with pytest.raises(client.ApiException) as refused:
+            client.CoreV1Api(api_client).create_namespaced_config_map(
+                "default", {"metadata": {"name": "cm"}, "data": {"replicas": 3}})
+    finally:
+        api_client.close()
+    assert refused.value.status == 422
+    body = json.loads(refused.value.body)
+    assert body["details"]["causes"] == [{"reason": "FieldValueTypeInvalid", "field": "data[replicas]", "message":
+                                          'Invalid value: 3: data[replicas] in body must be of type string: 3'}]
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("100m", "0.1"), ("1", "1"), ("1.5", "1.5"), (".5", "0.5"), ("2Ki", "2048"), ("1Gi", str(2**30)),
+    ("1e3", "1000"), ("5E-1", "0.5"), ("+1k", "1000"), ("-1", "-1"), ("250u", "0.00025"), (2, "2"), (0.5, "0.5"),
+])
+def test_quantities_in_kubernetes_grammar_parse(text, value):
+    assert parse_quantity(text) == Decimal(value)
+
+
+@pytest.mark.parametrize("text", ["abc", "", "1.2.3", "1ki", "Mi", "1 Gi", "1Gib", "--1", True, None, [1]])
+def test_text_outside_the_quantity_grammar_does_not_parse(text):
+    assert parse_quantity(text) is None
