@@ -16,7 +16,6 @@ import pytest
 import requests
 import yaml
 from kubernetes import client, config
-
 from trainctl.controller.local.apiserver.builtin_rules import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[3]
