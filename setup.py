@@ -15,6 +15,7 @@ setup(
     package_dir={f"trainctl.{s}": s for s in SOURCES},
     package_data={
         "trainctl.controller.local.network.resolver": ["*.py"],
+        "trainctl.controller.local.apiserver": ["builtin_schemas.json"],
         "trainctl.api": ["py.typed"],
         "trainctl.controller": ["py.typed"],
     },

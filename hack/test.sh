@@ -30,6 +30,7 @@ pip_install 'mindspore==2.10.0' 'numpy<2'
 
 echo "== checking generated CRDs"
 .venv/bin/python hack/gen_crds.py --check
+.venv/bin/python hack/gen_builtin_schemas.py --check
 
 echo "== running tests"
 exec .venv/bin/python -m pytest -q "$@"

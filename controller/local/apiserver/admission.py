@@ -3,7 +3,8 @@
 Every create, update, patch and subresource write of a whole object goes through
 ``Admission``: ``check_type`` (the body is an object of the kind the URL names, with
 metadata of the right JSON types), ``check_name``, and ``admit`` (defaulting, pruning and
-validation: CRD schemas for custom resources, ``validation`` for built-in kinds, then the
+validation: CRD schemas for custom resources, Kubernetes' own schemas
+(``builtin_validation``) and ``validation`` for built-in kinds, then the
 size and depth ``limits``). ``admit`` is the one place that decides whether a state may be
 stored, like kube-apiserver's decoding, defaulting and validating admission chain; bodies
 were already bounded when they were read (``body``, ``patch``).
@@ -15,7 +16,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from . import crds, errors, limits, schema, validation
+from . import builtin_validation, crds, errors, limits, schema, validation
 from .errors import Cause
 from .registry import Registry, ResourceType, pod_qos_class
 
@@ -91,13 +92,14 @@ class Admission:
             if rtype.is_custom:
                 warnings = self._admit_custom(rtype, obj, old, field_validation)
             else:
-                self._admit_builtin(rtype, obj, old)
+                warnings = self._admit_builtin(rtype, obj, old, field_validation)
         limits.check_object(rtype.kind, rtype.group, obj)
         return warnings
 
-    def _admit_builtin(self, rtype: ResourceType, obj: Obj, old: Obj | None) -> None:
-        """Validation of the kinds the server itself defines."""
+    def _admit_builtin(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:
+        """Validation of the kinds the server itself defines; returns warnings."""
         name = obj["metadata"].get("name", "")
+        warnings = builtin_validation.admit(rtype, obj, old, field_validation)
         if rtype.plural == "pods" and not rtype.group:
             if old is None:
                 obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
@@ -112,6 +114,7 @@ class Admission:
             if old is not None and old["spec"].get("names", {}).get("plural") != obj["spec"].get("names", {}).get("plural"):
                 raise errors.invalid(rtype.kind, rtype.group, name, [Cause("spec.names.plural", "FieldValueInvalid", "field is immutable")])
             obj["status"] = crds.established_status(obj if old is None else {**obj, "status": old.get("status")}, now_rfc3339())
+        return warnings
 
     @staticmethod
     def _admit_custom(rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:

@@ -3,16 +3,12 @@
 Both discovery forms are served: kubectl asks for the aggregated ``apidiscovery.k8s.io/v2``
 form and recognises it by the response Content-Type alone; the Python dynamic client only
 speaks the legacy ``APIVersions`` / ``APIGroupList`` / ``APIResourceList`` form. The OpenAPI
-v3 documents are small, but each declares ``fieldValidation`` on every kind's PATCH, which is
-what lets ``kubectl apply`` (default validation) hand validation to the server.
+documents are built by ``openapi``.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
-
-import orjson
 
 from .registry import Registry, ResourceType
 
@@ -137,53 +133,3 @@ def resource_list(registry: Registry, group: str, version: str) -> Obj | None:
             resources.append(sub_entry)
     group_version = f"{group}/{version}" if group else version
     return {"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}
-
-
-# --- OpenAPI v3 -----------------------------------------------------------------------
-
-
-def _gv_path(group: str, version: str) -> str:
-    return f"apis/{group}/{version}" if group else f"api/{version}"
-
-
-def openapi_document(registry: Registry, group: str, version: str) -> Obj | None:
-    types = [t for t in registry if t.group == group and t.version == version]
-    if not types:
-        return None
-    paths: Obj = {}
-    schemas: Obj = {}
-    for rtype in sorted(types, key=lambda t: t.plural):
-        gvk = {"group": group, "version": version, "kind": rtype.kind}
-        prefix = f"/{_gv_path(group, version)}"
-        scope = "/namespaces/{namespace}" if rtype.namespaced else ""
-        item = f"{prefix}{scope}/{rtype.plural}/{{name}}"
-        params = [{"name": n, "in": "query", "schema": {"type": "string"}}
-                  for n in ("dryRun", "fieldManager", "fieldValidation", "force")]
-        paths[item] = {"patch": {"x-kubernetes-group-version-kind": gvk, "parameters": params,
-                                 "responses": {"200": {"description": "OK"}}},
-                       "put": {"x-kubernetes-group-version-kind": gvk, "parameters": params[:3],
-                               "responses": {"200": {"description": "OK"}}}}
-        paths[f"{prefix}{scope}/{rtype.plural}"] = {
-            "post": {"x-kubernetes-group-version-kind": gvk, "parameters": params[:3],
-                     "responses": {"201": {"description": "Created"}}}}
-        reverse = ".".join(reversed(group.split("."))) if group else "io.k8s.api.core"
-        name = f"{reverse}.{version}.{rtype.kind}"
-        schemas[name] = {"type": "object", "x-kubernetes-group-version-kind": [gvk]}
-    return {"openapi": "3.0.0", "info": {"title": "Kubernetes", "version": KUBERNETES_VERSION["gitVersion"]},
-            "paths": paths, "components": {"schemas": schemas}}
-
-
-def document_hash(document: Obj) -> str:
-    return hashlib.sha512(orjson.dumps(document, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32].upper()
-
-
-def openapi_index(registry: Registry) -> Obj:
-    paths = {}
-    for group, versions in registry.group_versions().items():
-        for version in versions:
-            document = openapi_document(registry, group, version)
-            if document is None:
-                continue
-            gv = _gv_path(group, version)
-            paths[gv] = {"serverRelativeURL": f"/openapi/v3/{gv}?hash={document_hash(document)}"}
-    return {"paths": paths}

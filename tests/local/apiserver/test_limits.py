@@ -135,19 +135,34 @@ def test_deeply_nested_yaml_is_rejected_up_front(call):
     assert call("POST", CONFIGMAPS, block, "application/yaml").status_code == 400
 
 
+WIDGETS = "/apis/example.com/v1/namespaces/default/widgets"
+
+
+def widget_crd() -> dict:
+    """A custom resource whose spec keeps any fields: the one place a client chooses the depth."""
+    schema = {"type": "object", "properties": {"spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": schema}}]}}
+
+
 def test_patches_cannot_nest_a_stored_object_too_deeply(call):
-    assert call("POST", CONFIGMAPS, json.dumps(configmap("target", a="1"))).status_code == 201
-    deep = json.dumps({"metadata": {"annotations": {"a": "b"}}, "extra": nested(300)})
-    assert call("PATCH", CONFIGMAPS + "/target", deep, "application/merge-patch+json").status_code in (400, 422)
+    assert call("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", json.dumps(widget_crd())).status_code == 201
+    widget = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "target"}, "spec": {"a": "1"}}
+    assert call("POST", WIDGETS, json.dumps(widget)).status_code == 201
+    deep = json.dumps({"metadata": {"annotations": {"a": "b"}}, "spec": {"extra": nested(300)}})
+    assert call("PATCH", WIDGETS + "/target", deep, "application/merge-patch+json").status_code in (400, 422)
     # Each step within the limit, the result beyond it: refused when it would be stored.
     half = nested(60)
-    assert call("PATCH", CONFIGMAPS + "/target", json.dumps({"extra": half}), "application/merge-patch+json").status_code == 200
-    inner_path = "/extra" + "/a" * 58
+    assert call("PATCH", WIDGETS + "/target", json.dumps({"spec": {"extra": half}}), "application/merge-patch+json").status_code == 200
+    inner_path = "/spec/extra" + "/a" * 58
     ops = json.dumps([{"op": "add", "path": inner_path + "/more", "value": nested(60)}])
-    response = call("PATCH", CONFIGMAPS + "/target", ops, "application/json-patch+json")
+    response = call("PATCH", WIDGETS + "/target", ops, "application/json-patch+json")
     assert response.status_code == 422, response.text
     assert "nested too deeply" in response.json()["message"]
-    for method, path in (("GET", CONFIGMAPS), ("GET", CONFIGMAPS + "/target"), ("DELETE", CONFIGMAPS + "/target")):
+    for method, path in (("GET", WIDGETS), ("GET", WIDGETS + "/target"), ("DELETE", WIDGETS + "/target")):
         assert call(method, path).status_code == 200
 
 

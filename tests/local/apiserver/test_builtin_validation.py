@@ -1,0 +1,237 @@
+"""Built-in objects are checked as kube-apiserver checks them: types, names, ports, quantities,
+required fields, on create, update and patch, with a 422 that names each field."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+import yaml
+from kubernetes import client, config
+from trainctl.controller.local.apiserver.builtin_rules import parse_quantity
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLES = sorted(p for p in (ROOT / "samples").rglob("*.yaml") if "pipelines" not in p.parts)
+PODS = "/api/v1/namespaces/default/pods"
+
+
+def pod(name: str = "p", /, **container: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "main", "image": "busybox", "command": ["sleep", "1"],
+                                     "ports": [{"containerPort": 8080}],
+                                     "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}, **container}]}}
+
+
+class Api:
+    def __init__(self, apiserver: Any) -> None:
+        self.url = apiserver.url
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Bearer {apiserver.token}"
+        self.ca_cert = str(apiserver.ca_cert)
+
+    def send(self, method: str, path: str, body: Any = None, content_type: str = "application/json",
+             **params: str) -> requests.Response:
+        data = body if isinstance(body, str) or body is None else json.dumps(body)
+        return self.session.request(method, self.url + path, data=data, params=params, timeout=10,
+                                    verify=self.ca_cert, headers={"Content-Type": content_type})
+
+
+@pytest.fixture
+def api(apiserver: Any) -> Iterator[Api]:
+    client = Api(apiserver)
+    yield client
+    client.session.close()
+
+
+def causes(response: requests.Response) -> list[tuple[str, str]]:
+    assert response.status_code == 422, response.text
+    status = response.json()
+    assert status["kind"] == "Status" and status["reason"] == "Invalid"
+    return [(c["field"], c["reason"]) for c in status["details"]["causes"]]
+
+
+def with_container(**fields: Any) -> dict[str, Any]:
+    return pod(**fields)
+
+
+INVALID_PODS = [
+    (with_container(command="sleep 1"), "spec.containers[0].command", "FieldValueTypeInvalid"),
+    (with_container(args={"a": 1}), "spec.containers[0].args", "FieldValueTypeInvalid"),
+    (with_container(resources={"requests": {"cpu": "abc"}}), "spec.containers[0].resources.requests[cpu]",
+     "FieldValueInvalid"),
+    (with_container(resources={"limits": {"memory": "-1Gi"}}), "spec.containers[0].resources.limits[memory]",
+     "FieldValueInvalid"),
+    (with_container(resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+     "spec.containers[0].resources.requests[cpu]", "FieldValueInvalid"),
+    (with_container(ports=[{"containerPort": 99999}]), "spec.containers[0].ports[0].containerPort", "FieldValueInvalid"),
+    (with_container(ports=[{"containerPort": 0}]), "spec.containers[0].ports[0].containerPort", "FieldValueInvalid"),
+    (with_container(ports=[{"name": "http"}]), "spec.containers[0].ports[0].containerPort", "FieldValueRequired"),
+    (with_container(ports=[{"containerPort": 80, "protocol": "HTTP"}]), "spec.containers[0].ports[0].protocol",
+     "FieldValueNotSupported"),
+    (with_container(name="../escape"), "spec.containers[0].name", "FieldValueInvalid"),
+    (with_container(name="a/b"), "spec.containers[0].name", "FieldValueInvalid"),
+    (with_container(name="x" * 64), "spec.containers[0].name", "FieldValueInvalid"),
+    (with_container(env=[{"name": "A=B", "value": "1"}]), "spec.containers[0].env[0].name", "FieldValueInvalid"),
+    (with_container(env=[{"value": "1"}]), "spec.containers[0].env[0].name", "FieldValueRequired"),
+    (with_container(env=[{"name": "A", "value": 1}]), "spec.containers[0].env[0].value", "FieldValueTypeInvalid"),
+    (with_container(imagePullPolicy="Sometimes"), "spec.containers[0].imagePullPolicy", "FieldValueNotSupported"),
+    (with_container(tty="yes"), "spec.containers[0].tty", "FieldValueTypeInvalid"),
+]
+
+
+@pytest.mark.parametrize(("body", "field", "reason"), INVALID_PODS, ids=[c[1] + ":" + c[2] for c in INVALID_PODS])
+def test_invalid_pods_are_refused_with_the_field_path(api, body, field, reason):
+    response = api.send("POST", PODS, body)
+    assert (field, reason) in causes(response)
+    assert api.send("GET", f"{PODS}/p").status_code == 404
+
+
+def test_invalid_message_has_kube_apiservers_shape(api):
+    response = api.send("POST", PODS, pod("x", ports=[{"containerPort": 99999}]))
+    assert response.json()["message"] == ('Pod "x" is invalid: spec.containers[0].ports[0].containerPort: '
+                                          "Invalid value: 99999: must be between 1 and 65535, inclusive")
+    several = api.send("POST", PODS, pod("x", name="a/b", command="run", ports=[{"containerPort": 99999}]))
+    assert len(causes(several)) == 3
+    assert several.json()["message"].startswith('Pod "x" is invalid: [')
+
+
+def test_pod_spec_and_names_beyond_containers(api):
+    bad_restart = pod()
+    bad_restart["spec"]["restartPolicy"] = "Sometimes"
+    assert ("spec.restartPolicy", "FieldValueNotSupported") in causes(api.send("POST", PODS, bad_restart))
+    no_containers = pod()
+    del no_containers["spec"]["containers"]
+    assert ("spec.containers", "FieldValueRequired") in causes(api.send("POST", PODS, no_containers))
+    bad_label = pod()
+    bad_label["metadata"]["labels"] = {"a/b/c": "x", "ok": "not valid!"}
+    assert causes(api.send("POST", PODS, bad_label)) == [("metadata.labels", "FieldValueInvalid")] * 2
+    bad_volume = pod()
+    bad_volume["spec"]["volumes"] = [{"name": "Data", "emptyDir": {}}]
+    assert ("spec.volumes[0].name", "FieldValueInvalid") in causes(api.send("POST", PODS, bad_volume))
+
+
+def test_other_builtin_kinds(api):
+    configmaps = "/api/v1/namespaces/default/configmaps"
+    cm = {"metadata": {"name": "cm"}, "data": {"n": 1, "l": [1], "bad key": "x"}}
+    assert sorted(causes(api.send("POST", configmaps, cm))) == [
+        ("data[bad key]", "FieldValueInvalid"), ("data[l]", "FieldValueTypeInvalid"), ("data[n]", "FieldValueTypeInvalid")]
+    services = "/api/v1/namespaces/default/services"
+    service = {"metadata": {"name": "svc"}, "spec": {"ports": [{"port": 70000, "targetPort": "Not_A_Port"}]}}
+    assert causes(api.send("POST", services, service)) == [
+        ("spec.ports[0].port", "FieldValueInvalid"), ("spec.ports[0].targetPort", "FieldValueInvalid")]
+    assert ("metadata.name", "FieldValueInvalid") in causes(
+        api.send("POST", services, {"metadata": {"name": "1svc"}, "spec": {"ports": [{"port": 80}]}}))
+    assert ("metadata.name", "FieldValueInvalid") in causes(api.send("POST", "/api/v1/namespaces", {"metadata": {"name": "a.b"}}))
+    hpa = {"metadata": {"name": "h"}, "spec": {"minReplicas": "one"}}
+    assert sorted(causes(api.send("POST", "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers", hpa))) == [
+        ("spec.maxReplicas", "FieldValueRequired"), ("spec.minReplicas", "FieldValueTypeInvalid"),
+        ("spec.scaleTargetRef", "FieldValueRequired")]
+
+
+def test_updates_and_patches_are_validated_on_their_result(api):
+    assert api.send("POST", PODS, pod()).status_code == 201
+    port = [{"op": "replace", "path": "/spec/containers/0/ports/0/containerPort", "value": 99999}]
+    assert causes(api.send("PATCH", f"{PODS}/p", json.dumps(port), "application/json-patch+json")) == [
+        ("spec.containers[0].ports[0].containerPort", "FieldValueInvalid")]
+    strategic = {"spec": {"containers": [{"name": "main", "command": "sleep"}]}}
+    assert ("spec.containers[0].command", "FieldValueTypeInvalid") in causes(
+        api.send("PATCH", f"{PODS}/p", strategic, "application/strategic-merge-patch+json"))
+    current = api.send("GET", f"{PODS}/p").json()
+    current["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "lots"
+    assert ("spec.containers[0].resources.requests[cpu]", "FieldValueInvalid") in causes(api.send("PUT", f"{PODS}/p", current))
+    labels = {"metadata": {"labels": {"team": "ml"}}}
+    assert api.send("PATCH", f"{PODS}/p", labels, "application/merge-patch+json").status_code == 200
+    configmaps = "/api/v1/namespaces/default/configmaps"
+    assert api.send("POST", configmaps, {"metadata": {"name": "cm"}, "data": {"a": "1"}}).status_code == 201
+    assert causes(api.send("PATCH", f"{configmaps}/cm", {"data": {"a": 2}}, "application/merge-patch+json")) == [
+        ("data[a]", "FieldValueTypeInvalid")]
+    assert api.send("GET", f"{configmaps}/cm").json()["data"] == {"a": "1"}
+
+
+def test_unknown_fields_are_dropped_with_a_warning_or_refused_when_strict(api):
+    body = pod(livenessProbes=[])
+    body["spec"]["nodeSelectorz"] = {}
+    refused = api.send("POST", PODS, body, fieldValidation="Strict")
+    assert refused.status_code == 400
+    assert 'unknown field "spec.containers[0].livenessProbes"' in refused.json()["message"]
+    assert 'unknown field "spec.nodeSelectorz"' in refused.json()["message"]
+    created = api.send("POST", PODS, body)
+    assert created.status_code == 201
+    assert 'unknown field "spec.nodeSelectorz"' in created.headers["Warning"]
+    stored = api.send("GET", f"{PODS}/p").json()
+    assert "nodeSelectorz" not in stored["spec"] and "livenessProbes" not in stored["spec"]["containers"][0]
+
+
+def test_pods_and_objects_the_controller_creates_for_every_sample_pass(api):
+    kinds = {"Pod": PODS, "Service": "/api/v1/namespaces/default/services",
+             "HorizontalPodAutoscaler": "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"}
+    rendered = subprocess.run([sys.executable, "-m", "trainctl.controller.cli", "render", *[a for p in SAMPLES for a in ("-f", str(p))]],
+                              capture_output=True, text=True, check=True, timeout=120).stdout
+    created = 0
+    for obj in yaml.safe_load_all(rendered):
+        if obj is None or obj["kind"] not in kinds:
+            continue
+        obj = copy.deepcopy(obj)
+        obj["metadata"].pop("namespace", None)
+        if obj["kind"] == "Service":
+            obj["spec"].pop("clusterIP", None)  # a placeholder address; the server assigns its own
+        response = api.send("POST", kinds[obj["kind"]], obj)
+        assert response.status_code == 201, (obj["metadata"], response.text)
+        assert "Warning" not in response.headers, response.headers["Warning"]
+        created += 1
+    assert created >= 2 * len(SAMPLES)
+
+
+def test_kubectl_apply_prints_the_field_error(kubectl):
+    result = kubectl.run("apply", "-f", "-", input=json.dumps(pod("bad", ports=[{"containerPort": 99999}])), check=False)
+    assert result.returncode == 1
+    assert 'The Pod "bad" is invalid: spec.containers[0].ports[0].containerPort: Invalid value: 99999: ' \
+           "must be between 1 and 65535, inclusive" in result.stderr
+    typo = pod("typo", imagePullPolicyy="Always")
+    strict = kubectl.run("apply", "--validate=strict", "-f", "-", input=json.dumps(typo), check=False)
+    assert strict.returncode == 1
+    assert 'unknown field "spec.containers[0].imagePullPolicyy"' in strict.stderr
+    assert "pod/ok created" in kubectl("apply", "-f", "-", input=json.dumps(pod("ok")))
+
+
+def test_vendored_schemas_match_the_package_they_are_generated_from():
+    spec = importlib.util.spec_from_file_location("gen_builtin_schemas", ROOT / "hack" / "gen_builtin_schemas.py")
+    generator = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(generator)
+    assert generator.main(["--check"]) == 0
+
+
+def test_python_client_gets_the_422_with_its_causes(apiserver):
+    api_client = config.new_client_from_config(config_file=str(apiserver.kubeconfig))
+    try:
+        with pytest.raises(client.ApiException) as refused:
+            client.CoreV1Api(api_client).create_namespaced_config_map(
+                "default", {"metadata": {"name": "cm"}, "data": {"replicas": 3}})
+    finally:
+        api_client.close()
+    assert refused.value.status == 422
+    body = json.loads(refused.value.body)
+    assert body["details"]["causes"] == [{"reason": "FieldValueTypeInvalid", "field": "data[replicas]", "message":
+                                          'Invalid value: 3: data[replicas] in body must be of type string: 3'}]
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("100m", "0.1"), ("1", "1"), ("1.5", "1.5"), (".5", "0.5"), ("2Ki", "2048"), ("1Gi", str(2**30)),
+    ("1e3", "1000"), ("5E-1", "0.5"), ("+1k", "1000"), ("-1", "-1"), ("250u", "0.00025"), (2, "2"), (0.5, "0.5"),
+])
+def test_quantities_in_kubernetes_grammar_parse(text, value):
+    assert parse_quantity(text) == Decimal(value)
+
+
+@pytest.mark.parametrize("text", ["abc", "", "1.2.3", "1ki", "Mi", "1 Gi", "1Gib", "--1", True, None, [1]])
+def test_text_outside_the_quantity_grammar_does_not_parse(text):
+    assert parse_quantity(text) is None
