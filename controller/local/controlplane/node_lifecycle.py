@@ -144,10 +144,11 @@ def _mark_unknown(node: Obj, now: datetime) -> Optional[Obj]:
 def desired_taints(node: Obj, now: datetime) -> list[Obj]:
     """The node's taints once the controller's own are brought in line with its conditions."""
     ready = condition(node, "Ready")
-    ready_status = ready.get("status") if ready else "Unknown"
     current = list((node.get("spec") or {}).get("taints") or ())
-
-    no_execute = {"False": t.NOT_READY, "Unknown": t.UNREACHABLE}.get(ready_status)
+    if ready is None:  # no verdict yet (within the startup grace period): NoExecute taints stay as they are
+        no_execute = next((x.get("key") for x in current if x.get("effect") == t.NO_EXECUTE and x.get("key") in CONTROLLED_NO_EXECUTE), None)
+    else:
+        no_execute = {"False": t.NOT_READY, "Unknown": t.UNREACHABLE}.get(ready.get("status") or "")
     no_schedule = {CONDITION_TAINTS[(c.get("type"), c.get("status"))]
                    for c in (node.get("status") or {}).get("conditions") or ()
                    if (c.get("type"), c.get("status")) in CONDITION_TAINTS}
