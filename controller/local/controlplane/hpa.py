@@ -7,10 +7,10 @@ subresource, if any, the new status, Events and the new History) comes out.
 
 The arithmetic is the documented algorithm: for each metric
 ``desired = ceil(current * currentValue / targetValue)``, skipped when the ratio is within
-the tolerance (0.1); pods that are being deleted or failed are ignored, Pending (and, for
-CPU, not-yet-ready) pods and pods without metrics are handled conservatively (they count
-as 0 % when scaling up and 100 % of target when scaling down, and never reverse the
-direction); the largest proposal wins. The proposal is then stabilized over the recent
+the tolerance (0.1); pods that are being deleted or failed are ignored; pods without
+metrics count as 0 when scaling up and as 100 % of target when scaling down; Pending (and,
+for CPU, not-yet-ready) pods are left out, or count as 0 when scaling up; none of these
+may reverse the direction. The largest proposal over the metrics wins. The proposal is then stabilized over the recent
 recommendations and limited by the scaling policies and min/maxReplicas, with
 ``spec.behavior`` when set, otherwise with the controller's defaults (a 5-minute scale-down
 stabilization window and at most max(2 x current, 4) replicas per step). Conditions,
