@@ -27,6 +27,14 @@ def parser() -> argparse.ArgumentParser:
                    help="a node whose Lease is not renewed for this long becomes Ready=Unknown (default 40s)")
     p.add_argument("--node-startup-grace-period", type=parse_duration, default=60.0, metavar="DURATION",
                    help="the same for a node that never posted its Ready condition (default 1m)")
+    p.add_argument("--node-eviction-rate", type=float, default=0.1,
+                   help="nodes per second tainted for eviction in a healthy zone (default 0.1)")
+    p.add_argument("--secondary-node-eviction-rate", type=float, default=0.01,
+                   help="the same in a partially disrupted zone of a large cluster (default 0.01)")
+    p.add_argument("--unhealthy-zone-threshold", type=float, default=0.55,
+                   help="share of not-Ready nodes (more than 2) that makes a zone partially disrupted (default 0.55)")
+    p.add_argument("--large-cluster-size-threshold", type=int, default=50,
+                   help="zones of at most this many nodes stop evicting when partially disrupted (default 50)")
     p.add_argument("--node-monitor-period", type=parse_duration, default=5.0, metavar="DURATION",
                    help="how often node health is checked (default 5s)")
     p.add_argument("--hpa-sync-period", "--horizontal-pod-autoscaler-sync-period", dest="hpa_sync_period",
@@ -49,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
 
 def build(args: argparse.Namespace, client: Any) -> list[Any]:
     """The controllers ``args`` asks for, on ``client`` (not started)."""
-    from trainctl.controller.local.controlplane import hpa, node_lifecycle
+    from trainctl.controller.local.controlplane import disruption, hpa, node_lifecycle
     from trainctl.controller.local.controlplane.hpa_controller import HorizontalPodAutoscalerController
     from trainctl.controller.local.controlplane.node_lifecycle_controller import NodeLifecycleController
 
@@ -59,8 +67,12 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         raise SystemExit(f"unknown controller(s): {', '.join(unknown)}; choose from {', '.join(CONTROLLERS)}")
     controllers: list[Any] = []
     if "node-lifecycle" in wanted:
+        zones = disruption.DisruptionConfig(
+            node_eviction_rate=args.node_eviction_rate, secondary_node_eviction_rate=args.secondary_node_eviction_rate,
+            unhealthy_zone_threshold=args.unhealthy_zone_threshold, large_cluster_size_threshold=args.large_cluster_size_threshold)
         config = node_lifecycle.NodeLifecycleConfig(node_monitor_grace_period=args.node_monitor_grace_period,
-                                                    node_startup_grace_period=args.node_startup_grace_period)
+                                                    node_startup_grace_period=args.node_startup_grace_period,
+                                                    zone_disruption=zones)
         controllers.append(NodeLifecycleController(client, config=config, monitor_period=args.node_monitor_period))
     if "horizontal-pod-autoscaler" in wanted:
         config = hpa.HpaConfig(tolerance=args.hpa_tolerance, downscale_stabilization=args.hpa_downscale_stabilization,

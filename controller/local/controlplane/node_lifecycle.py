@@ -23,15 +23,18 @@ changes, pod status writes, evictions and Events comes out, with the next State.
   ``tolerationSeconds`` it stays. The delete is graceful, so on an unreachable node the pod
   stays Terminating (its kubelet is not there to finish it), as on a real cluster. The pod
   first gets the ``DisruptionTarget`` condition, as kube-controller-manager writes it.
+- New NoExecute taints are rate-limited per zone, and none are kept while every node is
+  down (:mod:`.disruption`).
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Optional
 
+from trainctl.controller.local.controlplane import disruption
 from trainctl.controller.local.controlplane import taints as t
 from trainctl.controller.local.controlplane import units
 from trainctl.controller.reconcile.plan import Event
@@ -61,6 +64,7 @@ class NodeLifecycleConfig:
 
     node_monitor_grace_period: float = 40.0
     node_startup_grace_period: float = 60.0
+    zone_disruption: disruption.DisruptionConfig = field(default_factory=disruption.DisruptionConfig)
 
 
 @dataclass(frozen=True)
@@ -82,6 +86,8 @@ class ScheduledEviction:
 class State:
     health: Mapping[str, NodeHealth] = field(default_factory=dict)
     evictions: Mapping[PodKey, ScheduledEviction] = field(default_factory=dict)
+    buckets: Mapping[str, disruption.Bucket] = field(default_factory=dict)
+    all_fully_disrupted: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,6 +200,16 @@ def _lost_by_node(pod: Obj, node: Obj) -> bool:
     return went_unknown is None or became_ready is None or became_ready <= went_unknown
 
 
+def _controlled_no_execute(taint: Obj) -> bool:
+    return taint.get("effect") == t.NO_EXECUTE and taint.get("key") in CONTROLLED_NO_EXECUTE
+
+
+def _adds_no_execute(current: list[Obj], taints: list[Obj]) -> bool:
+    """Whether ``taints`` newly taints the node for eviction (a not-ready/unreachable swap does not)."""
+    had = any(_controlled_no_execute(x) for x in current)
+    return not had and any(_controlled_no_execute(x) for x in taints)
+
+
 def _key(obj: Obj) -> PodKey:
     return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
 
@@ -225,11 +241,29 @@ def reconcile(
                 node_statuses.append(node)
                 if ready is not None and ready.get("status") == "True":
                     events.append((node, Event("Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady")))
-        taints = desired_taints(node, now)
-        if taints != list((node.get("spec") or {}).get("taints") or ()):
-            node = {**node, "spec": {**(node.get("spec") or {}), "taints": taints}}
-            node_taints.append(node)
         judged[name] = node
+
+    zones = disruption.assess(judged.values(), state.buckets, now, config.zone_disruption)
+    buckets = dict(zones.buckets)
+    if state.all_fully_disrupted and not zones.all_fully_disrupted:
+        # Some node answers again: the controller was not cut off after all, so every node
+        # gets a fresh grace period before being judged.
+        health = {name: replace(seen, probe_time=now) for name, seen in health.items()}
+    for name, node in judged.items():
+        current = list((node.get("spec") or {}).get("taints") or ())
+        taints = desired_taints(node, now)
+        if zones.all_fully_disrupted:
+            taints = [x for x in taints if not _controlled_no_execute(x)]
+        elif _adds_no_execute(current, taints):
+            zone = disruption.zone_of(node)
+            bucket = buckets.get(zone)
+            if bucket is not None and zones.rates.get(zone, 0.0) > 0 and bucket.tokens >= 1.0:
+                buckets[zone] = replace(bucket, tokens=bucket.tokens - 1.0)
+            else:  # over the zone's tainting rate: a later pass adds it
+                taints = [x for x in taints if not _controlled_no_execute(x) or any(t.same_taint(x, c) for c in current)]
+        if taints != current:
+            judged[name] = {**node, "spec": {**(node.get("spec") or {}), "taints": taints}}
+            node_taints.append(judged[name])
 
     pod_statuses: list[Obj] = []
     evictions: list[Obj] = []
@@ -259,7 +293,8 @@ def reconcile(
     due = [(e.at - now).total_seconds() for e in scheduled.values()]
     return Plan(
         node_statuses=tuple(node_statuses), node_taints=tuple(node_taints), pod_statuses=tuple(pod_statuses),
-        evictions=tuple(evictions), events=tuple(events), state=State(health, scheduled),
+        evictions=tuple(evictions), events=tuple(events),
+        state=State(health, scheduled, buckets, zones.all_fully_disrupted),
         next_eviction_in=max(0.0, min(due)) if due else None,
     )
 

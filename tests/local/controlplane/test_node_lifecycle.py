@@ -1,5 +1,5 @@
 """The node lifecycle decision, with plain dicts and times: Lease-based health, conditions,
-taints, pods marked not ready, NoExecute eviction and recovery."""
+taints, pods marked not ready, NoExecute eviction, recovery and zone disruption."""
 
 from __future__ import annotations
 
@@ -53,6 +53,13 @@ def pod(name: str, on: str = "n1", tolerations: Optional[list[Obj]] = None) -> O
                 {"type": "ContainersReady", "status": "True", "lastTransitionTime": BOOT}]}}
 
 
+def judge(nodes: list[Obj], leases: list[Obj], pods: list[Obj], state: nl.State, when: datetime,
+          config: nl.NodeLifecycleConfig = nl.NodeLifecycleConfig()) -> nl.Plan:
+    """One pass on a cluster that also has a healthy node, so that losing the others is not
+    a full disruption (which stops evictions; see the disruption tests)."""
+    return nl.reconcile([*nodes, node("peer")], [*leases, lease("peer", when)], pods, state, when, config)
+
+
 def applied(nodes: list[Obj], plan: nl.Plan) -> list[Obj]:
     """The nodes as the API holds them once the plan's writes went through."""
     by_name = {n["metadata"]["name"]: copy.deepcopy(n) for n in nodes}
@@ -75,11 +82,11 @@ def lost_node_after_grace() -> tuple[list[Obj], list[Obj], nl.Plan]:
     """n1 renewed its Lease at T0 and then went silent; the controller looks at T0 and T0+41s."""
     nodes, leases = [node()], [lease("n1", T0)]
     pods = [pod("plain"), pod("tolerating", tolerations=DEFAULT_TOLERATIONS)]
-    first = nl.reconcile(nodes, leases, pods, nl.State(), at(0))
+    first = judge(nodes, leases, pods, nl.State(), at(0))
     assert first.node_statuses == () and first.node_taints == () and first.evictions == ()
-    quiet = nl.reconcile(nodes, leases, pods, first.state, at(39))
+    quiet = judge(nodes, leases, pods, first.state, at(39))
     assert quiet.node_statuses == () and quiet.node_taints == ()
-    return nodes, pods, nl.reconcile(nodes, leases, pods, quiet.state, at(41))
+    return nodes, pods, judge(nodes, leases, pods, quiet.state, at(41))
 
 
 def test_healthy_node_is_left_alone() -> None:
@@ -87,7 +94,7 @@ def test_healthy_node_is_left_alone() -> None:
     state = nl.State()
     for second in (0, 10, 20, 30, 40, 50):  # the Lease is renewed every 10 s
         leases = [lease("n1", at(second))]
-        plan = nl.reconcile(nodes, leases, pods, state, at(second))
+        plan = judge(nodes, leases, pods, state, at(second))
         assert (plan.node_statuses, plan.node_taints, plan.pod_statuses, plan.evictions, plan.events) == ((), (), (), (), ())
         state = plan.state
 
@@ -111,9 +118,9 @@ def test_lease_not_renewed_makes_the_node_unknown_and_unreachable() -> None:
 def test_grace_period_is_settable() -> None:
     nodes, leases = [node()], [lease("n1", T0)]
     short = nl.NodeLifecycleConfig(node_monitor_grace_period=10)
-    first = nl.reconcile(nodes, leases, [], nl.State(), at(0), short)
-    assert nl.reconcile(nodes, leases, [], first.state, at(9), short).node_statuses == ()
-    assert len(nl.reconcile(nodes, leases, [], first.state, at(11), short).node_statuses) == 1
+    first = judge(nodes, leases, [], nl.State(), at(0), short)
+    assert judge(nodes, leases, [], first.state, at(9), short).node_statuses == ()
+    assert len(judge(nodes, leases, [], first.state, at(11), short).node_statuses) == 1
 
 
 def test_pods_on_an_unknown_node_are_marked_not_ready() -> None:
@@ -145,11 +152,11 @@ def test_tolerating_pod_is_evicted_when_its_toleration_expires() -> None:
     leases = [lease("n1", T0)]
     state = plan.state
     for second in (46, 200, 340):
-        step = nl.reconcile(nodes, leases, pods, state, at(second))
+        step = judge(nodes, leases, pods, state, at(second))
         assert step.evictions == () and step.node_statuses == () and step.node_taints == ()
         assert step.next_eviction_in == 41 + 300 - second
         state = step.state
-    due = nl.reconcile(nodes, leases, pods, state, at(341))
+    due = judge(nodes, leases, pods, state, at(341))
     assert [p["metadata"]["name"] for p in due.evictions] == ["tolerating"]
 
 
@@ -157,18 +164,18 @@ def test_toleration_without_seconds_stays_for_ever_and_exists_without_key_matche
     nodes, leases = [node()], [lease("n1", T0)]
     forever = pod("forever", tolerations=[{"key": taints.UNREACHABLE, "operator": "Exists", "effect": "NoExecute"}])
     everything = pod("everything", tolerations=[{"operator": "Exists"}])
-    first = nl.reconcile(nodes, leases, [forever, everything], nl.State(), at(0))
-    plan = nl.reconcile(nodes, leases, [forever, everything], first.state, at(41))
+    first = judge(nodes, leases, [forever, everything], nl.State(), at(0))
+    plan = judge(nodes, leases, [forever, everything], first.state, at(41))
     assert plan.evictions == () and plan.next_eviction_in is None
-    much_later = nl.reconcile(applied(nodes, plan), leases, [forever, everything], plan.state, at(10_000))
+    much_later = judge(applied(nodes, plan), leases, [forever, everything], plan.state, at(10_000))
     assert much_later.evictions == ()
 
 
 def test_zero_toleration_seconds_evicts_at_once() -> None:
     nodes, leases = [node()], [lease("n1", T0)]
     brief = pod("brief", tolerations=[{"key": taints.UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0}])
-    first = nl.reconcile(nodes, leases, [brief], nl.State(), at(0))
-    assert [p["metadata"]["name"] for p in nl.reconcile(nodes, leases, [brief], first.state, at(41)).evictions] == ["brief"]
+    first = judge(nodes, leases, [brief], nl.State(), at(0))
+    assert [p["metadata"]["name"] for p in judge(nodes, leases, [brief], first.state, at(41)).evictions] == ["brief"]
 
 
 def test_renewed_lease_keeps_taints_until_the_kubelet_reports_ready() -> None:
@@ -176,24 +183,24 @@ def test_renewed_lease_keeps_taints_until_the_kubelet_reports_ready() -> None:
     nodes = applied(nodes, plan)
     pods = [pods[1]]  # the plain pod is gone
     # The node comes back (thawed): its Lease moves again, but Ready is still Unknown.
-    back = nl.reconcile(nodes, [lease("n1", at(60))], pods, plan.state, at(60))
+    back = judge(nodes, [lease("n1", at(60))], pods, plan.state, at(60))
     assert back.node_statuses == () and back.node_taints == () and back.evictions == ()
     # Its kubelet writes Ready=True: the taints come off and the pending eviction is dropped.
     ready = copy.deepcopy(nodes[0])
     for entry in ready["status"]["conditions"]:
         entry.update(status="True" if entry["type"] == "Ready" else "False", lastHeartbeatTime=format_time(at(62)))
-    healed = nl.reconcile([ready], [lease("n1", at(62))], pods, back.state, at(62))
+    healed = judge([ready], [lease("n1", at(62))], pods, back.state, at(62))
     (untainted,) = healed.node_taints
     assert untainted["spec"]["taints"] == []
     assert healed.state.evictions == {} and healed.next_eviction_in is None
     assert healed.node_statuses == () and healed.pod_statuses == ()
     # ... and long after the toleration would have expired, nothing is evicted.
-    assert nl.reconcile(applied([ready], healed), [lease("n1", at(400))], pods, healed.state, at(400)).evictions == ()
+    assert judge(applied([ready], healed), [lease("n1", at(400))], pods, healed.state, at(400)).evictions == ()
 
 
 def test_kubelet_reporting_not_ready_taints_not_ready_without_touching_pods() -> None:
     nodes, leases, pods = [node(ready="False", heartbeat=format_time(T0))], [lease("n1", T0)], [pod("p", tolerations=DEFAULT_TOLERATIONS)]
-    plan = nl.reconcile(nodes, leases, pods, nl.State(), at(0))
+    plan = judge(nodes, leases, pods, nl.State(), at(0))
     assert plan.node_statuses == () and plan.pod_statuses == ()
     (tainted,) = plan.node_taints
     assert taint_keys(tainted) == {(taints.NOT_READY, "NoExecute"), (taints.NOT_READY, "NoSchedule")}
@@ -204,7 +211,7 @@ def test_unreachable_taint_is_swapped_for_not_ready() -> None:
     unreachable = [{"key": taints.UNREACHABLE, "effect": "NoExecute", "timeAdded": BOOT}, {"key": taints.UNREACHABLE, "effect": "NoSchedule"},
                    {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
     nodes = [node(ready="False", heartbeat=format_time(T0), node_taints=unreachable)]
-    (tainted,) = nl.reconcile(nodes, [lease("n1", T0)], [], nl.State(), at(0)).node_taints
+    (tainted,) = judge(nodes, [lease("n1", T0)], [], nl.State(), at(0)).node_taints
     assert taint_keys(tainted) == {(taints.NOT_READY, "NoExecute"), (taints.NOT_READY, "NoSchedule"), ("dedicated", "NoSchedule")}
 
 
@@ -212,15 +219,15 @@ def test_pressure_and_unschedulable_taint_no_schedule() -> None:
     n = node()
     next(c for c in n["status"]["conditions"] if c["type"] == "MemoryPressure")["status"] = "True"
     n["spec"]["unschedulable"] = True
-    (tainted,) = nl.reconcile([n], [lease("n1", T0)], [], nl.State(), at(0)).node_taints
+    (tainted,) = judge([n], [lease("n1", T0)], [], nl.State(), at(0)).node_taints
     assert taint_keys(tainted) == {(taints.MEMORY_PRESSURE, "NoSchedule"), (taints.UNSCHEDULABLE, "NoSchedule")}
 
 
 def test_node_that_never_posted_status_gets_the_startup_grace_period() -> None:
     fresh = node(ready=None)
     fresh["metadata"]["creationTimestamp"] = format_time(T0)
-    assert nl.reconcile([fresh], [], [], nl.State(), at(59)).node_statuses == ()
-    plan = nl.reconcile([fresh], [], [], nl.State(), at(61))
+    assert judge([fresh], [], [], nl.State(), at(59)).node_statuses == ()
+    plan = judge([fresh], [], [], nl.State(), at(61))
     (written,) = plan.node_statuses
     assert {(c["type"], c["status"], c["reason"], c["message"]) for c in written["status"]["conditions"]} == {
         (kind, "Unknown", "NodeStatusNeverUpdated", "Kubelet never posted node status.")
@@ -233,15 +240,15 @@ def test_pod_ready_again_after_the_node_went_unknown_is_left_to_the_kubelet() ->
     nodes = applied(nodes, plan)
     later_ready = pod("later", tolerations=DEFAULT_TOLERATIONS)
     ready_of(later_ready)["lastTransitionTime"] = format_time(at(50))
-    step = nl.reconcile(nodes, [lease("n1", T0)], [later_ready], plan.state, at(55))
+    step = judge(nodes, [lease("n1", T0)], [later_ready], plan.state, at(55))
     assert step.pod_statuses == ()
 
 
 def test_pods_on_other_nodes_are_untouched() -> None:
     nodes = [node("n1"), node("n2")]
-    first = nl.reconcile(nodes, [lease("n1", T0), lease("n2", T0)], [], nl.State(), at(0))
+    first = judge(nodes, [lease("n1", T0), lease("n2", T0)], [], nl.State(), at(0))
     pods = [pod("elsewhere", on="n2")]
-    plan = nl.reconcile(nodes, [lease("n1", T0), lease("n2", at(40))], pods, first.state, at(41))
+    plan = judge(nodes, [lease("n1", T0), lease("n2", at(40))], pods, first.state, at(41))
     assert [n["metadata"]["name"] for n in plan.node_statuses] == ["n1"]
     assert plan.pod_statuses == () and plan.evictions == ()
 
@@ -256,3 +263,63 @@ def test_toleration_matching() -> None:
     assert taints.toleration_seconds([{"tolerationSeconds": 30}, {"tolerationSeconds": 10}, {}]) == 10
     assert taints.toleration_seconds([{"tolerationSeconds": -5}, {"tolerationSeconds": 10}]) == 0
     assert taints.toleration_seconds([{}]) is None
+
+
+# --- zone disruption ---------------------------------------------------------------------------
+
+
+def silent_for(names: list[str], *, healthy: list[str], when: float, pods: list[Obj] = ()) -> nl.Plan:
+    """Nodes ``names`` renewed their Leases at T0 only, ``healthy`` ones renew all along."""
+    nodes = [node(n) for n in names + healthy]
+    first = nl.reconcile(nodes, [lease(n, T0) for n in names + healthy], list(pods), nl.State(), at(0))
+    return nl.reconcile(nodes, [lease(n, T0) for n in names] + [lease(n, at(when)) for n in healthy], list(pods), first.state, at(when))
+
+
+def test_lost_single_node_is_unknown_but_not_evicted() -> None:
+    plan = silent_for(["n1"], healthy=[], when=41, pods=[pod("p")])
+    assert len(plan.node_statuses) == 1 and plan.state.all_fully_disrupted
+    (tainted,) = plan.node_taints
+    assert taint_keys(tainted) == {(taints.UNREACHABLE, "NoSchedule")}
+    assert plan.evictions == () and [ready_of(p)["status"] for p in plan.pod_statuses] == ["False"]
+
+
+def test_every_node_down_lifts_eviction_taints() -> None:
+    unreachable = [{"key": taints.UNREACHABLE, "effect": "NoExecute", "timeAdded": BOOT}, {"key": taints.UNREACHABLE, "effect": "NoSchedule"}]
+    down = node(ready="Unknown", node_taints=unreachable)
+    plan = nl.reconcile([down], [lease("n1", T0)], [pod("p")], nl.State(), at(0))
+    (untainted,) = plan.node_taints
+    assert taint_keys(untainted) == {(taints.UNREACHABLE, "NoSchedule")}
+    assert plan.evictions == ()
+
+
+def test_tainting_is_rate_limited_per_zone() -> None:
+    plan = silent_for(["n1", "n2"], healthy=["n3"], when=41)
+    assert [n["metadata"]["name"] for n in plan.node_statuses] == ["n1", "n2"]
+    no_execute = {n["metadata"]["name"] for n in plan.node_taints if (taints.UNREACHABLE, "NoExecute") in taint_keys(n)}
+    assert no_execute == {"n1"}  # one node per 10 s at the default --node-eviction-rate 0.1
+    nodes = applied([node("n1"), node("n2"), node("n3")], plan)
+    leases = [lease("n1", T0), lease("n2", T0)]
+    early = nl.reconcile(nodes, leases + [lease("n3", at(45))], [], plan.state, at(45))
+    assert all((taints.UNREACHABLE, "NoExecute") not in taint_keys(n) for n in early.node_taints)
+    later = nl.reconcile(nodes, leases + [lease("n3", at(52))], [], early.state, at(52))
+    assert [n["metadata"]["name"] for n in later.node_taints if (taints.UNREACHABLE, "NoExecute") in taint_keys(n)] == ["n2"]
+
+
+def test_partial_disruption_of_a_small_cluster_stops_tainting() -> None:
+    plan = silent_for(["n1", "n2", "n3"], healthy=["n4", "n5"], when=41, pods=[pod("p")])
+    assert len(plan.node_statuses) == 3
+    assert all((taints.UNREACHABLE, "NoExecute") not in taint_keys(n) for n in plan.node_taints)
+    assert plan.evictions == ()
+
+
+def test_zones_are_judged_apart() -> None:
+    def in_zone(name: str, zone: str) -> Obj:
+        n = node(name)
+        n["metadata"]["labels"] = {"topology.kubernetes.io/zone": zone}
+        return n
+
+    nodes = [in_zone("a1", "a"), in_zone("b1", "b")]
+    first = nl.reconcile(nodes, [lease("a1", T0), lease("b1", T0)], [], nl.State(), at(0))
+    plan = nl.reconcile(nodes, [lease("a1", T0), lease("b1", at(41))], [], first.state, at(41))
+    (tainted,) = plan.node_taints  # zone a is fully down, zone b is not: a1 is tainted at the normal rate
+    assert tainted["metadata"]["name"] == "a1" and (taints.UNREACHABLE, "NoExecute") in taint_keys(tainted)
