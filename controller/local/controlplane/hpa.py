@@ -256,6 +256,8 @@ def _resource_proposal(
         return _average_value_proposal(resource, target, current_replicas, observed, now, config, container)
     if target.get("averageUtilization") is None:
         raise MetricError("", "invalid resource metric source: neither an average utilization target nor an average value (usage) target was set")
+    if int(target["averageUtilization"]) <= 0:
+        raise MetricError("", f"invalid resource metric source: averageUtilization {target['averageUtilization']} must be positive")
     try:
         return _utilization_proposal(resource, int(target["averageUtilization"]), current_replicas, observed, now, config, container)
     except MetricError as exc:

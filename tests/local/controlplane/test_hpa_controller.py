@@ -104,3 +104,7 @@ def test_missing_metrics_api_is_reported_not_acted_on(client: FakeMetricsClient)
     assert "unable to get metrics for resource cpu" in active["message"]
     assert client.get(r.PYTORCHJOBS, "default", "elastic")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
     assert hpa["status"]["currentReplicas"] == 2
+    # The same warning every sync is one Event with a count, as client-go's recorder makes it.
+    events, _ = client.list(r.EVENTS, "default")
+    warnings = [e for e in events if e["reason"] == "FailedGetResourceMetric"]
+    assert len(warnings) == 1 and warnings[0]["count"] >= 3
