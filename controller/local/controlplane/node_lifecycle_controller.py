@@ -62,11 +62,17 @@ class NodeLifecycleController:
         return plan.next_eviction_in
 
     def apply(self, plan: node_lifecycle.Plan, now: datetime) -> None:
+        versions: dict[str, str] = {}  # node name -> resourceVersion after our status write
         for node in plan.node_statuses:
-            self._write("node status", node, lambda n: self.client.replace(r.NODES, n, subresource="status"))
+            written = self._write("node status", node, lambda n: self.client.replace(r.NODES, n, subresource="status"))
+            if written:
+                versions[node["metadata"]["name"]] = written["metadata"]["resourceVersion"]
         for node in plan.node_taints:
-            taints = node["spec"]["taints"]
-            self._write("node taints", node, lambda n: self.client.patch(r.NODES, None, n["metadata"]["name"], {"spec": {"taints": taints}}))
+            name = node["metadata"]["name"]
+            # Conditional, as kube's taint updates are: a concurrent change wins and is looked at again.
+            patch = {"metadata": {"resourceVersion": versions.get(name, node["metadata"].get("resourceVersion"))},
+                     "spec": {"taints": node["spec"]["taints"]}}
+            self._write("node taints", node, lambda n: self.client.patch(r.NODES, None, name, patch))
         for pod in plan.pod_statuses:
             self._write("pod status", pod, lambda p: self.client.replace(r.PODS, p, subresource="status"))
         for pod in plan.evictions:
@@ -83,9 +89,10 @@ class NodeLifecycleController:
             })
 
     @staticmethod
-    def _write(what: str, obj: dict[str, Any], write: Callable[[dict[str, Any]], Any]) -> None:
-        """A failed write is logged; the next pass decides again from fresher caches."""
+    def _write(what: str, obj: dict[str, Any], write: Callable[[dict[str, Any]], Any]) -> Any:
+        """The write's answer; a failed write is logged (None), the next pass decides again."""
         try:
-            write(obj)
+            return write(obj)
         except ApiError as exc:
             log.warning("write failed, next pass retries", extra={"write": what, "object": obj["metadata"]["name"], "error": str(exc)})
+            return None
