@@ -64,7 +64,7 @@ class NodeLifecycleController:
     def apply(self, plan: node_lifecycle.Plan, now: datetime) -> None:
         versions: dict[str, str] = {}  # node name -> resourceVersion after our status write
         for node in plan.node_statuses:
-            written = self._write("node status", node, lambda n: self.client.replace(r.NODES, n, subresource="status"))
+            written = self._write("node status", node, self.client.replace, r.NODES, node, subresource="status")
             if written:
                 versions[node["metadata"]["name"]] = written["metadata"]["resourceVersion"]
         for node in plan.node_taints:
@@ -72,12 +72,12 @@ class NodeLifecycleController:
             # Conditional, as kube's taint updates are: a concurrent change wins and is looked at again.
             patch = {"metadata": {"resourceVersion": versions.get(name, node["metadata"].get("resourceVersion"))},
                      "spec": {"taints": node["spec"]["taints"]}}
-            self._write("node taints", node, lambda n: self.client.patch(r.NODES, None, name, patch))
+            self._write("node taints", node, self.client.patch, r.NODES, None, name, patch)
         for pod in plan.pod_statuses:
-            self._write("pod status", pod, lambda p: self.client.replace(r.PODS, p, subresource="status"))
+            self._write("pod status", pod, self.client.replace, r.PODS, pod, subresource="status")
         for pod in plan.evictions:
             meta = pod["metadata"]
-            self._write("eviction", pod, lambda p: self.client.delete(r.PODS, meta.get("namespace"), meta["name"], uid=meta.get("uid")))
+            self._write("eviction", pod, self.client.delete, r.PODS, meta.get("namespace"), meta["name"], uid=meta.get("uid"))
         for obj, event in plan.events:
             component = EVICTION_COMPONENT if event.reason == "TaintManagerEviction" else NODE_COMPONENT
             self.events.record(obj, event, component, now)
@@ -89,10 +89,10 @@ class NodeLifecycleController:
             })
 
     @staticmethod
-    def _write(what: str, obj: dict[str, Any], write: Callable[[dict[str, Any]], Any]) -> Any:
-        """The write's answer; a failed write is logged (None), the next pass decides again."""
+    def _write(what: str, obj: dict[str, Any], call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call``'s answer; a failed write is logged (None) and the next pass decides again."""
         try:
-            return write(obj)
+            return call(*args, **kwargs)
         except ApiError as exc:
             log.warning("write failed, next pass retries", extra={"write": what, "object": obj["metadata"]["name"], "error": str(exc)})
             return None

@@ -48,7 +48,7 @@ def parse_go_duration(value: Any, default: float = 0.0) -> float:
 def milli_value(value: Any) -> Optional[int]:
     """A quantity in milli-units, rounded up as ``MilliValue`` does; None when malformed."""
     try:
-        return int(math.ceil(parse_quantity(value) * 1000))
+        return math.ceil(parse_quantity(value) * 1000)
     except (ValueError, TypeError, ArithmeticError):
         return None
 

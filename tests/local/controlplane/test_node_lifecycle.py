@@ -236,7 +236,7 @@ def test_node_that_never_posted_status_gets_the_startup_grace_period() -> None:
 
 
 def test_pod_ready_again_after_the_node_went_unknown_is_left_to_the_kubelet() -> None:
-    nodes, pods, plan = lost_node_after_grace()
+    nodes, _, plan = lost_node_after_grace()
     nodes = applied(nodes, plan)
     later_ready = pod("later", tolerations=DEFAULT_TOLERATIONS)
     ready_of(later_ready)["lastTransitionTime"] = format_time(at(50))
