@@ -481,11 +481,8 @@ def _record_scale(history: History, behavior: Optional[Obj], current: int, new: 
 # --- the decision -----------------------------------------------------------------------------
 
 
-def _status(hpa: Obj, conditions: list[Obj], *, current: int, desired: int, metrics: Optional[list[Obj]], last_scale: Optional[str]) -> Obj:
+def _status(conditions: list[Obj], *, current: int, desired: int, metrics: Optional[list[Obj]], last_scale: Optional[str]) -> Obj:
     status: Obj = {"currentReplicas": current, "desiredReplicas": desired, "conditions": conditions}
-    observed = (hpa.get("metadata") or {}).get("generation")
-    if observed is not None:
-        status["observedGeneration"] = observed
     if metrics:
         status["currentMetrics"] = metrics
     if last_scale:
@@ -523,7 +520,7 @@ def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config
     reason = ""
     if current == 0 and minimum != 0:
         set_condition(conditions, "ScalingActive", "False", "ScalingDisabled", "scaling is disabled since the replica count of the target is zero", now)
-        return Decision(None, _status(hpa, conditions, current=0, desired=0, metrics=None, last_scale=last_scale), (), history)
+        return Decision(None, _status(conditions, current=0, desired=0, metrics=None, last_scale=last_scale), (), history)
     if current > maximum:
         desired, reason = maximum, "Current number of replicas above Spec.MaxReplicas"
     elif current < minimum:
@@ -532,7 +529,7 @@ def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config
         selector = (observed.scale.get("status") or {}).get("selector")
         if not selector:
             set_condition(conditions, "ScalingActive", "False", "InvalidSelector", "the HPA target's scale is missing a selector", now)
-            status = _status(hpa, conditions, current=current, desired=old_status.get("desiredReplicas", 0), metrics=None, last_scale=last_scale)
+            status = _status(conditions, current=current, desired=old_status.get("desiredReplicas", 0), metrics=None, last_scale=last_scale)
             return Decision(None, status, (Event("Warning", "SelectorRequired", "selector is required"),), history)
         specs = spec.get("metrics") or [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": DEFAULT_CPU_UTILIZATION}}}]
         proposal, proposal_metric, metric_statuses = 0, "", []
@@ -553,7 +550,7 @@ def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config
             set_condition(conditions, "ScalingActive", "False", first.reason, f"the HPA was unable to compute the replica count: {first.message}", now)
             message = f"invalid metrics ({len(failures)} invalid out of {len(specs)}), first error is: {first.message}"
             events.append(Event("Warning", "FailedComputeMetricsReplicas", message))
-            status = _status(hpa, conditions, current=current, desired=old_status.get("desiredReplicas", 0),
+            status = _status(conditions, current=current, desired=old_status.get("desiredReplicas", 0),
                              metrics=metric_statuses, last_scale=last_scale)
             return Decision(None, status, tuple(events), history)
         set_condition(conditions, "ScalingActive", "True", "ValidMetricFound",
@@ -572,11 +569,11 @@ def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config
         desired = normalized.replicas
 
     if desired == current:
-        status = _status(hpa, conditions, current=current, desired=current, metrics=metric_statuses, last_scale=last_scale)
+        status = _status(conditions, current=current, desired=current, metrics=metric_statuses, last_scale=last_scale)
         return Decision(None, status, tuple(events), history)
     set_condition(conditions, "AbleToScale", "True", "SucceededRescale", f"the HPA controller was able to update the target scale to {desired}", now)
     events.append(Event("Normal", "SuccessfulRescale", f"New size: {desired}; reason: {reason}"))
-    status = _status(hpa, conditions, current=current, desired=desired, metrics=metric_statuses, last_scale=units.format_time(now))
+    status = _status(conditions, current=current, desired=desired, metrics=metric_statuses, last_scale=units.format_time(now))
     return Decision(desired, status, tuple(events), _record_scale(history, behavior, current, desired, now, config), reason)
 
 
