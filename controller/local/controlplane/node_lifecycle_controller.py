@@ -1,0 +1,98 @@
+"""The node lifecycle controller: the loop around :mod:`.node_lifecycle`'s decision.
+
+Informers keep Nodes, node Leases (``kube-node-lease``) and bound pods cached; every node
+monitor period (5 s, kube's ``--node-monitor-period``), and when a scheduled eviction falls
+due, one pass decides and applies: node status writes (conditional on the resourceVersion
+decided on, so a kubelet's concurrent write wins and the next pass looks again), taint
+changes, pod status writes, graceful deletes, Events.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timezone
+from typing import Any, Callable, Optional
+
+from trainctl.controller.kube import resources as r
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.informer import Informer
+from trainctl.controller.local.controlplane import node_lifecycle
+from trainctl.controller.local.controlplane.events import CountingEventRecorder
+from trainctl.controller.local.controlplane.periodic import PeriodicLoop
+
+log = logging.getLogger("trainctl.controlplane.nodes")
+
+NODE_COMPONENT = "node-controller"
+EVICTION_COMPONENT = "taint-eviction-controller"
+
+
+class NodeLifecycleController:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        config: node_lifecycle.NodeLifecycleConfig = node_lifecycle.NodeLifecycleConfig(),
+        monitor_period: float = 5.0,
+        clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
+    ) -> None:
+        self.client = client
+        self.config = config
+        self.clock = clock
+        self.events = CountingEventRecorder(client)
+        self.state = node_lifecycle.State()
+        self.nodes = Informer(client, r.NODES)
+        self.leases = Informer(client, r.LEASES, namespace=node_lifecycle.LEASE_NAMESPACE)
+        self.pods = Informer(client, r.PODS, field_selector="spec.nodeName!=")
+        self.loop = PeriodicLoop("node-lifecycle", [self.nodes, self.leases, self.pods], self.sync, monitor_period)
+
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self) -> None:
+        self.loop.stop()
+
+    def sync(self) -> Optional[float]:
+        """One pass over every node; returns when the next eviction falls due."""
+        now = self.clock()
+        plan = node_lifecycle.reconcile(
+            self.nodes.store.list(), self.leases.store.list(), self.pods.store.list(), self.state, now, self.config
+        )
+        self.state = plan.state
+        self.apply(plan, now)
+        return plan.next_eviction_in
+
+    def apply(self, plan: node_lifecycle.Plan, now: datetime) -> None:
+        versions: dict[str, str] = {}  # node name -> resourceVersion after our status write
+        for node in plan.node_statuses:
+            written = self._write("node status", node, self.client.replace, r.NODES, node, subresource="status")
+            if written:
+                versions[node["metadata"]["name"]] = written["metadata"]["resourceVersion"]
+        for node in plan.node_taints:
+            name = node["metadata"]["name"]
+            # Conditional, as kube's taint updates are: a concurrent change wins and is looked at again.
+            patch = {"metadata": {"resourceVersion": versions.get(name, node["metadata"].get("resourceVersion"))},
+                     "spec": {"taints": node["spec"]["taints"]}}
+            self._write("node taints", node, self.client.patch, r.NODES, None, name, patch)
+        for pod in plan.pod_statuses:
+            self._write("pod status", pod, self.client.replace, r.PODS, pod, subresource="status")
+        for pod in plan.evictions:
+            meta = pod["metadata"]
+            self._write("eviction", pod, self.client.delete, r.PODS, meta.get("namespace"), meta["name"], uid=meta.get("uid"))
+        for obj, event in plan.events:
+            component = EVICTION_COMPONENT if event.reason == "TaintManagerEviction" else NODE_COMPONENT
+            self.events.record(obj, event, component, now)
+        if plan.node_statuses or plan.node_taints or plan.evictions:
+            log.info("node lifecycle", extra={
+                "unknown": ",".join(n["metadata"]["name"] for n in plan.node_statuses),
+                "tainted": ",".join(n["metadata"]["name"] for n in plan.node_taints),
+                "evicted": ",".join(f"{p['metadata'].get('namespace')}/{p['metadata']['name']}" for p in plan.evictions),
+            })
+
+    @staticmethod
+    def _write(what: str, obj: dict[str, Any], call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``call``'s answer; a failed write is logged (None) and the next pass decides again."""
+        try:
+            return call(*args, **kwargs)
+        except ApiError as exc:
+            log.warning("write failed, next pass retries", extra={"write": what, "object": obj["metadata"]["name"], "error": str(exc)})
+            return None

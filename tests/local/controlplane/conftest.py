@@ -1,0 +1,58 @@
+"""A real API server (the shared ``apiserver`` fixture) and clients on it for the loop tests.
+
+The Metrics API is not served by the embedded API server, so :class:`FakeMetricsClient`
+answers ``metrics.k8s.io`` PodMetrics lists itself and sends everything else to the server.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, Callable, Optional
+
+import pytest
+
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.resources import Resource
+from trainctl.controller.local.apiserver.process import ApiServerHandle
+from trainctl.controller.local.controlplane.resources import POD_METRICS
+
+Obj = dict[str, Any]
+
+
+class FakeMetricsClient(KubeClient):
+    """``usage`` maps pod name to CPU usage; None means the Metrics API is not there."""
+
+    usage: Optional[dict[str, str]] = None
+    sampled_at: str = ""
+
+    def list(self, resource: Resource, namespace: Optional[str] = None, **kwargs: Any) -> tuple[list[Obj], str]:
+        if resource != POD_METRICS:
+            return super().list(resource, namespace, **kwargs)
+        if self.usage is None:
+            raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        return [{"kind": "PodMetrics", "apiVersion": "metrics.k8s.io/v1beta1",
+                 "metadata": {"name": name, "namespace": namespace}, "timestamp": self.sampled_at, "window": "15s",
+                 "containers": [{"name": "pytorch", "usage": {"cpu": cpu, "memory": "10Mi"}}]}
+                for name, cpu in self.usage.items()], "1"
+
+
+@pytest.fixture
+def client(apiserver: ApiServerHandle) -> Iterator[FakeMetricsClient]:
+    fake = FakeMetricsClient.from_kubeconfig(str(apiserver.kubeconfig))
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """``check()``'s first truthy result, polled (generous: a loaded 2-core machine)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached in {timeout:g}s")
+        time.sleep(0.1)

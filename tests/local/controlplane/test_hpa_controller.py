@@ -1,0 +1,110 @@
+"""The HPA loop on a real API server: it scales a PyTorchJob through its ``scale``
+subresource, writes the HPA's status and Events, and reports a missing Metrics API."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from trainctl.controller.kube import resources as r
+from trainctl.controller.local.cluster import install_crds
+from trainctl.controller.local.controlplane.hpa_controller import HorizontalPodAutoscalerController
+from trainctl.controller.local.controlplane.units import format_time
+
+from .conftest import FakeMetricsClient, eventually
+
+Obj = dict[str, Any]
+SELECTOR = "training.kubeflow.org/job-name=elastic,training.kubeflow.org/replica-type=worker"
+LONG_AGO = format_time(datetime.now(timezone.utc) - timedelta(hours=1))
+
+
+def elastic_job(workers: int) -> Obj:
+    template = {"spec": {"containers": [{"name": "pytorch", "image": "trainctl/samples:0.1.0", "command": ["python", "train.py"],
+                                         "resources": {"requests": {"cpu": "500m"}}}]}}
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "elastic", "namespace": "default"},
+            "spec": {"elasticPolicy": {"minReplicas": 1, "maxReplicas": 4},
+                     "pytorchReplicaSpecs": {"Worker": {"replicas": workers, "restartPolicy": "OnFailure", "template": template}}}}
+
+
+def worker_pod(index: int) -> Obj:
+    labels = dict(item.split("=") for item in SELECTOR.split(","))
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"elastic-worker-{index}", "namespace": "default", "labels": labels},
+            "spec": {"containers": [{"name": "pytorch", "image": "x", "resources": {"requests": {"cpu": "500m"}}}]}}
+
+
+def running(client: FakeMetricsClient, pod: Obj) -> None:
+    created = client.create(r.PODS, pod).object
+    assert created is not None
+    created["status"] = {"phase": "Running", "startTime": LONG_AGO,
+                         "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": LONG_AGO}]}
+    client.replace(r.PODS, created, subresource="status")
+
+
+def autoscaler(maximum: int = 4) -> Obj:
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "elastic", "namespace": "default"},
+            "spec": {"scaleTargetRef": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "elastic"},
+                     "minReplicas": 1, "maxReplicas": maximum,
+                     "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]}}
+
+
+def job_with_selector(client: FakeMetricsClient, workers: int) -> None:
+    install_crds(client)
+    job = client.create(r.PYTORCHJOBS, elastic_job(workers)).object
+    assert job is not None
+    job["status"] = {"replicaStatuses": {"Worker": {"active": workers, "selector": SELECTOR}}}
+    client.replace(r.PYTORCHJOBS, job, subresource="status")
+
+
+def condition(hpa: Obj, kind: str) -> Obj:
+    return next(c for c in hpa.get("status", {}).get("conditions") or () if c["type"] == kind)
+
+
+def test_scales_a_pytorchjob_up_through_its_scale_subresource(client: FakeMetricsClient) -> None:
+    job_with_selector(client, 1)
+    running(client, worker_pod(0))
+    client.sampled_at = format_time(datetime.now(timezone.utc))
+    client.usage = {"elastic-worker-0": "1"}  # 200 % of the request against a 50 % target
+    client.create(r.HPAS, autoscaler())
+    controller = HorizontalPodAutoscalerController(client, sync_period=3600)  # only the HPA's arrival syncs
+    controller.start()
+    try:
+        job = eventually(lambda: (j := client.get(r.PYTORCHJOBS, "default", "elastic"))["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4 and j,
+                         what="Worker replicas 4")
+        assert job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
+        hpa = eventually(lambda: (h := client.get(r.HPAS, "default", "elastic")).get("status", {}).get("desiredReplicas") == 4 and h,
+                         what="HPA status")
+    finally:
+        controller.stop()
+    status = hpa["status"]
+    assert status["currentReplicas"] == 1 and "lastScaleTime" in status
+    assert status["currentMetrics"] == [{"type": "Resource", "resource": {"name": "cpu", "current": {"averageUtilization": 200, "averageValue": "1"}}}]
+    assert (condition(hpa, "AbleToScale")["reason"], condition(hpa, "ScalingActive")["reason"]) == ("SucceededRescale", "ValidMetricFound")
+    events, _ = client.list(r.EVENTS, "default")
+    rescales = [e for e in events if e["involvedObject"]["kind"] == "HorizontalPodAutoscaler"]
+    assert [(e["reason"], e["message"], e["source"]["component"]) for e in rescales] == [
+        ("SuccessfulRescale", "New size: 4; reason: cpu resource utilization (percentage of request) above target", "horizontal-pod-autoscaler")]
+
+
+def test_missing_metrics_api_is_reported_not_acted_on(client: FakeMetricsClient) -> None:
+    job_with_selector(client, 2)
+    running(client, worker_pod(0))
+    running(client, worker_pod(1))
+    client.usage = None
+    client.create(r.HPAS, autoscaler())
+    controller = HorizontalPodAutoscalerController(client, sync_period=0.5)
+    controller.start()
+    try:
+        hpa = eventually(lambda: (h := client.get(r.HPAS, "default", "elastic")).get("status", {}).get("conditions") and h,
+                         what="HPA conditions")
+        eventually(lambda: controller.loop.passes >= 3, what="three passes")
+    finally:
+        controller.stop()
+    active = condition(hpa, "ScalingActive")
+    assert (active["status"], active["reason"]) == ("False", "FailedGetResourceMetric")
+    assert "unable to get metrics for resource cpu" in active["message"]
+    assert client.get(r.PYTORCHJOBS, "default", "elastic")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert hpa["status"]["currentReplicas"] == 2
+    # The same warning every sync is one Event with a count, as client-go's recorder makes it.
+    events, _ = client.list(r.EVENTS, "default")
+    warnings = [e for e in events if e["reason"] == "FailedGetResourceMetric"]
+    assert len(warnings) == 1 and warnings[0]["count"] >= 3
