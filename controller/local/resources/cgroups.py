@@ -274,7 +274,7 @@ class CgroupV1Enforcer:
 
     def describe(self) -> str:
         mounts = list(dict.fromkeys(self._mounts[c] for c in V1_CONTROLLERS))
-        if len({mount.parent for mount in mounts}) == 1:
+        if len({mount.parent for mount in mounts}) == 1 and not any("," in mount.name for mount in mounts):
             where = f"{mounts[0].parent}/{{{','.join(mount.name for mount in mounts)}}}/{self._relative}"
         else:
             where = ", ".join(f"{mount}/{self._relative}" for mount in mounts)
