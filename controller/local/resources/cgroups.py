@@ -29,6 +29,7 @@ from .limits import ContainerLimits
 CFS_PERIOD_US = 100_000
 V1_CONTROLLERS = ("memory", "cpu", "cpuacct")
 V2_CONTROLLERS = ("memory", "cpu")
+ENABLE_V2_CONTROLLERS = " ".join(f"+{controller}" for controller in V2_CONTROLLERS)
 
 
 @dataclass(frozen=True)
@@ -266,11 +267,15 @@ class CgroupV1Enforcer:
         self._mounts = mounts
         self._nodes = {controller: mounts[controller] / relative for controller in V1_CONTROLLERS}
         self._relative = relative
-        for directory in dict.fromkeys(self._nodes.values()):
-            _make(directory)
-            with contextlib.suppress(OSError):  # usage of the node includes its containers
-                _write(directory / "memory.use_hierarchy", "1")
-            _remove_tree(directory, keep_top=True)  # a previous run's leftovers
+        try:
+            for directory in dict.fromkeys(self._nodes.values()):
+                _make(directory)
+                with contextlib.suppress(OSError):  # usage of the node includes its containers
+                    _write(directory / "memory.use_hierarchy", "1")
+                _remove_tree(directory, keep_top=True)  # a previous run's leftovers
+        except OSError:
+            self.close()
+            raise
 
     def describe(self) -> str:
         mounts = list(dict.fromkeys(self._mounts[c] for c in V1_CONTROLLERS))
@@ -298,13 +303,16 @@ class CgroupV2Enforcer:
 
     def __init__(self, mount: Path, *, cluster: str, node: str) -> None:
         self._node = mount / node_path(cluster=cluster, node=node)
-        _make(self._node)
-        _remove_tree(self._node, keep_top=True)
-        # Controllers reach a group only when enabled in every ancestor's subtree_control.
-        enable = " ".join(f"+{controller}" for controller in V2_CONTROLLERS)
-        for directory in [mount, *reversed(self._node.parents[:len(self._node.relative_to(mount).parts) - 1]),
-                          self._node]:
-            _write(directory / "cgroup.subtree_control", enable)
+        try:
+            _make(self._node)
+            _remove_tree(self._node, keep_top=True)
+            # Controllers reach a group only when enabled in every ancestor's subtree_control.
+            for directory in [mount, *reversed(self._node.parents[:len(self._node.relative_to(mount).parts) - 1]),
+                              self._node]:
+                _write(directory / "cgroup.subtree_control", ENABLE_V2_CONTROLLERS)
+        except OSError:
+            self.close()
+            raise
 
     def describe(self) -> str:
         return f"cgroup v2 (memory, cpu) under {self._node}: memory limits and CPU limits enforced by the kernel"
@@ -312,7 +320,7 @@ class CgroupV2Enforcer:
     def container(self, pod_uid: str, container: str, limits: ContainerLimits) -> CgroupV2Group:
         pod = self._node / pod_uid
         _make(pod)
-        _write(pod / "cgroup.subtree_control", " ".join(f"+{c}" for c in V2_CONTROLLERS))
+        _write(pod / "cgroup.subtree_control", ENABLE_V2_CONTROLLERS)
         return CgroupV2Group(pod / container, limits=limits)
 
     def node_usage(self) -> Usage:
