@@ -142,7 +142,7 @@ class _CgroupGroup:
     def __init__(self, directories: Iterable[Path]) -> None:
         self.directories = list(dict.fromkeys(directories))
         self._procs_files: list[int] = []
-        self._closed = False
+        self._final: Optional[tuple[Usage, bool]] = None  # read just before the group is removed
         for directory in self.directories:
             if directory.exists():  # a container name reused within a pod restart: start afresh
                 _remove_tree(directory)
@@ -172,11 +172,26 @@ class _CgroupGroup:
             with contextlib.suppress(ProcessLookupError):
                 _write(directory / "cgroup.procs", str(pid))
 
+    def usage(self) -> Usage:
+        return self._final[0] if self._final else self._read_usage()
+
+    def oom_killed(self) -> bool:
+        return self._final[1] if self._final else self._read_oom_killed()
+
+    def _read_usage(self) -> Usage:
+        raise NotImplementedError
+
+    def _read_oom_killed(self) -> bool:
+        raise NotImplementedError
+
     def close(self) -> None:
+        """Kill what is left, remove the group; its last usage and OOM verdict stay readable."""
         self._close_procs_files()
-        if self._closed:
+        if self._final:
             return
-        self._closed = True
+        for directory in self.directories:  # nothing new gets charged after this
+            _kill_all(directory)
+        self._final = (self._read_usage(), self._read_oom_killed())
         for directory in self.directories:
             _remove_tree(directory)
             with contextlib.suppress(OSError):  # the pod's group, once its last container is gone
@@ -199,10 +214,10 @@ class CgroupV1Group(_CgroupGroup):
             _write(cpu / "cpu.cfs_period_us", str(CFS_PERIOD_US))
             _write(cpu / "cpu.cfs_quota_us", str(cfs_quota_us(limits.cpu_millicores)))
 
-    def usage(self) -> Usage:
+    def _read_usage(self) -> Usage:
         return v1_usage(memory=self._memory, cpuacct=self._cpuacct)
 
-    def oom_killed(self) -> bool:
+    def _read_oom_killed(self) -> bool:
         control = _read_keyed(self._memory / "memory.oom_control")
         if "oom_kill" in control:
             return control["oom_kill"] > 0
@@ -232,10 +247,10 @@ class CgroupV2Group(_CgroupGroup):
         if limits.cpu_millicores is not None:
             _write(directory / "cpu.max", f"{cfs_quota_us(limits.cpu_millicores)} {CFS_PERIOD_US}")
 
-    def usage(self) -> Usage:
+    def _read_usage(self) -> Usage:
         return v2_usage(self._directory)
 
-    def oom_killed(self) -> bool:
+    def _read_oom_killed(self) -> bool:
         return _read_keyed(self._directory / "memory.events").get("oom_kill", 0) > 0
 
 
@@ -256,6 +271,19 @@ def cfs_quota_us(millicores: int) -> int:
 
 def node_path(*, cluster: str, node: str) -> Path:
     return Path("trainctl", cluster, node)
+
+
+def remove_cluster(cluster: str, hierarchies: Iterable[Hierarchy]) -> list[Path]:
+    """Kill and remove every group of ``cluster`` (all its nodes), e.g. when it is torn down."""
+    removed = []
+    for hierarchy in hierarchies:
+        top = hierarchy.mount / node_path(cluster=cluster, node="-").parent
+        if top.is_dir():
+            _remove_tree(top)
+            with contextlib.suppress(OSError):
+                top.parent.rmdir()
+            removed.append(top)
+    return removed
 
 
 class CgroupV1Enforcer:

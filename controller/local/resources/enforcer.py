@@ -57,6 +57,13 @@ _BACKENDS: dict[str, Callable[[Sequence[Hierarchy], str, str], Optional[Enforcer
     "cgroup-v2": _v2, "cgroup-v1": _v1, "polling": _polling}
 
 
+def remove_cluster(*, cluster: str, hierarchies: Optional[Sequence[Hierarchy]] = None) -> list[Path]:
+    """Kill and remove the cgroups of every node of ``cluster`` (``trainctl local down``, or a
+    cluster whose supervisor died); the group directories removed."""
+    return cgroups.remove_cluster(_group_name(cluster),
+                                  cgroups.system_hierarchies() if hierarchies is None else hierarchies)
+
+
 def detect(*, cluster: str, node: str, force: Optional[str] = None,
            hierarchies: Optional[Sequence[Hierarchy]] = None) -> Enforcer:
     """The first back end of cgroup v2, cgroup v1, polling that works here for ``node``.

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,10 +17,9 @@ pytestmark = pytest.mark.parametrize("node_enforcer", ["cgroup-v1"], indirect=Tr
 
 
 def group_directories(cluster: str, node: str = "node-a") -> list[Path]:
-    mounts = {h.mount for h in cgroups.system_hierarchies() if h.version == 1 and h.controllers}
-    return [mount / "trainctl" / cluster / node for mount in sorted(mounts)
-            if {"memory", "cpu", "cpuacct"} & next(h.controllers for h in cgroups.system_hierarchies()
-                                                  if h.mount == mount)]
+    """The node's group in each of the memory, cpu and cpuacct hierarchies."""
+    return sorted({h.mount / "trainctl" / cluster / node for h in cgroups.system_hierarchies()
+                   if h.version == 1 and h.controllers & {"memory", "cpu", "cpuacct"}})
 
 
 def test_a_cpu_limit_of_200m_holds_a_busy_loop_near_a_fifth_of_a_cpu(node_enforcer, start) -> None:
@@ -90,3 +86,15 @@ def test_nodes_of_one_cluster_keep_their_groups_apart(node_enforcer, cluster_nam
     other.close()
     assert all(node.exists() for node in group_directories(cluster_name, "node-a"))
     group.close()
+
+
+def test_tearing_down_a_cluster_removes_every_node_s_groups(node_enforcer, cluster_name, start) -> None:
+    other = enforcer.detect(cluster=cluster_name, node="node-b", force="cgroup-v1")
+    processes = [start(node.container("pod-1", "main", ContainerLimits()), "import time; time.sleep(60)")
+                 for node in (node_enforcer, other)]
+
+    removed = enforcer.remove_cluster(cluster=cluster_name)
+
+    assert [process.wait(timeout=10) for process in processes] == [-signal.SIGKILL] * 2
+    assert removed and not any(path.exists() for path in removed)
+    assert not any(node.exists() for node in group_directories(cluster_name) + group_directories(cluster_name, "node-b"))

@@ -24,8 +24,8 @@ def test_a_container_allocating_past_its_memory_limit_is_oom_killed(node_enforce
     assert returncode == -9, f"not killed; allocated up to {allocated[-1:]} MiB"
     assert group.oom_killed()
     assert max(allocated, default=0) < 512  # stopped long before it could hurt the machine
-    assert terminated_fields(137, oom_killed=group.oom_killed()) == {"exitCode": 137, "reason": "OOMKilled"}
     group.close()
+    assert terminated_fields(137, oom_killed=group.oom_killed()) == {"exitCode": 137, "reason": "OOMKilled"}
 
 
 @pytest.mark.parametrize("node_enforcer", BACKENDS, indirect=True)
