@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import time
 
 import pytest
@@ -26,6 +27,20 @@ def test_a_container_allocating_past_its_memory_limit_is_oom_killed(node_enforce
     assert max(allocated, default=0) < 512  # stopped long before it could hurt the machine
     group.close()
     assert terminated_fields(137, oom_killed=group.oom_killed()) == {"exitCode": 137, "reason": "OOMKilled"}
+
+
+@pytest.mark.parametrize("node_enforcer", BACKENDS, indirect=True)
+def test_a_process_that_leaves_the_session_still_counts_against_the_limit(node_enforcer, start) -> None:
+    """As torchrun's workers do (``start_new_session``)."""
+    group = node_enforcer.container("pod-1", "main", LIMIT_64MI)
+    spawner = ("import subprocess, sys; child = subprocess.Popen([sys.executable, '-c', sys.argv[1], '8', '0.02', '1536'],"
+               " start_new_session=True); sys.exit(128 - child.wait())")
+    process = start(group, spawner, ALLOCATOR)
+
+    # cgroups kill the biggest process, the spawner then reports it; polling kills them all.
+    assert process.wait(timeout=60) in (128 + signal.SIGKILL, -signal.SIGKILL)
+    assert group.oom_killed()
+    group.close()
 
 
 @pytest.mark.parametrize("node_enforcer", BACKENDS, indirect=True)
