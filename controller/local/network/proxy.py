@@ -51,9 +51,6 @@ class ServiceProxy:
             if not self._closed:
                 asyncio.run_coroutine_threadsafe(self._apply(dict(rules)), self._loop).result(timeout=30)
 
-    def listening(self) -> set[Frontend]:
-        return set(self._servers)
-
     async def _apply(self, rules: dict[Frontend, list[Backend]]) -> None:
         # Only ports with a ready endpoint listen: without one a client gets "connection
         # refused", as with kube-proxy's REJECT rule, and can retry.
