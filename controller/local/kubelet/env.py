@@ -186,7 +186,13 @@ def command_line(container: Obj, env: dict[str, str]) -> list[str]:
     Images are not run here, so there is no image entrypoint: without ``command`` the
     ``args`` are the whole command line, and a container with neither cannot start.
     """
-    argv = [expand(str(part), env) for part in (container.get("command") or []) + (container.get("args") or [])]
+    parts = []
+    for field in ("command", "args"):
+        value = container.get(field) or []
+        if not isinstance(value, list) or any(isinstance(part, (dict, list)) for part in value):
+            raise ConfigError(f"container {container.get('name')!r}: {field} must be a list of strings, not {value!r}")
+        parts += value
+    argv = [expand(str(part), env) for part in parts]
     if not argv:
         raise ConfigError(f"container {container.get('name')!r} has no command or args: images are not run "
                           "by the local kubelet, so the pod spec must say what to run")

@@ -180,7 +180,7 @@ class Kubelet:
                 self.sync()
             except Exception:
                 log.exception("kubelet sync failed; retrying on the next event")
-                self.step_errors.append("sync")
+                self.record_error("sync")
                 self._stopped.wait(0.5)
                 self._dirty.set()
             with self._changed:
@@ -231,7 +231,10 @@ class Kubelet:
         except Exception:
             name = f" of pod {_meta(pod).get('namespace')}/{_meta(pod).get('name')}" if pod else ""
             log.exception("kubelet: %s%s failed; serving the rest", what, name)
-            self.step_errors.append(f"{what}{name}")
+            self.record_error(f"{what}{name}")
+
+    def record_error(self, what: str) -> None:
+        self.step_errors.append(what)
 
     def _on_this_node(self, pod: Obj) -> bool:
         node_name = pod.get("spec", {}).get("nodeName") or self.scheduler.assumed_node(_meta(pod).get("uid", ""))

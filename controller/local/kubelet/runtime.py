@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Optional
 
+from . import paths
+
 
 def now_rfc3339() -> str:
     """Second precision, as Kubernetes writes metav1.Time."""
@@ -106,7 +108,7 @@ class ProcessRegistry:
         directory.mkdir(parents=True, exist_ok=True)
 
     def _path(self, pod_uid: str, container: str) -> Path:
-        return self.directory / f"{pod_uid}.{container}.json"
+        return paths.inside(self.directory, f"{pod_uid}.{container}.json")
 
     def add(self, record: ProcessRecord) -> None:
         path = self._path(record.pod_uid, record.container)
@@ -155,8 +157,17 @@ class ContainerProcess:
         # Raises OSError (e.g. FileNotFoundError) when the command cannot be started.
         self._proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
-        registry.add(ProcessRecord(self._proc.pid, process_start_time(self._proc.pid) or "", pod_uid, container,
-                                   self.container_id))
+        try:
+            registry.add(ProcessRecord(self._proc.pid, process_start_time(self._proc.pid) or "", pod_uid, container,
+                                       self.container_id))
+        except (OSError, paths.OutsideDirectory):
+            # A process nobody could find after a crash must not run at all.
+            self.signal_group(signal.SIGKILL)
+            self._proc.wait()
+            for stream in (self._proc.stdout, self._proc.stderr, self._log):
+                if stream is not None:
+                    stream.close()
+            raise
         self._pumps = [threading.Thread(target=self._pump, args=(stream, name), daemon=True,
                                         name=f"log-{container}-{name}")
                        for stream, name in ((self._proc.stdout, "stdout"), (self._proc.stderr, "stderr"))]
