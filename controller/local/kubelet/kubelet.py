@@ -77,6 +77,10 @@ def _meta(obj: Obj) -> Obj:
     return obj.get("metadata", {})
 
 
+def _uid(obj: Obj) -> str:
+    return str(_meta(obj).get("uid") or "")
+
+
 class Kubelet:
     """Runs pods bound to one Node as local process groups (the :class:`PodContext` of its workers)."""
 
@@ -162,7 +166,7 @@ class Kubelet:
     # --- events and the sync loop -----------------------------------------------------------
     def _on_event(self, kind: str, obj: Obj) -> None:
         if obj.get("kind") in (None, "Pod") and kind != "DELETED" and isinstance(obj.get("spec"), dict):
-            worker = self.admission.workers().get(_meta(obj).get("uid", ""))
+            worker = self.admission.workers().get(_uid(obj))
             if worker is not None:
                 worker.update(obj)
         self._dirty.set()
@@ -188,7 +192,7 @@ class Kubelet:
 
     def sync(self) -> None:
         pods = self.pods.store.list()
-        by_uid = {_meta(p).get("uid"): p for p in pods}
+        by_uid: dict[str, Obj] = {_uid(p): p for p in pods}
         present = set(by_uid)
         workers = self.admission.workers()
         self.scheduler.observe(by_uid)
@@ -200,7 +204,7 @@ class Kubelet:
         self.terminator.remove_logs(present | set(workers))
         for pod in pods:
             if _meta(pod).get("deletionTimestamp") and self._on_this_node(pod):
-                self._step("delete", pod, self.terminator.delete, pod, workers.get(_meta(pod).get("uid")))
+                self._step("delete", pod, self.terminator.delete, pod, workers.get(_uid(pod)))
         runnable = [pod for pod in pods if self._runnable(pod)]
         self._step("schedule", None, self.scheduler.schedule, self.scheduler.pending(runnable),
                    [self._node_resources(pods)])
@@ -214,7 +218,7 @@ class Kubelet:
         """A live pod this node will schedule or run and can read; a pod it cannot read is
         rejected here, once."""
         meta = _meta(pod)
-        if meta.get("deletionTimestamp") or is_terminal(pod) or self.admission.is_finished(meta.get("uid", "")):
+        if meta.get("deletionTimestamp") or is_terminal(pod) or self.admission.is_finished(_uid(pod)):
             return False
         if not (self._on_this_node(pod) or wants_scheduling(pod)):
             return False
@@ -237,12 +241,12 @@ class Kubelet:
         self.step_errors.append(what)
 
     def _on_this_node(self, pod: Obj) -> bool:
-        node_name = pod.get("spec", {}).get("nodeName") or self.scheduler.assumed_node(_meta(pod).get("uid", ""))
+        node_name = pod.get("spec", {}).get("nodeName") or self.scheduler.assumed_node(_uid(pod))
         return node_name == self.node_name
 
     def _node_resources(self, pods: list[Obj]) -> NodeResources:
         bound = tuple(p for p in pods if self._on_this_node(p) and not is_terminal(p)
-                      and not self.admission.is_finished(_meta(p).get("uid", "")))
+                      and not self.admission.is_finished(_uid(p)))
         return NodeResources(self.node_name, self.allocatable, self.heartbeat.labels, bound,
                              self.admission.allocated_devices())
 

@@ -212,32 +212,9 @@ class PodWorker:
                                                      "hostIP": self.ctx.host_ip, "hostIPs": [{"ip": self.ctx.host_ip}]})
                 pod["spec"]["nodeName"] = self.ctx.node_name
                 declared = container_env(pod, spec, self.ctx.configmap, self.ctx.secret, self.ctx.allocatable)
-                argv = command_line(spec, declared)
-                pending: list[str] = []
-                env = {}
-                memo: dict[tuple[str, str], Any] = {}  # one lookup per name in this attempt
-                for name, value in declared.items():
-                    if name in downward:
-                        env[name] = value
-                        continue
-                    env[name], waits = self.ctx.rewrite(value, pod, memo)
-                    pending += waits
-                rewritten = argv[:1]  # the executable itself is never a Service name
-                for part in argv[1:]:
-                    text, waits = self.ctx.rewrite(part, pod, memo)
-                    rewritten.append(text)
-                    pending += waits
+                argv, env, pending = _resolve_names(self.ctx, pod, command_line(spec, declared), declared, downward)
                 if not pending:
-                    full = self.ctx.base_env(self.namespace)
-                    full["HOSTNAME"] = pod["metadata"].get("name", "")
-                    for resource, variable in DEVICE_ENV.items():
-                        if resource in self.devices:
-                            full[variable] = ",".join(str(i) for i in self.devices[resource])
-                    resolver_path = full.get("PYTHONPATH", "").split(os.pathsep)[0]
-                    full.update(env)
-                    if "PYTHONPATH" in env and resolver_path:  # keep the Service-name resolver first
-                        full["PYTHONPATH"] = os.pathsep.join(p for p in (resolver_path, env["PYTHONPATH"]) if p)
-                    return rewritten, full
+                    return argv, _process_env(self.ctx.base_env(self.namespace), pod, self.devices, env)
                 waiting = {"reason": "ContainerCreating", "message": "waiting for " + "; ".join(sorted(set(pending)))}
             except ConfigError as exc:
                 waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}
@@ -398,6 +375,40 @@ class PodWorker:
             self._report()
             self.done.set()
             self._on_done(self.uid)
+
+
+def _resolve_names(ctx: PodContext, pod: Obj, argv: list[str], declared: dict[str, str],
+                   downward: set[str]) -> tuple[list[str], dict[str, str], list[str]]:
+    """argv and env with Service names rewritten, and the names still pending."""
+    pending: list[str] = []
+    env = {}
+    memo: dict[tuple[str, str], Any] = {}  # one lookup per name in this attempt
+    for name, value in declared.items():
+        if name in downward:
+            env[name] = value
+            continue
+        env[name], waits = ctx.rewrite(value, pod, memo)
+        pending += waits
+    rewritten = argv[:1]  # the executable itself is never a Service name
+    for part in argv[1:]:
+        text, waits = ctx.rewrite(part, pod, memo)
+        rewritten.append(text)
+        pending += waits
+    return rewritten, env, pending
+
+
+def _process_env(base: dict[str, str], pod: Obj, devices: dict[str, list[int]], env: dict[str, str]) -> dict[str, str]:
+    """The process's whole environment: the kubelet's, the devices, then the container's own."""
+    full = dict(base)
+    full["HOSTNAME"] = pod["metadata"].get("name", "")
+    for resource, variable in DEVICE_ENV.items():
+        if resource in devices:
+            full[variable] = ",".join(str(i) for i in devices[resource])
+    resolver_path = full.get("PYTHONPATH", "").split(os.pathsep)[0]
+    full.update(env)
+    if "PYTHONPATH" in env and resolver_path:  # keep the Service-name resolver first
+        full["PYTHONPATH"] = os.pathsep.join(p for p in (resolver_path, env["PYTHONPATH"]) if p)
+    return full
 
 
 class _Stopped(Exception):

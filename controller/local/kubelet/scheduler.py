@@ -174,8 +174,8 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
     shared: set[tuple[int, str]] = set()
     for other in bound:
         if owner_key(other) != mine:
-            for port in pod_ports(other):
-                held.setdefault(port, other)
+            for taken in pod_ports(other):
+                held.setdefault(taken, other)
         else:
             shared |= pod_ports(other)
     for port, protocol in sorted(pod_ports(pod)):

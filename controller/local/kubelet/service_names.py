@@ -27,8 +27,10 @@ def _meta(obj: Obj) -> Obj:
 
 
 def selects(selector: Optional[dict[str, str]], pod: Obj) -> bool:
+    if not selector:
+        return False
     labels = _meta(pod).get("labels") or {}
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+    return all(labels.get(k) == v for k, v in selector.items())
 
 
 def controller_uid(pod: Obj) -> Optional[str]:

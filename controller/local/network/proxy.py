@@ -9,6 +9,7 @@ Service or a pod changes; listeners are opened and closed to match.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import threading
@@ -67,7 +68,7 @@ class ServiceProxy:
             host, port = frontend
             try:
                 self._servers[frontend] = await asyncio.start_server(
-                    lambda r, w, f=frontend: self._forward(f, r, w), host, port, reuse_address=True)
+                    functools.partial(self._forward, frontend), host, port, reuse_address=True)
             except OSError as exc:
                 log.warning("service proxy cannot listen on %s:%d: %s", host, port, exc)
 

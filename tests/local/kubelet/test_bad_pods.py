@@ -90,7 +90,7 @@ ESCAPES = ["../../../escaped", "a/b", ".."]
 @pytest.mark.parametrize("old_objects", [[old_pod(f"escape-{i}", f"open('{i}.started', 'w')", container_name=name)
                                           for i, name in enumerate(ESCAPES)]])
 def test_container_names_that_leave_the_directory_fail_the_pod_and_write_nothing(api, kubelet, tmp_path):
-    for i, name in enumerate(ESCAPES):
+    for i in range(len(ESCAPES)):
         failed = wait_pod(api, f"escape-{i}", rejected)
         assert failed["status"]["phase"] == "Failed"
         assert "spec.containers[0].name: Invalid value" in failed["status"]["message"]
