@@ -127,7 +127,7 @@ class Kubelet:
         deadline = time.monotonic() + timeout
         if not all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in (self.pods, self.services)):
             raise TimeoutError("the API server did not answer the kubelet's list requests")
-        self.admission.fail_orphans(self.pods.store.list(), self.node_name)
+        self.admission.fail_orphans(self._listed_pods()[1], self.node_name)
         self._thread = threading.Thread(target=self._sync_loop, name="kubelet-sync", daemon=True)
         self._thread.start()
         self._dirty.set()
@@ -190,9 +190,23 @@ class Kubelet:
             with self._changed:
                 self._changed.notify_all()
 
+    def _listed_pods(self) -> tuple[dict[str, Obj], list[Obj]]:
+        """Every cached pod with a name and uid, by uid; and those the kubelet can look into.
+        A pod whose spec or status is not even an object is rejected, once."""
+        by_uid: dict[str, Obj] = {}
+        pods = []
+        for pod in self.pods.store.list():
+            if not podspec.addressable(pod):
+                continue  # no name or uid: nothing to act on, nothing to write to
+            by_uid[_uid(pod)] = pod
+            if podspec.well_formed(pod):
+                pods.append(pod)
+            elif not self.admission.is_finished(_uid(pod)):
+                self._reject_invalid(pod, podspec.problems(pod))
+        return by_uid, pods
+
     def sync(self) -> None:
-        pods = self.pods.store.list()
-        by_uid: dict[str, Obj] = {_uid(p): p for p in pods}
+        by_uid, pods = self._listed_pods()
         present = set(by_uid)
         workers = self.admission.workers()
         self.scheduler.observe(by_uid)
@@ -224,9 +238,12 @@ class Kubelet:
             return False
         problems = podspec.problems(pod)
         if problems:
-            self.admission.reject(pod, podspec.INVALID_SPEC, "The local kubelet cannot run this pod: " + "; ".join(problems))
+            self._reject_invalid(pod, problems)
             return False
         return True
+
+    def _reject_invalid(self, pod: Obj, problems: podspec.Problems) -> None:
+        self.admission.reject(pod, podspec.INVALID_SPEC, "The local kubelet cannot run this pod: " + "; ".join(problems))
 
     def _step(self, what: str, pod: Optional[Obj], action: Callable[..., None], *args: Any) -> None:
         """One step for one pod (or one part of the node): whatever it raises stays its own."""

@@ -109,6 +109,17 @@ def _container(path: str, container: Obj, problems: Problems) -> None:
         _quantities(f"{path}.resources.{kind}", resources.get(kind), problems)
 
 
+def addressable(pod: Any) -> bool:
+    """Has the pod a name and uid to act on (and to write a status to)?"""
+    meta = pod.get("metadata") if isinstance(pod, dict) else None
+    return isinstance(meta, dict) and all(isinstance(meta.get(k), str) and meta[k] for k in ("name", "uid"))
+
+
+def well_formed(pod: Obj) -> bool:
+    """Are the pod's spec and status objects, so that its fields can be looked up at all?"""
+    return isinstance(pod.get("spec"), dict) and isinstance(pod.get("status") or {}, dict)
+
+
 def problems(pod: Obj) -> Problems:
     """What in ``pod`` the kubelet cannot act on, one line per field; empty when it can."""
     found: Problems = []
@@ -119,6 +130,8 @@ def problems(pod: Obj) -> Problems:
     for field in ("labels", "annotations"):
         if any(not isinstance(v, str) for v in _dict(f"metadata.{field}", meta.get(field), found).values()):
             found.append(_invalid(f"metadata.{field}", meta[field], "values must be strings"))
+    _list_of("metadata.ownerReferences", meta.get("ownerReferences"), lambda r: isinstance(r, dict), "objects", found)
+    _dict("status", pod.get("status"), found)
     spec = _dict("spec", pod.get("spec"), found)
     if not spec.get("containers"):
         found.append("spec.containers: Required value")

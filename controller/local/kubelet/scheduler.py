@@ -80,8 +80,13 @@ def owner_key(pod: Obj) -> str:
     return meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
 
 
+def phase(pod: Obj) -> Any:
+    status = pod.get("status")
+    return status.get("phase") if isinstance(status, dict) else None
+
+
 def is_terminal(pod: Obj) -> bool:
-    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+    return phase(pod) in ("Succeeded", "Failed")
 
 
 def wants_this_scheduler(pod: Obj) -> bool:

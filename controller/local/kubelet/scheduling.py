@@ -61,7 +61,8 @@ class Scheduler:
         """Forget assumptions the watch has confirmed, and pods that are gone."""
         with self._lock:
             for uid in list(self._assumed):
-                if uid not in by_uid or by_uid[uid].get("spec", {}).get("nodeName"):
+                spec = by_uid[uid].get("spec") if uid in by_uid else None
+                if not isinstance(spec, dict) or spec.get("nodeName"):
                     del self._assumed[uid]
             self._unschedulable = {u: m for u, m in self._unschedulable.items() if u in by_uid}
 

@@ -17,7 +17,7 @@ from trainctl.controller.kube.resources import SERVICES, controller_owner
 
 from ..network.ipam import PodIPAllocator
 from ..network.names import Pending, Resolution, rewrite
-from .scheduler import is_terminal
+from .scheduler import is_terminal, phase
 
 Obj = dict[str, Any]
 
@@ -123,6 +123,6 @@ class ServiceNames:
         if candidates:
             return min(candidates)[1]
         meta = _meta(service)
-        if selected and all(pod.get("status", {}).get("phase") == "Succeeded" for pod in selected):
+        if selected and all(phase(pod) == "Succeeded" for pod in selected):
             return None
         return Pending(f"a pod selected by headless Service {meta.get('namespace', 'default')}/{meta.get('name')}")

@@ -44,6 +44,10 @@ def test_pod_level_problems():
     found = podspec.problems(bad)
     assert [p.split(":")[0] for p in found] == ["metadata.labels", "spec.containers[0].name", "spec.restartPolicy"]
     assert podspec.problems({"metadata": {"name": "p", "uid": "u"}, "spec": {}}) == ["spec.containers: Required value"]
+    misshapen = {"metadata": {"name": "p", "uid": "u"}, "spec": "garbage", "status": [1]}
+    assert not podspec.well_formed(misshapen) and podspec.addressable(misshapen)
+    assert [p.split(":")[0] for p in podspec.problems(misshapen)] == ["status", "spec", "spec.containers"]
+    assert not podspec.addressable({"metadata": {"name": "p"}}) and not podspec.addressable({"metadata": "p"})
 
 
 def test_command_line_refuses_what_is_not_a_list():
