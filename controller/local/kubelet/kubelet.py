@@ -220,8 +220,11 @@ class Kubelet:
             if _meta(pod).get("deletionTimestamp") and self._on_this_node(pod):
                 self._step("delete", pod, self.terminator.delete, pod, workers.get(_uid(pod)))
         runnable = [pod for pod in pods if self._runnable(pod)]
-        self._step("schedule", None, self.scheduler.schedule, self.scheduler.pending(runnable),
-                   [self._node_resources(pods)])
+        pending = self.scheduler.pending(runnable)
+        if pending:
+            nodes = self.scheduler.new_pass([self._node_resources(pods)])
+            for pod in pending:
+                self._step("schedule", pod, self.scheduler.place, pod, nodes)
         if not self._stopped.is_set():
             for pod in runnable:
                 if self._on_this_node(pod):

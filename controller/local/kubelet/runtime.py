@@ -120,24 +120,32 @@ class ProcessRegistry:
         self._path(pod_uid, container).unlink(missing_ok=True)
 
     def records(self) -> list[ProcessRecord]:
+        return [record for _, record in self._read()]
+
+    def _read(self) -> list[tuple[Path, ProcessRecord]]:
         found = []
         for path in sorted(self.directory.glob("*.json")):
             try:
-                found.append(ProcessRecord(**json.loads(path.read_text())))
+                record = ProcessRecord(**json.loads(path.read_text()))
             except (OSError, ValueError, TypeError):
+                path.unlink(missing_ok=True)
+                continue
+            if isinstance(record.pid, int) and record.pid > 0:
+                found.append((path, record))
+            else:
                 path.unlink(missing_ok=True)
         return found
 
     def kill_leftovers(self) -> list[ProcessRecord]:
         """SIGKILL every recorded process group that is still ours; forget all records."""
         killed = []
-        for record in self.records():
+        for path, record in self._read():
             if record.alive():
                 signal_container(record.pid, record.container_id, signal.SIGKILL)
                 killed.append(record)
             elif record.container_id:  # the main process is gone; what it left behind is not
                 signal_container(record.pid, record.container_id, signal.SIGKILL)
-            self.remove(record.pod_uid, record.container)
+            path.unlink(missing_ok=True)
         return killed
 
 

@@ -222,7 +222,7 @@ def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[
                 counts[problem.text] = counts.get(problem.text, 0) + 1
             elif problem.text not in named:
                 named.append(problem.text)
-    reasons = [f"{count} {text}" for text, count in counts.items()] + named
+    reasons = sorted(f"{count} {text}" for text, count in counts.items()) + named  # sorted, as kube-scheduler
     return Decision(False, f"0/{len(nodes)} nodes are available: {', '.join(reasons)}.")
 
 

@@ -1,8 +1,8 @@
 """The scheduler: binds pending pods to a node that fits, or says why none does.
 
-It takes the pending pods (oldest first) and the nodes' free resources
-(:class:`~.scheduler.NodeResources`), so it does not care whether it runs inside the one
-kubelet or, once the cluster has several nodes, as a component of its own. A pod that
+A pass takes the nodes' free resources (:class:`~.scheduler.NodeResources`) and places the
+pending pods on them one by one, oldest first, so it does not care whether it runs inside
+the one kubelet or, once the cluster has several nodes, as a component of its own. A pod that
 fits is bound through the ``pods/binding`` subresource and *assumed* on its node until
 the watch shows the binding (kube-scheduler's assume cache), so the node can start it at
 once and the next pod of the same pass sees it. A pod that fits nowhere gets
@@ -73,27 +73,29 @@ class Scheduler:
         return sorted((p for p in pods if wants_scheduling(p) and p["metadata"]["uid"] not in assumed),
                       key=creation_order)
 
-    def schedule(self, pending: list[Obj], nodes: Sequence[NodeResources]) -> None:
-        """Place each of ``pending`` in order; each binding counts for the pods after it."""
-        if not pending:
-            return
-        by_name = {node.name: node for node in nodes}
+    def new_pass(self, nodes: Sequence[NodeResources]) -> list[NodeResources]:
+        """Start a pass over the pending pods; :meth:`place` them one by one on the result."""
         self.waiting_for_machine_ports = False
-        for pod in pending:
-            uid = pod["metadata"]["uid"]
-            decision = schedule(pod, list(by_name.values()), self._port_available)
-            if decision.fits:
-                if self._bind(pod, decision.node_name):
-                    by_name[decision.node_name] = by_name[decision.node_name].with_pod(pod)
-                    with self._lock:
-                        self._assumed[uid] = decision.node_name
-                        self._unschedulable.pop(uid, None)
-            else:
-                self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
+        return list(nodes)
+
+    def place(self, pod: Obj, nodes: list[NodeResources]) -> None:
+        """Bind ``pod`` to the first node it fits (and count it there, in ``nodes``), or
+        say why it fits nowhere."""
+        uid = pod["metadata"]["uid"]
+        decision = schedule(pod, nodes, self._port_available)
+        if decision.fits:
+            if self._bind(pod, decision.node_name):
+                index = next(i for i, node in enumerate(nodes) if node.name == decision.node_name)
+                nodes[index] = nodes[index].with_pod(pod)
                 with self._lock:
-                    written = self._unschedulable.get(uid)
-                if written != decision.message:
-                    self._mark_unschedulable(pod, decision.message)
+                    self._assumed[uid] = decision.node_name
+                    self._unschedulable.pop(uid, None)
+            return
+        self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
+        with self._lock:
+            written = self._unschedulable.get(uid)
+        if written != decision.message:
+            self._mark_unschedulable(pod, decision.message)
 
     def _bind(self, pod: Obj, node_name: str) -> bool:
         meta = pod["metadata"]
