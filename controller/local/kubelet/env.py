@@ -79,9 +79,10 @@ def field_value(pod: Obj, path: str) -> str:
 def resource_value(pod: Obj, container: Obj, ref: Obj, allocatable: dict[str, Any]) -> str:
     target = container
     if ref.get("containerName"):
-        target = next((c for c in pod.get("spec", {}).get("containers", []) if c.get("name") == ref["containerName"]), None)
-        if target is None:
+        named = next((c for c in pod.get("spec", {}).get("containers", []) if c.get("name") == ref["containerName"]), None)
+        if named is None:
             raise ConfigError(f"resourceFieldRef names unknown container {ref['containerName']!r}")
+        target = named
     kind, _, resource = ref.get("resource", "").partition(".")
     if kind not in ("limits", "requests") or not resource:
         raise ConfigError(f"unsupported resourceFieldRef resource {ref.get('resource')!r}")
@@ -149,10 +150,10 @@ def container_env(pod: Obj, container: Obj, configmaps: Lookup, secrets: Lookup,
                 continue
             raise ConfigError(f'{kind} "{ref.get("name", "")}" not found')
         data = dict(obj.get("data") or {})
-        for key, value in data.items():
+        for key, text in data.items():
             name = prefix + key
             if _ENV_NAME.match(name):  # the kubelet skips invalid names
-                env[name] = base64.b64decode(value).decode("utf-8", "replace") if secret else value
+                env[name] = base64.b64decode(text).decode("utf-8", "replace") if secret else text
 
     for entry in container.get("env") or []:
         name = entry.get("name", "")
@@ -186,7 +187,13 @@ def command_line(container: Obj, env: dict[str, str]) -> list[str]:
     Images are not run here, so there is no image entrypoint: without ``command`` the
     ``args`` are the whole command line, and a container with neither cannot start.
     """
-    argv = [expand(str(part), env) for part in (container.get("command") or []) + (container.get("args") or [])]
+    parts = []
+    for field in ("command", "args"):
+        value = container.get(field) or []
+        if not isinstance(value, list) or any(isinstance(part, (dict, list)) for part in value):
+            raise ConfigError(f"container {container.get('name')!r}: {field} must be a list of strings, not {value!r}")
+        parts += value
+    argv = [expand(str(part), env) for part in parts]
     if not argv:
         raise ConfigError(f"container {container.get('name')!r} has no command or args: images are not run "
                           "by the local kubelet, so the pod spec must say what to run")

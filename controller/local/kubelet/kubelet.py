@@ -1,10 +1,16 @@
-"""The local kubelet: node, scheduler, pod workers and Service networking in one process.
+"""The local kubelet: one sync loop over the node's parts.
 
 Every watch event marks the node dirty; one sync thread then looks at the whole picture
-(it is one machine: a few hundred pods at most) and acts: force-deleted pods are killed,
-terminating pods are stopped and removed, pending pods are bound or told why not, bound
-pods get a worker, and the Service proxy and hosts file are brought up to date. Workers
-report their pods' status themselves.
+(it is one machine: a few hundred pods at most) and hands each part its share:
+force-deleted and terminating pods to :mod:`.deletion`, pending pods to :mod:`.scheduling`,
+bound pods to :mod:`.admission` (which gives each a :class:`~.pod_worker.PodWorker`),
+Services to :mod:`.service_rules`. Workers report their pods' status through
+:mod:`.status`; :mod:`.heartbeat` keeps the Node and its Lease alive.
+
+One pod never stops the node from serving the others: a pod whose spec the kubelet cannot
+read fails alone (``reason: InvalidSpec``, see :mod:`.podspec`), and each per-pod step runs
+on its own, so an error in one is logged (and kept in :attr:`Kubelet.step_errors`, which the
+tests check) while the loop goes on with the next pod.
 
 When the kubelet starts it kills any process group a previous kubelet on this directory
 left behind and marks the pods it was running Failed: processes are never adopted, so
@@ -15,28 +21,35 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.resources import CONFIGMAPS, LEASES, NAMESPACES, NODES, PODS, SECRETS, SERVICES, controller_owner
+from trainctl.controller.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
 
 from ..network import HOST_IP, cluster_ranges
-from ..network.hosts import HostsFile, service_fqdn
+from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
-from ..network.names import Pending, Resolution, rewrite
-from ..network.proxy import Backend, Frontend, ServiceProxy
+from ..network.names import Resolution
+from ..network.proxy import ServiceProxy
 from . import node as nodes
+from . import podspec
+from .admission import Admission
+from .deletion import Terminator, grace_seconds
+from .heartbeat import NodeHeartbeat
 from .pod_worker import PodWorker
-from .runtime import ProcessRegistry, now_rfc3339
-from .scheduler import (DEVICE_RESOURCES, MACHINE_PORT_PROBLEM, fit, is_terminal, pod_requests, port_free_on_machine,
-                        wants_this_scheduler)
+from .runtime import ProcessRegistry
+from .scheduler import NodeResources, is_terminal, port_free_on_machine
+from .scheduling import Scheduler, wants_scheduling
+from .service_names import ServiceNames
+from .service_rules import ServiceRules
+from .status import StatusWriter
 
 log = logging.getLogger(__name__)
 
@@ -64,61 +77,42 @@ def _meta(obj: Obj) -> Obj:
     return obj.get("metadata", {})
 
 
-def selects(selector: Optional[dict[str, str]], pod: Obj) -> bool:
-    labels = _meta(pod).get("labels") or {}
-    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
-
-
-def _is_ready(pod: Obj) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in pod.get("status", {}).get("conditions") or [])
-
-
-def _creation_order(pod: Obj) -> tuple[str, str, str]:
-    meta = _meta(pod)
-    return meta.get("creationTimestamp") or "", meta.get("namespace", ""), meta.get("name", "")
+def _uid(obj: Obj) -> str:
+    return str(_meta(obj).get("uid") or "")
 
 
 class Kubelet:
-    """Runs pods bound to one Node as local process groups."""
+    """Runs pods bound to one Node as local process groups (the :class:`PodContext` of its workers)."""
 
     def __init__(self, config: KubeletConfig) -> None:
         self.config = config
         self.node_name = config.node_name
         self.host_ip = HOST_IP
+        self.allocatable: dict[str, Any] = nodes.capacity(config.gpus, config.npus)
+        self.pods_dir = config.directory / "pods"
+        self.registry = ProcessRegistry(config.directory / "kubelet" / "processes")
+        self.backoff_base = config.backoff_base
+        self.backoff_cap = config.backoff_cap
         # No client-side retries or rate limit: the sync loop retries what failed, and a
         # failed write must reach it at once (the API server may be restarting).
         self.client = KubeClient.from_kubeconfig(str(config.kubeconfig), qps=0, max_attempts=1, pool_size=8)
-        self.allocatable: dict[str, Any] = nodes.capacity(config.gpus, config.npus)
-        kubelet_dir = config.directory / "kubelet"
-        self.registry = ProcessRegistry(kubelet_dir / "processes")
-        self.pods_dir = config.directory / "pods"
-        self.backoff_base = config.backoff_base
-        self.backoff_cap = config.backoff_cap
-        self.hosts = HostsFile(config.directory / "network")
-        self.ips = PodIPAllocator(config.pod_cidr or cluster_ranges(config.directory)[0])
-        self.proxy = ServiceProxy()
         self._dirty = threading.Event()
         self._stopped = threading.Event()
         self._changed = threading.Condition()
-        self._lock = threading.RLock()
-        self.workers: dict[str, PodWorker] = {}
-        self._devices: dict[str, dict[str, list[int]]] = {}
-        self._finished: set[str] = set()
-        self._deleting: set[str] = set()
-        self._just_bound: dict[str, Obj] = {}
-        self._unschedulable: dict[str, str] = {}
-        self._written: dict[str, Obj] = {}
-        self._latest_status: dict[str, tuple[Obj, Obj]] = {}
-        self._status_retry: set[str] = set()
-        self._status_lock = threading.Lock()  # guards the three above and _status_locks
-        self._status_locks: dict[str, threading.Lock] = {}
-        self._waiting_for_machine_ports = False
+        self._thread: Optional[threading.Thread] = None
+        self.step_errors: list[str] = []  # per-pod steps that raised: kubelet bugs, never input
         self.pods = self._informer(PODS)
         self.services = self._informer(SERVICES)
-        self._node: Obj = {}
-        self._ready_since = now_rfc3339()
-        self._threads: list[threading.Thread] = []
+        ips = PodIPAllocator(config.pod_cidr or cluster_ranges(config.directory)[0])
+        self.statuses = StatusWriter(self.client)
+        self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds)
+        self.scheduler = Scheduler(self.client, self.statuses, port_free_on_machine)
+        self.admission = Admission(self, self.statuses, ips, self._dirty.set)
+        self.terminator = Terminator(self.client, self.pods_dir, self._dirty.set)
+        self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips)
+        self.hosts = HostsFile(config.directory / "network")
+        self.proxy = ServiceProxy()
+        self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
@@ -127,46 +121,40 @@ class Kubelet:
             log.info("stopped %d process group(s) left by a previous kubelet", len(killed))
         self.hosts.install_resolver()
         self.proxy.start()
-        self._register_node()
+        self.heartbeat.register()
         self.pods.start()
         self.services.start()
         deadline = time.monotonic() + timeout
         if not all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in (self.pods, self.services)):
             raise TimeoutError("the API server did not answer the kubelet's list requests")
-        self._fail_orphans()
-        for target, name in ((self._sync_loop, "sync"), (self._heartbeat_loop, "heartbeat")):
-            thread = threading.Thread(target=target, name=f"kubelet-{name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        self.admission.fail_orphans(self._listed_pods()[1], self.node_name)
+        self._thread = threading.Thread(target=self._sync_loop, name="kubelet-sync", daemon=True)
+        self._thread.start()
         self._dirty.set()
 
     def stop(self, grace_cap: float = 10.0) -> None:
         """Stop every pod (SIGTERM, then SIGKILL after at most ``grace_cap`` s) and leave."""
         self._stopped.set()
         self._dirty.set()
-        with self._lock:
-            workers = list(self.workers.values())
-        stoppers = [threading.Thread(target=w.stop, args=(min(grace_cap, self._grace(w.pod)),), daemon=True)
-                    for w in workers]
+        stoppers = [threading.Thread(target=w.stop, args=(min(grace_cap, grace_seconds(w.pod)),), daemon=True)
+                    for w in self.admission.workers().values()]
         for stopper in stoppers:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
         self.registry.kill_leftovers()
-        try:
-            self._write_node_status(ready=False, message="kubelet stopped")
-        except (ApiError, OSError) as exc:
-            log.debug("node status on stop: %s", exc)
+        self.heartbeat.stop()
         self.pods.stop()
         self.services.stop()
-        for thread in self._threads:
-            thread.join(timeout=10)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
         self.client.close()
         self.proxy.stop()
 
-    def wait_for_change(self, timeout: float) -> None:
-        with self._changed:
-            self._changed.wait(timeout)
+    @property
+    def workers(self) -> dict[str, PodWorker]:
+        """The pods running here, by uid (a snapshot)."""
+        return self.admission.workers()
 
     def _informer(self, resource: Any) -> Informer:
         """A cache of every ``resource`` in the cluster; any change marks the node dirty, and so
@@ -175,52 +163,10 @@ class Kubelet:
         informer.add_handler(lambda event, new, old: self._on_event(event, new or old or {}))
         return informer
 
-    # --- node -----------------------------------------------------------------------------
-    def _register_node(self) -> None:
-        node = self.client.get_or_none(NODES, None, self.node_name)
-        if node is None:
-            node = self.client.create(NODES, nodes.node_object(self.node_name)).object or self.client.get(NODES, None, self.node_name)
-        self._node = node
-        self._write_node_status(ready=True, message="kubelet is posting ready status")
-        self._renew_lease()
-
-    def _write_node_status(self, ready: bool, message: str) -> None:
-        status = nodes.node_status(self.node_name, self.allocatable, ready, message, self._ready_since)
-        try:
-            self.client.patch(NODES, None, self.node_name, {"status": status}, subresource="status")
-        except ApiError as exc:
-            if exc.code not in (404, 405):
-                raise
-            self.client.patch(NODES, None, self.node_name, {"status": status})
-
-    def _renew_lease(self) -> None:
-        try:
-            self.client.patch(LEASES, nodes.LEASE_NAMESPACE, self.node_name,
-                              {"spec": {"renewTime": nodes.micro_time(), "holderIdentity": self.node_name}})
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
-            self.client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                            "metadata": {"name": nodes.LEASE_NAMESPACE}})
-            self.client.create(LEASES, nodes.lease_object(self._node))
-
-    def _heartbeat_loop(self) -> None:
-        beats = 0
-        while not self._stopped.wait(self.config.heartbeat_seconds):
-            try:
-                self._renew_lease()
-                beats += 1
-                if beats % 6 == 0:  # node status once a minute, the lease every beat
-                    self._write_node_status(ready=True, message="kubelet is posting ready status")
-            except (ApiError, OSError) as exc:
-                log.debug("heartbeat: %s", exc)
-            except Exception as exc:  # urllib3 errors while the API server restarts
-                log.debug("heartbeat: %s", exc)
-
     # --- events and the sync loop -----------------------------------------------------------
     def _on_event(self, kind: str, obj: Obj) -> None:
-        if obj.get("kind") in (None, "Pod") and kind != "DELETED" and obj.get("spec", {}).get("containers") is not None:
-            worker = self.workers.get(_meta(obj).get("uid", ""))
+        if obj.get("kind") in (None, "Pod") and kind != "DELETED" and isinstance(obj.get("spec"), dict):
+            worker = self.admission.workers().get(_uid(obj))
             if worker is not None:
                 worker.update(obj)
         self._dirty.set()
@@ -229,7 +175,8 @@ class Kubelet:
         while not self._stopped.is_set():
             # A port held outside the cluster frees without any API event, and a failed status
             # write has no event to wait for: look again soon.
-            self._dirty.wait(RETRY_SECONDS if self._waiting_for_machine_ports or self._status_retry else None)
+            retry = self.scheduler.waiting_for_machine_ports or self.statuses.retrying
+            self._dirty.wait(RETRY_SECONDS if retry else None)
             if self._stopped.is_set():
                 break
             self._dirty.clear()
@@ -237,271 +184,102 @@ class Kubelet:
                 self.sync()
             except Exception:
                 log.exception("kubelet sync failed; retrying on the next event")
+                self.record_error("sync")
                 self._stopped.wait(0.5)
                 self._dirty.set()
             with self._changed:
                 self._changed.notify_all()
 
+    def _listed_pods(self) -> tuple[dict[str, Obj], list[Obj]]:
+        """Every cached pod with a name and uid, by uid; and those the kubelet can look into.
+        A pod whose spec or status is not even an object is rejected, once."""
+        by_uid: dict[str, Obj] = {}
+        pods = []
+        for pod in self.pods.store.list():
+            if not podspec.addressable(pod):
+                continue  # no name or uid: nothing to act on, nothing to write to
+            by_uid[_uid(pod)] = pod
+            if podspec.well_formed(pod):
+                pods.append(pod)
+            elif not self.admission.is_finished(_uid(pod)):
+                self._reject_invalid(pod, podspec.problems(pod))
+        return by_uid, pods
+
     def sync(self) -> None:
-        pods = self.pods.store.list()
-        by_uid = {_meta(p).get("uid"): p for p in pods}
-        with self._lock:
-            for uid in list(self._just_bound):
-                if by_uid.get(uid, {}).get("spec", {}).get("nodeName") or uid not in by_uid:
-                    self._just_bound.pop(uid)
-            self._finished &= set(by_uid)
-            self._deleting &= set(by_uid) | set(self.workers)
-            self._unschedulable = {u: m for u, m in self._unschedulable.items() if u in by_uid}
-            # A pod that vanished from the API (force deletion) loses its processes at once.
-            for uid, worker in list(self.workers.items()):
-                if uid not in by_uid and uid not in self._deleting:
-                    self._deleting.add(uid)
-                    threading.Thread(target=self._terminate, args=(worker, None), daemon=True).start()
-        with self._status_lock:
-            retry = list(self._status_retry)
-        for uid in retry:
-            self._write_status(uid)
-        with self._status_lock:
-            for table in (self._written, self._latest_status, self._status_locks):
-                for uid in [u for u in table if u not in by_uid and u not in self.workers and u not in self._status_retry]:
-                    del table[uid]
-        self._remove_logs_of_removed_pods(set(by_uid))
+        by_uid, pods = self._listed_pods()
+        present = set(by_uid)
+        workers = self.admission.workers()
+        self.scheduler.observe(by_uid)
+        self.admission.forget(present)
+        self.terminator.forget(present | set(workers))
+        self.terminator.kill_vanished(present, workers)
+        self.statuses.retry()
+        self.statuses.forget(present | set(workers))
+        self.terminator.remove_logs(present | set(workers))
         for pod in pods:
             if _meta(pod).get("deletionTimestamp") and self._on_this_node(pod):
-                self._handle_deletion(pod)
-        self._schedule(pods)
-        for pod in pods:
-            if self._on_this_node(pod) and not _meta(pod).get("deletionTimestamp") and not self._stopped.is_set():
-                try:
-                    self._admit(pod)
-                except (AttributeError, TypeError, ValueError, KeyError) as exc:
-                    self._reject(pod, "UnexpectedAdmissionError",
-                                 f"the local kubelet cannot read this pod's spec: {exc!r}")
-        self._sync_network(pods)
+                self._step("delete", pod, self.terminator.delete, pod, workers.get(_uid(pod)))
+        runnable = [pod for pod in pods if self._runnable(pod)]
+        pending = self.scheduler.pending(runnable)
+        if pending:
+            nodes = self.scheduler.new_pass([self._node_resources(pods)])
+            for pod in pending:
+                self._step("schedule", pod, self.scheduler.place, pod, nodes)
+        if not self._stopped.is_set():
+            for pod in runnable:
+                if self._on_this_node(pod):
+                    self._step("admit", pod, self.admission.admit, pod)
+        self._step("sync Services", None, self.service_rules.sync, pods, self.services.store.list())
+
+    def _runnable(self, pod: Obj) -> bool:
+        """A live pod this node will schedule or run and can read; a pod it cannot read is
+        rejected here, once."""
+        meta = _meta(pod)
+        if meta.get("deletionTimestamp") or is_terminal(pod) or self.admission.is_finished(_uid(pod)):
+            return False
+        if not (self._on_this_node(pod) or wants_scheduling(pod)):
+            return False
+        problems = podspec.problems(pod)
+        if problems:
+            self._reject_invalid(pod, problems)
+            return False
+        return True
+
+    def _reject_invalid(self, pod: Obj, problems: podspec.Problems) -> None:
+        self.admission.reject(pod, podspec.INVALID_SPEC, "The local kubelet cannot run this pod: " + "; ".join(problems))
+
+    def _step(self, what: str, pod: Optional[Obj], action: Callable[..., None], *args: Any) -> None:
+        """One step for one pod (or one part of the node): whatever it raises stays its own."""
+        try:
+            action(*args)
+        except Exception:
+            name = f" of pod {_meta(pod).get('namespace')}/{_meta(pod).get('name')}" if pod else ""
+            log.exception("kubelet: %s%s failed; serving the rest", what, name)
+            self.record_error(f"{what}{name}")
+
+    def record_error(self, what: str) -> None:
+        self.step_errors.append(what)
 
     def _on_this_node(self, pod: Obj) -> bool:
-        uid = _meta(pod).get("uid")
-        return pod.get("spec", {}).get("nodeName") == self.node_name or uid in self._just_bound
+        node_name = pod.get("spec", {}).get("nodeName") or self.scheduler.assumed_node(_uid(pod))
+        return node_name == self.node_name
 
-    # --- deletion -------------------------------------------------------------------------
-    def _remove_logs_of_removed_pods(self, present: set[str]) -> None:
-        """Container logs go with their pod, as the real kubelet's garbage collection does."""
-        if not self.pods_dir.is_dir():
-            return
-        for entry in self.pods_dir.iterdir():
-            if entry.name not in present and entry.name not in self.workers:
-                shutil.rmtree(entry, ignore_errors=True)
+    def _node_resources(self, pods: list[Obj]) -> NodeResources:
+        bound = tuple(p for p in pods if self._on_this_node(p) and not is_terminal(p)
+                      and not self.admission.is_finished(_uid(p)))
+        return NodeResources(self.node_name, self.allocatable, self.heartbeat.labels, bound,
+                             self.admission.allocated_devices())
 
-    @staticmethod
-    def _grace(pod: Obj) -> float:
-        grace = _meta(pod).get("deletionGracePeriodSeconds")
-        if grace is None:
-            grace = pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
-        return float(grace or 0)
+    # --- what pod workers call (PodContext) -----------------------------------------------
+    def wait_for_change(self, timeout: float) -> None:
+        with self._changed:
+            self._changed.wait(timeout)
 
-    def _handle_deletion(self, pod: Obj) -> None:
-        uid = _meta(pod)["uid"]
-        with self._lock:
-            if uid in self._deleting:
-                return
-            self._deleting.add(uid)
-            worker = self.workers.get(uid)
-        threading.Thread(target=self._terminate, args=(worker, pod), daemon=True,
-                         name=f"terminate-{_meta(pod).get('name')}").start()
-
-    def _terminate(self, worker: Optional[PodWorker], pod: Optional[Obj]) -> None:
-        """Stop the pod's processes; then, if it is still in the API, remove it for good."""
-        try:
-            if worker is not None:
-                worker.stop(self._grace(pod) if pod is not None else 0.0)
-            if pod is not None:
-                meta = _meta(pod)
-                try:
-                    self.client.delete(PODS, meta.get("namespace"), meta["name"], grace_period_seconds=0,
-                                       uid=meta["uid"])
-                except ApiError as exc:
-                    log.warning("delete pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
-        finally:
-            self._dirty.set()
-
-    # --- scheduling -----------------------------------------------------------------------
-    def _bound_pods(self, pods: list[Obj]) -> list[Obj]:
-        bound = [p for p in pods if self._on_this_node(p) and not is_terminal(p)
-                 and _meta(p).get("uid") not in self._finished]
-        return bound
-
-    def _schedule(self, pods: list[Obj]) -> None:
-        pending = sorted((p for p in pods if not p.get("spec", {}).get("nodeName")
-                          and _meta(p).get("uid") not in self._just_bound
-                          and not _meta(p).get("deletionTimestamp") and not is_terminal(p)
-                          and wants_this_scheduler(p)), key=_creation_order)
-        if not pending:
-            return
-        bound = self._bound_pods(pods)
-        self._waiting_for_machine_ports = False
-        for pod in pending:
-            uid = _meta(pod)["uid"]
-            if uid in self._finished:
-                continue
-            try:
-                decision = fit(pod, self.allocatable, bound, self._allocated_devices(), port_free_on_machine)
-            except (AttributeError, TypeError, ValueError, KeyError) as exc:
-                self._reject(pod, "UnexpectedAdmissionError", f"the local kubelet cannot read this pod's spec: {exc!r}")
-                continue
-            if decision.fits:
-                if self._bind(pod):
-                    bound.append(pod)
-                    with self._lock:
-                        self._just_bound[uid] = pod
-                        self._unschedulable.pop(uid, None)
-            else:
-                self._waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
-                if self._unschedulable.get(uid) != decision.message:
-                    self._mark_unschedulable(pod, decision.message)
-
-    def _allocated_devices(self) -> dict[str, set[int]]:
-        taken: dict[str, set[int]] = {}
-        with self._lock:
-            for devices in self._devices.values():
-                for resource, indices in devices.items():
-                    taken.setdefault(resource, set()).update(indices)
-        return taken
-
-    def _bind(self, pod: Obj) -> bool:
-        meta = _meta(pod)
-        binding = {"apiVersion": "v1", "kind": "Binding",
-                   "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta["uid"]},
-                   "target": {"apiVersion": "v1", "kind": "Node", "name": self.node_name}}
-        try:
-            self.client.create(PODS, binding, subresource="binding")
-            return True
-        except ApiError as exc:
-            if exc.code != 404:  # 404: the pod is gone; the next sync no longer sees it
-                log.info("bind %s/%s: %s", meta.get("namespace"), meta["name"], exc)
-            return False
-
-    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
-        meta = _meta(pod)
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-                     "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
-        try:
-            self._patch_status(meta, {"status": {"phase": "Pending", "conditions": [condition]}})
-            self._unschedulable[meta["uid"]] = message
-        except ApiError as exc:
-            log.debug("unschedulable status of %s: %s", meta["name"], exc)
-
-    # --- running pods ---------------------------------------------------------------------
-    def _admit(self, pod: Obj) -> None:
-        uid = _meta(pod)["uid"]
-        with self._lock:
-            if uid in self.workers or uid in self._finished or is_terminal(pod):
-                return
-            wanted = pod_requests(pod)
-            devices: dict[str, list[int]] = {}
-            taken = self._allocated_devices()
-            for resource in DEVICE_RESOURCES:
-                count = int(wanted.get(resource, 0))
-                if count > 0:
-                    free = [i for i in range(int(float(self.allocatable.get(resource, 0))))
-                            if i not in taken.get(resource, set())]
-                    if len(free) < count:  # bound here by someone else, without room
-                        self._reject(pod, f"OutOf{resource}", f"Pod was rejected: Node didn't have enough resource: {resource}")
-                        return
-                    devices[resource] = free[:count]
-            self._devices[uid] = devices
-            pod_ip = self.ips.allocate(uid)
-            worker = PodWorker(self, pod, pod_ip, devices, self._worker_done)
-            self.workers[uid] = worker
-        worker.start()
-
-    def _reject(self, pod: Obj, reason: str, message: str) -> None:
-        """Fail a pod this node will not run (a real kubelet's admission rejection)."""
-        meta = _meta(pod)
-        self._finished.add(meta["uid"])
-        log.warning("pod %s/%s rejected: %s", meta.get("namespace"), meta["name"], message)
-        try:
-            self._patch_status(meta, {"status": {"phase": "Failed", "reason": reason, "message": message}})
-        except ApiError as exc:
-            log.warning("status of pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
-
-    def _worker_done(self, uid: str) -> None:
-        with self._lock:
-            self.workers.pop(uid, None)
-            self._devices.pop(uid, None)
-            self._finished.add(uid)
-            self.ips.release(uid)
-        self._dirty.set()
-
-    def _fail_orphans(self) -> None:
-        """Pods this node was running before a restart: their processes are gone; say so."""
-        for pod in self.pods.store.list():
-            meta = _meta(pod)
-            if pod.get("spec", {}).get("nodeName") != self.node_name or is_terminal(pod):
-                continue
-            if meta.get("deletionTimestamp"):
-                continue  # the sync loop removes it
-            statuses = []
-            for status in pod.get("status", {}).get("containerStatuses") or []:
-                status = dict(status)
-                if "running" in (status.get("state") or {}):
-                    status["state"] = {"terminated": {"exitCode": 137, "reason": "Error", "message":
-                                       "the kubelet restarted and stopped the container",
-                                       "startedAt": status["state"]["running"].get("startedAt"),
-                                       "finishedAt": now_rfc3339()}}
-                    status["ready"] = False
-                    status["started"] = False
-                statuses.append(status)
-            patch: Obj = {"status": {"phase": "Failed", "reason": "KubeletRestarted",
-                                     "message": "The local kubelet restarted; the pod's processes were stopped."}}
-            if statuses:
-                patch["status"]["containerStatuses"] = statuses
-            try:
-                self._patch_status(meta, patch)
-                self._finished.add(meta["uid"])
-            except ApiError as exc:
-                log.warning("marking pod %s/%s failed: %s", meta.get("namespace"), meta["name"], exc)
-
-    # --- what pod workers call ----------------------------------------------------------------
     def report(self, pod: Obj, status: Obj) -> None:
-        """Write a pod's status through the status subresource when it changed. A write that
-        fails (the API server restarting) is kept and retried by the sync loop, so a pod's last
-        state is never lost."""
-        uid = _meta(pod)["uid"]
-        with self._status_lock:
-            self._latest_status[uid] = (pod, status)
-        self._write_status(uid)
+        self.statuses.report(pod, status)
 
-    def _write_status(self, uid: str) -> None:
-        with self._status_lock:
-            lock = self._status_locks.setdefault(uid, threading.Lock())
-        with lock:  # one write at a time per pod, so they land in order
-            with self._status_lock:
-                if uid not in self._latest_status:
-                    return
-                pod, status = self._latest_status[uid]
-                if self._written.get(uid) == status:
-                    self._status_retry.discard(uid)
-                    return
-            meta = _meta(pod)
-            try:
-                self._patch_status(meta, {"status": status})
-            except Exception as exc:  # an API error, or no connection while the API server restarts
-                # 404: the pod is gone; 409: its name now belongs to a new pod (uid precondition)
-                if not (isinstance(exc, ApiError) and exc.code in (404, 409)):
-                    with self._status_lock:
-                        self._status_retry.add(uid)
-                    log.warning("status of pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
-                    return
-            with self._status_lock:
-                self._written[uid] = status
-                self._status_retry.discard(uid)
-
-    def _patch_status(self, meta: Obj, patch: Obj) -> None:
-        """Patch the status of exactly this pod: the uid in the patch is a precondition, so the
-        news of a force-deleted pod never lands on a new pod that took its name."""
-        if meta.get("uid"):
-            patch = {**patch, "metadata": {"uid": meta["uid"]}}
-        self.client.patch(PODS, meta.get("namespace"), meta["name"], patch, subresource="status")
+    def rewrite(self, text: str, pod: Obj, memo: Optional[dict[tuple[str, str], Resolution]] = None) -> tuple[str, list[str]]:
+        return self.names.rewrite(text, pod, memo)
 
     def configmap(self, namespace: str, name: str) -> Optional[Obj]:
         return self.client.get_or_none(CONFIGMAPS, namespace, name)
@@ -523,127 +301,3 @@ class Kubelet:
         if wanted and os.path.isdir(wanted):
             return wanted
         return str(self.config.workdir)
-
-    # --- names and Services -----------------------------------------------------------------
-    def _selected_address(self, service: Obj, index: Optional["PodIndex"] = None) -> Resolution:
-        """A headless Service's address: its first live pod's IP, None when every pod it
-        selects has Succeeded (none will come back, so the name stays unresolved, as DNS
-        would leave it), else Pending: the pods are not created yet, or may be replaced."""
-        namespace = _meta(service).get("namespace", "default")
-        selector = service.get("spec", {}).get("selector")
-        candidates = []
-        selected = (index or PodIndex(self.pods.store.list())).select(namespace, selector)
-        for pod in selected:
-            if is_terminal(pod) or _meta(pod).get("deletionTimestamp"):
-                continue
-            address = self.ips.lookup(_meta(pod).get("uid", ""))
-            if address:
-                candidates.append((_meta(pod).get("name", ""), address))
-        if candidates:
-            return min(candidates)[1]
-        meta = _meta(service)
-        if selected and all(pod.get("status", {}).get("phase") == "Succeeded" for pod in selected):
-            return None
-        return Pending(f"a pod selected by headless Service {meta.get('namespace', 'default')}/{meta.get('name')}")
-
-    def resolve(self, namespace: str, name: str, owner: Optional[str] = None, fresh: bool = False,
-                index: Optional["PodIndex"] = None) -> Resolution:
-        """What ``name`` in ``namespace`` reaches. ``owner`` is the asking pod's controller uid:
-        a name of a pod with the same controller whose Service does not exist yet is worth
-        waiting for (a job's controller creates pods and Services in parallel). ``fresh``
-        reads a Service missing from the cache from the API server (its watch event may
-        simply not have arrived yet)."""
-        service = self.services.store.get(namespace, name)
-        if service is None and fresh:
-            service = self.client.get_or_none(SERVICES, namespace, name)
-        if service is None:
-            pod = self.pods.store.get(namespace, name)
-            if owner and pod is not None and not is_terminal(pod) and controller_uid(pod) == owner:
-                return Pending(f"Service {namespace}/{name} (pod {namespace}/{name} exists, its Service not yet)")
-            return None
-        spec = service.get("spec", {})
-        if spec.get("type") == "ExternalName":
-            return spec.get("externalName") or None
-        cluster_ip = spec.get("clusterIP")
-        if cluster_ip and cluster_ip != "None":
-            return cluster_ip
-        if cluster_ip == "None":
-            if not spec.get("selector"):
-                return None
-            return self._selected_address(service, index)
-        return Pending(f"a cluster IP for Service {namespace}/{name}")
-
-    def rewrite(self, text: str, pod: Obj, memo: Optional[dict[tuple[str, str], Resolution]] = None) -> tuple[str, list[str]]:
-        """``text`` with its Service names resolved; ``memo`` shares lookups across one start's
-        texts, so a word that merely looks like a Service name is fetched once, not per text."""
-        owner = controller_uid(pod)
-        memo = {} if memo is None else memo
-
-        def resolve(namespace: str, name: str) -> Resolution:
-            if (namespace, name) not in memo:
-                memo[namespace, name] = self.resolve(namespace, name, owner, fresh=True)
-            return memo[namespace, name]
-
-        return rewrite(text, _meta(pod).get("namespace", "default"), resolve)
-
-    def _sync_network(self, pods: list[Obj]) -> None:
-        rules: dict[Frontend, list[Backend]] = {}
-        addresses: dict[str, str] = {}
-        index = PodIndex(pods)
-        for service in self.services.store.list():
-            meta, spec = _meta(service), service.get("spec", {})
-            resolved = self.resolve(meta.get("namespace", "default"), meta["name"], index=index)
-            if isinstance(resolved, str):
-                addresses[service_fqdn(meta["name"], meta.get("namespace", "default"))] = resolved
-            cluster_ip = spec.get("clusterIP")
-            if not cluster_ip or cluster_ip == "None" or spec.get("type") == "ExternalName":
-                continue
-            endpoints = [p for p in index.select(meta.get("namespace", "default"), spec.get("selector"))
-                         if _is_ready(p)
-                         and not _meta(p).get("deletionTimestamp") and p.get("status", {}).get("podIP")]
-            for port in spec.get("ports") or []:
-                if (port.get("protocol") or "TCP") != "TCP":
-                    continue
-                backends = []
-                for pod in sorted(endpoints, key=lambda p: _meta(p).get("name", "")):
-                    target = _target_port(port, pod)
-                    if target:
-                        backends.append((pod["status"]["podIP"], target))
-                rules[(cluster_ip, int(port["port"]))] = backends
-        self.hosts.write(addresses)
-        self.proxy.update(rules)
-
-
-class PodIndex:
-    """Pods by (namespace, label, value), so matching every Service's selector against the
-    pods stays cheap when a job has hundreds of replicas, each with its own Service."""
-
-    def __init__(self, pods: list[Obj]) -> None:
-        self._by_label: dict[tuple[str, str, str], list[Obj]] = {}
-        for pod in pods:
-            namespace = _meta(pod).get("namespace", "default")
-            for key, value in (_meta(pod).get("labels") or {}).items():
-                self._by_label.setdefault((namespace, key, value), []).append(pod)
-
-    def select(self, namespace: str, selector: Optional[dict[str, str]]) -> list[Obj]:
-        if not selector:
-            return []
-        smallest = min((self._by_label.get((namespace, k, v), []) for k, v in selector.items()), key=len)
-        return [pod for pod in smallest if selects(selector, pod)]
-
-
-def controller_uid(pod: Obj) -> Optional[str]:
-    return (controller_owner(pod) or {}).get("uid")
-
-
-def _target_port(port: Obj, pod: Obj) -> Optional[int]:
-    target = port.get("targetPort", port.get("port"))
-    if isinstance(target, int):
-        return target
-    if isinstance(target, str) and target.isdigit():
-        return int(target)
-    for container in pod.get("spec", {}).get("containers") or []:
-        for declared in container.get("ports") or []:
-            if declared.get("name") == target:
-                return declared.get("containerPort")
-    return None

@@ -18,6 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
+from trainctl.controller.kube.client import ApiError
+
+from . import paths
 from .env import ConfigError, command_line, container_env, downward_api_names
 from .runtime import ContainerProcess, ProcessRegistry, now_rfc3339
 
@@ -47,6 +50,8 @@ class PodContext(Protocol):
     def report(self, pod: Obj, status: Obj) -> None:
         """Write the pod's status; never raises (a failed write is retried by the kubelet)."""
     def wait_for_change(self, timeout: float) -> None: ...
+    def record_error(self, what: str) -> None:
+        """Note that the kubelet itself failed (a bug, never bad input); it is logged already."""
 
 
 @dataclass
@@ -207,35 +212,14 @@ class PodWorker:
                                                      "hostIP": self.ctx.host_ip, "hostIPs": [{"ip": self.ctx.host_ip}]})
                 pod["spec"]["nodeName"] = self.ctx.node_name
                 declared = container_env(pod, spec, self.ctx.configmap, self.ctx.secret, self.ctx.allocatable)
-                argv = command_line(spec, declared)
-                pending: list[str] = []
-                env = {}
-                memo: dict[tuple[str, str], Any] = {}  # one lookup per name in this attempt
-                for name, value in declared.items():
-                    if name in downward:
-                        env[name] = value
-                        continue
-                    env[name], waits = self.ctx.rewrite(value, pod, memo)
-                    pending += waits
-                rewritten = argv[:1]  # the executable itself is never a Service name
-                for part in argv[1:]:
-                    text, waits = self.ctx.rewrite(part, pod, memo)
-                    rewritten.append(text)
-                    pending += waits
+                argv, env, pending = _resolve_names(self.ctx, pod, command_line(spec, declared), declared, downward)
                 if not pending:
-                    full = self.ctx.base_env(self.namespace)
-                    full["HOSTNAME"] = pod["metadata"].get("name", "")
-                    for resource, variable in DEVICE_ENV.items():
-                        if resource in self.devices:
-                            full[variable] = ",".join(str(i) for i in self.devices[resource])
-                    resolver_path = full.get("PYTHONPATH", "").split(os.pathsep)[0]
-                    full.update(env)
-                    if "PYTHONPATH" in env and resolver_path:  # keep the Service-name resolver first
-                        full["PYTHONPATH"] = os.pathsep.join(p for p in (resolver_path, env["PYTHONPATH"]) if p)
-                    return rewritten, full
+                    return argv, _process_env(self.ctx.base_env(self.namespace), pod, self.devices, env)
                 waiting = {"reason": "ContainerCreating", "message": "waiting for " + "; ".join(sorted(set(pending)))}
             except ConfigError as exc:
                 waiting = {"reason": "CreateContainerConfigError", "message": str(exc)}
+            except ApiError as exc:  # a ConfigMap, Secret or Service could not be read: try again
+                waiting = {"reason": "ContainerCreating", "message": f"waiting for the API server: {exc}"}
             if state.state.get("waiting") != waiting:
                 with self._lock:
                     state.state = {"waiting": waiting}
@@ -254,8 +238,11 @@ class PodWorker:
         """Start the container once and wait for it; return its exit code."""
         state = self._state_of(spec)
         argv, env = self._environment(spec)
-        log_path = self.ctx.pods_dir / self.uid / state.name / f"{state.restart_count}.log"
         started = now_rfc3339()
+        try:
+            log_path = paths.inside(self.ctx.pods_dir, self.uid, state.name, f"{state.restart_count}.log")
+        except paths.OutsideDirectory as exc:
+            return self._start_failed(state, started, f"no log file for container {state.name!r}: {exc}")
         try:
             with self._lock:
                 if self.stopping.is_set():
@@ -267,13 +254,10 @@ class PodWorker:
                 state.state = {"running": {"startedAt": process.started_at}}
                 if self.initialized and self.phase == "Pending":  # the first container runs
                     self.phase = "Running"
-        except OSError as exc:
+        except (OSError, paths.OutsideDirectory) as exc:
             log_path.parent.mkdir(parents=True, exist_ok=True)
-            with self._lock:
-                state.state = _terminated(128, started, now_rfc3339(), state.container_id,
-                                          f"failed to start {argv[0]!r}: {exc.strerror or exc}", reason="StartError")
-            self._report()
-            return 128
+            return self._start_failed(state, started, f"failed to start {argv[0]!r}: "
+                                      f"{getattr(exc, 'strerror', None) or exc}")
         self._report()
         code = process.wait()
         assert code is not None
@@ -282,6 +266,12 @@ class PodWorker:
             state.state = _terminated(code, process.started_at, process.finished_at or now_rfc3339(),
                                       state.container_id)
         return code
+
+    def _start_failed(self, state: ContainerState, started: str, message: str) -> int:
+        with self._lock:
+            state.state = _terminated(128, started, now_rfc3339(), state.container_id, message, reason="StartError")
+        self._report()
+        return 128
 
     def _back_off(self, state: ContainerState) -> None:
         """CrashLoopBackOff: the first restart is immediate, then base, 2*base, ... up to the cap."""
@@ -313,6 +303,13 @@ class PodWorker:
                 self._back_off(state)
         except _Stopped:
             pass
+        except Exception as exc:  # a bug must not leave the container without a state
+            log.exception("container %s of pod %s/%s", state.name, self.namespace, self.pod["metadata"].get("name"))
+            self.ctx.record_error(f"container {state.name} of pod {self.namespace}/{self.pod['metadata'].get('name')}")
+            with self._lock:
+                state.state = _terminated(128, now_rfc3339(), now_rfc3339(), state.container_id,
+                                          f"the local kubelet failed to run the container: {exc!r}",
+                                          reason="StartError")
         finally:
             self._report()
 
@@ -371,12 +368,47 @@ class PodWorker:
                         state.state = {"waiting": state.state.get("waiting", {"reason": "PodInitializing"})}
         except Exception:  # a bug here must not leave processes behind unreported
             log.exception("pod worker %s/%s failed", self.namespace, self.pod["metadata"].get("name"))
+            self.ctx.record_error(f"pod worker {self.namespace}/{self.pod['metadata'].get('name')}")
             with self._lock:
                 self.phase = "Failed"
         finally:
             self._report()
             self.done.set()
             self._on_done(self.uid)
+
+
+def _resolve_names(ctx: PodContext, pod: Obj, argv: list[str], declared: dict[str, str],
+                   downward: set[str]) -> tuple[list[str], dict[str, str], list[str]]:
+    """argv and env with Service names rewritten, and the names still pending."""
+    pending: list[str] = []
+    env = {}
+    memo: dict[tuple[str, str], Any] = {}  # one lookup per name in this attempt
+    for name, value in declared.items():
+        if name in downward:
+            env[name] = value
+            continue
+        env[name], waits = ctx.rewrite(value, pod, memo)
+        pending += waits
+    rewritten = argv[:1]  # the executable itself is never a Service name
+    for part in argv[1:]:
+        text, waits = ctx.rewrite(part, pod, memo)
+        rewritten.append(text)
+        pending += waits
+    return rewritten, env, pending
+
+
+def _process_env(base: dict[str, str], pod: Obj, devices: dict[str, list[int]], env: dict[str, str]) -> dict[str, str]:
+    """The process's whole environment: the kubelet's, the devices, then the container's own."""
+    full = dict(base)
+    full["HOSTNAME"] = pod["metadata"].get("name", "")
+    for resource, variable in DEVICE_ENV.items():
+        if resource in devices:
+            full[variable] = ",".join(str(i) for i in devices[resource])
+    resolver_path = full.get("PYTHONPATH", "").split(os.pathsep)[0]
+    full.update(env)
+    if "PYTHONPATH" in env and resolver_path:  # keep the Service-name resolver first
+        full["PYTHONPATH"] = os.pathsep.join(p for p in (resolver_path, env["PYTHONPATH"]) if p)
+    return full
 
 
 class _Stopped(Exception):

@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Optional
 
+from . import paths
+
 
 def now_rfc3339() -> str:
     """Second precision, as Kubernetes writes metav1.Time."""
@@ -106,7 +108,7 @@ class ProcessRegistry:
         directory.mkdir(parents=True, exist_ok=True)
 
     def _path(self, pod_uid: str, container: str) -> Path:
-        return self.directory / f"{pod_uid}.{container}.json"
+        return paths.inside(self.directory, f"{pod_uid}.{container}.json")
 
     def add(self, record: ProcessRecord) -> None:
         path = self._path(record.pod_uid, record.container)
@@ -118,24 +120,32 @@ class ProcessRegistry:
         self._path(pod_uid, container).unlink(missing_ok=True)
 
     def records(self) -> list[ProcessRecord]:
+        return [record for _, record in self._read()]
+
+    def _read(self) -> list[tuple[Path, ProcessRecord]]:
         found = []
         for path in sorted(self.directory.glob("*.json")):
             try:
-                found.append(ProcessRecord(**json.loads(path.read_text())))
+                record = ProcessRecord(**json.loads(path.read_text()))
             except (OSError, ValueError, TypeError):
+                path.unlink(missing_ok=True)
+                continue
+            if isinstance(record.pid, int) and record.pid > 0:
+                found.append((path, record))
+            else:
                 path.unlink(missing_ok=True)
         return found
 
     def kill_leftovers(self) -> list[ProcessRecord]:
         """SIGKILL every recorded process group that is still ours; forget all records."""
         killed = []
-        for record in self.records():
+        for path, record in self._read():
             if record.alive():
                 signal_container(record.pid, record.container_id, signal.SIGKILL)
                 killed.append(record)
             elif record.container_id:  # the main process is gone; what it left behind is not
                 signal_container(record.pid, record.container_id, signal.SIGKILL)
-            self.remove(record.pod_uid, record.container)
+            path.unlink(missing_ok=True)
         return killed
 
 
@@ -155,8 +165,17 @@ class ContainerProcess:
         # Raises OSError (e.g. FileNotFoundError) when the command cannot be started.
         self._proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                       stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
-        registry.add(ProcessRecord(self._proc.pid, process_start_time(self._proc.pid) or "", pod_uid, container,
-                                   self.container_id))
+        try:
+            registry.add(ProcessRecord(self._proc.pid, process_start_time(self._proc.pid) or "", pod_uid, container,
+                                       self.container_id))
+        except (OSError, paths.OutsideDirectory):
+            # A process nobody could find after a crash must not run at all.
+            self.signal_group(signal.SIGKILL)
+            self._proc.wait()
+            for stream in (self._proc.stdout, self._proc.stderr, self._log):
+                if stream is not None:
+                    stream.close()
+            raise
         self._pumps = [threading.Thread(target=self._pump, args=(stream, name), daemon=True,
                                         name=f"log-{container}-{name}")
                        for stream, name in ((self._proc.stdout, "stdout"), (self._proc.stderr, "stderr"))]

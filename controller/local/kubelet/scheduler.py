@@ -1,16 +1,18 @@
-"""Does a pod fit on the one node, and if not, why: the single-node kube-scheduler.
+"""Which node a pod fits on, and if none, why: kube-scheduler's filter rules.
 
-Pure functions over plain pod dicts, so the rules (resources, fake devices, ports treated
-like host ports across owners) can be tested without a server. The kubelet calls
-:func:`fit` for each pending pod in creation order and binds the ones that fit.
+Pure functions over plain pod dicts and :class:`NodeResources` (what one node has and
+what is already bound to it), so the rules (node selector, resources, fake devices, ports
+treated like host ports across owners) can be tested without a server, and so the same
+rules can serve one node today and a cluster-wide scheduler over several nodes later.
+:mod:`.scheduling` acts on the decisions (binding, the Unschedulable condition).
 """
 
 from __future__ import annotations
 
+import socket
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
-import socket
-from collections.abc import Callable, Iterable
 from typing import Any, Optional
 
 from kubernetes.utils import parse_quantity
@@ -78,8 +80,13 @@ def owner_key(pod: Obj) -> str:
     return meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
 
 
+def phase(pod: Obj) -> Any:
+    status = pod.get("status")
+    return status.get("phase") if isinstance(status, dict) else None
+
+
 def is_terminal(pod: Obj) -> bool:
-    return pod.get("status", {}).get("phase") in ("Succeeded", "Failed")
+    return phase(pod) in ("Succeeded", "Failed")
 
 
 def wants_this_scheduler(pod: Obj) -> bool:
@@ -105,68 +112,123 @@ def port_free_on_machine(port: int, protocol: str) -> bool:
     return True
 
 
+PortProbe = Callable[[int, str], bool]  # (port, protocol) -> free on the machine?
+NODE_SELECTOR_PROBLEM = "node(s) didn't match Pod's node affinity/selector"
+
+
+@dataclass(frozen=True)
+class NodeResources:
+    """One node as the scheduler sees it: what it offers and the pods already bound to it."""
+
+    name: str
+    allocatable: Mapping[str, Any]
+    labels: Mapping[str, str] = field(default_factory=dict)
+    bound: tuple[Obj, ...] = ()  # non-terminal pods bound to (or assumed on) the node
+    # Device resource -> indices the node's running pods hold, e.g. {"nvidia.com/gpu": {0}}.
+    allocated_devices: Mapping[str, set[int]] = field(default_factory=dict)
+
+    def with_pod(self, pod: Obj) -> "NodeResources":
+        """The node once ``pod`` is bound to it (later pods of the same pass see it)."""
+        return NodeResources(self.name, self.allocatable, self.labels, self.bound + (pod,), self.allocated_devices)
+
+
 @dataclass
 class Decision:
-    """The outcome for one pod: bound (with its devices) or left Pending with a message."""
+    """The outcome for one pod: a node (with its devices) or left Pending with a message."""
 
     fits: bool
     message: str = ""
     # resource name -> device indices for the whole pod, e.g. {"nvidia.com/gpu": [0, 1]}.
     devices: dict[str, list[int]] = field(default_factory=dict)
+    node_name: str = ""
 
 
-def fit(pod: Obj, allocatable: dict[str, Any], bound: Iterable[Obj],
-        allocated_devices: Optional[dict[str, set[int]]] = None,
-        port_available: Optional[Callable[[int, str], bool]] = None) -> Decision:
-    """Decide whether ``pod`` fits next to ``bound`` (non-terminal pods already on the node).
+@dataclass(frozen=True)
+class _Problem:
+    """Why one node does not fit: counted across nodes (kube-scheduler's "2 Insufficient
+    cpu") unless it names something of its own (the pod holding a port)."""
 
-    ``allocated_devices`` maps a device resource to the indices other pods hold;
-    ``port_available(port, protocol)`` says whether the machine has the port free, for ports
-    no pod of the same owner holds yet (another cluster or any other program may use it).
-    """
-    bound = [p for p in bound if not is_terminal(p)]
-    capacity = {name: quantity(value) for name, value in allocatable.items()}
+    text: str
+    counted: bool = True
+
+
+def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortProbe]) -> list[_Problem]:
+    bound = [p for p in node.bound if not is_terminal(p)]
+    capacity = {name: quantity(value) for name, value in node.allocatable.items()}
     used: dict[str, Decimal] = {}
     for other in bound:
         for name, amount in pod_requests(other).items():
             used[name] = used.get(name, Decimal(0)) + amount
 
-    problems: list[str] = []
+    problems: list[_Problem] = []
+    selector = pod.get("spec", {}).get("nodeSelector") or {}
+    if any(node.labels.get(key) != value for key, value in selector.items()):
+        problems.append(_Problem(NODE_SELECTOR_PROBLEM))
     wanted = pod_requests(pod)
     if len(bound) + 1 > capacity.get("pods", Decimal(110)):
-        problems.append("1 Too many pods")
+        problems.append(_Problem("Too many pods"))
     for name in sorted(wanted):
         amount = wanted[name]
         if amount <= 0 or name in _IGNORED_RESOURCES:
             continue
         if amount + used.get(name, Decimal(0)) > capacity.get(name, Decimal(0)):
-            problems.append(f"1 Insufficient {name}")
+            problems.append(_Problem(f"Insufficient {name}"))
 
     mine = owner_key(pod)
     held: dict[tuple[int, str], Obj] = {}
     shared: set[tuple[int, str]] = set()
     for other in bound:
         if owner_key(other) != mine:
-            for port in pod_ports(other):
-                held.setdefault(port, other)
+            for taken in pod_ports(other):
+                held.setdefault(taken, other)
         else:
             shared |= pod_ports(other)
     for port, protocol in sorted(pod_ports(pod)):
         holder = held.get((port, protocol))
         suffix = "" if protocol == "TCP" else f"/{protocol}"
         if holder is not None:
-            problems.append(f"port {port}{suffix} is in use by pod {pod_ref(holder)}")
+            problems.append(_Problem(f"port {port}{suffix} is in use by pod {pod_ref(holder)}", counted=False))
         elif (port, protocol) not in shared and port_available is not None and not port_available(port, protocol):
-            problems.append(f"port {port}{suffix} {MACHINE_PORT_PROBLEM}")
+            problems.append(_Problem(f"port {port}{suffix} {MACHINE_PORT_PROBLEM}", counted=False))
+    return problems
 
-    if problems:
-        return Decision(False, f"0/1 nodes are available: {', '.join(problems)}.")
 
+def _devices_for(pod: Obj, node: NodeResources) -> dict[str, list[int]]:
+    wanted = pod_requests(pod)
     devices: dict[str, list[int]] = {}
-    taken = allocated_devices or {}
     for name in DEVICE_RESOURCES:
         count = int(wanted.get(name, 0))
         if count > 0:
-            free = [i for i in range(int(capacity.get(name, 0))) if i not in taken.get(name, set())]
+            taken = node.allocated_devices.get(name, set())
+            free = [i for i in range(int(quantity(node.allocatable.get(name, 0)))) if i not in taken]
             devices[name] = free[:count]
-    return Decision(True, devices=devices)
+    return devices
+
+
+def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[PortProbe] = None) -> Decision:
+    """The first of ``nodes`` that ``pod`` fits on, or kube-scheduler's message for why none.
+
+    ``port_available(port, protocol)`` says whether the machine has the port free, for ports
+    no pod of the same owner holds yet (another cluster or any other program may use it).
+    """
+    counts: dict[str, int] = {}
+    named: list[str] = []
+    for node in nodes:
+        problems = _node_problems(pod, node, port_available)
+        if not problems:
+            return Decision(True, devices=_devices_for(pod, node), node_name=node.name)
+        for problem in problems:
+            if problem.counted:
+                counts[problem.text] = counts.get(problem.text, 0) + 1
+            elif problem.text not in named:
+                named.append(problem.text)
+    reasons = sorted(f"{count} {text}" for text, count in counts.items()) + named  # sorted, as kube-scheduler
+    return Decision(False, f"0/{len(nodes)} nodes are available: {', '.join(reasons)}.")
+
+
+def fit(pod: Obj, allocatable: dict[str, Any], bound: Iterable[Obj],
+        allocated_devices: Optional[dict[str, set[int]]] = None,
+        port_available: Optional[PortProbe] = None) -> Decision:
+    """:func:`schedule` on one unlabelled node holding ``bound``."""
+    node = NodeResources("", allocatable, bound=tuple(bound), allocated_devices=allocated_devices or {})
+    return schedule(pod, [node], port_available)

@@ -12,7 +12,6 @@ import threading
 from typing import Optional
 
 
-
 class PodIPAllocator:
     """Thread-safe uid -> address bookkeeping over one range."""
 
@@ -38,12 +37,6 @@ class PodIPAllocator:
                     self._by_uid[uid] = candidate
                     return candidate
             raise RuntimeError(f"pod address range {self._network} is exhausted")
-
-    def restore(self, uid: str, address: str) -> None:
-        """Record an address a pod already has (after a kubelet restart)."""
-        with self._lock:
-            if ipaddress.ip_address(address) in self._network:
-                self._by_uid[uid] = address
 
     def lookup(self, uid: str) -> Optional[str]:
         with self._lock:

@@ -9,6 +9,7 @@ Service or a pod changes; listeners are opened and closed to match.
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import logging
 import threading
@@ -51,9 +52,6 @@ class ServiceProxy:
             if not self._closed:
                 asyncio.run_coroutine_threadsafe(self._apply(dict(rules)), self._loop).result(timeout=30)
 
-    def listening(self) -> set[Frontend]:
-        return set(self._servers)
-
     async def _apply(self, rules: dict[Frontend, list[Backend]]) -> None:
         # Only ports with a ready endpoint listen: without one a client gets "connection
         # refused", as with kube-proxy's REJECT rule, and can retry.
@@ -70,7 +68,7 @@ class ServiceProxy:
             host, port = frontend
             try:
                 self._servers[frontend] = await asyncio.start_server(
-                    lambda r, w, f=frontend: self._forward(f, r, w), host, port, reuse_address=True)
+                    functools.partial(self._forward, frontend), host, port, reuse_address=True)
             except OSError as exc:
                 log.warning("service proxy cannot listen on %s:%d: %s", host, port, exc)
 

@@ -41,6 +41,8 @@ def kubelet(apiserver: ApiServerHandle, tmp_path: Path) -> Iterator[Kubelet]:
         yield node
     finally:
         node.stop(grace_cap=2)
+    # Bad input fails its pod with a reason; anything raised in a per-pod step is a kubelet bug.
+    assert not node.step_errors, node.step_errors
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ def test_allocation_is_stable_per_pod_and_does_not_reuse_a_freed_address_at_once
 
 
 def test_pod_index_matches_whole_selectors_within_a_namespace():
-    from trainctl.controller.local.kubelet.kubelet import PodIndex
+    from trainctl.controller.local.kubelet.service_names import PodIndex
 
     def p(name, namespace, **labels):
         return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}

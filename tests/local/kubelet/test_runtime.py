@@ -6,7 +6,10 @@ import signal
 import sys
 import textwrap
 
-from trainctl.controller.local.kubelet.runtime import ContainerProcess, ProcessRegistry
+import pytest
+
+from trainctl.controller.local.kubelet import paths
+from trainctl.controller.local.kubelet.runtime import ContainerProcess, ProcessRegistry, process_start_time
 
 CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] (.*)$")
 
@@ -68,3 +71,14 @@ def test_leftover_process_groups_are_killed(tmp_path):
     assert [r.pid for r in killed] == [process.pid]
     assert process.wait(10) == 128 + signal.SIGKILL
     assert registry.records() == []
+
+
+def test_a_process_that_cannot_be_recorded_is_not_left_running(tmp_path):
+    marker = tmp_path / "pid"
+    code = f"import os, time; open({str(marker)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+    with pytest.raises(paths.OutsideDirectory):
+        start(tmp_path, code, name="../escape")
+    assert not (tmp_path / "escape.json").exists() and not list((tmp_path / "processes").iterdir())
+    if marker.exists():  # it may have started before it was killed: it must be gone now
+        pid = int(marker.read_text() or 0)
+        assert pid == 0 or process_start_time(pid) is None

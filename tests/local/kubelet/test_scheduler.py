@@ -94,3 +94,18 @@ def test_port_probe_sees_a_listening_socket():
         port = server.getsockname()[1]
         assert not port_free_on_machine(port, "TCP")
     assert port_free_on_machine(port, "TCP")
+
+
+def test_several_nodes_first_fit_and_kube_scheduler_counts_why_none_fits():
+    from trainctl.controller.local.kubelet.scheduler import NodeResources, schedule
+
+    small = NodeResources("small", {"cpu": "1", "memory": "1Gi", "pods": "110"}, {"zone": "a"})
+    gpu = NodeResources("gpu", NODE, {"zone": "b"}, allocated_devices={"nvidia.com/gpu": {0}})
+    decision = schedule(pod("a", limits={"nvidia.com/gpu": "1"}), [small, gpu])
+    assert (decision.fits, decision.node_name, decision.devices) == (True, "gpu", {"nvidia.com/gpu": [1]})
+
+    wants_zone_a = pod("b", requests={"cpu": "2"})
+    wants_zone_a["spec"]["nodeSelector"] = {"zone": "a"}
+    decision = schedule(wants_zone_a, [small, gpu, gpu.with_pod(pod("c"))])
+    assert decision.message == ("0/3 nodes are available: 1 Insufficient cpu, "
+                                "2 node(s) didn't match Pod's node affinity/selector.")

@@ -1,0 +1,94 @@
+"""The node's heartbeat: register the Node, renew its Lease, post its Ready condition.
+
+Kept apart from the pods so that a node's liveness never waits on pod work: the Lease is
+renewed every ``interval`` seconds (the real kubelet's ``nodeLeaseDurationSeconds`` / 4),
+and the Node's status is written once a minute and when the kubelet stops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any, Optional
+
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.resources import LEASES, NAMESPACES, NODES
+
+from . import node as nodes
+from .runtime import now_rfc3339
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+STATUS_EVERY_BEATS = 6  # node status once a minute at the default 10 s interval
+
+
+class NodeHeartbeat:
+    """One Node and its Lease, kept alive by a thread of its own."""
+
+    def __init__(self, client: KubeClient, node_name: str, allocatable: dict[str, Any], interval: float) -> None:
+        self._client = client
+        self.node_name = node_name
+        self._allocatable = allocatable
+        self._interval = interval
+        self._ready_since = now_rfc3339()
+        self._node: Obj = {}
+        self._stopped = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        return dict(self._node.get("metadata", {}).get("labels") or {})
+
+    def register(self) -> None:
+        """Create the Node (or find it), say it is Ready, renew its Lease; then keep beating."""
+        node = self._client.get_or_none(NODES, None, self.node_name)
+        if node is None:
+            created = self._client.create(NODES, nodes.node_object(self.node_name)).object
+            node = created or self._client.get(NODES, None, self.node_name)
+        self._node = node
+        self.write_status(ready=True, message="kubelet is posting ready status")
+        self._renew_lease()
+        self._thread = threading.Thread(target=self._loop, name="kubelet-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop beating and say the node is no longer ready."""
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        try:
+            self.write_status(ready=False, message="kubelet stopped")
+        except (ApiError, OSError) as exc:
+            log.debug("node status on stop: %s", exc)
+
+    def write_status(self, *, ready: bool, message: str) -> None:
+        status = nodes.node_status(self.node_name, self._allocatable, ready, message, self._ready_since)
+        try:
+            self._client.patch(NODES, None, self.node_name, {"status": status}, subresource="status")
+        except ApiError as exc:
+            if exc.code not in (404, 405):
+                raise
+            self._client.patch(NODES, None, self.node_name, {"status": status})
+
+    def _renew_lease(self) -> None:
+        try:
+            self._client.patch(LEASES, nodes.LEASE_NAMESPACE, self.node_name,
+                               {"spec": {"renewTime": nodes.micro_time(), "holderIdentity": self.node_name}})
+        except ApiError as exc:
+            if exc.code != 404:
+                raise
+            self._client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                             "metadata": {"name": nodes.LEASE_NAMESPACE}})
+            self._client.create(LEASES, nodes.lease_object(self._node))
+
+    def _loop(self) -> None:
+        beats = 0
+        while not self._stopped.wait(self._interval):
+            try:
+                self._renew_lease()
+                beats += 1
+                if beats % STATUS_EVERY_BEATS == 0:
+                    self.write_status(ready=True, message="kubelet is posting ready status")
+            except Exception as exc:  # API errors, or urllib3's while the API server restarts
+                log.debug("heartbeat: %s", exc)

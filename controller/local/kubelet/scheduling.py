@@ -1,0 +1,123 @@
+"""The scheduler: binds pending pods to a node that fits, or says why none does.
+
+A pass takes the nodes' free resources (:class:`~.scheduler.NodeResources`) and places the
+pending pods on them one by one, oldest first, so it does not care whether it runs inside
+the one kubelet or, once the cluster has several nodes, as a component of its own. A pod that
+fits is bound through the ``pods/binding`` subresource and *assumed* on its node until
+the watch shows the binding (kube-scheduler's assume cache), so the node can start it at
+once and the next pod of the same pass sees it. A pod that fits nowhere gets
+``PodScheduled=False, reason=Unschedulable`` with kube-scheduler's message, written once
+per distinct message.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+from typing import Any, Optional
+
+from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.resources import PODS
+
+from .runtime import now_rfc3339
+from .scheduler import MACHINE_PORT_PROBLEM, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
+from .status import StatusWriter
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+def creation_order(pod: Obj) -> tuple[str, str, str]:
+    meta = pod.get("metadata", {})
+    return meta.get("creationTimestamp") or "", meta.get("namespace", ""), meta.get("name", "")
+
+
+def wants_scheduling(pod: Obj) -> bool:
+    """Unbound, alive, and addressed to this scheduler (``schedulerName``)."""
+    return (not pod.get("spec", {}).get("nodeName") and not pod.get("metadata", {}).get("deletionTimestamp")
+            and not is_terminal(pod) and wants_this_scheduler(pod))
+
+
+class Scheduler:
+    """Pending pods -> bindings or Unschedulable conditions."""
+
+    def __init__(self, client: KubeClient, statuses: StatusWriter, port_available: Optional[PortProbe] = None) -> None:
+        self._client = client
+        self._statuses = statuses
+        self._port_available = port_available
+        self._lock = threading.Lock()  # guards the two maps below
+        self._assumed: dict[str, str] = {}  # pod uid -> node, bound but not yet seen bound
+        self._unschedulable: dict[str, str] = {}  # pod uid -> the message last written
+        # A port held outside the cluster frees without any API event: look again soon.
+        self.waiting_for_machine_ports = False
+
+    def assumed_node(self, uid: str) -> Optional[str]:
+        with self._lock:
+            return self._assumed.get(uid)
+
+    def observe(self, by_uid: dict[str, Obj]) -> None:
+        """Forget assumptions the watch has confirmed, and pods that are gone."""
+        with self._lock:
+            for uid in list(self._assumed):
+                spec = by_uid[uid].get("spec") if uid in by_uid else None
+                if not isinstance(spec, dict) or spec.get("nodeName"):
+                    del self._assumed[uid]
+            self._unschedulable = {u: m for u, m in self._unschedulable.items() if u in by_uid}
+
+    def pending(self, pods: list[Obj]) -> list[Obj]:
+        """The pods to place, oldest first."""
+        with self._lock:
+            assumed = set(self._assumed)
+        return sorted((p for p in pods if wants_scheduling(p) and p["metadata"]["uid"] not in assumed),
+                      key=creation_order)
+
+    def new_pass(self, nodes: Sequence[NodeResources]) -> list[NodeResources]:
+        """Start a pass over the pending pods; :meth:`place` them one by one on the result."""
+        self.waiting_for_machine_ports = False
+        return list(nodes)
+
+    def place(self, pod: Obj, nodes: list[NodeResources]) -> None:
+        """Bind ``pod`` to the first node it fits (and count it there, in ``nodes``), or
+        say why it fits nowhere."""
+        uid = pod["metadata"]["uid"]
+        decision = schedule(pod, nodes, self._port_available)
+        if decision.fits:
+            if self._bind(pod, decision.node_name):
+                index = next(i for i, node in enumerate(nodes) if node.name == decision.node_name)
+                nodes[index] = nodes[index].with_pod(pod)
+                with self._lock:
+                    self._assumed[uid] = decision.node_name
+                    self._unschedulable.pop(uid, None)
+            return
+        self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
+        with self._lock:
+            written = self._unschedulable.get(uid)
+        if written != decision.message:
+            self._mark_unschedulable(pod, decision.message)
+
+    def _bind(self, pod: Obj, node_name: str) -> bool:
+        meta = pod["metadata"]
+        binding = {"apiVersion": "v1", "kind": "Binding",
+                   "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta["uid"]},
+                   "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}
+        try:
+            self._client.create(PODS, binding, subresource="binding")
+            return True
+        except ApiError as exc:
+            if exc.code != 404:  # 404: the pod is gone; the next pass no longer sees it
+                log.info("bind %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+            return False
+
+    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        meta = pod["metadata"]
+        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+                     "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
+        try:
+            self._statuses.patch(meta, {"status": {"phase": "Pending", "conditions": [condition]}})
+        except ApiError as exc:
+            log.debug("unschedulable status of %s: %s", meta["name"], exc)
+            return
+        with self._lock:
+            self._unschedulable[meta["uid"]] = message
