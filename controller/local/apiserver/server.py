@@ -307,7 +307,7 @@ class ApiServer:
         rtype = self.registry.get(metrics_api.GROUP, metrics_api.VERSION, rest[0]) if rest else None
         if rtype is None or len(rest) > 3 or (namespace is not None and not rtype.namespaced):
             raise errors.page_not_found()
-        request[RESOURCE] = rtype.plural
+        request[RESOURCE] = rtype.group_resource  # pods.metrics.k8s.io, apart from pods in /metrics
         name = rest[1] if len(rest) > 1 else None
         if len(rest) == 3:
             if rest[2] != metrics_api.PUBLISH_SUBRESOURCE or rtype.namespaced:

@@ -75,6 +75,7 @@ def test_kubectl_top_pods_and_nodes_read_what_the_kubelets_published(kubectl, ku
     assert rows(kubectl("top", "pod", "db", "--containers"))[1:] == [["db", "main", "1500m", "1024Mi"],
                                                                      ["db", "side", "10m", "1Mi"]]
     assert rows(kubectl("top", "node", "n2"))[1][0] == "n2"
+    assert [r[0] for r in rows(kubectl("top", "nodes", "-l", "kubernetes.io/hostname=n2"))[1:]] == ["n2"]
 
 
 def test_metrics_are_discovered_and_read_only(kubectl, kube, cluster):
@@ -82,6 +83,8 @@ def test_metrics_are_discovered_and_read_only(kubectl, kube, cluster):
     assert [r[0] for r in listed[1:]] == ["nodes", "pods"]
     assert all(r[-1] == "get,list" for r in listed[1:])
     assert "usage" not in kubectl("get", "--raw", "/apis/metrics.k8s.io/v1beta1")
+    before = kubectl.run("top", "pods", check=False)  # pods exist, no kubelet has published yet
+    assert "Metrics API not available" not in before.stderr and "metrics not available yet" in before.stderr
     metrics_publish.publish(kube, "n1", node_metrics("n1", "1", "2Gi"), [pod_metrics("web-1")])
     got = json.loads(kubectl("get", "--raw", "/apis/metrics.k8s.io/v1beta1/namespaces/default/pods/web-1"))
     assert got["kind"] == "PodMetrics" and got["apiVersion"] == "metrics.k8s.io/v1beta1"
