@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from . import errors, selectors
 from .admission import now_rfc3339
@@ -59,7 +59,7 @@ class _Entry:
     expires_at: float
 
 
-def _is_metrics(doc: Any, kind: str, *, namespaced: bool) -> bool:
+def _is_metrics(doc: Any, kind: str, *, namespaced: bool) -> TypeGuard[Obj]:
     if not isinstance(doc, dict) or doc.get("kind", kind) != kind:
         return False
     meta = doc.get("metadata")
@@ -126,9 +126,8 @@ class MetricsApi:
 
     def _expire(self) -> None:
         now = self._clock()
-        for table in (self._nodes, self._pods):
-            for key in [k for k, e in table.items() if e.expires_at <= now]:
-                del table[key]
+        self._nodes = {k: e for k, e in self._nodes.items() if e.expires_at > now}
+        self._pods = {k: e for k, e in self._pods.items() if e.expires_at > now}
 
     # --- reads ------------------------------------------------------------------------------
 

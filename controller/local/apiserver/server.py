@@ -20,7 +20,18 @@ from typing import Any
 
 from aiohttp import web
 
-from . import body, discovery, errors, limits, logs, metrics_api, openapi, params, tables, watch
+from . import (
+    body,
+    discovery,
+    errors,
+    limits,
+    logs,
+    metrics_api,
+    openapi,
+    params,
+    tables,
+    watch,
+)
 from .metrics import Metrics
 from .registry import Registry, ResourceType
 from .resources import Resources

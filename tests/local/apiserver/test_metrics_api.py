@@ -8,7 +8,6 @@ import time
 
 import pytest
 from kubernetes import client
-
 from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.local import metrics_publish
 
