@@ -5,9 +5,11 @@ Every create, update, patch and subresource write of a whole object goes through
 metadata of the right JSON types), ``check_name``, and ``admit`` (defaulting, pruning and
 validation: CRD schemas for custom resources, Kubernetes' own schemas
 (``builtin_validation``) and ``validation`` for built-in kinds, then the
-size and depth ``limits``). ``admit`` is the one place that decides whether a state may be
-stored, like kube-apiserver's decoding, defaulting and validating admission chain; bodies
-were already bounded when they were read (``body``, ``patch``).
+size and depth ``limits``); a new pod first gets the default ``tolerations``, as
+kube-apiserver's DefaultTolerationSeconds plugin gives it. ``admit`` is the one place that
+decides whether a state may be stored, like kube-apiserver's decoding, defaulting and
+validating admission chain; bodies were already bounded when they were read (``body``,
+``patch``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import re
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from . import builtin_validation, crds, errors, limits, schema, validation
+from . import builtin_validation, crds, errors, limits, schema, tolerations, validation
 from .errors import Cause
 from .registry import Registry, ResourceType, pod_qos_class
 
@@ -99,8 +101,11 @@ class Admission:
     def _admit_builtin(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:
         """Validation of the kinds the server itself defines; returns warnings."""
         name = obj["metadata"].get("name", "")
+        is_pod = rtype.plural == "pods" and not rtype.group
+        if is_pod and old is None:
+            tolerations.add_defaults(obj)
         warnings = builtin_validation.admit(rtype, obj, old, field_validation)
-        if rtype.plural == "pods" and not rtype.group:
+        if is_pod:
             if old is None:
                 obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
             causes = validation.validate_pod(obj)

@@ -208,6 +208,10 @@ def _operation(rtype: ResourceType, action: str, schema_ref: str | None, v3: boo
     return operation
 
 
+_ACTION_VERBS = {"list": "list", "post": "create", "deletecollection": "deletecollection", "get": "get",
+                 "put": "update", "patch": "patch", "delete": "delete"}
+
+
 def _paths(rtype: ResourceType, prefix: str, v3: bool) -> Obj:
     schema = _schema_name(rtype)
     ref = prefix + schema if schema else None
@@ -232,6 +236,9 @@ def _paths(rtype: ResourceType, prefix: str, v3: bool) -> Obj:
             "delete": _operation(rtype, "delete", None, v3, params=("dryRun",)),
         },
     }
+    for operations in paths.values():  # read-only kinds (metrics.k8s.io) offer only their verbs
+        for method in [m for m, op in operations.items() if _ACTION_VERBS[op["x-kubernetes-action"]] not in rtype.verbs]:
+            del operations[method]
     if rtype.has_status:
         paths[f"{item}/status"] = {
             "get": _operation(rtype, "get", ref, v3),

@@ -4,7 +4,8 @@ Table), discovery and ``/metrics``.
 Everything about objects is decided in ``resources``; this module translates Kubernetes
 REST paths into those calls and their results (or ``ApiError``) back into responses real
 clients accept. Query parameters are parsed in ``params``, bodies read in ``body``, watch
-streams served by ``watch`` and log streams by ``logs``.
+streams served by ``watch``, log streams by ``logs`` and the in-memory Metrics API
+(``metrics.k8s.io``) by ``metrics_api``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ from typing import Any
 
 from aiohttp import web
 
-from . import body, discovery, errors, limits, logs, openapi, params, tables, watch
+from . import (
+    body,
+    discovery,
+    errors,
+    limits,
+    logs,
+    metrics_api,
+    openapi,
+    params,
+    tables,
+    watch,
+)
 from .metrics import Metrics
 from .registry import Registry, ResourceType
 from .resources import Resources
@@ -53,6 +65,9 @@ class ApiServer:
         self._closing = False
         self.store = Store(data_dir / STATE_FILE, window=watch_window, fsync=fsync)
         self.registry = Registry()
+        for rtype in metrics_api.resource_types():
+            self.registry.add(rtype)
+        self.metrics_api = metrics_api.MetricsApi(self.store)
         self.resources = Resources(self.store, self.registry, service_cidr)
         self.metrics = Metrics()
         self.openapi = openapi.Documents(self.registry)  # hook: OpenAPI documents (openapi)
@@ -123,6 +138,8 @@ class ApiServer:
             discovered = self._discovery(request, parts)
             if discovered is not None:
                 return discovered
+        if parts[1:3] == [metrics_api.GROUP, metrics_api.VERSION]:
+            return await self._serve_metrics(request, parts[3:])
         info = self._parse(parts)
         return await self._serve(request, info)
 
@@ -291,6 +308,39 @@ class ApiServer:
         if include is not None:
             return json_response(tables.table(rtype, [obj], include, {"resourceVersion": obj["metadata"]["resourceVersion"]}))
         return json_response(obj)
+
+    # --- the Metrics API (memory only) ------------------------------------------------------
+
+    async def _serve_metrics(self, request: web.BaseRequest, rest: list[str]) -> web.Response:
+        namespace = None
+        if len(rest) >= 3 and rest[0] == "namespaces":
+            namespace, rest = rest[1], rest[2:]
+        rtype = self.registry.get(metrics_api.GROUP, metrics_api.VERSION, rest[0]) if rest else None
+        if rtype is None or len(rest) > 3 or (namespace is not None and not rtype.namespaced):
+            raise errors.page_not_found()
+        request[RESOURCE] = rtype.group_resource  # pods.metrics.k8s.io, apart from pods in /metrics
+        name = rest[1] if len(rest) > 1 else None
+        if len(rest) == 3:
+            if rest[2] != metrics_api.PUBLISH_SUBRESOURCE or rtype.namespaced:
+                raise errors.page_not_found()
+            if request.method != "PUT":
+                raise errors.method_not_allowed()
+            request[VERB] = "UPDATE"
+            return json_response(self.metrics_api.publish(name or "", await body.decoded(request)))
+        if request.method != "GET" or params.go_bool(request.query, "watch"):
+            raise errors.method_not_allowed()
+        include = self._table_include(request)
+        if name is None:
+            request[VERB] = "LIST"
+            listed = self.metrics_api.list(rtype, namespace, request.query)
+            if include is not None:
+                return json_response(tables.table(rtype, listed["items"], include))
+            return json_response(listed)
+        if rtype.namespaced and namespace is None:
+            raise errors.page_not_found()
+        request[VERB] = "GET"
+        obj = self.metrics_api.get(rtype, namespace, name)
+        return json_response(tables.table(rtype, [obj], include) if include is not None else obj)
 
     # --- list and watch ---------------------------------------------------------------------
 

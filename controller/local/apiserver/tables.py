@@ -1,8 +1,9 @@
 """``meta.k8s.io/v1`` Tables: what ``kubectl get`` prints.
 
 kubectl prints cells verbatim, so the server renders everything, ages included. Pods,
-services, nodes and namespaces get the columns kubectl users know; custom resources get
-their CRD's ``additionalPrinterColumns``; anything else gets NAME and AGE.
+services, nodes, namespaces, events and HorizontalPodAutoscalers get the columns
+kube-apiserver's printers give them; custom resources get their CRD's
+``additionalPrinterColumns``; anything else gets NAME and AGE.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from .registry import ResourceType
 
 Obj = dict[str, Any]
 Column = dict[str, Any]
+
+NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
 
 
 def human_duration(seconds: float) -> str:
@@ -148,18 +151,114 @@ def _service_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any
     return columns, cells
 
 
+def _node_status(node: Obj) -> str:
+    """Ready, NotReady (Ready False or Unknown) or Unknown (no Ready condition), then
+    SchedulingDisabled when cordoned, as kubectl's node printer says it."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    status = ["Unknown" if ready is None else "Ready" if ready.get("status") == "True" else "NotReady"]
+    if (node.get("spec") or {}).get("unschedulable"):
+        status.append("SchedulingDisabled")
+    return ",".join(status)
+
+
+def _node_roles(node: Obj) -> str:
+    roles = set()
+    for key, value in (node["metadata"].get("labels") or {}).items():
+        if key.startswith(NODE_ROLE_PREFIX) and key[len(NODE_ROLE_PREFIX):]:
+            roles.add(key[len(NODE_ROLE_PREFIX):])
+        elif key == "kubernetes.io/role" and value:
+            roles.add(value)
+    return ",".join(sorted(roles)) or "<none>"
+
+
+def _node_address(node: Obj, kind: str) -> str:
+    addresses = (node.get("status") or {}).get("addresses") or []
+    return next((a.get("address") for a in addresses if isinstance(a, dict) and a.get("type") == kind), None) or "<none>"
+
+
 def _node_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
-    columns = [_NAME, _col("Status"), _col("Roles"), _AGE, _col("Version")]
+    columns = [_NAME, _col("Status", "The status of the node"), _col("Roles", "The roles of the node"), _AGE,
+               _col("Version", "Kubelet Version reported by the node."),
+               _col("Internal-IP", "List of addresses reachable to the node.", priority=1),
+               _col("External-IP", "List of addresses reachable to the node.", priority=1),
+               _col("OS-Image", "OS Image reported by the node from /etc/os-release.", priority=1),
+               _col("Kernel-Version", "Kernel Version reported by the node.", priority=1),
+               _col("Container-Runtime", "ContainerRuntime Version reported by the node.", priority=1)]
 
     def cells(node: Obj, now: datetime) -> list[Any]:
-        conditions = (node.get("status") or {}).get("conditions") or []
-        ready = next((c for c in conditions if c.get("type") == "Ready"), None)
-        state = "Ready" if ready and ready.get("status") == "True" else "NotReady"
-        roles = sorted(k.split("/", 1)[1] for k in (node["metadata"].get("labels") or {})
-                       if k.startswith("node-role.kubernetes.io/"))
-        version = ((node.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")
-        return [node["metadata"]["name"], state, ",".join(roles) or "<none>",
-                age(node["metadata"].get("creationTimestamp"), now), version]
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        return [node["metadata"]["name"], _node_status(node), _node_roles(node),
+                age(node["metadata"].get("creationTimestamp"), now), info.get("kubeletVersion", ""),
+                _node_address(node, "InternalIP"), _node_address(node, "ExternalIP"),
+                info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
+                info.get("containerRuntimeVersion") or "<unknown>"]
+
+    return columns, cells
+
+
+def _hpa_metric(spec: Obj, status: Obj | None) -> str:
+    """One metric of TARGETS: ``current/target``; quantities are printed as stored."""
+    kind = spec.get("type")
+    if kind in ("Resource", "ContainerResource"):
+        source = spec.get("resource" if kind == "Resource" else "containerResource") or {}
+        current_source = (status or {}).get("resource" if kind == "Resource" else "containerResource")
+        target = source.get("target") or {}
+        current = (current_source or {}).get("current") or {}
+        if target.get("averageValue") is not None:
+            return f"{source.get('name', '')}: {current.get('averageValue') or '<unknown>'}/{target['averageValue']}"
+        utilization = current.get("averageUtilization")
+        wanted = target.get("averageUtilization")
+        return (f"{source.get('name', '')}: {'<unknown>' if utilization is None else f'{utilization}%'}/"
+                f"{'<auto>' if wanted is None else f'{wanted}%'}")
+    if kind == "Pods":
+        current = ((status or {}).get("pods") or {}).get("current") or {}
+        return f"{current.get('averageValue') or '<unknown>'}/{((spec.get('pods') or {}).get('target') or {}).get('averageValue')}"
+    if kind in ("Object", "External"):
+        key = kind.lower()
+        target = ((spec.get(key) or {}).get("target")) or {}
+        current = ((status or {}).get(key) or {}).get("current") or {}
+        if target.get("averageValue") is not None:
+            return f"{current.get('averageValue') or '<unknown>'}/{target['averageValue']} (avg)"
+        return f"{current.get('value') or '<unknown>'}/{target.get('value')}"
+    return "<unknown type>"
+
+
+def hpa_targets(hpa: Obj) -> str:
+    """The TARGETS cell: each metric's current/target (statuses matched by position), at
+    most two, then ``+ N more...``; ``<none>`` without metrics."""
+    specs = (hpa.get("spec") or {}).get("metrics") or []
+    if not specs:
+        return "<none>"
+    statuses = (hpa.get("status") or {}).get("currentMetrics") or []
+    shown = [_hpa_metric(spec, statuses[i] if i < len(statuses) else None) for i, spec in enumerate(specs[:2])]
+    more = f" + {len(specs) - 2} more..." if len(specs) > 2 else ""
+    return ", ".join(shown) + more
+
+
+def _hpa_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME,
+               _col("Reference", "reference to scaled resource; horizontal pod autoscaler will learn the current "
+                                 "resource consumption and will set the desired number of pods by using its Scale "
+                                 "subresource."),
+               _col("Targets", "metrics contains the specifications for which to use to calculate the desired replica "
+                               "count (the maximum replica count across all metrics will be used)."),
+               _col("MinPods", "minReplicas is the lower limit for the number of replicas to which the autoscaler can "
+                               "scale down."),
+               _col("MaxPods", "maxReplicas is the upper limit for the number of replicas to which the autoscaler can "
+                               "scale up.", type_="integer"),
+               _col("Replicas", "currentReplicas is current number of replicas of pods managed by this autoscaler, "
+                                "as last seen by the autoscaler.", type_="integer"),
+               _AGE]
+
+    def cells(hpa: Obj, now: datetime) -> list[Any]:
+        spec = hpa.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        min_replicas = spec.get("minReplicas")
+        return [hpa["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}", hpa_targets(hpa),
+                "<unset>" if min_replicas is None else str(min_replicas), spec.get("maxReplicas", 0),
+                (hpa.get("status") or {}).get("currentReplicas", 0),
+                age(hpa["metadata"].get("creationTimestamp"), now)]
 
     return columns, cells
 
@@ -235,6 +334,7 @@ _BUILTIN = {
     ("", "namespaces"): _namespace_columns,
     ("", "events"): _event_columns,
     ("events.k8s.io", "events"): _event_columns,
+    ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
 }
 
 
