@@ -233,6 +233,7 @@ class EventRecorder:
         self.correlator = EventCorrelator(limits)
         self._lock = threading.Lock()
         self.writes = 0  # Event creates and PATCHes sent
+        self.created = 0  # of which creates of a new Event
         self.dropped = 0  # events the spam filter kept from the API server
 
     def record(self, job: dict[str, Any], event: Event, component: str, now: datetime) -> None:
@@ -242,6 +243,7 @@ class EventRecorder:
                 self.dropped += 1
                 return
             self.writes += 1
+            self.created += write.patch is None
         meta = write.event["metadata"]
         try:
             if write.patch is None:
