@@ -12,6 +12,7 @@ from trainctl.controller.kube.events import COMBINED_PREFIX, CorrelatorLimits
 from trainctl.controller.kube.resources import PYTORCHJOBS
 
 from .conftest import job_events, pytorch_job
+from .podphase import PodPhaseDriver
 
 
 def test_kubectl_describe_shows_the_pods_and_services_created(kube, kube_env, start_manager, pods, events):
@@ -23,7 +24,7 @@ def test_kubectl_describe_shows_the_pods_and_services_created(kube, kube_env, st
         what="SuccessfulCreatePod events",
     )
     out = subprocess.run(
-        ["kubectl", "describe", "pytorchjob", "described"], env=kube_env, capture_output=True, text=True, timeout=60
+        ["kubectl", "describe", "pytorchjob", "described"], check=False, env=kube_env, capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0, out.stderr
     rows = [line.split() for line in out.stdout.split("Events:", 1)[1].splitlines()]
@@ -55,3 +56,33 @@ def test_a_500_replica_job_costs_a_bounded_number_of_event_writes(kube, start_ma
     combined = [e for e in stored if e["message"].startswith(COMBINED_PREFIX)]
     assert {e["reason"] for e in combined} <= {"SuccessfulCreatePod", "SuccessfulCreateService"} and combined
     print(f"\n500-replica job: {recorder.writes} Event writes ({recorder.created} Events), {recorder.dropped} dropped, in {elapsed:.1f}s")
+
+
+def test_a_replaced_pod_says_why_and_where_and_its_recreation_is_counted(kube, start_manager, events):
+    start_manager()
+    failed: set[str] = set()
+
+    def outcome(pod, running):
+        if pod["metadata"]["name"] == "replaced-worker-0" and not failed:
+            failed.add(pod["metadata"]["uid"])
+            return "Failed"
+        return None
+
+    job = pytorch_job("replaced", workers=1)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeName"] = "node-a"
+    driver = PodPhaseDriver(kube, "default", outcome).start()
+    try:
+        kube.create(PYTORCHJOBS, job)
+        deleted = events.wait(
+            lambda: [e for e in job_events(events, "replaced") if e["reason"] == "SuccessfulDeletePod"], what="SuccessfulDeletePod"
+        )
+        recreated = events.wait(
+            lambda: [e for e in job_events(events, "replaced") if e["message"] == "Created pod: replaced-worker-0" and e["count"] == 2],
+            what="the recreation counted on the first Event",
+        )
+    finally:
+        driver.stop()
+    assert [e["message"] for e in deleted] == [
+        "Deleted pod: replaced-worker-0 (to be recreated: failed with exit code 1 (Error) on node node-a)"
+    ]
+    assert recreated[0]["type"] == "Normal" and recreated[0]["firstTimestamp"] <= recreated[0]["lastTimestamp"]
