@@ -107,6 +107,8 @@ class Framework(Generic[J]):
     limit_failure_reason: str
     # The Restarting condition's message in the reference's words ({name}, {rtype}).
     restarting_message: str
+    # The Volcano queue of a PodGroup whose job names none (None: leave ``queue`` unset).
+    volcano_default_queue: Optional[str] = "default"
 
     @property
     def kind(self) -> str:

@@ -52,6 +52,7 @@ class MindSporeFramework(Framework[MSJob]):
     limit_failure_reason = "JobFailed"
     restarting_message = "MSJob {name} is restarting because {rtype} replica(s) failed."
     index_labels = (c.LABEL_REPLICA_INDEX, c.LEGACY_LABEL_REPLICA_INDEX)
+    volcano_default_queue = None  # ms-operator copies schedulingPolicy.queue, even when empty
 
     def base_labels(self, job_name: str) -> dict[str, str]:
         labels = super().base_labels(job_name)

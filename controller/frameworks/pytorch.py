@@ -239,7 +239,11 @@ class PyTorchFramework(Framework[PyTorchJob]):
         has_master = MASTER in specs
         out: list[ConditionChange] = []
         running = self.change(c.CONDITION_RUNNING, f"PyTorchJob {name} is running.", None)
-        succeeded = self.change(c.CONDITION_SUCCEEDED, f"PyTorchJob {ns}/{name} successfully completed.")
+        # The reference words success differently with and without a Master (spec §5.4).
+        succeeded = self.change(
+            c.CONDITION_SUCCEEDED,
+            f"PyTorchJob {name} is successfully completed." if has_master else f"PyTorchJob {ns}/{name} successfully completed.",
+        )
         for rtype in self.ordered_types(job):
             counts, replicas = facts.counts[rtype], specs[rtype].replicas or 0
             if rtype == MASTER:

@@ -10,7 +10,8 @@ a worker takes from the queue it:
    parallel with bounded concurrency (the reference creates them one by one, issue #2361),
    updates, deletes, then the status through the ``status`` subresource (only when the plan
    has one), then the plan's Events and metrics, which therefore count only transitions that
-   were persisted;
+   were persisted; each child created or deleted gets its Event once the call has answered
+   (``SuccessfulCreatePod`` …), bounded by the recorder's correlator (kube/events.py);
 4. re-queues with per-job exponential back-off on any error, or after ``requeue_after``.
 
 Leader election, when on, gates the workers only: caches warm up on every replica so a new
@@ -38,6 +39,7 @@ from trainctl.controller.kube.informer import Informer
 from trainctl.controller.kube.leader import LeaderElector
 from trainctl.controller.kube.metrics import ControllerMetrics
 from trainctl.controller.kube.workqueue import WorkQueue
+from trainctl.controller.reconcile import plan as plans
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 
 log = logging.getLogger("trainctl.controller")
@@ -341,13 +343,13 @@ class Manager:
     # --- applying a plan --------------------------------------------------------------------
     def apply(self, key: JobKey, job: dict[str, Any], plan: Plan, now: datetime) -> None:
         errors: list[str] = []
-        created = self._create_all(key, plan.creates, errors)
+        created = self._create_all(key, job, plan.creates, errors)
         for obj in plan.updates:
             try:
                 self.client.replace(r.resource_of(obj), obj)
             except (ApiError, KeyError) as exc:
                 errors.append(f"update {obj.get('kind')} {obj['metadata'].get('name')}: {exc}")
-        deleted = self._delete_all(key, plan.deletes, errors)
+        deleted = self._delete_all(key, job, plan.deletes, errors)
 
         status_written = plan.status is None
         if plan.status is not None:
@@ -390,7 +392,7 @@ class Manager:
         if errors:
             raise ApplyError(errors)
 
-    def _create_all(self, key: JobKey, objects: list[dict[str, Any]], errors: list[str]) -> int:
+    def _create_all(self, key: JobKey, job: dict[str, Any], objects: list[dict[str, Any]], errors: list[str]) -> int:
         if not objects:
             return 0
         children: list[ChildKey] = [
@@ -401,7 +403,8 @@ class Manager:
         def create(item: tuple[ChildKey, dict[str, Any]]) -> Optional[str]:
             child, obj = item
             try:
-                self.client.create(r.resource_of(obj), obj)
+                if not self.client.create(r.resource_of(obj), obj).existed:
+                    announced.append((plans.create_events(obj), None))
                 return None
             except (ApiError, KeyError) as exc:
                 self.expectations.creation_failed(key, child)
@@ -410,6 +413,7 @@ class Manager:
                 return f"create {child[0]} {child[2]}: {exc}"
 
         refused: list[tuple[ChildKey, ApiError]] = []
+        announced: list[tuple[Optional[plans.ChildEvents], Optional[str]]] = []
 
         items = list(zip(children, objects, strict=True))
         # PodGroups and HPAs first and in order (a gang must exist before its pods); pods and
@@ -423,9 +427,18 @@ class Manager:
             results.extend(self._pool.map(create, parallel))
         failures = [e for e in results if e]
         errors.extend(failures)
+        self._record_outcomes(key, job, announced)
         for child, exc in refused:
             self._record_refusal(key, child, exc)
         return len(items) - len(failures)
+
+    def _record_outcomes(self, key: JobKey, job: dict[str, Any], outcomes: list[tuple[Optional[plans.ChildEvents], Optional[str]]]) -> None:
+        """The plan's per-child Events, once the API calls have answered (error None: success)."""
+        component, now = COMPONENT_BY_KIND.get(key[0], "trainctl"), self.clock()
+        for events, error in outcomes:
+            if events is not None:
+                event = events.success if error is None else Event(events.failure.type, events.failure.reason, f"{events.failure.message}: {error}")
+                self.events.record(job, event, component, now)
 
     def _record_refusal(self, key: JobKey, child: ChildKey, exc: ApiError) -> None:
         """A Warning Event (the reference's ``FailedCreatePod``) when the server refuses a
@@ -441,14 +454,16 @@ class Manager:
             event = Event("Warning", f"FailedCreate{child[0]}", message)
             self.events.record(job, event, COMPONENT_BY_KIND.get(key[0], "trainctl"), self.clock())
 
-    def _delete_all(self, key: JobKey, refs: list[ObjectRef], errors: list[str]) -> int:
+    def _delete_all(self, key: JobKey, job: dict[str, Any], refs: list[ObjectRef], errors: list[str]) -> int:
         if not refs:
             return 0
         self.expectations.expect_deletes(key, [((ref.kind, ref.namespace, ref.name), ref.uid) for ref in refs])
 
+        announced: list[tuple[Optional[plans.ChildEvents], Optional[str]]] = []
+
         def delete(ref: ObjectRef) -> Optional[str]:
             try:
-                self.client.delete(
+                gone = self.client.delete(
                     r.resource_for(ref.api_version, ref.kind),
                     ref.namespace,
                     ref.name,
@@ -456,12 +471,17 @@ class Manager:
                     resource_version=ref.resource_version,
                     grace_period_seconds=0 if ref.force else None,
                 )
+                if gone:
+                    announced.append((plans.delete_events(ref), None))
                 return None
             except (ApiError, KeyError) as exc:
                 self.expectations.deletion_failed(key, (ref.kind, ref.namespace, ref.name))
+                if isinstance(exc, ApiError) and exc.code != 409:  # 409: stale decision, looked at again
+                    announced.append((plans.delete_events(ref), exc.message or exc.reason))
                 return f"delete {ref.kind} {ref.name}: {exc}"
 
         results = [delete(refs[0])] if len(refs) == 1 else list(self._pool.map(delete, refs))
+        self._record_outcomes(key, job, announced)
         failures = [e for e in results if e]
         errors.extend(failures)
         return len(refs) - len(failures)

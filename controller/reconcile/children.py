@@ -49,7 +49,7 @@ def owner_reference(api_version: str, kind: str, name: str, uid: str) -> dict[st
     }
 
 
-def ref(obj: dict[str, Any], *, force: bool = False, as_observed: bool = False) -> ObjectRef:
+def ref(obj: dict[str, Any], *, force: bool = False, as_observed: bool = False, cause: Optional[str] = None) -> ObjectRef:
     """A reference to delete ``obj``; ``as_observed``: only while it is the version seen here."""
     meta = obj.get("metadata") or {}
     return ObjectRef(
@@ -60,6 +60,7 @@ def ref(obj: dict[str, Any], *, force: bool = False, as_observed: bool = False) 
         uid=meta.get("uid"),
         force=force,
         resource_version=meta.get("resourceVersion") if as_observed else None,
+        cause=cause,
     )
 
 

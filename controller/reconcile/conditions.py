@@ -2,7 +2,8 @@
 
 The list order is part of the API: the ``State`` printer column shows the last entry, so a
 changed condition moves to the end. Failed is sticky, Running and Restarting exclude each
-other, and a terminal condition flips Running to False. trainctl adds one rule: a job that
+other, and a terminal condition flips Running to False without touching its reason, message
+or times (kubeflow's ``filterOutCondition``). trainctl adds one rule: a job that
 Succeeded never also becomes Failed (the references can end with both).
 
 The book remembers which event announces each change; the reconcile emits events and bumps
@@ -85,12 +86,9 @@ class ConditionBook:
                 continue
             if {type_, other} == {c.CONDITION_RUNNING, c.CONDITION_RESTARTING}:
                 continue
-            if (
-                type_ in (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED)
-                and other == c.CONDITION_RUNNING
-                and cond.get("status") == TRUE
-            ):
-                cond = {**cond, "status": FALSE, "lastUpdateTime": self._now, "lastTransitionTime": self._now}
+            if type_ in (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED) and other == c.CONDITION_RUNNING:
+                # Only the status flips: reason, message and both times stay as they were.
+                cond = {**cond, "status": FALSE}
             kept.append(cond)
         kept.append(new)
         self.conditions = kept

@@ -300,7 +300,8 @@ class _Pass:
                 continue
             code = exit_code(pod, fw.container)
             if spec.restart_policy in _RECREATE_ALWAYS or (spec.restart_policy == "ExitCode" and fw.is_retryable(code)):
-                self.delete(pod, with_service=False)  # recreated under the same name once gone
+                # recreated under the same name once gone
+                self.delete(pod, with_service=False, cause=f"to be recreated: {failure_cause(pod, code)}")
                 restarts += 1
         return restarts
 
@@ -394,7 +395,10 @@ class _Pass:
             return False
         return exit_code(pod, self.framework.container) == 0
 
-    def delete(self, obj: dict[str, Any], *, kind: str = "Pod", with_service: bool = True, as_observed: bool = False) -> None:
+    def delete(
+        self, obj: dict[str, Any], *, kind: str = "Pod", with_service: bool = True, as_observed: bool = False,
+        cause: Optional[str] = None,
+    ) -> None:
         """Delete a live object (and a pod's same-named Service); terminating ones are left.
 
         ``as_observed``: the decision rests on the object's current state (its phase), so the
@@ -402,7 +406,7 @@ class _Pass:
         """
         if is_terminating(obj):
             return
-        self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed))
+        self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed, cause=cause))
         if with_service:
             service = self.services.by_name.get((obj.get("metadata") or {}).get("name", ""))
             if service is not None and service is not obj and not is_terminating(service):
@@ -430,7 +434,11 @@ class _Pass:
                 continue
             left = (deleted_at - self.now).total_seconds() + grace
             if left <= 0:
-                self.plan.deletes.append(_typed_ref(pod, "Pod", force=True))
+                cause = (
+                    f"force-deleted: on node {node_of(pod)}, still terminating "
+                    f"at least {grace:g}s after its deadline {rfc3339(deleted_at)}"
+                )
+                self.plan.deletes.append(_typed_ref(pod, "Pod", force=True, cause=cause))
             else:
                 self.requeue.append(left)
 
@@ -578,8 +586,23 @@ def exit_code(pod: dict[str, Any], container: str) -> int:
     return UNKNOWN_EXIT_CODE
 
 
+def node_of(pod: dict[str, Any]) -> str:
+    return (pod.get("spec") or {}).get("nodeName") or "(none)"
+
+
+def failure_cause(pod: dict[str, Any], code: int) -> str:
+    """Which way a Failed pod went and where, for the Event of its replacement."""
+    status = pod.get("status") or {}
+    reasons = [status.get("reason")]
+    for cs in status.get("containerStatuses") or []:
+        reasons.append(((cs.get("state") or {}).get("terminated") or {}).get("reason"))
+    why = next((r for r in reasons if r), None)
+    exited = "no exit code" if code == UNKNOWN_EXIT_CODE else f"exit code {code}"
+    return f"failed with {exited}" + (f" ({why})" if why else "") + f" on node {node_of(pod)}"
+
+
 def _typed_ref(obj: dict[str, Any], kind: str, api_version: str = "v1", *, force: bool = False,
-               as_observed: bool = False) -> ObjectRef:
+               as_observed: bool = False, cause: Optional[str] = None) -> ObjectRef:
     """A reference to an observed object; items of a list response carry no apiVersion/kind."""
     typed = {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
-    return ref(typed, force=force, as_observed=as_observed)
+    return ref(typed, force=force, as_observed=as_observed, cause=cause)

@@ -75,7 +75,9 @@ def desired_pod_group(
     if gang == VOLCANO:
         api_version = VOLCANO_API_VERSION
         observed_queue = ((observed or {}).get("spec") or {}).get("queue")
-        spec["queue"] = observed_queue or (policy.queue if policy is not None and policy.queue else "default")
+        queue = observed_queue or (policy.queue if policy is not None and policy.queue else framework.volcano_default_queue)
+        if queue:
+            spec["queue"] = queue
         if policy is not None and policy.priority_class:
             spec["priorityClassName"] = policy.priority_class
         if resources:

@@ -4,6 +4,11 @@ The reconcile core is a pure function ``(job, Observed, now) -> Plan``. The shel
 (controller/kube) is the only code that turns a Plan into API calls. Keeping the contract
 in one small module lets both sides change independently.
 
+Events about the job travel as ``Plan.events``; the Events about creating and deleting
+children depend on how the API call went, so the plan names them (``create_events``,
+``delete_events``, with the core's ``ObjectRef.cause``) and the shell records the one that
+matches the outcome.
+
 Applying a Plan must be safe to repeat: creates of objects that already exist and deletes
 of objects that are gone count as success, and every name is deterministic.
 """
@@ -28,6 +33,8 @@ class ObjectRef:
     # Delete only the version the decision was made on: a 409 when the object changed since
     # (a pod that was Running in the cache may have finished), and the job is reconciled again.
     resource_version: Optional[str] = None
+    # Why the core deletes it, when the object is being replaced (its Event says so).
+    cause: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -37,6 +44,47 @@ class Event:
     type: str  # "Normal" or "Warning"
     reason: str
     message: str
+
+
+@dataclass(frozen=True)
+class ChildEvents:
+    """The Events about a create or delete of a child, one for each outcome.
+
+    Only the shell learns the outcome, so it records one of them after the API call; the
+    failure's message is completed with the server's error (``Error creating: <error>``).
+    """
+
+    success: Event
+    failure: Event
+
+
+# The kinds the reference's pod and service controls announce, and their nouns.
+_ANNOUNCED = {"Pod": "pod", "Service": "service"}
+
+
+def create_events(obj: dict[str, Any]) -> Optional[ChildEvents]:
+    """``SuccessfulCreatePod`` "Created pod: <name>" or ``FailedCreatePod`` (training-operator)."""
+    kind = obj.get("kind", "")
+    noun = _ANNOUNCED.get(kind)
+    if noun is None:
+        return None
+    name = (obj.get("metadata") or {}).get("name", "")
+    return ChildEvents(
+        Event("Normal", f"SuccessfulCreate{kind}", f"Created {noun}: {name}"),
+        Event("Warning", f"FailedCreate{kind}", "Error creating"),
+    )
+
+
+def delete_events(ref: ObjectRef) -> Optional[ChildEvents]:
+    """``SuccessfulDeletePod`` "Deleted pod: <name>", with the cause of a replacement."""
+    noun = _ANNOUNCED.get(ref.kind)
+    if noun is None:
+        return None
+    message = f"Deleted {noun}: {ref.name}" + (f" ({ref.cause})" if ref.cause else "")
+    return ChildEvents(
+        Event("Normal", f"SuccessfulDelete{ref.kind}", message),
+        Event("Warning", f"FailedDelete{ref.kind}", "Error deleting"),
+    )
 
 
 @dataclass

@@ -138,7 +138,8 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
         volcano = start_manager(server_url=proxy.url, namespace="gang", gang_scheduler="volcano")
         drivers = [PodPhaseDriver(kube, ns, every_pod_succeeds).start() for ns in ("default", "gang")]
         try:
-            kube.create(PYTORCHJOBS, pytorch_job("rbac-ttl", workers=1, ttlSecondsAfterFinished=0, cleanPodPolicy="All"))
+            # Ten Workers: from the 10th "Created pod: …" the Events combine and are PATCHed.
+            kube.create(PYTORCHJOBS, pytorch_job("rbac-ttl", workers=10, ttlSecondsAfterFinished=0, cleanPodPolicy="All"))
             kube.create(MSJOBS, msjob("rbac-ms", "default"))
             kube.create(PYTORCHJOBS, elastic_job("rbac-elastic"))
             volcano_job = pytorch_job("rbac-volcano", workers=1)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, at, by_name, container, env_dict, env_of, pytorchjob, replica
+from reconcile_support import Cluster, at, by_name, container, env_dict, env_of, msjob, pytorchjob, replica
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 
@@ -196,3 +196,15 @@ def test_user_rendezvous_settings_win(policy, annotations):
     env = env_dict(by_name(plan.creates)["el-worker-0"])
     assert not env["PET_RDZV_ENDPOINT"].startswith("el-rdzv")
     assert ("TORCH_DISABLE_SHARE_RDZV_TCP_STORE" in env) is (not annotations)
+
+
+def test_volcano_queue_defaults_per_reference():
+    """training-operator puts a PyTorchJob without a queue in ``default``; ms-operator copies
+    ``schedulingPolicy.queue`` as it is, so an MSJob's PodGroup has no queue at all."""
+    pytorch = Cluster(pytorchjob("mnist"), ReconcileConfig(gang_scheduler="volcano")).reconcile()
+    ms = Cluster(msjob("ms"), ReconcileConfig(gang_scheduler="volcano")).reconcile()
+    named = Cluster(msjob("ms", runPolicy={"schedulingPolicy": {"queue": "research"}}), ReconcileConfig(gang_scheduler="volcano")).reconcile()
+    group = lambda plan: next(o for o in plan.creates if o["kind"] == "PodGroup")  # noqa: E731
+    assert group(pytorch)["spec"]["queue"] == "default"
+    assert "queue" not in group(ms)["spec"]
+    assert group(named)["spec"]["queue"] == "research"

@@ -6,6 +6,7 @@ Each test is named after the bug; docs/compatibility.md lists the same fixes.
 from __future__ import annotations
 
 from trainctl.controller.reconcile import ReconcileConfig
+from trainctl.controller.reconcile import plan as plans
 from reconcile_support import Cluster, at, by_name, conditions, env_dict, msjob, pytorchjob, terminated
 
 
@@ -178,3 +179,32 @@ def test_elastic_pod_group_min_member_uses_min_replicas():
     plan = Cluster(job, ReconcileConfig(gang_scheduler="volcano")).reconcile()
     group = next(o for o in plan.creates if o["kind"] == "PodGroup")
     assert group["spec"]["minMember"] == 3  # Master + minReplicas Workers
+
+
+def test_replacements_say_which_pod_why_and_where():
+    """The Event of a replacement names the pod, the cause and the node (the reference's
+    ``Deleted pod: <name>`` says only which)."""
+    cluster = running(pytorchjob("mnist"), ReconcileConfig(force_delete_grace_seconds=60))
+    worker = cluster.pods["mnist-worker-1"]
+    worker["spec"]["nodeName"] = "node-b"
+    cluster.set_phase("mnist-worker-1", "Failed", containerStatuses=[
+        {"name": "pytorch", "state": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}}
+    ])
+    (restart,) = cluster.step(at(10)).deletes
+    assert plans.delete_events(restart).success.message == (
+        "Deleted pod: mnist-worker-1 (to be recreated: failed with exit code 137 (OOMKilled) on node node-b)"
+    )
+    lost = cluster.pods["mnist-worker-0"]
+    lost["spec"]["nodeName"] = "node-a"
+    lost["metadata"]["deletionTimestamp"] = "2024-05-01T12:00:30Z"
+    (forced,) = [d for d in cluster.step(at(90)).deletes if d.force]
+    assert plans.delete_events(forced).success.message == (
+        "Deleted pod: mnist-worker-0 (force-deleted: on node node-a, still terminating "
+        "at least 60s after its deadline 2024-05-01T12:00:30Z)"
+    )
+    # Deletes that replace nothing keep the reference's words.
+    cluster.job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 1
+    scaled = [d for d in cluster.step(at(91)).deletes if d.name == "mnist-worker-1"]
+    assert sorted(plans.delete_events(d).success.message for d in scaled) == [
+        "Deleted pod: mnist-worker-1", "Deleted service: mnist-worker-1"
+    ]

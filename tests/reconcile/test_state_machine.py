@@ -47,10 +47,16 @@ def test_master_success_decides_and_moves_active_to_succeeded_when_finished():
         ("Running", "False", "PyTorchJobRunning"),
         ("Succeeded", "True", "PyTorchJobSucceeded"),
     ]
-    assert plan.status["conditions"][-1]["message"] == "PyTorchJob default/mnist successfully completed."
+    # training-operator's text for a job with a Master; Worker-only jobs name the namespace.
+    assert plan.status["conditions"][-1]["message"] == "PyTorchJob mnist is successfully completed."
+    assert [e.message for e in plan.events] == ["PyTorchJob mnist is successfully completed."]
     assert plan.status["completionTime"] == "2024-05-01T12:01:00Z"
     assert [(e.type, e.reason) for e in plan.events] == [("Normal", "PyTorchJobSucceeded")]
     assert plan.metrics == ["succeeded"]
+    running = plan.status["conditions"][1]
+    # Only Running's status flips; it keeps the times it became True (kubeflow's filterOutCondition).
+    assert running["lastTransitionTime"] == running["lastUpdateTime"] == "2024-05-01T12:00:00Z"
+    assert running["message"] == "PyTorchJob mnist is running."
     finished = cluster.step(at(61))
     assert finished.deletes == []  # cleanPodPolicy None: workers keep running
     assert finished.status["replicaStatuses"]["Worker"] == {"succeeded": 2, "selector": SELECTOR.format("worker")}
@@ -70,6 +76,8 @@ def test_worker_only_success(elastic, succeeded, done):
     if not done:
         assert conditions(plan.status)[-1] == ("Running", "True", "PyTorchJobRunning")
         assert plan.status["conditions"][-1]["message"] == "PyTorchJob default/mnist is running."
+    else:
+        assert plan.status["conditions"][-1]["message"] == "PyTorchJob default/mnist successfully completed."
 
 
 def test_never_policy_fails_the_job_on_a_failed_pod():
