@@ -9,12 +9,14 @@ client side, in client-go's ``EventCorrelator``; this module applies the same th
   message on they go to one Event whose message starts ``(combined from similar events):``;
 - **repeats are counted**: an event identical to one already written (message included)
   PATCHes that Event's ``count``, ``lastTimestamp`` and ``message`` instead of creating one;
-- **spam is dropped**: each source+object has a token bucket of 25 writes refilled at one
-  per 5 minutes; an event without a token is not written (its repeat count still grows, so
-  the next write carries it).
+- **spam is dropped**: each source+object+type+reason has a token bucket of 25 writes
+  refilled at one per 5 minutes; an event without a token is not written (its repeat count
+  still grows, so the next write carries it). The reason is part of the key, as in current
+  client-go, so a flood of ``SuccessfulCreatePod`` never starves the job's
+  ``PyTorchJobSucceeded``.
 
-So one object costs at most 25 Event writes at once and one per 5 minutes after that,
-however many children it has. Like client-go's ``core/v1`` recorder, the Event's ``count``
+So one object costs at most 25 Event writes per reason at once and one per reason per 5
+minutes after that, however many children it has. Like client-go's ``core/v1`` recorder, the Event's ``count``
 and ``lastTimestamp`` carry the repeats (``series`` belongs to ``events.k8s.io`` Events,
 which ``kubectl describe`` reads with ``eventTime``, not set here).
 
@@ -51,7 +53,7 @@ class CorrelatorLimits:
 
     max_similar: int = 10  # distinct messages per object+reason before they are combined
     similar_window_seconds: float = 600.0
-    burst: int = 25  # writes per source+object at once
+    burst: int = 25  # writes per source+object+type+reason at once
     refill_seconds: float = 300.0  # one more write per this many seconds
     cache_size: int = 4096  # keys remembered per rule (least recently used go first)
 
@@ -183,7 +185,7 @@ class EventCorrelator:
         return event, {"count": seen.count, "lastTimestamp": now, "message": event.get("message", "")}
 
     def _take_token(self, event: dict[str, Any], now: float) -> bool:
-        key = _source_and_object(event)
+        key = (*_source_and_object(event), event.get("type", ""), event.get("reason", ""))
         limits = self.limits
         bucket = self._buckets.get(key) or _Bucket(float(limits.burst), now)
         bucket.tokens = min(float(limits.burst), bucket.tokens + max(0.0, now - bucket.last) / limits.refill_seconds)

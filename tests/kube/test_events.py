@@ -68,7 +68,7 @@ def test_similar_messages_stop_combining_after_ten_quiet_minutes():
     assert later.event["message"] == "Created pod: big-worker-99" and later.patch is None
 
 
-def test_the_spam_filter_allows_25_writes_per_object_then_one_per_five_minutes():
+def test_the_spam_filter_allows_25_writes_per_object_and_reason_then_one_per_five_minutes():
     correlator = EventCorrelator()
     allowed = [correlate(correlator, created(f"big-worker-{i}")) for i in range(1000)]
     assert sum(w is not None for w in allowed) == 25
@@ -78,6 +78,15 @@ def test_the_spam_filter_allows_25_writes_per_object_then_one_per_five_minutes()
     assert correlate(correlator, created("big-worker-1001"), T0 + timedelta(minutes=5, seconds=1)) is None
     # The bucket is per object: another job still has its burst.
     assert correlate(correlator, created("other-worker-0"), job=OTHER) is not None
+
+
+def test_children_events_never_starve_the_jobs_own_condition_event():
+    correlator = EventCorrelator()
+    for i in range(1000):
+        correlate(correlator, created(f"big-worker-{i}"))
+    succeeded = Event("Normal", "PyTorchJobSucceeded", "PyTorchJob big is successfully completed.")
+    written = correlate(correlator, succeeded)
+    assert written is not None and written.event["reason"] == "PyTorchJobSucceeded"
 
 
 def test_writes_stay_bounded_for_an_hour_of_events_every_second():
