@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import E2E
-from .harness import condition, container_status, load_sample, set_env
+from tests.support.cluster import E2E
+from tests.support.conditions import condition
+from tests.support.pods import container_status
+from tests.support.samples import load_sample, set_env
 
 pytestmark = pytest.mark.e2e
 

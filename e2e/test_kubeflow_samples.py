@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from .conftest import E2E
-from .harness import REPO, SAMPLES
+from tests.support.cluster import E2E
+from tests.support.repo import REPO, SAMPLES
 
 pytestmark = pytest.mark.e2e
 

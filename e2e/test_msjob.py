@@ -13,8 +13,10 @@ import importlib.util
 
 import pytest
 
-from .conftest import E2E
-from .harness import JobObserver, condition, load_sample
+from tests.support.cluster import E2E
+from tests.support.conditions import condition
+from tests.support.observer import JobObserver
+from tests.support.samples import load_sample
 
 pytestmark = pytest.mark.e2e
 

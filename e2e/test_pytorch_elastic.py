@@ -13,17 +13,12 @@ import time
 
 import pytest
 
-from .conftest import E2E
-from .harness import (
-    JobObserver,
-    LogLine,
-    condition,
-    container_status,
-    load_sample,
-    restarted_total,
-    set_restart_policy,
-    sigkill,
-)
+from tests.support.cluster import E2E
+from tests.support.conditions import condition
+from tests.support.metrics import restarted_total
+from tests.support.observer import JobObserver, LogLine
+from tests.support.pods import container_status, sigkill
+from tests.support.samples import load_sample, set_restart_policy
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ Requests are counted by the embedded API server itself (``apiserver_request_tota
    replacement's creation being seen by the controller (p50, p90);
 5. **memory**: the controller process's RSS with ``--cache-pods`` pods in its cache.
 
-A stand-in kubelet (tests/kube/podphase.py) moves pods to Running and the master to
+A stand-in kubelet (tests/support/podphase.py) moves pods to Running and the master to
 Succeeded through ``pods/status``, as a kubelet would.
 
 Usage: ``python hack/bench_controller.py [--workers 500] [--cache-pods 10000] [--idle-seconds 60]``
@@ -45,7 +45,8 @@ from trainctl.controller.kube.client import KubeClient  # noqa: E402
 from trainctl.controller.kube.informer import Informer  # noqa: E402
 from trainctl.controller.kube.manager import Manager, ManagerOptions  # noqa: E402
 from trainctl.controller.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
-from tests.kube.podphase import PodPhaseDriver  # noqa: E402
+from tests.support.conditions import condition  # noqa: E402
+from tests.support.podphase import PodPhaseDriver  # noqa: E402
 
 WRITE_VERBS = {"CREATE", "UPDATE", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}
 
@@ -115,10 +116,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, poll: floa
             return value
         time.sleep(poll)
     raise SystemExit(f"timed out waiting for {what}")
-
-
-def condition(obj: Optional[dict], type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True" for c in ((obj or {}).get("status") or {}).get("conditions") or ())
 
 
 def start_manager(server: Server, namespace: str, **options: Any) -> Manager:

@@ -11,7 +11,7 @@ from kubernetes import client as k8s_client
 from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.resources import SERVICES
 
-from .faultproxy import FaultProxy
+from tests.support.faultproxy import FaultProxy
 
 
 def service(name: str) -> dict:

@@ -11,7 +11,7 @@ from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.kube.resources import SERVICES
 
-from .faultproxy import FaultProxy
+from tests.support.faultproxy import FaultProxy
 
 
 def service(name: str) -> dict:

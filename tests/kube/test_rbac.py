@@ -26,9 +26,10 @@ from trainctl.controller.kube.resources import (
     Resource,
 )
 
-from .conftest import condition, pytorch_job
-from .faultproxy import FaultProxy
-from .podphase import PodPhaseDriver
+from tests.support.conditions import condition
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.faultproxy import FaultProxy
+from tests.support.podphase import PodPhaseDriver
 
 
 def podgroup_crd(group: str, version: str) -> dict[str, Any]:
@@ -63,22 +64,8 @@ def every_pod_succeeds(pod: dict[str, Any], running: list[dict[str, Any]]) -> st
     return "Succeeded" if expected and len(running) >= expected else None
 
 
-def msjob(name: str, namespace: str) -> dict[str, Any]:
-    container = {"name": "mindspore", "image": "mindspore/mindspore:2.10.0", "command": ["python", "train.py"]}
-    return {
-        "apiVersion": "mindspore.gitee.com/v1",
-        "kind": "MSJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "runPolicy": {"ttlSecondsAfterFinished": 0, "cleanPodPolicy": "All"},
-            "msReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}},
-        },
-    }
-
-
 def elastic_job(name: str) -> dict[str, Any]:
-    job = pytorch_job(name, workers=1)
-    del job["spec"]["pytorchReplicaSpecs"]["Master"]
+    job = pytorchjob(name, master=False, workers=1, restart="OnFailure", uid=None)
     job["spec"]["elasticPolicy"] = {
         "minReplicas": 1,
         "maxReplicas": 3,
@@ -138,10 +125,11 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
         volcano = start_manager(server_url=proxy.url, namespace="gang", gang_scheduler="volcano")
         drivers = [PodPhaseDriver(kube, ns, every_pod_succeeds).start() for ns in ("default", "gang")]
         try:
-            kube.create(PYTORCHJOBS, pytorch_job("rbac-ttl", workers=1, ttlSecondsAfterFinished=0, cleanPodPolicy="All"))
-            kube.create(MSJOBS, msjob("rbac-ms", "default"))
+            kube.create(PYTORCHJOBS, pytorchjob("rbac-ttl", workers=1, restart="OnFailure", uid=None, runPolicy={"ttlSecondsAfterFinished": 0, "cleanPodPolicy": "All"}))
+            kube.create(MSJOBS, msjob("rbac-ms", ["python", "train.py"], scheduler=False, workers=1, restart="Never", image="mindspore/mindspore:2.10.0",
+                  uid=None, runPolicy={"ttlSecondsAfterFinished": 0, "cleanPodPolicy": "All"}))
             kube.create(PYTORCHJOBS, elastic_job("rbac-elastic"))
-            volcano_job = pytorch_job("rbac-volcano", workers=1)
+            volcano_job = pytorchjob("rbac-volcano", workers=1, restart="OnFailure", uid=None)
             volcano_job["metadata"]["namespace"] = "gang"
             kube.create(PYTORCHJOBS, volcano_job)
 

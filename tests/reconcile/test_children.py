@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, at, by_name, container, env_dict, env_of, pytorchjob, replica
+from tests.support.jobs import container, pytorchjob, replica
+from tests.support.reconcile import Cluster, at, by_name, env_dict, env_of
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 

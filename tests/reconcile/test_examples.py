@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, T0, by_name, container, env_dict, env_of, msjob, pytorchjob, replica
+from tests.support.jobs import container, msjob, pytorchjob, replica
+from tests.support.reconcile import Cluster, T0, by_name, env_dict, env_of
 
 MASTER_BLOCK = [
     ("PYTHONUNBUFFERED", "1"),

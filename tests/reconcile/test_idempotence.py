@@ -7,7 +7,8 @@ import copy
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, T0, at, msjob, pytorchjob
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.reconcile import Cluster, T0, at
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 

@@ -6,7 +6,8 @@ Each test is named after the bug; docs/compatibility.md lists the same fixes.
 from __future__ import annotations
 
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, at, by_name, conditions, env_dict, msjob, pytorchjob, terminated
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.reconcile import Cluster, at, by_name, conditions, env_dict, terminated
 
 
 def running(job, config=ReconcileConfig()):

@@ -7,7 +7,7 @@ import kubernetes_validate
 import pytest
 
 from trainctl.controller.cli import main
-from reconcile_support import msjob, pytorchjob
+from tests.support.jobs import msjob, pytorchjob
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 

@@ -10,13 +10,9 @@ from datetime import timedelta
 
 import torch.distributed as torch_distributed
 
-from reconcile_support import Cluster, by_name, pytorchjob
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.support.jobs import pytorchjob
+from tests.support.net import free_port
+from tests.support.reconcile import Cluster, by_name
 
 
 def test_store_pod_command_serves_a_tcp_store_that_agents_can_use():

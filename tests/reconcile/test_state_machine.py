@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from reconcile_support import Cluster, T0, at, conditions, msjob, pytorchjob, terminated
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.reconcile import Cluster, T0, at, conditions, terminated
 
 SELECTOR = "training.kubeflow.org/job-name=mnist,training.kubeflow.org/operator-name=pytorchjob-controller,training.kubeflow.org/replica-type={}"
 
