@@ -83,7 +83,7 @@ def test_a_job_that_runs_too_long_is_stopped_at_the_timeout_and_deleted(launcher
     job = launched_job(name, python("import time; print('sleeping', flush=True); time.sleep(300)"))
     result = launcher.launch(job, NAMESPACE, view, timeout=4, delete_when_done=True)
     assert result.outcome is Outcome.TIMED_OUT
-    assert 4 <= result.duration < 4.5
+    assert 4 <= result.duration < 10  # not before the deadline, and without waiting for the pod
     assert result.deleted
     assert not StatusDriver(launcher.api).exists(name)
 
