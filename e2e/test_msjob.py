@@ -80,7 +80,7 @@ def test_data_parallel_sample_trains_identical_weights_and_honours_the_policies(
         elif clean_pod_policy == "Running":
             run.wait_for("the Running and Pending pods deleted", lambda: not any(
                 pod["metadata"].get("deletionTimestamp") or phase in ("Running", "Pending")
-                for pod, phase in zip(run.pods.values(), phases(run).values())), 60)
+                for pod, phase in zip(run.pods.values(), phases(run).values(), strict=True)), 60)
             assert all(phase in ("Running", "Pending") for phase in run.deleted.values()), run.deleted
             assert set(phases(run).values()) == {"Succeeded"} and W0 in run.pods, run.dump()
         else:

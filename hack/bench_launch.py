@@ -100,7 +100,8 @@ def main() -> None:
             for i in range(args.jobs):
                 name, view, result = f"bench-{i}", Signalling(), {}
                 called = time.perf_counter()
-                thread = threading.Thread(target=lambda: result.update(r=launcher.launch(job(name), NAMESPACE, view)))
+                thread = threading.Thread(target=lambda name=name, view=view, result=result: result.update(
+                    r=launcher.launch(job(name), NAMESPACE, view)))
                 thread.start()
                 view.created.wait(30)
                 create.append(view.created_at - called)

@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import signal
@@ -323,12 +324,13 @@ def measure_cluster_once(bench: E2E, args: argparse.Namespace) -> tuple[list[flo
             lost_uid = run.pods[lost]["metadata"]["uid"]
             killed = time.monotonic()
             bench.kubectl("delete", "pod", lost, "--grace-period=0", "--force", "--wait=false")
-            survived = run.wait_for(f"{survivor} training again", lambda: _fresh_step(run, survivor, killed), PHASE_TIMEOUT)
+            survived = run.wait_for(f"{survivor} training again", functools.partial(_fresh_step, run, survivor, killed),
+                                    PHASE_TIMEOUT)
             durations.append(survived.at - killed)
 
             # The replacement that trains need not be the first one created (the controller
             # may replace a replacement), so match any new uid and time the one that printed.
-            rejoined = run.wait_for(f"a replacement {lost} training at 2", lambda: next(
+            rejoined = run.wait_for(f"a replacement {lost} training at 2", lambda lost=lost, lost_uid=lost_uid, killed=killed: next(
                 (line for uid in run.uids(lost) if uid != lost_uid
                  for line in [_fresh_step(run, lost, killed, 2, uid=uid)] if line), None), PHASE_TIMEOUT)
             pod = run.pods[lost]
@@ -416,7 +418,7 @@ def mindspore_by_hand_once(python: str, run: int, walls: list[tuple[float, float
 
 def summarise(rows: list[list[float]]) -> list[str]:
     cells = []
-    for column in zip(*rows):
+    for column in zip(*rows, strict=True):
         cells.append(f"{statistics.median(column):.2f} ({min(column):.2f}–{max(column):.2f})")
     return cells
 
@@ -448,7 +450,7 @@ def print_targets(torchrun: Optional[list[list[float]]], cluster: list[list[floa
     def verdict(got: float, bound: float) -> str:
         return "met" if got <= bound else f"missed by {got - bound:.2f} s"
 
-    median = [statistics.median(column) for column in zip(*cluster)]
+    median = [statistics.median(column) for column in zip(*cluster, strict=True)]
     print()
     if torchrun:
         base = statistics.median(row[1] for row in torchrun)

@@ -63,7 +63,8 @@ def test_deprecation_is_a_warning(tmp_path, capsys):
     "content,message",
     [
         ("", "no objects found"),
-        ("a: [", "document 1 (line 1): line 1, column 5: while parsing a flow node: expected the node content, but found '<stream end>'"),
+        ("a: [", "document 1 (line 1): line 1, column 5: while parsing a flow node: "
+                 "expected the node content, but found '<stream end>'"),
     ],
 )
 def test_empty_and_broken_files(tmp_path, capsys, content, message):

@@ -147,9 +147,11 @@ def test_a_cancelled_step_deletes_its_job(cluster):
     [
         (["--kind=PyTorchJob"], "error: image: required when no manifest is given"),
         (["--kind=PyTorchJob", "--image=x", "--replicas=0"], "error: replicas: must be at least 1, got 0"),
-        (["--kind=MSJob", "--manifest=kind: PyTorchJob\napiVersion: kubeflow.org/v1\nmetadata: {name: a}\nspec: {pytorchReplicaSpecs: {Master: {replicas: 1, template: {spec: {containers: [{name: pytorch, image: x}]}}}}}"],
+        (["--kind=MSJob", "--manifest=kind: PyTorchJob\napiVersion: kubeflow.org/v1\nmetadata: {name: a}\n"
+          "spec: {pytorchReplicaSpecs: {Master: {replicas: 1, template: {spec: {containers: [{name: pytorch, image: x}]}}}}}"],
          "error: manifest: kind is PyTorchJob, but this component launches MSJob"),
-        (["--kind=PyTorchJob", "--manifest=kind: PyTorchJob\napiVersion: kubeflow.org/v1\nmetadata: {name: a}\nspec: {pytorchReplicaSpecs: {Master: {replicas: 3}}}"],
+        (["--kind=PyTorchJob", "--manifest=kind: PyTorchJob\napiVersion: kubeflow.org/v1\nmetadata: {name: a}\n"
+          "spec: {pytorchReplicaSpecs: {Master: {replicas: 3}}}"],
          "error: PyTorchJob/a: spec.pytorchReplicaSpecs[Master].replicas: must be 1"),
     ],
     ids=["no-image", "no-replicas", "wrong-kind", "invalid-manifest"],

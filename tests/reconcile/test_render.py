@@ -81,7 +81,8 @@ def test_rendered_objects_pass_the_kubernetes_schema(tmp_path, capsys):
 @pytest.mark.parametrize(
     "text",
     [
-        "kind: PyTorchJob\napiVersion: kubeflow.org/v1\nmetadata: {name: Bad_Name}\nspec:\n  pytorchReplicaSpecs:\n    Master:\n      template: {spec: {containers: [{name: pytorch, image: ''}]}}\n",
+        "kind: PyTorchJob\napiVersion: kubeflow.org/v1\nmetadata: {name: Bad_Name}\n"
+        "spec:\n  pytorchReplicaSpecs:\n    Master:\n      template: {spec: {containers: [{name: pytorch, image: ''}]}}\n",
         "kind: [unclosed\n",
         "kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\n",
     ],

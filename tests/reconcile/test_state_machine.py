@@ -9,7 +9,8 @@ import pytest
 from tests.support.jobs import msjob, pytorchjob
 from tests.support.reconcile import Cluster, T0, at, conditions, terminated
 
-SELECTOR = "training.kubeflow.org/job-name=mnist,training.kubeflow.org/operator-name=pytorchjob-controller,training.kubeflow.org/replica-type={}"
+SELECTOR = ("training.kubeflow.org/job-name=mnist,training.kubeflow.org/operator-name=pytorchjob-controller,"
+            "training.kubeflow.org/replica-type={}")
 
 
 def running_cluster(job=None):

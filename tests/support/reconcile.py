@@ -46,9 +46,9 @@ def terminated(code: int, container_name: str = "pytorch") -> list[dict[str, Any
 class Cluster:
     """One job and its children as an API server would hold them."""
 
-    def __init__(self, job: dict[str, Any], config: ReconcileConfig = ReconcileConfig()):
+    def __init__(self, job: dict[str, Any], config: Optional[ReconcileConfig] = None):
         self.job = copy.deepcopy(job)
-        self.config = config
+        self.config = config or ReconcileConfig()
         self.pods: dict[str, dict[str, Any]] = {}
         self.services: dict[str, dict[str, Any]] = {}
         self.hpa: Optional[dict[str, Any]] = None
