@@ -52,7 +52,7 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests.support, when run as `python hack/bench_recovery.py`
@@ -330,9 +330,20 @@ def measure_cluster_once(bench: E2E, args: argparse.Namespace) -> tuple[list[flo
 
             # The replacement that trains need not be the first one created (the controller
             # may replace a replacement), so match any new uid and time the one that printed.
-            rejoined = run.wait_for(f"a replacement {lost} training at 2", lambda lost=lost, lost_uid=lost_uid, killed=killed: next(
-                (line for uid in run.uids(lost) if uid != lost_uid
-                 for line in [_fresh_step(run, lost, killed, 2, uid=uid)] if line), None), PHASE_TIMEOUT)
+            rejoined = run.wait_for(
+                f"a replacement {lost} training at 2",
+                lambda lost=lost, lost_uid=lost_uid, killed=killed: next(
+                    (
+                        line
+                        for uid in run.uids(lost)
+                        if uid != lost_uid
+                        for line in [_fresh_step(run, lost, killed, 2, uid=uid)]
+                        if line
+                    ),
+                    None,
+                ),
+                PHASE_TIMEOUT,
+            )
             pod = run.pods[lost]
             assert pod["metadata"]["uid"] == rejoined.uid, "the pod that printed the line is the current one"
             # Timed from the watch event that announced the pod (milliseconds after the API
@@ -398,7 +409,9 @@ def mindspore_by_hand(python: str, workdir: Path) -> tuple[float, float]:
     elapsed = time.monotonic() - began
     if any(codes.values()):
         raise RuntimeError(f"MindSpore processes failed: {codes} (logs in {workdir})")
-    weights = {(workdir / f"{node}.log").read_text().split("weights=")[-1].split()[0] for node in roles if node != "ms-scheduler-0"}
+    weights = {
+        (workdir / f"{node}.log").read_text().split("weights=")[-1].split()[0] for node in roles if node != "ms-scheduler-0"
+    }
     if len(weights) != 1:
         raise RuntimeError(f"the workers ended with different weights: {weights}")
     return workers_done, elapsed

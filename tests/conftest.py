@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
+
 from tests.support.kubectl import client_env
 
 

@@ -134,7 +134,10 @@ def test_samples_satisfy_the_schema(load_sample, kind, sample):
         ({("spec", "runPolicy"): {"backoffLimit": -1}}, "-1 is less than the minimum of 0"),
         ({("spec", "nprocPerNode"): "0"}, "does not match"),
         ({("spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers"): []}, "should be non-empty"),
-        ({("spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers"): [{"image": "x"}]}, "'name' is a required property"),
+        (
+            {("spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers"): [{"image": "x"}]},
+            "'name' is a required property",
+        ),
         ({("spec", "pytorchReplicaSpecs", "Worker", "template"): {"metadata": {}}}, "'spec' is a required property"),
     ],
 )
@@ -178,7 +181,12 @@ CEL_CASES = [
     ("PyTorchJob", {("spec", "pytorchReplicaSpecs", "Master", "replicas"): 2}, None, ["Master replicas must be 1"]),
     ("PyTorchJob", {("spec", "pytorchReplicaSpecs", "Master", "replicas"): DELETE}, None, ["Master replicas must be 1"]),
     ("PyTorchJob", {("spec", "pytorchReplicaSpecs", "Master"): DELETE}, None, []),
-    ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 3, "maxReplicas": 2}}, None, ["minReplicas must be less than or equal to maxReplicas"]),
+    (
+        "PyTorchJob",
+        {("spec", "elasticPolicy"): {"minReplicas": 3, "maxReplicas": 2}},
+        None,
+        ["minReplicas must be less than or equal to maxReplicas"],
+    ),
     ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 2, "maxReplicas": 2}}, None, []),
     ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 3}}, None, []),
     (
@@ -187,7 +195,12 @@ CEL_CASES = [
         {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"},
         ["spec.runPolicy.schedulingPolicy.queue is immutable"],
     ),
-    ("PyTorchJob", {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"}, {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"}, []),
+    (
+        "PyTorchJob",
+        {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"},
+        {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"},
+        [],
+    ),
     ("PyTorchJob", {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"}, {}, []),
     (
         "PyTorchJob",

@@ -18,6 +18,7 @@ from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.kube.manager import Manager, ManagerOptions
 from trainctl.controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES
 from trainctl.controller.local.cluster import install_crds
+
 from tests.support.controller import ControllerProcess, Watcher, granted, load_rbac
 
 

@@ -110,7 +110,14 @@ def test_an_invalid_job_fails_naming_the_field_and_others_still_run(kube, start_
 def test_probes_and_metrics_are_served(controller_process, kube, jobs):
     metrics_port, health_port = free_port(), free_port()
     proc = controller_process(
-        "--metrics-port", str(metrics_port), "--health-port", str(health_port), "--bind-address", "127.0.0.1", "--log-format", "json"
+        "--metrics-port",
+        str(metrics_port),
+        "--health-port",
+        str(health_port),
+        "--bind-address",
+        "127.0.0.1",
+        "--log-format",
+        "json",
     ).start()
 
     jobs.wait(lambda: ready(health_port), timeout=30, what="/readyz")
@@ -141,7 +148,10 @@ def test_bad_configuration_is_one_line_not_a_traceback(tmp_path):
     broken.write_text("clusters: [\n")
     for path in (tmp_path / "missing", broken):
         out = subprocess.run(
-            [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(path)], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert out.returncode == 1
         lines = out.stderr.strip().splitlines()

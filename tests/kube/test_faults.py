@@ -9,9 +9,9 @@ from trainctl.controller.kube.resources import PYTORCHJOBS
 
 from tests.support.conditions import condition
 from tests.support.controller import expected_replicas, master_succeeds_when_all_run, ready
+from tests.support.faultproxy import FaultProxy
 from tests.support.jobs import pytorchjob
 from tests.support.net import free_port
-from tests.support.faultproxy import FaultProxy
 from tests.support.podphase import PodPhaseDriver
 
 

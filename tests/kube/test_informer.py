@@ -44,7 +44,9 @@ def test_cut_watch_streams_resume_without_replaying_events(apiserver, kube):
         configuration = k8s_client.Configuration()
         configuration.host = proxy.url
         configuration.api_key = {"authorization": f"Bearer {apiserver.token}"}
-        informer = Informer(KubeClient(configuration, qps=0), SERVICES, namespace="default", label_selector="app=informer-test", retry_delay=0.01)
+        informer = Informer(
+            KubeClient(configuration, qps=0), SERVICES, namespace="default", label_selector="app=informer-test", retry_delay=0.01
+        )
         seen = Recorder()
         informer.add_handler(seen)
         informer.start()

@@ -41,7 +41,9 @@ def _holder(kube) -> str:
 def test_one_leader_acts_and_a_standby_takes_over(kube, controller_process, jobs):
     ports = [free_port(), free_port()]
     a, b = (
-        controller_process("--leader-elect", *FAST_LEASE, "--metrics-port", str(p), "--health-port", "0", "--bind-address", "127.0.0.1").start()
+        controller_process(
+            "--leader-elect", *FAST_LEASE, "--metrics-port", str(p), "--health-port", "0", "--bind-address", "127.0.0.1"
+        ).start()
         for p in ports
     )
     procs = {ports[0]: a, ports[1]: b}
@@ -85,7 +87,9 @@ def test_a_leader_whose_lease_is_taken_steps_down(kube):
     from trainctl.controller.kube.leader import LeaderElector
 
     lost = threading.Event()
-    elector = LeaderElector(kube, "default", "stolen", "first", lease_duration=2.0, renew_deadline=1.0, retry_period=0.1, on_lost=lost.set)
+    elector = LeaderElector(
+        kube, "default", "stolen", "first", lease_duration=2.0, renew_deadline=1.0, retry_period=0.1, on_lost=lost.set
+    )
     elector.start()
     try:
         assert elector.is_leader.wait(10)

@@ -14,6 +14,7 @@ from kubernetes import client
 from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.launch import connect
 from trainctl.controller.local.cluster import install_crds
+
 from tests.support.launch import RecordingView, StatusDriver
 
 

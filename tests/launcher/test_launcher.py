@@ -51,7 +51,9 @@ def test_failed_job_propagates_the_failure_message(kube, driver, view):
     run = start(kube, view, launched_job(name))
     view.wait_created()
     message = f"PyTorchJob {name} is failed because 1 Master replica(s) failed."
-    driver.set_status(name, true_condition("Created", "created"), true_condition("Failed", message), replicas={"Master": {"failed": 1}})
+    driver.set_status(
+        name, true_condition("Created", "created"), true_condition("Failed", message), replicas={"Master": {"failed": 1}}
+    )
 
     result = run.join()
     assert result.outcome is Outcome.FAILED and not result.succeeded
@@ -74,7 +76,9 @@ def test_timeout_is_kept_exactly_and_the_job_deleted_only_if_asked(kube, driver,
     timeout = 1.5
     run = start(kube, view, launched_job(name), timeout=timeout, delete_when_done=delete)
     view.wait_created()
-    driver.set_status(name, true_condition("Created", "created"), true_condition("Running", "running"), replicas={"Master": {"active": 1}})
+    driver.set_status(
+        name, true_condition("Created", "created"), true_condition("Running", "running"), replicas={"Master": {"active": 1}}
+    )
 
     result = run.join()
     elapsed = time.monotonic() - run.started

@@ -21,7 +21,7 @@ from trainctl.controller.launch import Launcher, Outcome, connect
 from trainctl.controller.local.cluster import LocalCluster
 
 from tests.support.jobs import unique
-from tests.support.launch import NAMESPACE, launched_job, RecordingView, StatusDriver
+from tests.support.launch import NAMESPACE, RecordingView, StatusDriver, launched_job
 from tests.support.repo import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]

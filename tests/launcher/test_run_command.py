@@ -20,7 +20,7 @@ from trainctl.controller.cli import main
 
 from tests.support.conditions import true_condition
 from tests.support.jobs import unique
-from tests.support.launch import launched_job, StatusDriver
+from tests.support.launch import StatusDriver, launched_job
 from tests.support.repo import REPO
 
 pytestmark = pytest.mark.timeout(90)
@@ -131,9 +131,13 @@ def test_success_exits_0_with_a_summary(run_job, driver):
     name = unique("run-ok")
     run = run_job(launched_job(name))
     run.wait_for(f"created PyTorchJob default/{name}")
-    driver.set_status(name, true_condition("Created", "created"), true_condition("Running", "running"), replicas={"Master": {"active": 1}})
+    driver.set_status(
+        name, true_condition("Created", "created"), true_condition("Running", "running"), replicas={"Master": {"active": 1}}
+    )
     run.wait_for("Running")
-    driver.set_status(name, true_condition("Succeeded", f"PyTorchJob {name} is successfully completed."), replicas={"Master": {"succeeded": 1}})
+    driver.set_status(
+        name, true_condition("Succeeded", f"PyTorchJob {name} is successfully completed."), replicas={"Master": {"succeeded": 1}}
+    )
     code, out, err = run.finish()
     assert code == 0, err
     assert f"PyTorchJob default/{name} succeeded after" in out

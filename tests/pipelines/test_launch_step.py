@@ -89,7 +89,9 @@ def test_pytorchjob_step_succeeds_writes_outputs_and_logs(step, capsys, cluster)
 
 def test_msjob_step_from_a_manifest(step, capsys, cluster):
     manifest = single_replica_job("MSJob", "step-ms", "Worker", "print('ms worker done')")
-    code, condition, _ = step("--kind=MSJob", f"--manifest={yaml.safe_dump(manifest, explicit_start=True)}", "--delete-when-done=False")
+    code, condition, _ = step(
+        "--kind=MSJob", f"--manifest={yaml.safe_dump(manifest, explicit_start=True)}", "--delete-when-done=False"
+    )
     out = capsys.readouterr().out
     assert code == 0, out
     assert condition == "Succeeded"
@@ -109,7 +111,11 @@ def test_failed_job_fails_the_step_with_the_jobs_message(step, capsys):
 
 def test_timeout_fails_the_step_exactly_on_time_and_deletes_the_job(step, capsys, cluster):
     code, condition, _ = step(
-        "--kind=PyTorchJob", "--image=python:3.11", "--name=step-slow", f"--command={python('import time; time.sleep(300)')}", "--timeout-seconds=3",
+        "--kind=PyTorchJob",
+        "--image=python:3.11",
+        "--name=step-slow",
+        f"--command={python('import time; time.sleep(300)')}",
+        "--timeout-seconds=3",
     )
     out, err = capsys.readouterr()
     assert code == 1 and condition == "TimedOut"
@@ -171,7 +177,9 @@ class RecordingApiClient(client.ApiClient):
         super().__init__(configuration)
         self.requests: set[tuple[str, str, str]] = set()
 
-    def call_api(self, resource_path: str, method: str, path_params: Any = None, query_params: Any = None, *args: Any, **kwargs: Any) -> Any:
+    def call_api(
+        self, resource_path: str, method: str, path_params: Any = None, query_params: Any = None, *args: Any, **kwargs: Any
+    ) -> Any:
         path = resource_path
         for key, value in (path_params or {}).items():
             path = path.replace("{" + key + "}", str(value))

@@ -7,8 +7,9 @@ import copy
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
+
 from tests.support.jobs import msjob, pytorchjob
-from tests.support.reconcile import Cluster, T0, at
+from tests.support.reconcile import Cluster, at
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 

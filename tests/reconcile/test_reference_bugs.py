@@ -6,6 +6,7 @@ Each test is named after the bug; docs/compatibility.md lists the same fixes.
 from __future__ import annotations
 
 from trainctl.controller.reconcile import ReconcileConfig
+
 from tests.support.jobs import msjob, pytorchjob
 from tests.support.reconcile import Cluster, at, by_name, conditions, env_dict, terminated
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import yaml
 import kubernetes_validate
 import pytest
+import yaml
 
 from trainctl.controller.cli import main
+
 from tests.support.jobs import msjob, pytorchjob
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
@@ -107,4 +108,8 @@ def test_generate_name_gets_a_placeholder_suffix(tmp_path, capsys):
     job["metadata"] = {"generateName": "ms-"}
     code, out, _ = render(capsys, "-f", write(tmp_path, job))
     assert code == 0
-    assert kinds_and_names(out) == [("Pod", "ms-xxxxx-scheduler-0"), ("Pod", "ms-xxxxx-worker-0"), ("Service", "ms-xxxxx-scheduler-0")]
+    assert kinds_and_names(out) == [
+        ("Pod", "ms-xxxxx-scheduler-0"),
+        ("Pod", "ms-xxxxx-worker-0"),
+        ("Service", "ms-xxxxx-scheduler-0"),
+    ]

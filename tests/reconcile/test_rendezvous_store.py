@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -23,7 +22,9 @@ def test_store_pod_command_serves_a_tcp_store_that_agents_can_use():
     assert container["command"][0] == "python"
     port = free_port()
     env = {**os.environ, "POD_IP": "127.0.0.1", "RDZV_PORT": str(port), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, *container["command"][1:]], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *container["command"][1:]], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == f"rendezvous store listening on 127.0.0.1:{port}"
         client = torch_distributed.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=10))

@@ -239,7 +239,9 @@ def test_mnist_example_learns_its_generated_digits(mnist, capsys, monkeypatch):
     for name in ("WORLD_SIZE", "RANK"):
         monkeypatch.delenv(name, raising=False)
     assert mnist.main(["--samples=1024", "--batch-size=32", "--log-interval=1"]) == 0
-    losses = [float(line.split("loss=")[1].split()[0]) for line in capsys.readouterr().out.splitlines() if line.startswith("[step]")]
+    losses = [
+        float(line.split("loss=")[1].split()[0]) for line in capsys.readouterr().out.splitlines() if line.startswith("[step]")
+    ]
     assert len(losses) == 32
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 / 2
 

@@ -91,7 +91,9 @@ class ControllerProcess:
     def start(self) -> "ControllerProcess":
         log = open(self.log_path, "ab")
         cmd = [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig), *self.args]
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}
+        )
         log.close()
         return self
 
@@ -127,4 +129,10 @@ def load_rbac() -> list[dict[str, Any]]:
 
 
 def granted(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    return {(verb, group, resource) for rule in rules for group in rule["apiGroups"] for resource in rule["resources"] for verb in rule["verbs"]}
+    return {
+        (verb, group, resource)
+        for rule in rules
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }

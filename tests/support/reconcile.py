@@ -24,7 +24,9 @@ def env_of(pod: dict[str, Any], container_name: Optional[str] = None) -> list[tu
     """(name, value or fieldPath) of a container's env, in order."""
     containers = pod["spec"]["containers"]
     ctr = next(c for c in containers if container_name is None or c["name"] == container_name)
-    return [(e["name"], e.get("value", (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath"))) for e in ctr.get("env", [])]
+    return [
+        (e["name"], e.get("value", (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath"))) for e in ctr.get("env", [])
+    ]
 
 
 def env_dict(pod: dict[str, Any], container_name: Optional[str] = None) -> dict[str, Any]:

@@ -50,7 +50,9 @@ def test_requests_without_the_token_are_unauthorized(apiserver):
 
 
 def test_malformed_json_is_a_bad_request(http):
-    response = http("POST", JOBS, data=b'{"apiVersion": "kubeflow.org/v1", "kind": ', headers={"Content-Type": "application/json"})
+    response = http(
+        "POST", JOBS, data=b'{"apiVersion": "kubeflow.org/v1", "kind": ', headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 400
     assert status_of(response)["reason"] == "BadRequest"
     assert stored_jobs(http) == []

@@ -9,12 +9,12 @@ import subprocess
 import threading
 import time
 
-from tests.support.net import free_port
-from tests.support.pods import container_status, create, phase, pod, wait_pod, wait_pod_gone
-
 from trainctl.controller.kube.resources import PODS
 from trainctl.controller.local.kubelet.runtime import process_start_time
 from trainctl.controller.local.network import cluster_ranges
+
+from tests.support.net import free_port
+from tests.support.pods import container_status, create, phase, pod, wait_pod, wait_pod_gone
 
 
 def test_pod_runs_to_completion_and_kubectl_shows_its_logs(api, kube_env):
@@ -131,10 +131,14 @@ def test_a_headless_name_whose_pods_all_succeeded_is_left_unresolved_not_waited_
     # back, so the worker starts with the name as written (as DNS would leave it).
     finished = pod("done-master", "print('finished')")
     finished["metadata"]["labels"] = {"app": "done-master"}
-    assert wait_pod(api, create(api, finished)["metadata"]["name"], phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+    assert (
+        wait_pod(api, create(api, finished)["metadata"]["name"], phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+    )
     create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "done-master"},
                  "spec": {"clusterIP": "None", "selector": {"app": "done-master"}, "ports": [{"port": 23456}]}})
-    late = pod("late-worker", "import os; print(os.environ['MASTER_ADDR'])", env=[{"name": "MASTER_ADDR", "value": "done-master"}])
+    late = pod(
+        "late-worker", "import os; print(os.environ['MASTER_ADDR'])", env=[{"name": "MASTER_ADDR", "value": "done-master"}]
+    )
     done = wait_pod(api, create(api, late)["metadata"]["name"], phase("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"
     assert logs_of(kubelet, done) == ["done-master"]
