@@ -14,8 +14,9 @@ import pytest
 from trainctl.api.crd import crds, render
 from trainctl.api.loader import load_documents
 
+from tests.support.jobs import DELETE
+
 ROOT = Path(__file__).resolve().parents[2]
-DELETE = "<delete>"
 SAMPLES = {
     "PyTorchJob": ["pytorch_mnist.yaml", "pytorch_elastic.yaml", "pytorch_elastic_hpa.yaml", "pytorch_full.yaml"],
     "MSJob": ["msjob_dataparallel.yaml", "msjob_ps.yaml", "msjob_standalone.yaml"],

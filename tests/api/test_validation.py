@@ -8,7 +8,8 @@ import pytest
 
 from trainctl.api.validation import validate, warnings
 
-DELETE = "<delete>"
+from tests.support.jobs import DELETE
+
 M = ("spec", "pytorchReplicaSpecs", "Master")
 W = ("spec", "pytorchReplicaSpecs", "Worker")
 RP = ("spec", "runPolicy")

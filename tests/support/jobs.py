@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 Obj = dict[str, Any]
 _DERIVED = "uid-<name>"  # the default uid: "uid-" + the job's name
+DELETE = "<delete>"  # as a value in mutate(): remove the key
 
 
 def unique(prefix: str) -> str:
@@ -80,3 +81,17 @@ def _job(api_version: str, kind: str, specs_field: str, roles: dict[str, Optiona
     specs = {role: replica(count, containers=[copy.deepcopy(template)], restart=restart)
              for role, count in roles.items() if count is not None}
     return {"apiVersion": api_version, "kind": kind, "metadata": metadata, "spec": {specs_field: specs, **spec}}
+
+
+def mutate(obj: Obj, changes: dict[tuple[Any, ...], Any]) -> Obj:
+    """A deep copy of ``obj`` with each key path set to a value (or removed, with DELETE)."""
+    out = copy.deepcopy(obj)
+    for path, value in changes.items():
+        node = out
+        for key in path[:-1]:
+            node = node.setdefault(key, {}) if isinstance(node, dict) else node[key]
+        if value == DELETE:
+            del node[path[-1]]
+        else:
+            node[path[-1]] = copy.deepcopy(value)
+    return out
