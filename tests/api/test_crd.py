@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from typing import Any, Iterator
 
 import celpy
@@ -15,8 +14,8 @@ from trainctl.api.crd import crds, render
 from trainctl.api.loader import load_documents
 
 from tests.support.jobs import DELETE
+from tests.support.repo import REPO
 
-ROOT = Path(__file__).resolve().parents[2]
 SAMPLES = {
     "PyTorchJob": ["pytorch_mnist.yaml", "pytorch_elastic.yaml", "pytorch_elastic_hpa.yaml", "pytorch_full.yaml"],
     "MSJob": ["msjob_dataparallel.yaml", "msjob_ps.yaml", "msjob_standalone.yaml"],
@@ -24,7 +23,7 @@ SAMPLES = {
 
 
 def _gen_crds():
-    spec = importlib.util.spec_from_file_location("gen_crds", ROOT / "hack" / "gen_crds.py")
+    spec = importlib.util.spec_from_file_location("gen_crds", REPO / "hack" / "gen_crds.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -42,7 +41,7 @@ def schema_of(kind: str) -> dict[str, Any]:
 
 def test_committed_files_match_the_models():
     for name, crd in crds().items():
-        assert (ROOT / "manifests" / "crds" / name).read_text() == render(crd)
+        assert (REPO / "manifests" / "crds" / name).read_text() == render(crd)
 
 
 def test_check_detects_drift(tmp_path, capsys):
@@ -59,7 +58,7 @@ def test_check_detects_drift(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", sorted(crds()))
 def test_generated_files_parse_as_valid_crds(name):
-    [crd] = load_documents((ROOT / "manifests" / "crds" / name).read_text())
+    [crd] = load_documents((REPO / "manifests" / "crds" / name).read_text())
     # The CustomResourceDefinition object itself, against Kubernetes' own OpenAPI schema.
     kubernetes_validate.validate(crd, "1.30", strict=True)
     version = crd["spec"]["versions"][0]

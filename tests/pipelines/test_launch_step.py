@@ -24,7 +24,7 @@ from trainctl.controller.launch import Launcher, Outcome, PlainView, connect
 from trainctl.controller.local.cluster import LocalCluster
 from trainctl.controller.pipelines.launch import main
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.repo import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

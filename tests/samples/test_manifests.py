@@ -17,7 +17,8 @@ import yaml
 
 from trainctl.api import MSJob, PyTorchJob, default_job
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.repo import REPO
+
 SAMPLES = REPO / "samples"
 MANIFESTS = sorted(p for p in SAMPLES.rglob("*.yaml") if "pipelines" not in p.relative_to(SAMPLES).parts)
 KUBERNETES_VERSION = "1.32"

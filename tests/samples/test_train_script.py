@@ -13,12 +13,12 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.repo import REPO
+
 SCRIPT = REPO / "samples" / "pytorch" / "train.py"
 
 
