@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 import uuid
 from pathlib import Path
@@ -22,6 +21,7 @@ from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.kube.informer import Informer
 
 from .repo import REPO
+from .waiting import wait_on
 
 NAMESPACE = "default"
 
@@ -60,16 +60,10 @@ class Watcher:
         return self.informer.store.list()
 
     def wait(self, predicate: Callable[[], Any], timeout: float = 60, what: str = "") -> Any:
-        deadline = time.monotonic() + timeout
-        with self._cond:
-            while True:
-                value = predicate()
-                if value:
-                    return value
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
-                self._cond.wait(min(left, 1.0))
+        value = wait_on(self._cond, predicate, timeout, recheck=1.0)
+        if not value:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        return value
 
     def stop(self) -> None:
         self.informer.stop()

@@ -30,6 +30,7 @@ from trainctl.controller.launch.kinds import JobKind
 
 from .conditions import condition
 from .pods import container_status
+from .waiting import wait_on
 
 NAMESPACE = "default"
 T = TypeVar("T")
@@ -295,16 +296,11 @@ class JobObserver:
     # --- waiting ---
     def wait_for(self, what: str, check: Callable[[], T | None], timeout: float) -> T:
         """The first truthy ``check()``, re-evaluated on every job, pod or log event."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                result = check()
-                if result:
-                    return result
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"{self.kind.kind} {self.name}: no {what} within {timeout:g}s\n{self.dump()}")
-                self._changed.wait(remaining)
+        result = wait_on(self._changed, check, timeout)
+        if not result:
+            with self._changed:
+                raise AssertionError(f"{self.kind.kind} {self.name}: no {what} within {timeout:g}s\n{self.dump()}")
+        return result
 
     def wait_line(self, what: str, match: Callable[[LogLine], bool], timeout: float, since: float = 0.0) -> LogLine:
         def found() -> LogLine | None:
