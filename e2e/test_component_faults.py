@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import E2E
-from .harness import condition, load_sample, set_arg
+from tests.support.cluster import E2E
+from tests.support.conditions import condition
+from tests.support.samples import load_sample, set_arg
 
 pytestmark = pytest.mark.e2e
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from .conftest import E2E
-from .harness import condition, load_sample, named
+from tests.support.cluster import E2E
+from tests.support.conditions import condition
+from tests.support.samples import load_sample, named
 
 pytestmark = pytest.mark.e2e
 
@@ -22,7 +23,7 @@ def test_invalid_job_fails_naming_the_field_and_the_valid_one_next_to_it_succeed
     invalid["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "trainer"
 
     with e2e.observe(invalid).start() as bad, e2e.observe(valid).start() as good:
-        e2e.kubectl("apply", "-f", "-", stdin=yaml.safe_dump_all([invalid, valid]))
+        e2e.kubectl("apply", "-f", "-", input=yaml.safe_dump_all([invalid, valid]))
 
         bad.wait_finished(timeout=60)
         failed = condition(bad.job, "Failed")

@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from .conftest import E2E
-from .harness import REPO, SAMPLES
+from tests.support.cluster import E2E
+from tests.support.repo import REPO, SAMPLES
 
 pytestmark = pytest.mark.e2e
 
@@ -25,8 +25,14 @@ pytestmark = pytest.mark.e2e
 def test_a_kubeflow_sample_runs_unchanged_with_trainctl_run(e2e: E2E, sample: str, name: str, pods: list[str]) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
     env.update(KUBECONFIG=str(e2e.cluster.kubeconfig), HOME=str(e2e.kubectl.home))
-    done = subprocess.run([sys.executable, "-m", "trainctl.controller.cli", "run", "-f", str(SAMPLES / sample), "--timeout", "240s"],
-                          capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "trainctl.controller.cli", "run", "-f", str(SAMPLES / sample), "--timeout", "240s"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+    )
     out = done.stdout + done.stderr
     assert done.returncode == 0, out
     assert f"PyTorchJob default/{name} succeeded after" in out

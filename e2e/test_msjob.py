@@ -13,8 +13,10 @@ import importlib.util
 
 import pytest
 
-from .conftest import E2E
-from .harness import JobObserver, condition, load_sample
+from tests.support.cluster import E2E
+from tests.support.conditions import condition
+from tests.support.observer import JobObserver
+from tests.support.samples import load_sample
 
 pytestmark = pytest.mark.e2e
 
@@ -78,7 +80,7 @@ def test_data_parallel_sample_trains_identical_weights_and_honours_the_policies(
         elif clean_pod_policy == "Running":
             run.wait_for("the Running and Pending pods deleted", lambda: not any(
                 pod["metadata"].get("deletionTimestamp") or phase in ("Running", "Pending")
-                for pod, phase in zip(run.pods.values(), phases(run).values())), 60)
+                for pod, phase in zip(run.pods.values(), phases(run).values(), strict=True)), 60)
             assert all(phase in ("Running", "Pending") for phase in run.deleted.values()), run.deleted
             assert set(phases(run).values()) == {"Succeeded"} and W0 in run.pods, run.dump()
         else:

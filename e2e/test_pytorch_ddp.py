@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import E2E
-from .harness import load_sample
+from tests.support.cluster import E2E
+from tests.support.samples import load_sample
 
 pytestmark = pytest.mark.e2e
 

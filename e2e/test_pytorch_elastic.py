@@ -13,17 +13,12 @@ import time
 
 import pytest
 
-from .conftest import E2E
-from .harness import (
-    JobObserver,
-    LogLine,
-    condition,
-    container_status,
-    load_sample,
-    restarted_total,
-    set_restart_policy,
-    sigkill,
-)
+from tests.support.cluster import E2E
+from tests.support.conditions import condition
+from tests.support.metrics import restarted_total
+from tests.support.observer import JobObserver, LogLine
+from tests.support.pods import container_status, sigkill
+from tests.support.samples import load_sample, set_restart_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -61,7 +56,9 @@ def test_worker_process_killed_is_restarted_by_the_kubelet_and_rejoins(e2e: E2E)
         print(f"\n[e2e] worker pod killed -> both train at world_size=2 again: {rejoined.at - killed:.1f}s")
         resumed = run.wait_line("[resume] of the restarted worker",
                                 lambda ln: ln.pod == W1 and ln.event == "resume" and ln.container_restart == 1, 5)
-        assert resumed.int("step") >= 20 and rejoined.int("step") > 20, f"resumed from the checkpoint, not from scratch\n{run.dump()}"
+        assert resumed.int("step") >= 20 and rejoined.int("step") > 20, (
+            f"resumed from the checkpoint, not from scratch\n{run.dump()}"
+        )
         run.wait_line("its [start] line with WORLD_SIZE=2", lambda ln: (
             ln.pod == W1 and ln.event == "start" and ln.int("WORLD_SIZE") == 2 and ln.container_restart == 1), 5)
 

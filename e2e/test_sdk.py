@@ -11,7 +11,7 @@ import pytest
 from kubeflow.training import TrainingClient
 from kubeflow.training.utils import utils as sdk_utils
 
-from .conftest import E2E
+from tests.support.cluster import E2E
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,7 @@ Requests are counted by the embedded API server itself (``apiserver_request_tota
    replacement's creation being seen by the controller (p50, p90);
 5. **memory**: the controller process's RSS with ``--cache-pods`` pods in its cache.
 
-A stand-in kubelet (tests/kube/podphase.py) moves pods to Running and the master to
+A stand-in kubelet (tests/support/podphase.py) moves pods to Running and the master to
 Succeeded through ``pods/status``, as a kubelet would.
 
 Usage: ``python hack/bench_controller.py [--workers 500] [--cache-pods 10000] [--idle-seconds 60]``
@@ -45,14 +45,21 @@ from trainctl.controller.kube.client import KubeClient  # noqa: E402
 from trainctl.controller.kube.informer import Informer  # noqa: E402
 from trainctl.controller.kube.manager import Manager, ManagerOptions  # noqa: E402
 from trainctl.controller.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
-from tests.kube.podphase import PodPhaseDriver  # noqa: E402
+
+from tests.support.conditions import condition  # noqa: E402
+from tests.support.podphase import PodPhaseDriver  # noqa: E402
 
 WRITE_VERBS = {"CREATE", "UPDATE", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}
 
 
 def job(name: str, namespace: str, workers: int) -> dict[str, Any]:
     def replica(n: int) -> dict[str, Any]:
-        container = {"name": "pytorch", "image": "trainctl/sample:1", "command": ["python", "train.py"], "resources": {"requests": {"cpu": "1"}}}
+        container = {
+            "name": "pytorch",
+            "image": "trainctl/sample:1",
+            "command": ["python", "train.py"],
+            "resources": {"requests": {"cpu": "1"}},
+        }
         return {"replicas": n, "restartPolicy": "OnFailure", "template": {"spec": {"containers": [container]}}}
 
     return {
@@ -117,10 +124,6 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, poll: floa
     raise SystemExit(f"timed out waiting for {what}")
 
 
-def condition(obj: Optional[dict], type_: str) -> bool:
-    return any(c.get("type") == type_ and c.get("status") == "True" for c in ((obj or {}).get("status") or {}).get("conditions") or ())
-
-
 def start_manager(server: Server, namespace: str, **options: Any) -> Manager:
     client = KubeClient.from_kubeconfig(server.kubeconfig, qps=0, pool_size=64)
     manager = Manager(client, ManagerOptions(namespace=namespace, **options))
@@ -160,7 +163,8 @@ def bench_writes(server: Server, jobs: int, workers: int, idle_seconds: float) -
     # Let every pod report Running and the status settle, then count idle writes.
     wait_for(
         lambda: all(
-            ((watcher.store.get(ns, n) or {}).get("status") or {}).get("replicaStatuses", {}).get("Worker", {}).get("active") == workers
+            ((watcher.store.get(ns, n) or {}).get("status") or {}).get("replicaStatuses", {}).get("Worker", {}).get("active")
+            == workers
             for n in names
         ),
         60,
@@ -303,7 +307,11 @@ def bench_replacement(server: Server, failures: int) -> dict[str, Any]:
 
     def running(name: str) -> Optional[dict]:
         pod = store.get(ns, name)
-        return pod if pod and (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp") else None
+        return (
+            pod
+            if pod and (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+            else None
+        )
 
     for i in range(failures):
         name = f"replace-worker-{i % workers}"
@@ -326,10 +334,26 @@ def bench_replacement(server: Server, failures: int) -> dict[str, Any]:
 # --- 5: memory -------------------------------------------------------------------------------
 def bench_memory(server: Server, count: int) -> dict[str, Any]:
     ns = server.namespace("bench-memory")
-    owner = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "big", "uid": "00000000-0000-0000-0000-00000000b19", "controller": True, "blockOwnerDeletion": True}
+    owner = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "name": "big",
+        "uid": "00000000-0000-0000-0000-00000000b19",
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
 
     def pod(i: int) -> dict[str, Any]:
-        env = [{"name": n, "value": v} for n, v in (("MASTER_ADDR", "big-master-0"), ("MASTER_PORT", "23456"), ("WORLD_SIZE", str(count)), ("RANK", str(i)), ("PYTHONUNBUFFERED", "1"))]
+        env = [
+            {"name": n, "value": v}
+            for n, v in (
+                ("MASTER_ADDR", "big-master-0"),
+                ("MASTER_PORT", "23456"),
+                ("WORLD_SIZE", str(count)),
+                ("RANK", str(i)),
+                ("PYTHONUNBUFFERED", "1"),
+            )
+        ]
         return {
             "apiVersion": "v1",
             "kind": "Pod",
@@ -363,7 +387,20 @@ def bench_memory(server: Server, count: int) -> dict[str, Any]:
         list(pool.map(lambda i: server.client.create(PODS, pod(i)), range(count)))
     health = 18081
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", server.kubeconfig, "--metrics-port", "0", "--health-port", str(health), "--bind-address", "127.0.0.1"],
+        [
+            sys.executable,
+            "-m",
+            "trainctl.controller.cli",
+            "controller",
+            "--kubeconfig",
+            server.kubeconfig,
+            "--metrics-port",
+            "0",
+            "--health-port",
+            str(health),
+            "--bind-address",
+            "127.0.0.1",
+        ],
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -379,7 +416,11 @@ def bench_memory(server: Server, count: int) -> dict[str, Any]:
     try:
         wait_for(ready, 300, "controller ready", poll=0.2)
         time.sleep(2.0)  # let the reconciles the initial list queued run out
-        rss_kb = int(next(line.split()[1] for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if line.startswith("VmRSS")))
+        rss_kb = int(
+            next(
+                line.split()[1] for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines() if line.startswith("VmRSS")
+            )
+        )
     finally:
         proc.terminate()
         proc.wait(30)

@@ -24,10 +24,10 @@ from datetime import datetime, timezone
 
 from kubernetes import client
 
+from trainctl.api.crd import crds
 from trainctl.controller.launch import Launcher, PlainView, connect
 from trainctl.controller.launch.progress import JobProgress
 from trainctl.controller.local.apiserver.process import start_apiserver
-from trainctl.api.crd import crds
 
 NAMESPACE = "default"
 
@@ -38,7 +38,10 @@ def job(name: str) -> dict:
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": name},
-        "spec": {"runPolicy": {"cleanPodPolicy": "None"}, "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {"containers": [container]}}}}},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "None"},
+            "pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": {"spec": {"containers": [container]}}}},
+        },
     }
 
 
@@ -65,7 +68,14 @@ class Signalling(PlainView):
 
 def condition(type_: str) -> dict:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {"type": type_, "status": "True", "reason": f"PyTorchJob{type_}", "message": type_, "lastUpdateTime": stamp, "lastTransitionTime": stamp}
+    return {
+        "type": type_,
+        "status": "True",
+        "reason": f"PyTorchJob{type_}",
+        "message": type_,
+        "lastUpdateTime": stamp,
+        "lastTransitionTime": stamp,
+    }
 
 
 def set_status(custom: client.CustomObjectsApi, name: str, *conditions: dict) -> None:
@@ -100,7 +110,8 @@ def main() -> None:
             for i in range(args.jobs):
                 name, view, result = f"bench-{i}", Signalling(), {}
                 called = time.perf_counter()
-                thread = threading.Thread(target=lambda: result.update(r=launcher.launch(job(name), NAMESPACE, view)))
+                thread = threading.Thread(target=lambda name=name, view=view, result=result: result.update(
+                    r=launcher.launch(job(name), NAMESPACE, view)))
                 thread.start()
                 view.created.wait(30)
                 create.append(view.created_at - called)

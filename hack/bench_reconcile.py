@@ -94,8 +94,8 @@ def main() -> None:
         if args.freeze:
             gc.collect()
             gc.freeze()
-        fresh = timed(lambda: reconcile(fresh_job, Observed(), NOW, whole), args.repeat)
-        steady = timed(lambda: reconcile(subject, observed, NOW), args.repeat)
+        fresh = timed(lambda job=fresh_job: reconcile(job, Observed(), NOW, whole), args.repeat)
+        steady = timed(lambda job=subject, observed=observed: reconcile(job, observed, NOW), args.repeat)
         gc.unfreeze()
         print(
             f"{size:>8}  {statistics.median(fresh):>10.1f}ms  {min(fresh):>8.1f}ms  {min(fresh) * 1000 / size:>10.1f}"

@@ -40,11 +40,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import os
-import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -53,10 +52,16 @@ import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Protocol
+from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # the e2e harness, when run as `python hack/bench_recovery.py`
+sys.path.insert(0, str(REPO))  # tests.support, when run as `python hack/bench_recovery.py`
+
+from tests.support.net import free_port  # noqa: E402
+
+if TYPE_CHECKING:
+    from tests.support.cluster import E2E
+
 TRAIN_SCRIPT = REPO / "samples" / "pytorch" / "train.py"
 MINDSPORE_SCRIPT = REPO / "samples" / "mindspore" / "train.py"
 PHASES = ("cold start → 1st step", "worker SIGKILL → training again",
@@ -138,12 +143,6 @@ class Pods(Protocol):
     def kill_worker(self, pod: str) -> None: ...
     def kill_pod(self, pod: str) -> None: ...
     def close(self) -> None: ...
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def serve_store(port: int) -> None:
@@ -272,46 +271,6 @@ def measure_once(pods: Pods, pause: float) -> tuple[list[float], dict[str, objec
     return durations, {"resumed_from_steps": sorted(set(resumes))}
 
 
-class EmbeddedCluster:
-    """One embedded cluster (API server, kubelet, controller) for every repetition.
-
-    Pods run in a scratch working directory holding only a link to ``samples/``, so the
-    samples' relative paths work unchanged; each repetition applies a fresh job and ends by
-    deleting it and its checkpoints, so the next one starts from step 0.
-    """
-
-    def __init__(self, root: Path) -> None:
-        from trainctl.controller.launch import connect
-        from trainctl.controller.local.cluster import LocalCluster
-        from e2e.harness import SAMPLES, Kubectl
-
-        self.workdir = root / "work"
-        self.workdir.mkdir()
-        (self.workdir / "samples").symlink_to(SAMPLES, target_is_directory=True)
-        (root / "home").mkdir()
-        self.cluster = LocalCluster(root / "cluster", workdir=self.workdir).start()
-        self.api = connect(str(self.cluster.kubeconfig))
-        self.kubectl = Kubectl(self.cluster.kubeconfig, root / "home")
-
-    def run(self, job: dict[str, Any]):
-        """Follow ``job`` (a started ``e2e.harness.JobObserver``), then apply it."""
-        from trainctl.controller.launch.kinds import kind_of
-        from e2e.harness import JobObserver
-
-        observer = JobObserver(self.api, kind_of(job), job["metadata"]["name"]).start()
-        self.kubectl.apply(job)
-        return observer
-
-    def clean(self) -> None:
-        self.kubectl("delete", "pytorchjobs,msjobs", "--all", "--wait=true", "--timeout=60s", timeout=90)
-        self.kubectl("wait", "--for=delete", "pods", "--all", "--timeout=60s", timeout=90)
-        shutil.rmtree(self.workdir / "checkpoints", ignore_errors=True)
-
-    def close(self) -> None:
-        self.api.close()
-        self.cluster.stop()
-
-
 def _fresh_step(run, pod: str, after: float, world_size: Optional[int] = None, uid: Optional[str] = None):
     """A step of ``pod`` printed by a worker that started after ``after`` (None until there is one)."""
     started: set[tuple[str, int]] = set()
@@ -331,9 +290,9 @@ def _rfc3339(stamp: str) -> float:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-def measure_cluster_once(bench: EmbeddedCluster, args: argparse.Namespace) -> tuple[list[float], dict[str, object]]:
+def measure_cluster_once(bench: E2E, args: argparse.Namespace) -> tuple[list[float], dict[str, object]]:
     """The six cluster phase durations of one repetition (see CLUSTER_PHASES)."""
-    from e2e.harness import load_sample, set_arg
+    from tests.support.samples import load_sample, set_arg
 
     job = load_sample("pytorch/elastic.yaml")
     for flag, value in (("--steps", args.steps), ("--step-sleep", args.step_sleep),
@@ -365,14 +324,26 @@ def measure_cluster_once(bench: EmbeddedCluster, args: argparse.Namespace) -> tu
             lost_uid = run.pods[lost]["metadata"]["uid"]
             killed = time.monotonic()
             bench.kubectl("delete", "pod", lost, "--grace-period=0", "--force", "--wait=false")
-            survived = run.wait_for(f"{survivor} training again", lambda: _fresh_step(run, survivor, killed), PHASE_TIMEOUT)
+            survived = run.wait_for(f"{survivor} training again", functools.partial(_fresh_step, run, survivor, killed),
+                                    PHASE_TIMEOUT)
             durations.append(survived.at - killed)
 
             # The replacement that trains need not be the first one created (the controller
             # may replace a replacement), so match any new uid and time the one that printed.
-            rejoined = run.wait_for(f"a replacement {lost} training at 2", lambda: next(
-                (line for uid in run.uids(lost) if uid != lost_uid
-                 for line in [_fresh_step(run, lost, killed, 2, uid=uid)] if line), None), PHASE_TIMEOUT)
+            rejoined = run.wait_for(
+                f"a replacement {lost} training at 2",
+                lambda lost=lost, lost_uid=lost_uid, killed=killed: next(
+                    (
+                        line
+                        for uid in run.uids(lost)
+                        if uid != lost_uid
+                        for line in [_fresh_step(run, lost, killed, 2, uid=uid)]
+                        if line
+                    ),
+                    None,
+                ),
+                PHASE_TIMEOUT,
+            )
             pod = run.pods[lost]
             assert pod["metadata"]["uid"] == rejoined.uid, "the pod that printed the line is the current one"
             # Timed from the watch event that announced the pod (milliseconds after the API
@@ -393,9 +364,9 @@ def measure_cluster_once(bench: EmbeddedCluster, args: argparse.Namespace) -> tu
     return durations, notes
 
 
-def mindspore_on_cluster(bench: EmbeddedCluster) -> float:
+def mindspore_on_cluster(bench: E2E) -> float:
     """Seconds from applying the CPU MSJob sample to its Succeeded condition."""
-    from e2e.harness import load_sample
+    from tests.support.samples import load_sample
 
     began = time.monotonic()
     run = bench.run(load_sample("mindspore/msjob-cpu.yaml"))
@@ -438,7 +409,9 @@ def mindspore_by_hand(python: str, workdir: Path) -> tuple[float, float]:
     elapsed = time.monotonic() - began
     if any(codes.values()):
         raise RuntimeError(f"MindSpore processes failed: {codes} (logs in {workdir})")
-    weights = {(workdir / f"{node}.log").read_text().split("weights=")[-1].split()[0] for node in roles if node != "ms-scheduler-0"}
+    weights = {
+        (workdir / f"{node}.log").read_text().split("weights=")[-1].split()[0] for node in roles if node != "ms-scheduler-0"
+    }
     if len(weights) != 1:
         raise RuntimeError(f"the workers ended with different weights: {weights}")
     return workers_done, elapsed
@@ -458,7 +431,7 @@ def mindspore_by_hand_once(python: str, run: int, walls: list[tuple[float, float
 
 def summarise(rows: list[list[float]]) -> list[str]:
     cells = []
-    for column in zip(*rows):
+    for column in zip(*rows, strict=True):
         cells.append(f"{statistics.median(column):.2f} ({min(column):.2f}–{max(column):.2f})")
     return cells
 
@@ -490,7 +463,7 @@ def print_targets(torchrun: Optional[list[list[float]]], cluster: list[list[floa
     def verdict(got: float, bound: float) -> str:
         return "met" if got <= bound else f"missed by {got - bound:.2f} s"
 
-    median = [statistics.median(column) for column in zip(*cluster)]
+    median = [statistics.median(column) for column in zip(*cluster, strict=True)]
     print()
     if torchrun:
         base = statistics.median(row[1] for row in torchrun)
@@ -542,38 +515,37 @@ def main(argv: Optional[list[str]] = None) -> int:
     if "cluster" in backends and (not args.mindspore_only or args.mindspore_python):
         from trainctl.controller.local.cluster import ClusterError
 
-        with tempfile.TemporaryDirectory(prefix="bench-cluster-") as root:
+        from tests.support.cluster import scratch_cluster
+
+        with tempfile.TemporaryDirectory(prefix="bench-cluster-") as root, contextlib.ExitStack() as stack:
             try:
-                bench = EmbeddedCluster(Path(root))
+                bench = stack.enter_context(scratch_cluster(Path(root)))
             except ClusterError as e:
                 print(f"bench_recovery: {e}", file=sys.stderr)
                 return 1
-            try:
-                for run in range(1, args.runs + 1) if not args.mindspore_only else ():
-                    try:
-                        durations, notes = measure_cluster_once(bench, args)
-                    except TimeoutError as e:
-                        # A stall is a result, not a reason to stop: count it, keep the
-                        # diagnosis (job status, pods, log tails) on stderr, run again.
-                        stalls += 1
-                        print(f"cluster run {run}: STALLED: {e}", file=sys.stderr, flush=True)
-                        print(f"cluster run {run}: stalled ({str(e).splitlines()[0]})", flush=True)
-                        continue
-                    cluster_rows.append(durations)
-                    print(f"cluster run {run}: " + ", ".join(f"{d:.2f}" for d in durations) + f"  {notes}", flush=True)
-                # Cluster and by-hand MindSpore runs alternate, so a change in the machine's
-                # load lands on both sides of the ratio.
-                for run in range(1, args.runs + 1) if args.mindspore_python else ():
-                    try:
-                        ms_cluster.append(mindspore_on_cluster(bench))
-                    except RuntimeError as e:
-                        print(f"mindspore cluster run {run}: {e}", file=sys.stderr)
-                        return 1
-                    print(f"mindspore on the cluster run {run}: {ms_cluster[-1]:.2f}", flush=True)
-                    if not mindspore_by_hand_once(args.mindspore_python, run, walls):
-                        return 1
-            finally:
-                bench.close()
+            for run in range(1, args.runs + 1) if not args.mindspore_only else ():
+                try:
+                    durations, notes = measure_cluster_once(bench, args)
+                except TimeoutError as e:
+                    # A stall is a result, not a reason to stop: count it, keep the
+                    # diagnosis (job status, pods, log tails) on stderr, run again.
+                    stalls += 1
+                    print(f"cluster run {run}: STALLED: {e}", file=sys.stderr, flush=True)
+                    print(f"cluster run {run}: stalled ({str(e).splitlines()[0]})", flush=True)
+                    continue
+                cluster_rows.append(durations)
+                print(f"cluster run {run}: " + ", ".join(f"{d:.2f}" for d in durations) + f"  {notes}", flush=True)
+            # Cluster and by-hand MindSpore runs alternate, so a change in the machine's
+            # load lands on both sides of the ratio.
+            for run in range(1, args.runs + 1) if args.mindspore_python else ():
+                try:
+                    ms_cluster.append(mindspore_on_cluster(bench))
+                except RuntimeError as e:
+                    print(f"mindspore cluster run {run}: {e}", file=sys.stderr)
+                    return 1
+                print(f"mindspore on the cluster run {run}: {ms_cluster[-1]:.2f}", flush=True)
+                if not mindspore_by_hand_once(args.mindspore_python, run, walls):
+                    return 1
     if results:
         print_table("plain torchrun agents", PHASES, results)
     if cluster_rows:

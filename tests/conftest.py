@@ -7,13 +7,14 @@ client against it without touching the user's own ``~/.kube``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
+
+from tests.support.kubectl import client_env
 
 
 @pytest.fixture
@@ -36,7 +37,4 @@ def kube_env(tmp_path: Path, apiserver: ApiServerHandle) -> dict[str, str]:
     empty temporary directory (so kubectl's discovery cache starts cold)."""
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-    env["KUBECONFIG"] = str(apiserver.kubeconfig)
-    env["HOME"] = str(home)
-    return env
+    return client_env(apiserver.kubeconfig, home)

@@ -37,9 +37,8 @@ def _skip_native_teardown() -> None:
 
 atexit.register(_skip_native_teardown)
 
-import numpy as np  # noqa: E402
-
 import mindspore as ms  # noqa: E402
+import numpy as np  # noqa: E402
 from mindspore import nn, ops  # noqa: E402
 from mindspore.communication import get_group_size, get_rank, init  # noqa: E402
 

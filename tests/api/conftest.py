@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -10,27 +9,14 @@ import pytest
 
 from trainctl.api.loader import load_documents
 
+from tests.support.jobs import mutate
+
 SAMPLES = Path(__file__).parent / "samples"
-DELETE = "<delete>"  # as a value in mutate(): remove the key
 
 
 def load_sample(name: str) -> dict[str, Any]:
     [obj] = load_documents((SAMPLES / name).read_text())
     return obj
-
-
-def mutate(obj: dict[str, Any], changes: dict[tuple[Any, ...], Any]) -> dict[str, Any]:
-    """A deep copy of ``obj`` with each key path set to a value (or removed, with DELETE)."""
-    out = copy.deepcopy(obj)
-    for path, value in changes.items():
-        node = out
-        for key in path[:-1]:
-            node = node.setdefault(key, {}) if isinstance(node, dict) else node[key]
-        if value == DELETE:
-            del node[path[-1]]
-        else:
-            node[path[-1]] = copy.deepcopy(value)
-    return out
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-from pathlib import Path
 from typing import Any, Iterator
 
 import celpy
@@ -14,8 +13,9 @@ import pytest
 from trainctl.api.crd import crds, render
 from trainctl.api.loader import load_documents
 
-ROOT = Path(__file__).resolve().parents[2]
-DELETE = "<delete>"
+from tests.support.jobs import DELETE
+from tests.support.repo import REPO
+
 SAMPLES = {
     "PyTorchJob": ["pytorch_mnist.yaml", "pytorch_elastic.yaml", "pytorch_elastic_hpa.yaml", "pytorch_full.yaml"],
     "MSJob": ["msjob_dataparallel.yaml", "msjob_ps.yaml", "msjob_standalone.yaml"],
@@ -23,7 +23,7 @@ SAMPLES = {
 
 
 def _gen_crds():
-    spec = importlib.util.spec_from_file_location("gen_crds", ROOT / "hack" / "gen_crds.py")
+    spec = importlib.util.spec_from_file_location("gen_crds", REPO / "hack" / "gen_crds.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -41,7 +41,7 @@ def schema_of(kind: str) -> dict[str, Any]:
 
 def test_committed_files_match_the_models():
     for name, crd in crds().items():
-        assert (ROOT / "manifests" / "crds" / name).read_text() == render(crd)
+        assert (REPO / "manifests" / "crds" / name).read_text() == render(crd)
 
 
 def test_check_detects_drift(tmp_path, capsys):
@@ -58,7 +58,7 @@ def test_check_detects_drift(tmp_path, capsys):
 
 @pytest.mark.parametrize("name", sorted(crds()))
 def test_generated_files_parse_as_valid_crds(name):
-    [crd] = load_documents((ROOT / "manifests" / "crds" / name).read_text())
+    [crd] = load_documents((REPO / "manifests" / "crds" / name).read_text())
     # The CustomResourceDefinition object itself, against Kubernetes' own OpenAPI schema.
     kubernetes_validate.validate(crd, "1.30", strict=True)
     version = crd["spec"]["versions"][0]
@@ -134,7 +134,10 @@ def test_samples_satisfy_the_schema(load_sample, kind, sample):
         ({("spec", "runPolicy"): {"backoffLimit": -1}}, "-1 is less than the minimum of 0"),
         ({("spec", "nprocPerNode"): "0"}, "does not match"),
         ({("spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers"): []}, "should be non-empty"),
-        ({("spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers"): [{"image": "x"}]}, "'name' is a required property"),
+        (
+            {("spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers"): [{"image": "x"}]},
+            "'name' is a required property",
+        ),
         ({("spec", "pytorchReplicaSpecs", "Worker", "template"): {"metadata": {}}}, "'spec' is a required property"),
     ],
 )
@@ -178,7 +181,12 @@ CEL_CASES = [
     ("PyTorchJob", {("spec", "pytorchReplicaSpecs", "Master", "replicas"): 2}, None, ["Master replicas must be 1"]),
     ("PyTorchJob", {("spec", "pytorchReplicaSpecs", "Master", "replicas"): DELETE}, None, ["Master replicas must be 1"]),
     ("PyTorchJob", {("spec", "pytorchReplicaSpecs", "Master"): DELETE}, None, []),
-    ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 3, "maxReplicas": 2}}, None, ["minReplicas must be less than or equal to maxReplicas"]),
+    (
+        "PyTorchJob",
+        {("spec", "elasticPolicy"): {"minReplicas": 3, "maxReplicas": 2}},
+        None,
+        ["minReplicas must be less than or equal to maxReplicas"],
+    ),
     ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 2, "maxReplicas": 2}}, None, []),
     ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 3}}, None, []),
     (
@@ -187,7 +195,12 @@ CEL_CASES = [
         {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"},
         ["spec.runPolicy.schedulingPolicy.queue is immutable"],
     ),
-    ("PyTorchJob", {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"}, {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"}, []),
+    (
+        "PyTorchJob",
+        {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"},
+        {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"},
+        [],
+    ),
     ("PyTorchJob", {("spec", "runPolicy", "schedulingPolicy", "queue"): "a"}, {}, []),
     (
         "PyTorchJob",

@@ -135,7 +135,9 @@ def test_the_run_policy_trap_and_how_the_crd_default_closes_it(load_sample, muta
     assert stored["spec"]["runPolicy"] == {"suspend": False}
     assert sdk_deserialize(stored).spec.run_policy.suspend is False
     # The stored default changes nothing: it is what the controller assumes anyway.
-    assert default_job(parse_job(stored)).dump() == mutate(default_job(parse_job(obj)).dump(), {("spec", "runPolicy", "suspend"): False})
+    assert default_job(parse_job(stored)).dump() == mutate(
+        default_job(parse_job(obj)).dump(), {("spec", "runPolicy", "suspend"): False}
+    )
 
 
 @pytest.mark.parametrize(

@@ -39,7 +39,12 @@ def test_valid_files_exit_zero(capsys):
 
 def test_each_problem_on_its_own_line(tmp_path, capsys):
     manifest = tmp_path / "jobs.yaml"
-    manifest.write_text(BAD + "---\n" + (SAMPLES / "msjob_standalone.yaml").read_text() + "---\n[1, 2]\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\n")
+    manifest.write_text(
+        BAD
+        + "---\n"
+        + (SAMPLES / "msjob_standalone.yaml").read_text()
+        + "---\n[1, 2]\n---\nkind: Pod\napiVersion: v1\nmetadata: {name: p}\n"
+    )
     assert main(["validate", "-f", str(manifest)]) == 1
     out, err = capsys.readouterr()
     assert out.splitlines() == ["MSJob/ms-widedeep-standalone is valid"]
@@ -52,7 +57,9 @@ def test_each_problem_on_its_own_line(tmp_path, capsys):
 
 def test_deprecation_is_a_warning(tmp_path, capsys):
     manifest = tmp_path / "job.yaml"
-    manifest.write_text((SAMPLES / "pytorch_elastic.yaml").read_text().replace("maxRestarts: 100", "maxRestarts: 100\n    nProcPerNode: 2"))
+    manifest.write_text(
+        (SAMPLES / "pytorch_elastic.yaml").read_text().replace("maxRestarts: 100", "maxRestarts: 100\n    nProcPerNode: 2")
+    )
     assert main(["validate", "-f", str(manifest)]) == 0
     out, err = capsys.readouterr()
     assert out == "PyTorchJob/elastic is valid\n"
@@ -63,7 +70,8 @@ def test_deprecation_is_a_warning(tmp_path, capsys):
     "content,message",
     [
         ("", "no objects found"),
-        ("a: [", "document 1 (line 1): line 1, column 5: while parsing a flow node: expected the node content, but found '<stream end>'"),
+        ("a: [", "document 1 (line 1): line 1, column 5: while parsing a flow node: "
+                 "expected the node content, but found '<stream end>'"),
     ],
 )
 def test_empty_and_broken_files(tmp_path, capsys, content, message):

@@ -8,7 +8,8 @@ import pytest
 
 from trainctl.api.validation import validate, warnings
 
-DELETE = "<delete>"
+from tests.support.jobs import DELETE
+
 M = ("spec", "pytorchReplicaSpecs", "Master")
 W = ("spec", "pytorchReplicaSpecs", "Worker")
 RP = ("spec", "runPolicy")
@@ -32,10 +33,22 @@ PYTORCH_CASES = [
     ("managedBy unknown", {RP + ("managedBy",): "me"}, [("spec.runPolicy.managedBy", "NotSupported")]),
     ("managedBy multikueue", {RP + ("managedBy",): "kueue.x-k8s.io/multikueue"}, []),
     ("elastic without Worker", {W: DELETE, EP: {"rdzvBackend": "c10d"}}, [("spec.pytorchReplicaSpecs[Worker]", "Required")]),
-    ("both nproc fields", {EP: {"nProcPerNode": 2}, ("spec", "nprocPerNode"): "2"}, [("spec.elasticPolicy.nProcPerNode", "Forbidden")]),
+    (
+        "both nproc fields",
+        {EP: {"nProcPerNode": 2}, ("spec", "nprocPerNode"): "2"},
+        [("spec.elasticPolicy.nProcPerNode", "Forbidden")],
+    ),
     ("no replica specs", {("spec", "pytorchReplicaSpecs"): DELETE}, [("spec.pytorchReplicaSpecs", "Required")]),
-    ("unknown replica type", {("spec", "pytorchReplicaSpecs", "Chief"): {}}, [("spec.pytorchReplicaSpecs[Chief]", "NotSupported")]),
-    ("wrong-case replica type", {("spec", "pytorchReplicaSpecs", "worker"): {}}, [("spec.pytorchReplicaSpecs[worker]", "NotSupported")]),
+    (
+        "unknown replica type",
+        {("spec", "pytorchReplicaSpecs", "Chief"): {}},
+        [("spec.pytorchReplicaSpecs[Chief]", "NotSupported")],
+    ),
+    (
+        "wrong-case replica type",
+        {("spec", "pytorchReplicaSpecs", "worker"): {}},
+        [("spec.pytorchReplicaSpecs[worker]", "NotSupported")],
+    ),
     (
         "no containers: two errors on one path",
         {M + CONTAINERS: []},
@@ -46,8 +59,16 @@ PYTORCH_CASES = [
         {M + ("template",): DELETE},
         [("spec.pytorchReplicaSpecs[Master].template.spec.containers", "Required")] * 2,
     ),
-    ("empty image", {W + CONTAINERS + (0, "image"): ""}, [("spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image", "Required")]),
-    ("no container named pytorch", {W + CONTAINERS: NAMED_OTHER}, [("spec.pytorchReplicaSpecs[Worker].template.spec.containers", "Required")]),
+    (
+        "empty image",
+        {W + CONTAINERS + (0, "image"): ""},
+        [("spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].image", "Required")],
+    ),
+    (
+        "no container named pytorch",
+        {W + CONTAINERS: NAMED_OTHER},
+        [("spec.pytorchReplicaSpecs[Worker].template.spec.containers", "Required")],
+    ),
     ("Master replicas unset", {M + ("replicas",): DELETE}, [("spec.pytorchReplicaSpecs[Master].replicas", "Forbidden")]),
     ("Master replicas 2", {M + ("replicas",): 2}, [("spec.pytorchReplicaSpecs[Master].replicas", "Forbidden")]),
     ("Worker replicas 0", {W + ("replicas",): 0}, [("spec.pytorchReplicaSpecs[Worker].replicas", "Forbidden")]),
@@ -56,12 +77,20 @@ PYTORCH_CASES = [
     # --- the gaps the issue lists
     ("min > max", {EP: {"minReplicas": 3, "maxReplicas": 2}}, [("spec.elasticPolicy.minReplicas", "Invalid")]),
     ("Worker above max", {EP: ELASTIC, W + ("replicas",): 4}, [("spec.pytorchReplicaSpecs[Worker].replicas", "Invalid")]),
-    ("Worker below min", {EP: {"minReplicas": 3}, W + ("replicas",): 2}, [("spec.pytorchReplicaSpecs[Worker].replicas", "Invalid")]),
+    (
+        "Worker below min",
+        {EP: {"minReplicas": 3}, W + ("replicas",): 2},
+        [("spec.pytorchReplicaSpecs[Worker].replicas", "Invalid")],
+    ),
     ("Worker within bounds", {EP: ELASTIC}, []),
     ("elastic min 0", {EP: {"minReplicas": 0}}, [("spec.elasticPolicy.minReplicas", "Invalid")]),
     ("unknown rdzvBackend", {EP: {"rdzvBackend": "zookeeper"}}, [("spec.elasticPolicy.rdzvBackend", "NotSupported")]),
     ("rdzvPort out of range", {EP: {"rdzvPort": 70000}}, [("spec.elasticPolicy.rdzvPort", "Invalid")]),
-    ("unknown restartPolicy", {W + ("restartPolicy",): "Sometimes"}, [("spec.pytorchReplicaSpecs[Worker].restartPolicy", "NotSupported")]),
+    (
+        "unknown restartPolicy",
+        {W + ("restartPolicy",): "Sometimes"},
+        [("spec.pytorchReplicaSpecs[Worker].restartPolicy", "NotSupported")],
+    ),
     ("empty restartPolicy", {W + ("restartPolicy",): ""}, [("spec.pytorchReplicaSpecs[Worker].restartPolicy", "NotSupported")]),
     ("unknown cleanPodPolicy", {RP + ("cleanPodPolicy",): "Some"}, [("spec.runPolicy.cleanPodPolicy", "NotSupported")]),
     ("nprocPerNode auto", {("spec", "nprocPerNode"): "auto"}, []),
@@ -76,7 +105,11 @@ PYTORCH_CASES = [
     ("zero limits are fine", {RP: {"backoffLimit": 0, "ttlSecondsAfterFinished": 0}}, []),
     ("name too long for worker services", {("metadata", "name"): "j" * 55}, [("metadata.name", "Invalid")]),
     ("longest name that fits", {("metadata", "name"): "j" * 54}, []),
-    ("elastic max counts for the name", {("metadata", "name"): "j" * 54, EP: {"minReplicas": 1, "maxReplicas": 11}}, [("metadata.name", "Invalid")]),
+    (
+        "elastic max counts for the name",
+        {("metadata", "name"): "j" * 54, EP: {"minReplicas": 1, "maxReplicas": 11}},
+        [("metadata.name", "Invalid")],
+    ),
     ("generateName instead of name", {("metadata", "name"): DELETE, ("metadata", "generateName"): "mnist-"}, []),
     ("neither name nor generateName", {("metadata", "name"): DELETE}, [("metadata.name", "Required")]),
     # --- types, reported with the same paths
@@ -86,11 +119,19 @@ PYTORCH_CASES = [
     ("deadline beyond int64", {RP + ("activeDeadlineSeconds",): 2**63}, [("spec.runPolicy.activeDeadlineSeconds", "Invalid")]),
     ("replica spec null", {W: None}, [("spec.pytorchReplicaSpecs[Worker]", "TypeInvalid")]),
     ("template as list", {W + ("template",): []}, [("spec.pytorchReplicaSpecs[Worker].template", "TypeInvalid")]),
-    ("containers as map", {W + CONTAINERS: {"name": "pytorch"}}, [("spec.pytorchReplicaSpecs[Worker].template.spec.containers", "TypeInvalid")]),
-    ("container without name", {W + CONTAINERS: [{"image": "img"}]}, [
-        ("spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].name", "Required"),
-        ("spec.pytorchReplicaSpecs[Worker].template.spec.containers", "Required"),
-    ]),
+    (
+        "containers as map",
+        {W + CONTAINERS: {"name": "pytorch"}},
+        [("spec.pytorchReplicaSpecs[Worker].template.spec.containers", "TypeInvalid")],
+    ),
+    (
+        "container without name",
+        {W + CONTAINERS: [{"image": "img"}]},
+        [
+            ("spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].name", "Required"),
+            ("spec.pytorchReplicaSpecs[Worker].template.spec.containers", "Required"),
+        ],
+    ),
     ("metadata as string", {("metadata",): "x"}, [("metadata.name", "Required"), ("metadata", "TypeInvalid")]),
     ("suspend as string", {RP + ("suspend",): "true"}, [("spec.runPolicy.suspend", "TypeInvalid")]),
     ("unknown fields are kept, not errors", {("spec", "somethingNew"): {"a": 1}}, []),
@@ -110,25 +151,55 @@ MSJOB_CASES = [
     ("one Worker alone is standalone", {S: DELETE, MW + ("replicas",): 1}, []),
     (
         "PS needs a Scheduler",
-        {S: DELETE, MW + ("replicas",): 1, ("spec", "msReplicaSpecs", "PS"): {"template": {"spec": {"containers": [{"name": "mindspore", "image": "i"}]}}}},
+        {
+            S: DELETE,
+            MW + ("replicas",): 1,
+            ("spec", "msReplicaSpecs", "PS"): {"template": {"spec": {"containers": [{"name": "mindspore", "image": "i"}]}}},
+        },
         [("spec.msReplicaSpecs[Scheduler]", "Required")],
     ),
     ("no Worker", {MW: DELETE}, [("spec.msReplicaSpecs[Worker]", "Required")]),
-    ("lower-case key is folded", {MW: DELETE, ("spec", "msReplicaSpecs", "worker"): {"replicas": 2, "template": {"spec": {"containers": [{"name": "mindspore", "image": "i"}]}}}}, []),
+    (
+        "lower-case key is folded",
+        {
+            MW: DELETE,
+            ("spec", "msReplicaSpecs", "worker"): {
+                "replicas": 2,
+                "template": {"spec": {"containers": [{"name": "mindspore", "image": "i"}]}},
+            },
+        },
+        [],
+    ),
     (
         "two keys fold to Scheduler",
         {("spec", "msReplicaSpecs", "scheduler"): {"template": {"spec": {"containers": [{"name": "mindspore", "image": "i"}]}}}},
         [("spec.msReplicaSpecs[scheduler]", "Duplicate")],
     ),
-    ("Master is not an MSJob type", {("spec", "msReplicaSpecs", "Master"): {}}, [("spec.msReplicaSpecs[Master]", "NotSupported")]),
-    ("no mindspore container", {MW + CONTAINERS: NAMED_OTHER}, [("spec.msReplicaSpecs[Worker].template.spec.containers", "Required")]),
-    ("empty image", {S + CONTAINERS + (0, "image"): ""}, [("spec.msReplicaSpecs[Scheduler].template.spec.containers[0].image", "Required")]),
+    (
+        "Master is not an MSJob type",
+        {("spec", "msReplicaSpecs", "Master"): {}},
+        [("spec.msReplicaSpecs[Master]", "NotSupported")],
+    ),
+    (
+        "no mindspore container",
+        {MW + CONTAINERS: NAMED_OTHER},
+        [("spec.msReplicaSpecs[Worker].template.spec.containers", "Required")],
+    ),
+    (
+        "empty image",
+        {S + CONTAINERS + (0, "image"): ""},
+        [("spec.msReplicaSpecs[Scheduler].template.spec.containers[0].image", "Required")],
+    ),
     ("Worker replicas 0", {MW + ("replicas",): 0}, [("spec.msReplicaSpecs[Worker].replicas", "Forbidden")]),
     ("unknown successPolicy", {("spec", "successPolicy"): "AnyWorker"}, [("spec.successPolicy", "NotSupported")]),
     ("empty successPolicy is the default rule", {("spec", "successPolicy"): ""}, []),
     ("empty cleanPodPolicy", {RP + ("cleanPodPolicy",): ""}, [("spec.runPolicy.cleanPodPolicy", "NotSupported")]),
     ("suspend is PyTorchJob only", {RP + ("suspend",): True}, [("spec.runPolicy.suspend", "Forbidden")]),
-    ("managedBy is PyTorchJob only", {RP + ("managedBy",): "kubeflow.org/training-operator"}, [("spec.runPolicy.managedBy", "Forbidden")]),
+    (
+        "managedBy is PyTorchJob only",
+        {RP + ("managedBy",): "kubeflow.org/training-operator"},
+        [("spec.runPolicy.managedBy", "Forbidden")],
+    ),
     ("enableDynamicWorker as string", {("spec", "enableDynamicWorker"): "yes"}, [("spec.enableDynamicWorker", "TypeInvalid")]),
     ("name too long for scheduler service", {("metadata", "name"): "m" * 52}, [("metadata.name", "Invalid")]),
 ]
@@ -188,9 +259,17 @@ def test_missing_spec(pytorchjob):
     "old_policy,new_policy,expected",
     [
         ({}, {}, []),
-        ({"managedBy": "kubeflow.org/training-operator"}, {"managedBy": "kueue.x-k8s.io/multikueue"}, [("spec.runPolicy.managedBy", "Invalid")]),
+        (
+            {"managedBy": "kubeflow.org/training-operator"},
+            {"managedBy": "kueue.x-k8s.io/multikueue"},
+            [("spec.runPolicy.managedBy", "Invalid")],
+        ),
         ({}, {"managedBy": "kueue.x-k8s.io/multikueue"}, [("spec.runPolicy.managedBy", "Invalid")]),
-        ({"schedulingPolicy": {"queue": "a"}}, {"schedulingPolicy": {"queue": "b"}}, [("spec.runPolicy.schedulingPolicy.queue", "Invalid")]),
+        (
+            {"schedulingPolicy": {"queue": "a"}},
+            {"schedulingPolicy": {"queue": "b"}},
+            [("spec.runPolicy.schedulingPolicy.queue", "Invalid")],
+        ),
         ({"schedulingPolicy": {"queue": "a"}}, {"schedulingPolicy": {"queue": "a"}}, []),
         ({}, {"schedulingPolicy": {"queue": "b"}}, []),
     ],

@@ -11,11 +11,16 @@ from kubernetes import client as k8s_client
 from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.resources import SERVICES
 
-from .faultproxy import FaultProxy
+from tests.support.faultproxy import FaultProxy
 
 
 def service(name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"}, "spec": {"clusterIP": "None"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {"clusterIP": "None"},
+    }
 
 
 @pytest.fixture
@@ -46,7 +51,10 @@ def test_5xx_is_retried_and_4xx_is_not(proxied):
     assert len(proxy.requests) == 4
     proxy.requests.clear()
     with pytest.raises(ApiError) as refused:
-        client.create(SERVICES, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "Not_A_DNS_Name", "namespace": "default"}, "spec": {}})
+        client.create(
+            SERVICES,
+            {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "Not_A_DNS_Name", "namespace": "default"}, "spec": {}},
+        )
     assert refused.value.code == 422 and not refused.value.retryable
     assert len(proxy.requests) == 1
 

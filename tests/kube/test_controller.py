@@ -7,16 +7,11 @@ import urllib.request
 
 from trainctl.controller.kube.resources import CRDS, PYTORCHJOBS
 
-from .conftest import (
-    condition,
-    expected_replicas,
-    free_port,
-    job_events,
-    master_succeeds_when_all_run,
-    pytorch_job,
-    ready,
-)
-from .podphase import PodPhaseDriver
+from tests.support.conditions import condition
+from tests.support.controller import expected_replicas, job_events, master_succeeds_when_all_run, ready
+from tests.support.jobs import pytorchjob
+from tests.support.net import free_port
+from tests.support.podphase import PodPhaseDriver
 
 
 def _names(objs):
@@ -28,7 +23,7 @@ def test_a_job_runs_to_success_with_each_child_created_once(kube, start_manager,
     driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
     try:
         expected_replicas["mnist"] = 3
-        kube.create(PYTORCHJOBS, pytorch_job("mnist", workers=2))
+        kube.create(PYTORCHJOBS, pytorchjob("mnist", workers=2, restart="OnFailure", uid=None))
         done = jobs.wait(lambda: condition(jobs.get("mnist"), "Succeeded"), what="mnist Succeeded")
         assert done["reason"] == "PyTorchJobSucceeded"
     finally:
@@ -70,7 +65,7 @@ def test_a_failed_pod_is_replaced_and_the_job_still_succeeds(kube, start_manager
     expected_replicas["flaky"] = 2
     driver = PodPhaseDriver(kube, "default", outcome).start()
     try:
-        kube.create(PYTORCHJOBS, pytorch_job("flaky", workers=1))
+        kube.create(PYTORCHJOBS, pytorchjob("flaky", workers=1, restart="OnFailure", uid=None))
         jobs.wait(lambda: condition(jobs.get("flaky"), "Succeeded"), what="flaky Succeeded")
     finally:
         driver.stop()
@@ -93,13 +88,13 @@ def test_an_invalid_job_fails_naming_the_field_and_others_still_run(kube, start_
     crd["spec"] = _without_validation(crd["spec"])
     kube.replace(CRDS, crd)
     start_manager()
-    bad = pytorch_job("bad", workers=1)
+    bad = pytorchjob("bad", workers=1, restart="OnFailure", uid=None)
     bad["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2  # a PyTorchJob has one Master
     kube.create(PYTORCHJOBS, bad)
     expected_replicas["good"] = 2
     driver = PodPhaseDriver(kube, "default", master_succeeds_when_all_run).start()
     try:
-        kube.create(PYTORCHJOBS, pytorch_job("good", workers=1))
+        kube.create(PYTORCHJOBS, pytorchjob("good", workers=1, restart="OnFailure", uid=None))
         failed = jobs.wait(lambda: condition(jobs.get("bad"), "Failed"), what="bad Failed")
         jobs.wait(lambda: condition(jobs.get("good"), "Succeeded"), what="good Succeeded")
     finally:
@@ -115,7 +110,14 @@ def test_an_invalid_job_fails_naming_the_field_and_others_still_run(kube, start_
 def test_probes_and_metrics_are_served(controller_process, kube, jobs):
     metrics_port, health_port = free_port(), free_port()
     proc = controller_process(
-        "--metrics-port", str(metrics_port), "--health-port", str(health_port), "--bind-address", "127.0.0.1", "--log-format", "json"
+        "--metrics-port",
+        str(metrics_port),
+        "--health-port",
+        str(health_port),
+        "--bind-address",
+        "127.0.0.1",
+        "--log-format",
+        "json",
     ).start()
 
     jobs.wait(lambda: ready(health_port), timeout=30, what="/readyz")
@@ -146,7 +148,10 @@ def test_bad_configuration_is_one_line_not_a_traceback(tmp_path):
     broken.write_text("clusters: [\n")
     for path in (tmp_path / "missing", broken):
         out = subprocess.run(
-            [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(path)], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert out.returncode == 1
         lines = out.stderr.strip().splitlines()
@@ -155,7 +160,7 @@ def test_bad_configuration_is_one_line_not_a_traceback(tmp_path):
 
 def test_a_child_the_api_server_refuses_is_reported_once_as_a_warning(kube, start_manager, events):
     manager = start_manager()
-    job = pytorch_job("refused", workers=0)
+    job = pytorchjob("refused", workers=None, restart="OnFailure", uid=None)
     # Pod annotations must be strings; the job's loosely-typed template lets this through.
     job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["metadata"] = {"annotations": {"retries": 3}}
     kube.create(PYTORCHJOBS, job)

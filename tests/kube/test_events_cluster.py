@@ -11,13 +11,14 @@ import time
 from trainctl.controller.kube.events import COMBINED_PREFIX, CorrelatorLimits
 from trainctl.controller.kube.resources import PYTORCHJOBS
 
-from .conftest import job_events, pytorch_job
-from .podphase import PodPhaseDriver
+from tests.support.controller import job_events
+from tests.support.jobs import pytorchjob
+from tests.support.podphase import PodPhaseDriver
 
 
 def test_kubectl_describe_shows_the_pods_and_services_created(kube, kube_env, start_manager, pods, events):
     start_manager()
-    kube.create(PYTORCHJOBS, pytorch_job("described", workers=2))
+    kube.create(PYTORCHJOBS, pytorchjob("described", workers=2, restart="OnFailure", uid=None))
     created = {"described-master-0", "described-worker-0", "described-worker-1"}
     events.wait(
         lambda: {e["message"] for e in job_events(events, "described")} >= {f"Created pod: {n}" for n in created},
@@ -37,7 +38,7 @@ def test_kubectl_describe_shows_the_pods_and_services_created(kube, kube_env, st
 def test_a_500_replica_job_costs_a_bounded_number_of_event_writes(kube, start_manager, pods, events):
     manager = start_manager()
     started = time.monotonic()
-    kube.create(PYTORCHJOBS, pytorch_job("big", workers=499))
+    kube.create(PYTORCHJOBS, pytorchjob("big", workers=499, restart="OnFailure", uid=None))
     pods.wait(lambda: sum(p["metadata"]["name"].startswith("big-") for p in pods.list()) == 500, timeout=600, what="500 pods")
     recorder = manager.events
     # 500 pods and 500 Services, one Event each, from one source about one object, under two
@@ -69,7 +70,7 @@ def test_a_replaced_pod_says_why_and_where_and_its_recreation_is_counted(kube, s
             return "Failed"
         return None
 
-    job = pytorch_job("replaced", workers=1)
+    job = pytorchjob("replaced", workers=1, restart="OnFailure", uid=None)
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeName"] = "node-a"
     driver = PodPhaseDriver(kube, "default", outcome).start()
     try:

@@ -7,9 +7,12 @@ import ssl
 
 from trainctl.controller.kube.resources import PYTORCHJOBS
 
-from .conftest import condition, expected_replicas, free_port, master_succeeds_when_all_run, pytorch_job, ready
-from .faultproxy import FaultProxy
-from .podphase import PodPhaseDriver
+from tests.support.conditions import condition
+from tests.support.controller import expected_replicas, master_succeeds_when_all_run, ready
+from tests.support.faultproxy import FaultProxy
+from tests.support.jobs import pytorchjob
+from tests.support.net import free_port
+from tests.support.podphase import PodPhaseDriver
 
 
 def _pods_per_name(pods, prefix):
@@ -25,7 +28,7 @@ def test_jobs_complete_through_errors_and_dropped_watches(apiserver, kube, start
             names = [f"flaky-net-{i}" for i in range(3)]
             for name in names:
                 expected_replicas[name] = 3
-                kube.create(PYTORCHJOBS, pytorch_job(name, workers=2))
+                kube.create(PYTORCHJOBS, pytorchjob(name, workers=2, restart="OnFailure", uid=None))
             for name in names:
                 jobs.wait(lambda name=name: condition(jobs.get(name), "Succeeded"), timeout=120, what=f"{name} Succeeded")
         finally:
@@ -62,7 +65,7 @@ def test_killed_at_any_point_and_restarted_every_job_finishes_without_duplicates
     try:
         for name, reached in kill_points.items():
             expected_replicas[name] = 4
-            kube.create(PYTORCHJOBS, pytorch_job(name, workers=3))
+            kube.create(PYTORCHJOBS, pytorchjob(name, workers=3, restart="OnFailure", uid=None))
             proc = controller_process("--metrics-port", "0", "--health-port", "0").start()
             pods.wait(lambda reached=reached, name=name: reached(name), timeout=60, what=f"{name}: kill point")
             proc.kill()
@@ -97,7 +100,7 @@ def test_a_spec_change_that_caused_a_status_conflict_is_not_lost(apiserver, kube
     with FaultProxy(apiserver.url, status_conflicts=1, before_status_conflict=scale_up, ssl_context=tls) as proxy:
         manager = start_manager(server_url=proxy.url)
         try:
-            kube.create(PYTORCHJOBS, pytorch_job("racy", workers=1))
+            kube.create(PYTORCHJOBS, pytorchjob("racy", workers=1, restart="OnFailure", uid=None))
             pods.wait(lambda: pods.get("racy-worker-1"), timeout=30, what="the scaled-up worker")
         finally:
             manager.stop()

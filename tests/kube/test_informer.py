@@ -11,7 +11,7 @@ from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.kube.resources import SERVICES
 
-from .faultproxy import FaultProxy
+from tests.support.faultproxy import FaultProxy
 
 
 def service(name: str) -> dict:
@@ -44,7 +44,9 @@ def test_cut_watch_streams_resume_without_replaying_events(apiserver, kube):
         configuration = k8s_client.Configuration()
         configuration.host = proxy.url
         configuration.api_key = {"authorization": f"Bearer {apiserver.token}"}
-        informer = Informer(KubeClient(configuration, qps=0), SERVICES, namespace="default", label_selector="app=informer-test", retry_delay=0.01)
+        informer = Informer(
+            KubeClient(configuration, qps=0), SERVICES, namespace="default", label_selector="app=informer-test", retry_delay=0.01
+        )
         seen = Recorder()
         informer.add_handler(seen)
         informer.start()

@@ -10,8 +10,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from trainctl.controller.kube.client import ApiError
 from trainctl.controller.kube.resources import LEASES, PYTORCHJOBS
 
-from .conftest import condition, expected_replicas, free_port, master_succeeds_when_all_run, pytorch_job
-from .podphase import PodPhaseDriver
+from tests.support.conditions import condition
+from tests.support.controller import expected_replicas, master_succeeds_when_all_run
+from tests.support.jobs import pytorchjob
+from tests.support.net import free_port
+from tests.support.podphase import PodPhaseDriver
 
 LEASE = ("default", "trainctl-controller")
 FAST_LEASE = ("--lease-duration", "3", "--renew-deadline", "2", "--retry-period", "0.3", "--leader-elect-namespace", "default")
@@ -38,7 +41,9 @@ def _holder(kube) -> str:
 def test_one_leader_acts_and_a_standby_takes_over(kube, controller_process, jobs):
     ports = [free_port(), free_port()]
     a, b = (
-        controller_process("--leader-elect", *FAST_LEASE, "--metrics-port", str(p), "--health-port", "0", "--bind-address", "127.0.0.1").start()
+        controller_process(
+            "--leader-elect", *FAST_LEASE, "--metrics-port", str(p), "--health-port", "0", "--bind-address", "127.0.0.1"
+        ).start()
         for p in ports
     )
     procs = {ports[0]: a, ports[1]: b}
@@ -46,7 +51,7 @@ def test_one_leader_acts_and_a_standby_takes_over(kube, controller_process, jobs
     try:
         jobs.wait(lambda: _holder(kube), timeout=30, what="a lease holder")
         expected_replicas["elected-1"] = 2
-        kube.create(PYTORCHJOBS, pytorch_job("elected-1", workers=1))
+        kube.create(PYTORCHJOBS, pytorchjob("elected-1", workers=1, restart="OnFailure", uid=None))
         jobs.wait(lambda: condition(jobs.get("elected-1"), "Succeeded"), timeout=60, what="elected-1 Succeeded")
 
         leaders = {p: _metrics(p).get("trainctl_leader", 0.0) for p in ports}
@@ -63,7 +68,7 @@ def test_one_leader_acts_and_a_standby_takes_over(kube, controller_process, jobs
         jobs.wait(lambda: _holder(kube) not in ("", first_holder), timeout=30, what="a new holder")
         assert time.monotonic() - killed_at >= 2.0, "took over before the lease expired"
         expected_replicas["elected-2"] = 2
-        kube.create(PYTORCHJOBS, pytorch_job("elected-2", workers=1))
+        kube.create(PYTORCHJOBS, pytorchjob("elected-2", workers=1, restart="OnFailure", uid=None))
         jobs.wait(lambda: condition(jobs.get("elected-2"), "Succeeded"), timeout=60, what="elected-2 Succeeded")
         assert _metrics(standby_port).get("trainctl_leader") == 1.0
 
@@ -82,7 +87,9 @@ def test_a_leader_whose_lease_is_taken_steps_down(kube):
     from trainctl.controller.kube.leader import LeaderElector
 
     lost = threading.Event()
-    elector = LeaderElector(kube, "default", "stolen", "first", lease_duration=2.0, renew_deadline=1.0, retry_period=0.1, on_lost=lost.set)
+    elector = LeaderElector(
+        kube, "default", "stolen", "first", lease_duration=2.0, renew_deadline=1.0, retry_period=0.1, on_lost=lost.set
+    )
     elector.start()
     try:
         assert elector.is_leader.wait(10)

@@ -9,8 +9,9 @@ import kubernetes_validate
 import pytest
 import yaml
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-MANIFESTS = ROOT / "manifests"
+from tests.support.repo import REPO
+
+MANIFESTS = REPO / "manifests"
 SCHEMA_VERSION = "1.32.0"  # the kubectl this project tests with
 
 

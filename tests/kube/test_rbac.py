@@ -26,9 +26,10 @@ from trainctl.controller.kube.resources import (
     Resource,
 )
 
-from .conftest import condition, pytorch_job
-from .faultproxy import FaultProxy
-from .podphase import PodPhaseDriver
+from tests.support.conditions import condition
+from tests.support.faultproxy import FaultProxy
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.podphase import PodPhaseDriver
 
 
 def podgroup_crd(group: str, version: str) -> dict[str, Any]:
@@ -63,26 +64,14 @@ def every_pod_succeeds(pod: dict[str, Any], running: list[dict[str, Any]]) -> st
     return "Succeeded" if expected and len(running) >= expected else None
 
 
-def msjob(name: str, namespace: str) -> dict[str, Any]:
-    container = {"name": "mindspore", "image": "mindspore/mindspore:2.10.0", "command": ["python", "train.py"]}
-    return {
-        "apiVersion": "mindspore.gitee.com/v1",
-        "kind": "MSJob",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "runPolicy": {"ttlSecondsAfterFinished": 0, "cleanPodPolicy": "All"},
-            "msReplicaSpecs": {"Worker": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {"containers": [container]}}}},
-        },
-    }
-
-
 def elastic_job(name: str) -> dict[str, Any]:
-    job = pytorch_job(name, workers=1)
-    del job["spec"]["pytorchReplicaSpecs"]["Master"]
+    job = pytorchjob(name, master=False, workers=1, restart="OnFailure", uid=None)
     job["spec"]["elasticPolicy"] = {
         "minReplicas": 1,
         "maxReplicas": 3,
-        "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}],
+        "metrics": [
+            {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}
+        ],
     }
     return job
 
@@ -118,7 +107,13 @@ def _suspend(job: dict[str, Any]) -> None:
 def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserver, kube, start_manager, jobs, rbac_allowed):
     for group, version in (("scheduling.x-k8s.io", "v1alpha1"), ("scheduling.volcano.sh", "v1beta1")):
         kube.create(CRDS, podgroup_crd(group, version))
-    jobs.wait(lambda: kube.group_version_served("scheduling.volcano.sh", "v1beta1") and kube.group_version_served("scheduling.x-k8s.io", "v1alpha1"), what="PodGroup CRDs")
+    jobs.wait(
+        lambda: (
+            kube.group_version_served("scheduling.volcano.sh", "v1beta1")
+            and kube.group_version_served("scheduling.x-k8s.io", "v1alpha1")
+        ),
+        what="PodGroup CRDs",
+    )
     kube.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gang"}})
 
     # Every first status write of a job conflicts, so the controller re-reads and re-applies.
@@ -139,10 +134,31 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
         drivers = [PodPhaseDriver(kube, ns, every_pod_succeeds).start() for ns in ("default", "gang")]
         try:
             # Ten Workers: from the 10th "Created pod: …" the Events combine and are PATCHed.
-            kube.create(PYTORCHJOBS, pytorch_job("rbac-ttl", workers=10, ttlSecondsAfterFinished=0, cleanPodPolicy="All"))
-            kube.create(MSJOBS, msjob("rbac-ms", "default"))
+            kube.create(
+                PYTORCHJOBS,
+                pytorchjob(
+                    "rbac-ttl",
+                    workers=10,
+                    restart="OnFailure",
+                    uid=None,
+                    runPolicy={"ttlSecondsAfterFinished": 0, "cleanPodPolicy": "All"},
+                ),
+            )
+            kube.create(
+                MSJOBS,
+                msjob(
+                    "rbac-ms",
+                    ["python", "train.py"],
+                    scheduler=False,
+                    workers=1,
+                    restart="Never",
+                    image="mindspore/mindspore:2.10.0",
+                    uid=None,
+                    runPolicy={"ttlSecondsAfterFinished": 0, "cleanPodPolicy": "All"},
+                ),
+            )
             kube.create(PYTORCHJOBS, elastic_job("rbac-elastic"))
-            volcano_job = pytorch_job("rbac-volcano", workers=1)
+            volcano_job = pytorchjob("rbac-volcano", workers=1, restart="OnFailure", uid=None)
             volcano_job["metadata"]["namespace"] = "gang"
             kube.create(PYTORCHJOBS, volcano_job)
 
@@ -158,9 +174,15 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
 
             # The elastic job: its HPA follows the elastic policy, and goes on suspend.
             jobs.wait(lambda: kube.get_or_none(HPAS, "default", "rbac-elastic"), what="HPA created")
-            first = jobs.wait(lambda: kube.get_or_none(SCHEDULER_PLUGINS_PODGROUPS, "default", "rbac-elastic"), what="scheduler-plugins PodGroup")
+            first = jobs.wait(
+                lambda: kube.get_or_none(SCHEDULER_PLUGINS_PODGROUPS, "default", "rbac-elastic"),
+                what="scheduler-plugins PodGroup",
+            )
             update(kube, PYTORCHJOBS, "default", "rbac-elastic", _grow_elastic)
-            jobs.wait(lambda: (kube.get_or_none(HPAS, "default", "rbac-elastic") or {}).get("spec", {}).get("maxReplicas") == 4, what="HPA update")
+            jobs.wait(
+                lambda: (kube.get_or_none(HPAS, "default", "rbac-elastic") or {}).get("spec", {}).get("maxReplicas") == 4,
+                what="HPA update",
+            )
             jobs.wait(
                 lambda: kube.get(SCHEDULER_PLUGINS_PODGROUPS, "default", "rbac-elastic")["spec"] != first["spec"],
                 what="scheduler-plugins PodGroup update",
@@ -169,10 +191,22 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
             jobs.wait(lambda: kube.get_or_none(HPAS, "default", "rbac-elastic") is None, what="HPA deleted on suspend")
 
             # Both TTL jobs succeed, are cleaned up and deleted.
-            jobs.wait(lambda: kube.get_or_none(PYTORCHJOBS, "default", "rbac-ttl") is None, timeout=60, what="rbac-ttl deleted by its TTL")
-            jobs.wait(lambda: kube.get_or_none(MSJOBS, "default", "rbac-ms") is None, timeout=60, what="rbac-ms deleted by its TTL")
-            jobs.wait(lambda: condition(kube.get(PYTORCHJOBS, "gang", "rbac-volcano"), "Succeeded"), timeout=60, what="rbac-volcano Succeeded")
-            jobs.wait(lambda: kube.get_or_none(VOLCANO_PODGROUPS, "gang", "rbac-volcano") is None, what="volcano PodGroup deleted")
+            jobs.wait(
+                lambda: kube.get_or_none(PYTORCHJOBS, "default", "rbac-ttl") is None,
+                timeout=60,
+                what="rbac-ttl deleted by its TTL",
+            )
+            jobs.wait(
+                lambda: kube.get_or_none(MSJOBS, "default", "rbac-ms") is None, timeout=60, what="rbac-ms deleted by its TTL"
+            )
+            jobs.wait(
+                lambda: condition(kube.get(PYTORCHJOBS, "gang", "rbac-volcano"), "Succeeded"),
+                timeout=60,
+                what="rbac-volcano Succeeded",
+            )
+            jobs.wait(
+                lambda: kube.get_or_none(VOLCANO_PODGROUPS, "gang", "rbac-volcano") is None, what="volcano PodGroup deleted"
+            )
         finally:
             for driver in drivers:
                 driver.stop()

@@ -14,7 +14,7 @@ from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.kube.resources import NODES, PODS, Resource
 
-from .faultproxy import FaultProxy
+from tests.support.faultproxy import FaultProxy
 
 NS = "default"
 

@@ -1,200 +1,21 @@
-"""Fixtures for the launcher's tests.
+"""Fixtures for the launcher's tests: the bare API server with the CRDs, a stand-in controller, a view.
 
-On the bare API server a ``StatusDriver`` stands in for the controller: it writes the job's
-conditions through the ``/status`` subresource and creates the job's pods with the labels
-and owner references the controller gives them, so the launcher's watch, timeout and
-progress logic runs against real HTTP with the real Python client. The tests synchronise
-on what the launcher's view has shown (``RecordingView``), never on sleeps.
+The stand-in controller (``StatusDriver``) and the view (``RecordingView``) are in
+tests/support/launch.py.
 """
 
 from __future__ import annotations
 
-import io
-import json
-import threading
-import time
-import uuid
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.launch import connect
-from trainctl.controller.launch.progress import JobProgress, PlainView
 from trainctl.controller.local.cluster import install_crds
 
-REPO = Path(__file__).resolve().parents[2]
-NAMESPACE = "default"
-
-
-def now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def condition(type_: str, message: str, kind: str = "PyTorchJob") -> dict[str, Any]:
-    return {
-        "type": type_,
-        "status": "True",
-        "reason": f"{kind}{type_}",
-        "message": message,
-        "lastUpdateTime": now(),
-        "lastTransitionTime": now(),
-    }
-
-
-def pytorchjob(name: str, command: list[str] | None = None, *, workers: int = 0, restart_policy: str = "Never") -> dict[str, Any]:
-    """A small PyTorchJob whose pods still running when it ends are deleted (cleanPodPolicy Running)."""
-    def replica(count: int) -> dict[str, Any]:
-        container = {"name": "pytorch", "image": "python:3.11", "command": command or ["python", "-c", "print('hello')"]}
-        return {"replicas": count, "restartPolicy": restart_policy, "template": {"spec": {"containers": [container]}}}
-
-    specs = {"Master": replica(1)}
-    if workers:
-        specs["Worker"] = replica(workers)
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": {"runPolicy": {"cleanPodPolicy": "Running"}, "pytorchReplicaSpecs": specs},
-    }
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
-
-
-class RecordingView(PlainView):
-    """The plain view the CLI uses, writing to memory, that a test can wait on."""
-
-    def __init__(self) -> None:
-        self.buffer = io.StringIO()
-        super().__init__(self.buffer)
-        self.states: list[str] = []
-        self.progress: list[JobProgress] = []
-        self.lines: list[tuple[str, str]] = []
-        self.notes: list[str] = []
-        self._changed = threading.Condition()
-
-    def show(self, progress: JobProgress) -> None:
-        super().show(progress)
-        with self._changed:
-            self.progress.append(progress)
-            if not self.states or self.states[-1] != progress.state:
-                self.states.append(progress.state)
-            self._changed.notify_all()
-
-    def log(self, pod: str, line: str) -> None:
-        super().log(pod, line)
-        with self._changed:
-            self.lines.append((pod, line))
-            self._changed.notify_all()
-
-    def note(self, message: str) -> None:
-        super().note(message)
-        with self._changed:
-            self.notes.append(message)
-            self._changed.notify_all()
-
-    def wait_until(self, predicate: Any, timeout: float = 30.0) -> None:
-        """Wait until ``predicate(view)`` holds; it is only asked once some progress was shown."""
-        with self._changed:
-            shown = self._changed.wait_for(lambda: bool(self.progress) and predicate(self), timeout)
-            assert shown, self.buffer.getvalue()
-
-    def wait_state(self, state: str, timeout: float = 30.0) -> None:
-        self.wait_until(lambda v: v.progress[-1].state == state, timeout)
-
-    def wait_created(self, timeout: float = 30.0) -> None:
-        self.wait_until(lambda v: any(n.startswith("created ") for n in v.notes), timeout)
-
-
-class StatusDriver:
-    """Does what the controller would, by hand: status conditions, labelled and owned pods."""
-
-    def __init__(self, api: client.ApiClient, namespace: str = NAMESPACE) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        self.core = client.CoreV1Api(api)
-        self.namespace = namespace
-
-    def job(self, name: str) -> dict[str, Any]:
-        return self.custom.get_namespaced_custom_object("kubeflow.org", "v1", self.namespace, "pytorchjobs", name)
-
-    def exists(self, name: str) -> bool:
-        try:
-            self.job(name)
-            return True
-        except ApiException as exc:
-            if exc.status == 404:
-                return False
-            raise
-
-    def set_status(self, name: str, *conditions: dict[str, Any], replicas: dict[str, dict[str, int]] | None = None) -> None:
-        """Replace the whole status, as the operator's UpdateStatus does."""
-        job = self.job(name)
-        job["status"] = {"conditions": list(conditions), "replicaStatuses": replicas or {}}
-        self.custom.replace_namespaced_custom_object_status("kubeflow.org", "v1", self.namespace, "pytorchjobs", name, job)
-
-    def delete_job(self, name: str) -> None:
-        self.custom.delete_namespaced_custom_object("kubeflow.org", "v1", self.namespace, "pytorchjobs", name)
-
-    def create_pod(self, job: dict[str, Any], replica_type: str, index: int) -> dict[str, Any]:
-        name = job["metadata"]["name"]
-        labels = {
-            "training.kubeflow.org/job-name": name,
-            "training.kubeflow.org/replica-type": replica_type,
-            "training.kubeflow.org/replica-index": str(index),
-            "training.kubeflow.org/operator-name": "pytorchjob-controller",
-        }
-        if replica_type == "master":
-            labels["training.kubeflow.org/job-role"] = "master"
-        owner = {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
-            "name": name,
-            "uid": job["metadata"]["uid"],
-            "controller": True,
-            "blockOwnerDeletion": True,
-        }
-        pod = {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "metadata": {"name": f"{name}-{replica_type}-{index}", "labels": labels, "ownerReferences": [owner]},
-            "spec": {"containers": [{"name": "pytorch", "image": "python:3.11"}], "restartPolicy": "OnFailure"},
-        }
-        self.core.create_namespaced_pod(self.namespace, pod, _preload_content=False).release_conn()
-        return self.pod(pod["metadata"]["name"])
-
-    def pod(self, name: str) -> dict[str, Any]:
-        return json.loads(self.core.read_namespaced_pod(name, self.namespace, _preload_content=False).data)
-
-    def set_pod_running(self, name: str, restart_count: int = 0) -> None:
-        status = {
-            "phase": "Running",
-            "containerStatuses": [
-                {
-                    "name": "pytorch",
-                    "ready": True,
-                    "restartCount": restart_count,
-                    "image": "python:3.11",
-                    "imageID": "",
-                    "state": {"running": {"startedAt": now()}},
-                }
-            ],
-        }
-        self.core.patch_namespaced_pod_status(name, self.namespace, {"status": status})
-
-    def set_pod_unschedulable(self, name: str, message: str) -> None:
-        """What kube-scheduler writes on a pod it cannot place."""
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
-                     "lastProbeTime": None, "lastTransitionTime": now()}
-        self.core.patch_namespaced_pod_status(name, self.namespace, {"status": {"phase": "Pending", "conditions": [condition]}})
-
-    def delete_pod(self, name: str) -> None:
-        self.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+from tests.support.launch import RecordingView, StatusDriver
 
 
 @pytest.fixture
@@ -216,27 +37,3 @@ def driver(kube: client.ApiClient) -> StatusDriver:
 @pytest.fixture
 def view() -> RecordingView:
     return RecordingView()
-
-
-class Background:
-    """Runs a blocking call in a thread and hands back its result (or exception)."""
-
-    def __init__(self, fn: Any, *args: Any, **kwargs: Any) -> None:
-        self.result: Any = None
-        self.error: BaseException | None = None
-        self.started = time.monotonic()
-        self._thread = threading.Thread(target=self._run, args=(fn, args, kwargs), daemon=True)
-        self._thread.start()
-
-    def _run(self, fn: Any, args: Any, kwargs: Any) -> None:
-        try:
-            self.result = fn(*args, **kwargs)
-        except BaseException as exc:  # handed to the test
-            self.error = exc
-
-    def join(self, timeout: float = 60.0) -> Any:
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the launcher did not return"
-        if self.error is not None:
-            raise self.error
-        return self.result

@@ -20,7 +20,9 @@ import yaml
 from trainctl.controller.launch import Launcher, Outcome, connect
 from trainctl.controller.local.cluster import LocalCluster
 
-from .conftest import NAMESPACE, REPO, RecordingView, StatusDriver, pytorchjob, unique
+from tests.support.jobs import unique
+from tests.support.launch import NAMESPACE, RecordingView, StatusDriver, launched_job
+from tests.support.repo import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
@@ -53,7 +55,7 @@ def fails_once(marker: Path, first: str, exit_code: int, then: str) -> str:
 
 def test_a_job_that_succeeds_streams_the_masters_log(launcher):
     name = unique("hello")
-    job = pytorchjob(name, python("for i in range(3): print('step', i, flush=True)"), workers=1)
+    job = launched_job(name, python("for i in range(3): print('step', i, flush=True)"), workers=1)
     view = RecordingView()
     result = launcher.launch(job, NAMESPACE, view, timeout=60)
     assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()
@@ -67,7 +69,7 @@ def test_a_job_that_succeeds_streams_the_masters_log(launcher):
 def test_a_job_that_fails_reports_the_controllers_message(launcher):
     name = unique("broken")
     view = RecordingView()
-    job = pytorchjob(name, python("import sys; print('giving up', flush=True); sys.exit(3)"))
+    job = launched_job(name, python("import sys; print('giving up', flush=True); sys.exit(3)"))
     result = launcher.launch(job, NAMESPACE, view, timeout=60)
     assert result.outcome is Outcome.FAILED
     failed = next(c for c in result.status["conditions"] if c["type"] == "Failed")
@@ -78,10 +80,10 @@ def test_a_job_that_fails_reports_the_controllers_message(launcher):
 def test_a_job_that_runs_too_long_is_stopped_at_the_timeout_and_deleted(launcher, cluster):
     name = unique("sleepy")
     view = RecordingView()
-    job = pytorchjob(name, python("import time; print('sleeping', flush=True); time.sleep(300)"))
+    job = launched_job(name, python("import time; print('sleeping', flush=True); time.sleep(300)"))
     result = launcher.launch(job, NAMESPACE, view, timeout=4, delete_when_done=True)
     assert result.outcome is Outcome.TIMED_OUT
-    assert 4 <= result.duration < 4.5
+    assert 4 <= result.duration < 10  # not before the deadline, and without waiting for the pod
     assert result.deleted
     assert not StatusDriver(launcher.api).exists(name)
 
@@ -90,7 +92,7 @@ def test_the_masters_log_is_followed_across_a_container_restart(launcher, tmp_pa
     name = unique("flaky")
     code = fails_once(tmp_path / "attempted", "attempt 1 fails", 1, "attempt 2 works")
     view = RecordingView()
-    result = launcher.launch(pytorchjob(name, python(code), restart_policy="OnFailure"), NAMESPACE, view, timeout=60)
+    result = launcher.launch(launched_job(name, python(code), restart_policy="OnFailure"), NAMESPACE, view, timeout=60)
     assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()
     pod = f"{name}-master-0"
     assert view.lines == [(pod, "attempt 1 fails"), (pod, "attempt 2 works")]
@@ -99,7 +101,7 @@ def test_the_masters_log_is_followed_across_a_container_restart(launcher, tmp_pa
 
 
 def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
-    job = pytorchjob("throwaway", python("print('trained on a throwaway cluster', flush=True)"))
+    job = launched_job("throwaway", python("print('trained on a throwaway cluster', flush=True)"))
     manifest = tmp_path / "job.yaml"
     manifest.write_text(yaml.safe_dump(job))
     home = tmp_path / "home"
@@ -129,7 +131,7 @@ def test_the_masters_log_is_followed_when_the_pod_is_recreated(launcher, tmp_pat
     name = unique("recreated")
     code = fails_once(tmp_path / "attempted", "first pod dies", 137, "second pod works")
     view = RecordingView()
-    result = launcher.launch(pytorchjob(name, python(code), restart_policy="ExitCode"), NAMESPACE, view, timeout=60)
+    result = launcher.launch(launched_job(name, python(code), restart_policy="ExitCode"), NAMESPACE, view, timeout=60)
     assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()
     pod = f"{name}-master-0"
     assert view.lines == [(pod, "first pod dies"), (pod, "second pod works")]

@@ -18,7 +18,10 @@ import yaml
 
 from trainctl.controller.cli import main
 
-from .conftest import REPO, StatusDriver, condition, pytorchjob, unique
+from tests.support.conditions import true_condition
+from tests.support.jobs import unique
+from tests.support.launch import StatusDriver, launched_job
+from tests.support.repo import REPO
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -126,11 +129,15 @@ def run_job(apiserver, kube, tmp_path):
 
 def test_success_exits_0_with_a_summary(run_job, driver):
     name = unique("run-ok")
-    run = run_job(pytorchjob(name))
+    run = run_job(launched_job(name))
     run.wait_for(f"created PyTorchJob default/{name}")
-    driver.set_status(name, condition("Created", "created"), condition("Running", "running"), replicas={"Master": {"active": 1}})
+    driver.set_status(
+        name, true_condition("Created", "created"), true_condition("Running", "running"), replicas={"Master": {"active": 1}}
+    )
     run.wait_for("Running")
-    driver.set_status(name, condition("Succeeded", f"PyTorchJob {name} is successfully completed."), replicas={"Master": {"succeeded": 1}})
+    driver.set_status(
+        name, true_condition("Succeeded", f"PyTorchJob {name} is successfully completed."), replicas={"Master": {"succeeded": 1}}
+    )
     code, out, err = run.finish()
     assert code == 0, err
     assert f"PyTorchJob default/{name} succeeded after" in out
@@ -142,10 +149,10 @@ def test_success_exits_0_with_a_summary(run_job, driver):
 
 def test_failure_exits_1_with_the_jobs_message(run_job, driver):
     name = unique("run-fail")
-    run = run_job(pytorchjob(name))
+    run = run_job(launched_job(name))
     run.wait_for(f"created PyTorchJob default/{name}")
     message = f"PyTorchJob {name} is failed because 1 Master replica(s) failed."
-    driver.set_status(name, condition("Failed", message), replicas={"Master": {"failed": 1}})
+    driver.set_status(name, true_condition("Failed", message), replicas={"Master": {"failed": 1}})
     code, out, _ = run.finish()
     assert code == 1
     assert f"PyTorchJob default/{name} failed after" in out and f"message:   {message}" in out
@@ -153,7 +160,7 @@ def test_failure_exits_1_with_the_jobs_message(run_job, driver):
 
 def test_timeout_exits_1_and_leaves_the_job(run_job, driver):
     name = unique("run-slow")
-    run = run_job(pytorchjob(name), "--timeout", "1s")
+    run = run_job(launched_job(name), "--timeout", "1s")
     code, out, _ = run.finish()
     assert code == 1
     assert f"PyTorchJob default/{name} timed out after 1.0s" in out
@@ -162,17 +169,17 @@ def test_timeout_exits_1_and_leaves_the_job(run_job, driver):
 
 def test_an_existing_job_is_a_clear_error_and_replace_recreates_it(run_job, driver):
     name = unique("run-twice")
-    first = run_job(pytorchjob(name), "--timeout", "0.5s")
+    first = run_job(launched_job(name), "--timeout", "0.5s")
     assert first.finish()[0] == 1
     uid = driver.job(name)["metadata"]["uid"]
 
-    code, out, err = run_job(pytorchjob(name)).finish()
+    code, out, err = run_job(launched_job(name)).finish()
     assert code == 1
     assert err == f"error: PyTorchJob default/{name} already exists; pass --replace to delete and recreate it\n"
 
-    again = run_job(pytorchjob(name), "--replace", "--timeout", "5s")
+    again = run_job(launched_job(name), "--replace", "--timeout", "5s")
     again.wait_for(f"created PyTorchJob default/{name}")
-    driver.set_status(name, condition("Succeeded", "done"))
+    driver.set_status(name, true_condition("Succeeded", "done"))
     assert again.finish()[0] == 0
     assert driver.job(name)["metadata"]["uid"] != uid
 
@@ -184,7 +191,7 @@ def test_an_existing_job_is_a_clear_error_and_replace_recreates_it(run_job, driv
 )
 def test_ctrl_c_deletes_the_job_unless_keep(run_job, driver, signum, keep):
     name = unique("run-int")
-    run = run_job(pytorchjob(name), *(["--keep"] if keep else []))
+    run = run_job(launched_job(name), *(["--keep"] if keep else []))
     run.wait_for(f"created PyTorchJob default/{name}")
     run.wait_for("Pending")
     run.process.send_signal(signum)
@@ -207,7 +214,7 @@ def test_an_unreachable_cluster_is_one_line(tmp_path, monkeypatch, capsys):
     }))
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     job = tmp_path / "job.yaml"
-    job.write_text(yaml.safe_dump(pytorchjob("x")))
+    job.write_text(yaml.safe_dump(launched_job("x")))
     assert main(["run", "-f", str(job)]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: cannot reach the API server at http://127.0.0.1:9: ") and err.count("\n") == 1
@@ -218,7 +225,7 @@ def test_a_broken_kubeconfig_is_one_line(tmp_path, monkeypatch, capsys):
     kubeconfig.write_text("clusters: [unclosed\n")
     monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
     job = tmp_path / "job.yaml"
-    job.write_text(yaml.safe_dump(pytorchjob("x")))
+    job.write_text(yaml.safe_dump(launched_job("x")))
     assert main(["run", "-f", str(job)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot use kubeconfig {kubeconfig}: ") and err.count("\n") == 1
@@ -229,10 +236,10 @@ def test_namespace_flag_puts_the_job_there(run_job, kube, driver):
 
     client.CoreV1Api(kube).create_namespace({"metadata": {"name": "team-a"}})
     name = unique("run-ns")
-    run = run_job(pytorchjob(name), "--namespace", "team-a", "--timeout", "20s")
+    run = run_job(launched_job(name), "--namespace", "team-a", "--timeout", "20s")
     run.wait_for(f"created PyTorchJob team-a/{name}")
     team_a = StatusDriver(kube, namespace="team-a")
-    team_a.set_status(name, condition("Succeeded", "done"))
+    team_a.set_status(name, true_condition("Succeeded", "done"))
     code, out, err = run.finish()
     assert code == 0, err
     assert f"PyTorchJob team-a/{name} succeeded" in out

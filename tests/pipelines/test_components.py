@@ -14,7 +14,8 @@ from kfp import compiler
 from trainctl.controller.pipelines import launch as entry
 from trainctl.controller.pipelines.components import ENTRY_POINT, TRAINCTL_IMAGE, msjob_launcher, pytorchjob_launcher
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.repo import REPO
+
 CONCAT = re.compile(r"^--([a-z-]+)=\{\{\$\.(inputs|outputs)\.parameters\['(\w+)'\](\.output_file)?\}\}$")
 
 

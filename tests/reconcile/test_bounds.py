@@ -8,7 +8,8 @@ import tracemalloc
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, conditions, msjob, pytorchjob
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.reconcile import Cluster, conditions
 
 LIMIT_FLAG = "replicas per job (--max-replicas-per-job)"
 

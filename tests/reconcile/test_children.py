@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, at, by_name, container, env_dict, env_of, msjob, pytorchjob, replica
+
+from tests.support.jobs import container, msjob, pytorchjob, replica
+from tests.support.reconcile import Cluster, at, by_name, env_dict, env_of
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 
@@ -109,8 +111,11 @@ def test_elastic_job_gets_a_rendezvous_store_and_agents_that_use_it():
     cluster = Cluster(elastic(maxRestarts=10))
     first = cluster.step()
     # The store first: agents start once its Service exists, so the name resolves for them.
-    assert [(o["kind"], o["metadata"]["name"]) for o in first.creates if o["kind"] == "Pod" or "rdzv" in o["metadata"]["name"]] == [
-        ("Pod", "el-rdzv"), ("Service", "el-rdzv"),
+    assert [
+        (o["kind"], o["metadata"]["name"]) for o in first.creates if o["kind"] == "Pod" or "rdzv" in o["metadata"]["name"]
+    ] == [
+        ("Pod", "el-rdzv"),
+        ("Service", "el-rdzv"),
     ]
     store = by_name([o for o in first.creates if o["kind"] == "Pod"])["el-rdzv"]
     assert store["metadata"]["labels"] == {

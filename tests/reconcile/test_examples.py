@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, T0, by_name, container, env_dict, env_of, msjob, pytorchjob, replica
+
+from tests.support.jobs import container, msjob, pytorchjob, replica
+from tests.support.reconcile import Cluster, by_name, env_dict, env_of
 
 MASTER_BLOCK = [
     ("PYTHONUNBUFFERED", "1"),
@@ -58,7 +60,14 @@ def test_example_a_pod_metadata_labels_owner_and_services():
         "training.kubeflow.org/job-role": "master",
     }
     assert master["metadata"]["ownerReferences"] == [
-        {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "mnist", "uid": "uid-mnist", "controller": True, "blockOwnerDeletion": True}
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": "mnist",
+            "uid": "uid-mnist",
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
     ]
     assert master["spec"]["restartPolicy"] == "OnFailure"
     assert master["spec"]["containers"][0]["ports"] == [{"name": "pytorchjob-port", "containerPort": 23456}]
@@ -129,7 +138,10 @@ def test_example_c_elastic_generator_with_everything_set():
         rdzvPort=1234,
         rdzvHost="localhost",
         rdzvId="rdzv-id",
-        rdzvConf=[{"key": "rdzv-conf-name", "value": "rdzv-conf-value"}, {"key": "rdzv-conf-name-1", "value": "rdzv-conf-value-1"}],
+        rdzvConf=[
+            {"key": "rdzv-conf-name", "value": "rdzv-conf-value"},
+            {"key": "rdzv-conf-name-1", "value": "rdzv-conf-value-1"},
+        ],
         maxRestarts=3,
     )
     job["metadata"]["annotations"] = {"trainctl.io/reference-env": "true"}
@@ -186,7 +198,9 @@ def test_msjob_scheduler_service_first_then_pods_with_its_cluster_ip():
 
 def test_msjob_env_only_in_mindspore_containers():
     job = msjob("ms", workers=1)
-    job["spec"]["msReplicaSpecs"]["Worker"] = replica(1, containers=[container("mindspore", "ms:2"), container("logger", "log:1")])
+    job["spec"]["msReplicaSpecs"]["Worker"] = replica(
+        1, containers=[container("mindspore", "ms:2"), container("logger", "log:1")]
+    )
     cluster = Cluster(job)
     cluster.step()
     worker = by_name(cluster.step().creates)["ms-worker-0"]
@@ -243,7 +257,9 @@ def test_msjob_multi_device_workers_count_processes():
 
 def test_msjob_single_device_workers_keep_reference_env():
     job = msjob("ms", workers=2)
-    job["spec"]["msReplicaSpecs"]["Worker"] = replica(2, containers=[container("mindspore", "ms:2", resources={"limits": {"nvidia.com/gpu": 1}})])
+    job["spec"]["msReplicaSpecs"]["Worker"] = replica(
+        2, containers=[container("mindspore", "ms:2", resources={"limits": {"nvidia.com/gpu": 1}})]
+    )
     cluster = Cluster(job)
     cluster.step()
     env = env_dict(by_name(cluster.step().creates)["ms-worker-0"])

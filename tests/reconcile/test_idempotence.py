@@ -8,7 +8,9 @@ import pytest
 
 from trainctl.api import kinds
 from trainctl.controller.reconcile import ReconcileConfig
-from reconcile_support import Cluster, T0, at, msjob, pytorchjob
+
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.reconcile import Cluster, at
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 

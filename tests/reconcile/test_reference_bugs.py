@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from trainctl.controller.reconcile import ReconcileConfig
 from trainctl.controller.reconcile import plan as plans
-from reconcile_support import Cluster, at, by_name, conditions, env_dict, msjob, pytorchjob, terminated
+
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.reconcile import Cluster, at, by_name, conditions, env_dict, terminated
 
 
-def running(job, config=ReconcileConfig()):
-    cluster = Cluster(job, config)
+def running(job, config=None):
+    cluster = Cluster(job, config or ReconcileConfig())
     cluster.step()
     cluster.step()
     cluster.set_all("Running")

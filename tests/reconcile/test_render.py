@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import yaml
 import kubernetes_validate
 import pytest
+import yaml
 
 from trainctl.controller.cli import main
-from reconcile_support import msjob, pytorchjob
+
+from tests.support.jobs import msjob, pytorchjob
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 
@@ -81,7 +82,8 @@ def test_rendered_objects_pass_the_kubernetes_schema(tmp_path, capsys):
 @pytest.mark.parametrize(
     "text",
     [
-        "kind: PyTorchJob\napiVersion: kubeflow.org/v1\nmetadata: {name: Bad_Name}\nspec:\n  pytorchReplicaSpecs:\n    Master:\n      template: {spec: {containers: [{name: pytorch, image: ''}]}}\n",
+        "kind: PyTorchJob\napiVersion: kubeflow.org/v1\nmetadata: {name: Bad_Name}\n"
+        "spec:\n  pytorchReplicaSpecs:\n    Master:\n      template: {spec: {containers: [{name: pytorch, image: ''}]}}\n",
         "kind: [unclosed\n",
         "kind: ConfigMap\napiVersion: v1\nmetadata: {name: x}\n",
     ],
@@ -106,4 +108,8 @@ def test_generate_name_gets_a_placeholder_suffix(tmp_path, capsys):
     job["metadata"] = {"generateName": "ms-"}
     code, out, _ = render(capsys, "-f", write(tmp_path, job))
     assert code == 0
-    assert kinds_and_names(out) == [("Pod", "ms-xxxxx-scheduler-0"), ("Pod", "ms-xxxxx-worker-0"), ("Service", "ms-xxxxx-scheduler-0")]
+    assert kinds_and_names(out) == [
+        ("Pod", "ms-xxxxx-scheduler-0"),
+        ("Pod", "ms-xxxxx-worker-0"),
+        ("Service", "ms-xxxxx-scheduler-0"),
+    ]

@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from datetime import timedelta
 
 import torch.distributed as torch_distributed
 
-from reconcile_support import Cluster, by_name, pytorchjob
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.support.jobs import pytorchjob
+from tests.support.net import free_port
+from tests.support.reconcile import Cluster, by_name
 
 
 def test_store_pod_command_serves_a_tcp_store_that_agents_can_use():
@@ -27,7 +22,9 @@ def test_store_pod_command_serves_a_tcp_store_that_agents_can_use():
     assert container["command"][0] == "python"
     port = free_port()
     env = {**os.environ, "POD_IP": "127.0.0.1", "RDZV_PORT": str(port), "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, *container["command"][1:]], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, *container["command"][1:]], env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    )
     try:
         assert proc.stdout.readline().strip() == f"rendezvous store listening on 127.0.0.1:{port}"
         client = torch_distributed.TCPStore("127.0.0.1", port, is_master=False, timeout=timedelta(seconds=10))

@@ -6,9 +6,11 @@ import copy
 
 import pytest
 
-from reconcile_support import Cluster, T0, at, conditions, msjob, pytorchjob, terminated
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.reconcile import Cluster, at, conditions, terminated
 
-SELECTOR = "training.kubeflow.org/job-name=mnist,training.kubeflow.org/operator-name=pytorchjob-controller,training.kubeflow.org/replica-type={}"
+SELECTOR = ("training.kubeflow.org/job-name=mnist,training.kubeflow.org/operator-name=pytorchjob-controller,"
+            "training.kubeflow.org/replica-type={}")
 
 
 def running_cluster(job=None):
@@ -413,7 +415,9 @@ def test_msjob_limit_failure_uses_the_kubeflow_common_reason():
     assert sorted(d.name for d in plan.deletes if d.kind == "Pod") == ["ms-scheduler-0", "ms-worker-0"]
 
 
-@pytest.mark.parametrize("policy, pod_policy", [("Always", "Always"), ("OnFailure", "OnFailure"), ("Never", "Never"), ("ExitCode", "Never")])
+@pytest.mark.parametrize(
+    "policy, pod_policy", [("Always", "Always"), ("OnFailure", "OnFailure"), ("Never", "Never"), ("ExitCode", "Never")]
+)
 def test_pod_restart_policy_mapping(policy, pod_policy):
     job = pytorchjob("mnist", master=False, workers=1)
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy

@@ -17,7 +17,8 @@ import yaml
 
 from trainctl.api import MSJob, PyTorchJob, default_job
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.repo import REPO
+
 SAMPLES = REPO / "samples"
 MANIFESTS = sorted(p for p in SAMPLES.rglob("*.yaml") if "pipelines" not in p.relative_to(SAMPLES).parts)
 KUBERNETES_VERSION = "1.32"
@@ -239,7 +240,9 @@ def test_mnist_example_learns_its_generated_digits(mnist, capsys, monkeypatch):
     for name in ("WORLD_SIZE", "RANK"):
         monkeypatch.delenv(name, raising=False)
     assert mnist.main(["--samples=1024", "--batch-size=32", "--log-interval=1"]) == 0
-    losses = [float(line.split("loss=")[1].split()[0]) for line in capsys.readouterr().out.splitlines() if line.startswith("[step]")]
+    losses = [
+        float(line.split("loss=")[1].split()[0]) for line in capsys.readouterr().out.splitlines() if line.startswith("[step]")
+    ]
     assert len(losses) == 32
     assert sum(losses[-4:]) / 4 < sum(losses[:4]) / 4 / 2
 

@@ -13,12 +13,12 @@ import socket
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.repo import REPO
+
 SCRIPT = REPO / "samples" / "pytorch" / "train.py"
 
 
@@ -162,7 +162,7 @@ def test_resumed_batches_continue_the_same_sequence(train, start):
     resumed = list(itertools.islice(train.batches(loader, sampler, start), take - start))
     assert [step for step, _ in whole] == list(range(take))
     assert [step for step, _ in resumed] == list(range(start, take))
-    for (_, (x1, _)), (_, (x2, _)) in zip(whole[start:], resumed):
+    for (_, (x1, _)), (_, (x2, _)) in zip(whole[start:], resumed, strict=True):
         assert torch.equal(x1, x2)
 
 

@@ -10,7 +10,7 @@ import json
 import pytest
 import requests
 
-from .conftest import pytorch_job
+from tests.support.jobs import pytorchjob
 
 pytestmark = pytest.mark.usefixtures("crds")
 
@@ -61,8 +61,13 @@ def test_malformed_creates_are_client_errors(call):
 
 
 def test_malformed_updates_patches_and_subresources_are_client_errors(apiserver, call):
-    requests.post(apiserver.url + "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs", json=pytorch_job("job"),
-                  headers={"Authorization": f"Bearer {apiserver.token}"}, verify=str(apiserver.ca_cert), timeout=10)
+    requests.post(
+        apiserver.url + "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs",
+        json=pytorchjob("job", restart="OnFailure", namespace=None, uid=None),
+        headers={"Authorization": f"Bearer {apiserver.token}"},
+        verify=str(apiserver.ca_cert),
+        timeout=10,
+    )
     requests.post(apiserver.url + "/api/v1/namespaces/default/pods", verify=str(apiserver.ca_cert), timeout=10,
                   headers={"Authorization": f"Bearer {apiserver.token}"},
                   json={"metadata": {"name": "pod"}, "spec": {"containers": [{"name": "c", "image": "i"}]}})

@@ -10,7 +10,7 @@ import stat
 import pytest
 import requests
 
-from .conftest import pytorch_job
+from tests.support.jobs import pytorchjob
 
 pytestmark = pytest.mark.usefixtures("crds")
 JOBS = "/apis/kubeflow.org/v1/namespaces/default/pytorchjobs"
@@ -50,7 +50,9 @@ def test_requests_without_the_token_are_unauthorized(apiserver):
 
 
 def test_malformed_json_is_a_bad_request(http):
-    response = http("POST", JOBS, data=b'{"apiVersion": "kubeflow.org/v1", "kind": ', headers={"Content-Type": "application/json"})
+    response = http(
+        "POST", JOBS, data=b'{"apiVersion": "kubeflow.org/v1", "kind": ', headers={"Content-Type": "application/json"}
+    )
     assert response.status_code == 400
     assert status_of(response)["reason"] == "BadRequest"
     assert stored_jobs(http) == []
@@ -64,7 +66,7 @@ def test_unknown_resource_is_not_found(http):
 
 
 def test_schema_violations_are_invalid_with_every_field(http):
-    job = pytorch_job("bad")
+    job = pytorchjob("bad", restart="OnFailure", namespace=None, uid=None)
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = "two"
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "Sometimes"
     response = http("POST", JOBS, json=job)
@@ -79,7 +81,7 @@ def test_schema_violations_are_invalid_with_every_field(http):
 
 
 def test_cel_rules_are_enforced_on_create_and_as_transition_rules(http):
-    job = pytorch_job("cel")
+    job = pytorchjob("cel", restart="OnFailure", namespace=None, uid=None)
     job["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
     response = http("POST", JOBS, json=job)
     assert response.status_code == 422
@@ -99,7 +101,7 @@ def test_cel_rules_are_enforced_on_create_and_as_transition_rules(http):
 
 
 def test_unknown_fields_strict_is_refused_warn_is_pruned_with_a_warning(http):
-    job = pytorch_job("strict")
+    job = pytorchjob("strict", restart="OnFailure", namespace=None, uid=None)
     job["spec"]["surprise"] = 1
     strict = http("POST", JOBS + "?fieldValidation=Strict", json=job)
     assert strict.status_code == 400
@@ -111,7 +113,7 @@ def test_unknown_fields_strict_is_refused_warn_is_pruned_with_a_warning(http):
 
 
 def test_strategic_merge_patch_on_a_custom_resource_is_unsupported(http):
-    assert http("POST", JOBS, json=pytorch_job("smp")).status_code == 201
+    assert http("POST", JOBS, json=pytorchjob("smp", restart="OnFailure", namespace=None, uid=None)).status_code == 201
     response = http("PATCH", f"{JOBS}/smp", data="{}", headers={"Content-Type": "application/strategic-merge-patch+json"})
     assert response.status_code == 415
     assert status_of(response)["reason"] == "UnsupportedMediaType"

@@ -8,7 +8,8 @@ import subprocess
 import pytest
 import yaml
 
-from .conftest import ms_job, pytorch_job, write_cri_log
+from tests.support.jobs import msjob, pytorchjob
+from tests.support.pods import write_cri_log
 
 pytestmark = pytest.mark.usefixtures("crds")
 
@@ -27,9 +28,9 @@ def test_crds_register_kinds_with_discovery_and_short_table(kubectl):
 
 
 def test_apply_get_and_yaml_of_pytorchjob_and_msjob(kubectl):
-    assert "pytorchjob.kubeflow.org/pt created" in apply(kubectl, pytorch_job("pt"))
-    assert "msjob.mindspore.gitee.com/ms created" in apply(kubectl, ms_job("ms"))
-    assert "unchanged" in apply(kubectl, pytorch_job("pt"))
+    assert "pytorchjob.kubeflow.org/pt created" in apply(kubectl, pytorchjob("pt", restart="OnFailure", namespace=None, uid=None))
+    assert "msjob.mindspore.gitee.com/ms created" in apply(kubectl, msjob("ms", restart="Never", namespace=None, uid=None))
+    assert "unchanged" in apply(kubectl, pytorchjob("pt", restart="OnFailure", namespace=None, uid=None))
 
     table = kubectl("get", "pytorchjobs").splitlines()
     assert table[0].split() == ["NAME", "STATE", "AGE"]
@@ -42,7 +43,7 @@ def test_apply_get_and_yaml_of_pytorchjob_and_msjob(kubectl):
     ms = kubectl.json("get", "msjob", "ms")
     assert ms["spec"]["msReplicaSpecs"]["Worker"]["replicas"] == 2
 
-    changed = pytorch_job("pt", workers=3)
+    changed = pytorchjob("pt", workers=3, restart="OnFailure", namespace=None, uid=None)
     assert "configured" in apply(kubectl, changed)
     after = kubectl.json("get", "pytorchjob", "pt")
     assert after["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
@@ -50,7 +51,7 @@ def test_apply_get_and_yaml_of_pytorchjob_and_msjob(kubectl):
 
 
 def test_invalid_job_is_refused_with_field_paths_by_schema_and_cel(kubectl):
-    bad = pytorch_job("bad")
+    bad = pytorchjob("bad", restart="OnFailure", namespace=None, uid=None)
     bad["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
     bad["spec"]["pytorchReplicaSpecs"]["Chief"] = bad["spec"]["pytorchReplicaSpecs"]["Master"]
     result = kubectl.run("apply", "-f", "-", input=json.dumps(bad), check=False)
@@ -62,7 +63,7 @@ def test_invalid_job_is_refused_with_field_paths_by_schema_and_cel(kubectl):
 
 
 def test_watch_prints_changes_until_the_timeout(kubectl):
-    apply(kubectl, pytorch_job("w"))
+    apply(kubectl, pytorchjob("w", restart="OnFailure", namespace=None, uid=None))
     watcher = kubectl.popen("get", "pytorchjobs", "-w", "--request-timeout=4s", "-o", "name")
     try:
         first = watcher.stdout.readline()
@@ -75,7 +76,7 @@ def test_watch_prints_changes_until_the_timeout(kubectl):
 
 
 def test_wait_for_condition_set_through_status(kubectl):
-    apply(kubectl, pytorch_job("done"))
+    apply(kubectl, pytorchjob("done", restart="OnFailure", namespace=None, uid=None))
     waiter = kubectl.popen("wait", "--for=condition=Succeeded", "pytorchjob/done", "--timeout=20s")
     status = {"status": {"conditions": [{"type": "Succeeded", "status": "True", "reason": "JobSucceeded",
                                          "message": "ok", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}
@@ -87,7 +88,7 @@ def test_wait_for_condition_set_through_status(kubectl):
 
 
 def test_status_is_isolated_from_spec_writes(kubectl):
-    job = pytorch_job("iso")
+    job = pytorchjob("iso", restart="OnFailure", namespace=None, uid=None)
     job["status"] = {"conditions": [{"type": "Succeeded", "status": "True"}]}
     apply(kubectl, job)
     assert "status" not in kubectl.json("get", "pytorchjob", "iso")
@@ -96,7 +97,7 @@ def test_status_is_isolated_from_spec_writes(kubectl):
 
 
 def test_scale_uses_the_crd_scale_paths(kubectl):
-    apply(kubectl, pytorch_job("sc"))
+    apply(kubectl, pytorchjob("sc", restart="OnFailure", namespace=None, uid=None))
     assert "scaled" in kubectl("scale", "pytorchjob", "sc", "--replicas=4")
     assert kubectl.json("get", "pytorchjob", "sc")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 4
     assert "scaled" in kubectl("scale", "pytorchjob", "sc", "--current-replicas=4", "--replicas=1")
@@ -106,7 +107,7 @@ def test_scale_uses_the_crd_scale_paths(kubectl):
 
 
 def test_patch_merge_json_and_strategic_refused_for_custom_resources(kubectl):
-    apply(kubectl, pytorch_job("pa"))
+    apply(kubectl, pytorchjob("pa", restart="OnFailure", namespace=None, uid=None))
     kubectl("patch", "pytorchjob", "pa", "--type=merge", "-p", '{"metadata":{"labels":{"team":"a"}}}')
     kubectl("patch", "pytorchjob", "pa", "--type=json", "-p",
             '[{"op":"replace","path":"/spec/pytorchReplicaSpecs/Worker/replicas","value":5}]')
@@ -119,7 +120,7 @@ def test_patch_merge_json_and_strategic_refused_for_custom_resources(kubectl):
 
 
 def test_server_side_apply_creates_then_updates(kubectl):
-    job = pytorch_job("ssa")
+    job = pytorchjob("ssa", restart="OnFailure", namespace=None, uid=None)
     assert "serverside-applied" in kubectl("apply", "--server-side", "-f", "-", input=json.dumps(job))
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 6
     kubectl("apply", "--server-side", "-f", "-", input=json.dumps(job))
@@ -157,11 +158,11 @@ def test_logs_read_the_kubelet_files(kubectl, apiserver):
 
 
 def test_delete_plain_and_with_a_finalizer(kubectl):
-    apply(kubectl, pytorch_job("gone"))
+    apply(kubectl, pytorchjob("gone", restart="OnFailure", namespace=None, uid=None))
     assert 'deleted' in kubectl("delete", "pytorchjob", "gone")
     assert kubectl.run("get", "pytorchjob", "gone", check=False).returncode == 1
 
-    job = pytorch_job("held")
+    job = pytorchjob("held", restart="OnFailure", namespace=None, uid=None)
     job["metadata"]["finalizers"] = ["example.com/hold"]
     apply(kubectl, job)
     kubectl("delete", "pytorchjob", "held", "--wait=false")

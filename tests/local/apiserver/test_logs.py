@@ -7,7 +7,7 @@ import pytest
 import requests
 from kubernetes import client
 
-from .conftest import write_cri_log
+from tests.support.pods import write_cri_log
 
 NS = "default"
 

@@ -8,7 +8,7 @@ import json
 import pytest
 import requests
 
-from .conftest import ms_job, pytorch_job
+from tests.support.jobs import msjob, pytorchjob
 
 pytestmark = pytest.mark.usefixtures("crds")
 
@@ -67,14 +67,14 @@ def test_apply_uses_the_documents_and_strict_validation_reports_unknown_fields(k
     strict = kubectl.run("apply", "--validate=strict", "-f", "-", input=json.dumps(pod), check=False)
     assert strict.returncode == 1 and 'unknown field "spec.containers[0].imagePullPolicyy"' in strict.stderr
 
-    job = pytorch_job("pt")
+    job = pytorchjob("pt", restart="OnFailure", namespace=None, uid=None)
     assert "created" in kubectl("apply", "-f", "-", input=json.dumps(job))
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 3
     assert "configured" in kubectl("apply", "-f", "-", input=json.dumps(job))  # a merge patch: CRs have no strategy
     job["spec"]["elasticPolicy"] = {"minReplica": 1}
     strict = kubectl.run("apply", "--validate=strict", "-f", "-", input=json.dumps(job), check=False)
     assert strict.returncode == 1 and 'unknown field "spec.elasticPolicy.minReplica"' in strict.stderr
-    assert "created" in kubectl("apply", "--validate=strict", "-f", "-", input=json.dumps(ms_job("ms")))
+    assert "created" in kubectl("apply", "--validate=strict", "-f", "-", input=json.dumps(msjob("ms", restart="Never", namespace=None, uid=None)))
 
 
 def test_v3_index_hashes_and_documents(apiserver):

@@ -57,8 +57,9 @@ def test_stale_update_is_a_conflict(api):
     core.replace_namespaced_config_map("cm", NS, {"metadata": {"name": "cm", "resourceVersion": first.metadata.resource_version},
                                                    "data": {"k": "2"}})
     with pytest.raises(ApiException) as stale:
-        core.replace_namespaced_config_map("cm", NS, {"metadata": {"name": "cm", "resourceVersion": first.metadata.resource_version},
-                                                       "data": {"k": "3"}})
+        core.replace_namespaced_config_map(
+            "cm", NS, {"metadata": {"name": "cm", "resourceVersion": first.metadata.resource_version}, "data": {"k": "3"}}
+        )
     assert stale.value.status == 409
     assert '"reason":"Conflict"' in stale.value.body
     assert core.read_namespaced_config_map("cm", NS).data == {"k": "2"}

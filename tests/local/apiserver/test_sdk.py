@@ -9,7 +9,7 @@ import pytest
 from kubeflow.training import TrainingClient, models
 from kubernetes import client
 
-from .conftest import pytorch_job
+from tests.support.jobs import pytorchjob
 
 pytestmark = pytest.mark.usefixtures("crds")
 
@@ -78,7 +78,7 @@ def test_training_client_lifecycle(apiserver, api):
 
 def test_job_created_by_kubectl_without_run_policy_reads_through_the_sdk(apiserver, kubectl):
     """The CRD's schema default for runPolicy keeps the SDK's non-nullable model happy."""
-    job = pytorch_job("bare")
+    job = pytorchjob("bare", restart="OnFailure", namespace=None, uid=None)
     assert "runPolicy" not in job["spec"]
     kubectl("apply", "-f", "-", input=json.dumps(job))
     sdk = TrainingClient(config_file=str(apiserver.kubeconfig), namespace="default")

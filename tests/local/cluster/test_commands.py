@@ -7,11 +7,11 @@ import signal
 import subprocess
 import sys
 
-from trainctl.controller.local.cluster import read_pid_file
 from trainctl.controller.kube.client import KubeClient
+from trainctl.controller.local.cluster import read_pid_file
 from trainctl.controller.local.kubelet.runtime import process_start_time
 
-from .conftest import main_pid, read_fifo, wait_pod
+from tests.support.pods import main_pid, read_fifo, wait_pod
 
 
 def trainctl(*args, cwd=None, env=None):

@@ -10,7 +10,7 @@ from trainctl.controller.kube.resources import LEASES, NODES, PODS
 from trainctl.controller.local.cluster import ClusterError, LocalCluster, read_pid_file
 from trainctl.controller.local.kubelet.runtime import process_start_time
 
-from .conftest import main_pid, read_fifo, sleeper_pod, wait_pod
+from tests.support.pods import main_pid, read_fifo, sleeper_pod, wait_pod
 
 
 def running_sleeper(api, tmp_path, name):

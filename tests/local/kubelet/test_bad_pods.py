@@ -12,7 +12,7 @@ from typing import Any, Iterator
 import orjson
 import pytest
 
-from .conftest import create, phase, pod, wait_pod
+from tests.support.pods import create, phase, pod, wait_pod
 
 from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
 from trainctl.controller.local.apiserver.store import Store

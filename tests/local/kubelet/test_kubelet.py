@@ -9,18 +9,19 @@ import subprocess
 import threading
 import time
 
-from .conftest import container_state, create, gone, phase, pod, wait_pod
-
 from trainctl.controller.kube.resources import PODS
 from trainctl.controller.local.kubelet.runtime import process_start_time
 from trainctl.controller.local.network import cluster_ranges
+
+from tests.support.net import free_port
+from tests.support.pods import container_status, create, phase, pod, wait_pod, wait_pod_gone
 
 
 def test_pod_runs_to_completion_and_kubectl_shows_its_logs(api, kube_env):
     create(api, pod("hello", "print('hello from the pod')"))
     done = wait_pod(api, "hello", phase("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"
-    terminated = container_state(done)["state"]["terminated"]
+    terminated = container_status(done)["state"]["terminated"]
     assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
     assert ipaddress.ip_address(done["status"]["podIP"]) in ipaddress.ip_network("127.128.0.0/10")
     assert {c["type"]: c["status"] for c in done["status"]["conditions"]} == {
@@ -33,7 +34,7 @@ def test_failing_container_fails_the_pod_with_its_exit_code(api):
     create(api, pod("fails", "import sys; sys.exit(3)"))
     done = wait_pod(api, "fails", phase("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Failed"
-    terminated = container_state(done)["state"]["terminated"]
+    terminated = container_status(done)["state"]["terminated"]
     assert (terminated["exitCode"], terminated["reason"]) == (3, "Error")
 
 
@@ -45,7 +46,7 @@ def test_on_failure_restarts_in_place_with_back_off(api, kube_env, tmp_path):
     done = wait_pod(api, "flaky", phase("Succeeded", "Failed"))
     assert done["metadata"]["uid"] == created["metadata"]["uid"]  # the same pod, restarted in place
     assert done["status"]["phase"] == "Succeeded"
-    status = container_state(done)
+    status = container_status(done)
     assert status["restartCount"] == 2
     assert status["lastState"]["terminated"]["exitCode"] == 1
     previous = subprocess.run(["kubectl", "logs", "flaky", "--previous"], env=kube_env, capture_output=True,
@@ -100,13 +101,6 @@ while True:
 """
 
 
-def free_port():
-    """A port nothing on this machine uses right now (other test runs may share the machine)."""
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", 0))
-        return probe.getsockname()[1]
-
-
 def start_server(api, port):
     server = pod("server", SERVER, env=[{"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
                                         {"name": "PORT", "value": str(port)}],
@@ -122,7 +116,7 @@ def logs_of(kubelet, done):
 
 
 def test_headless_service_name_in_env_is_rewritten_to_the_pod_ip(api, kubelet):
-    port = free_port()
+    port = free_port("0.0.0.0")
     server_ip = start_server(api, port)["status"]["podIP"]
     create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
                  "spec": {"clusterIP": "None", "selector": {"app": "echo"}, "ports": [{"port": port}]}})
@@ -137,17 +131,21 @@ def test_a_headless_name_whose_pods_all_succeeded_is_left_unresolved_not_waited_
     # back, so the worker starts with the name as written (as DNS would leave it).
     finished = pod("done-master", "print('finished')")
     finished["metadata"]["labels"] = {"app": "done-master"}
-    assert wait_pod(api, create(api, finished)["metadata"]["name"], phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+    assert (
+        wait_pod(api, create(api, finished)["metadata"]["name"], phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+    )
     create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "done-master"},
                  "spec": {"clusterIP": "None", "selector": {"app": "done-master"}, "ports": [{"port": 23456}]}})
-    late = pod("late-worker", "import os; print(os.environ['MASTER_ADDR'])", env=[{"name": "MASTER_ADDR", "value": "done-master"}])
+    late = pod(
+        "late-worker", "import os; print(os.environ['MASTER_ADDR'])", env=[{"name": "MASTER_ADDR", "value": "done-master"}]
+    )
     done = wait_pod(api, create(api, late)["metadata"]["name"], phase("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"
     assert logs_of(kubelet, done) == ["done-master"]
 
 
 def test_cluster_ip_service_reaches_its_pod_through_the_proxy(api, kubelet):
-    server_ip = start_server(api, free_port())["status"]["podIP"]
+    server_ip = start_server(api, free_port("0.0.0.0"))["status"]["podIP"]
     service = create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
                            "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": "echo"}]}})
     cluster_ip = service["spec"]["clusterIP"]
@@ -217,7 +215,7 @@ def owner(api, name):
 
 def test_ports_conflict_across_owners_until_freed(api, tmp_path):
     job_a, job_b = owner(api, "job-a"), owner(api, "job-b")
-    port = free_port()
+    port = free_port("0.0.0.0")
     create(api, sleeper("a-master-0", tmp_path / "a0", job_a, port))
     create(api, sleeper("a-worker-0", tmp_path / "a1", job_a, port))  # same owner: shares the port
     wait_ready(tmp_path / "a0")
@@ -241,9 +239,9 @@ def test_graceful_deletion_sends_sigterm_then_removes_the_pod(api, tmp_path):
     create(api, sleeper("graceful", marker))
     wait_ready(marker)
     running = wait_pod(api, "graceful", phase("Running"))
-    pid = int(container_state(running)["containerID"].removeprefix("process://"))
+    pid = int(container_status(running)["containerID"].removeprefix("process://"))
     api.delete(PODS, "default", "graceful", grace_period_seconds=10)
-    wait_pod(api, "graceful", gone)
+    wait_pod_gone(api, "graceful")
     assert marker.read_text() == "SIGTERM"
     assert process_start_time(pid) is None
 
@@ -253,11 +251,11 @@ def test_force_deletion_kills_the_processes(api, kubelet, tmp_path):
     create(api, sleeper("forced", marker))
     wait_ready(marker)
     running = wait_pod(api, "forced", phase("Running"))
-    pid = int(container_state(running)["containerID"].removeprefix("process://"))
+    pid = int(container_status(running)["containerID"].removeprefix("process://"))
     assert process_start_time(pid) is not None
     uid = running["metadata"]["uid"]
     api.delete(PODS, "default", "forced", grace_period_seconds=0)
-    wait_pod(api, "forced", gone)
+    wait_pod_gone(api, "forced")
     worker = kubelet.workers.get(uid)
     assert worker is None or worker.done.wait(10)
     assert process_start_time(pid) is None or not os.path.exists(f"/proc/{pid}")
@@ -269,7 +267,7 @@ def test_active_deadline_fails_a_pod_that_runs_too_long(api):
     spec["spec"]["terminationGracePeriodSeconds"] = 0
     done = wait_pod(api, create(api, spec)["metadata"]["name"], phase("Succeeded", "Failed"))
     assert (done["status"]["phase"], done["status"]["reason"]) == ("Failed", "DeadlineExceeded")
-    assert container_state(done)["state"]["terminated"]["exitCode"] == 143  # SIGTERM
+    assert container_status(done)["state"]["terminated"]["exitCode"] == 143  # SIGTERM
 
 
 def test_a_port_held_outside_the_cluster_keeps_the_pod_pending_until_released(api):

@@ -1,4 +1,4 @@
-"""Builders for the reconcile tests: jobs, pods in a given state, and a tiny "cluster".
+"""What the pure reconcile tests need besides jobs: a clock, pod states, and a tiny "cluster".
 
 ``Cluster`` applies a Plan to plain dicts the way an API server would (assigning uids and
 ClusterIPs, writing the status), so multi-step scenarios read as: reconcile, apply, change a
@@ -20,54 +20,13 @@ def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
 
 
-def container(name: str = "pytorch", image: str = "train:1", **extra: Any) -> dict[str, Any]:
-    return {"name": name, "image": image, **extra}
-
-
-def replica(replicas: Optional[int] = 1, *, containers: Optional[list] = None, restart: Optional[str] = None, **spec: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"template": {"spec": {"containers": containers or [container()], **spec}}}
-    if replicas is not None:
-        out["replicas"] = replicas
-    if restart:
-        out["restartPolicy"] = restart
-    return out
-
-
-def pytorchjob(name: str = "mnist", *, master: bool = True, workers: Optional[int] = 2, **spec: Any) -> dict[str, Any]:
-    specs: dict[str, Any] = {}
-    if master:
-        specs["Master"] = replica(1)
-    if workers is not None:
-        specs["Worker"] = replica(workers)
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"pytorchReplicaSpecs": specs, **spec},
-    }
-
-
-def msjob(name: str = "ms", *, scheduler: bool = True, ps: int = 0, workers: int = 2, **spec: Any) -> dict[str, Any]:
-    specs: dict[str, Any] = {}
-    if scheduler:
-        specs["Scheduler"] = replica(1, containers=[container("mindspore", "ms:2")])
-    if ps:
-        specs["PS"] = replica(ps, containers=[container("mindspore", "ms:2")])
-    if workers:
-        specs["Worker"] = replica(workers, containers=[container("mindspore", "ms:2")])
-    return {
-        "apiVersion": "mindspore.gitee.com/v1",
-        "kind": "MSJob",
-        "metadata": {"name": name, "namespace": "default", "uid": f"uid-{name}"},
-        "spec": {"msReplicaSpecs": specs, **spec},
-    }
-
-
 def env_of(pod: dict[str, Any], container_name: Optional[str] = None) -> list[tuple[str, Any]]:
     """(name, value or fieldPath) of a container's env, in order."""
     containers = pod["spec"]["containers"]
     ctr = next(c for c in containers if container_name is None or c["name"] == container_name)
-    return [(e["name"], e.get("value", (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath"))) for e in ctr.get("env", [])]
+    return [
+        (e["name"], e.get("value", (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath"))) for e in ctr.get("env", [])
+    ]
 
 
 def env_dict(pod: dict[str, Any], container_name: Optional[str] = None) -> dict[str, Any]:
@@ -89,9 +48,9 @@ def terminated(code: int, container_name: str = "pytorch") -> list[dict[str, Any
 class Cluster:
     """One job and its children as an API server would hold them."""
 
-    def __init__(self, job: dict[str, Any], config: ReconcileConfig = ReconcileConfig()):
+    def __init__(self, job: dict[str, Any], config: Optional[ReconcileConfig] = None):
         self.job = copy.deepcopy(job)
-        self.config = config
+        self.config = config or ReconcileConfig()
         self.pods: dict[str, dict[str, Any]] = {}
         self.services: dict[str, dict[str, Any]] = {}
         self.hpa: Optional[dict[str, Any]] = None

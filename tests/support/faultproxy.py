@@ -21,11 +21,28 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Callable
 
-HOP_HEADERS = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade", "proxy-authorization", "proxy-authenticate"}
+HOP_HEADERS = {
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-authenticate",
+}
 
 
 def _status(code: int, reason: str, message: str) -> bytes:
-    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}
+    body = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
     return json.dumps(body).encode()
 
 
@@ -157,7 +174,9 @@ class FaultProxy:
             if self.script:
                 code = self.script.pop(0)
                 self.injected[code] = self.injected.get(code, 0) + 1
-                reason = {429: "TooManyRequests", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(code, "Injected")
+                reason = {429: "TooManyRequests", 409: "Conflict", 500: "InternalError", 503: "ServiceUnavailable"}.get(
+                    code, "Injected"
+                )
                 return code, reason, {"Retry-After": str(self.retry_after)} if code == 429 else {}
             if method == "PUT" and path.endswith("/status") and self.status_conflicts:
                 seen = self._status_puts.get(path, 0)

@@ -6,40 +6,32 @@ print. :class:`JobObserver` follows one job through watches (the job, its pods) 
 every container instance's log as it runs, so a test waits on events, never on sleeps, and
 a wait that times out fails with the job's status, its pods and the tail of each log.
 
-Samples are loaded from ``samples/`` and changed only through the knobs a user has (the
-training script's flags and ``INJECT_FAULT``-style env vars, restart and clean-pod
-policies), then applied with kubectl.
+Samples are loaded and changed with tests/support/samples.py, then applied with kubectl.
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
-import os
 import re
-import signal
-import subprocess
 import threading
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import urllib3
 import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
-from prometheus_client.parser import text_string_to_metric_families
 
 from trainctl.api import constants as c
-from trainctl.controller.launch.kinds import JobKind, kind_of
+from trainctl.controller.launch.kinds import JobKind
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO / "samples"
+from .conditions import condition
+from .pods import container_status
+from .waiting import wait_on
+
 NAMESPACE = "default"
 T = TypeVar("T")
 Obj = dict[str, Any]
@@ -69,158 +61,6 @@ class LogLine:
 
     def int(self, key: str) -> int:
         return int(self.fields[key])
-
-
-# --- samples ---------------------------------------------------------------------------------
-
-
-def load_sample(relative: str) -> Obj:
-    """The one job in ``samples/<relative>``, as a user would apply it."""
-    documents = [d for d in yaml.safe_load_all((SAMPLES / relative).read_text()) if d]
-    assert len(documents) == 1, f"{relative}: expected one document"
-    return documents[0]
-
-
-def replica_specs(job: Obj) -> dict[str, Obj]:
-    return job["spec"][kind_of(job).replica_specs_field]
-
-
-def containers(job: Obj, rtype: str | None = None) -> list[Obj]:
-    return [container for name, spec in replica_specs(job).items() if rtype in (None, name)
-            for container in spec["template"]["spec"]["containers"]]
-
-
-def set_env(job: Obj, name: str, value: str, rtype: str | None = None) -> None:
-    for container in containers(job, rtype):
-        env = [e for e in container.get("env") or [] if e.get("name") != name]
-        container["env"] = env + [{"name": name, "value": value}]
-
-
-def set_arg(job: Obj, flag: str, value: str) -> None:
-    """Set ``--flag=value`` in every container's args (the training script's flags)."""
-    for container in containers(job):
-        args = [a for a in container.get("args") or [] if not a.startswith(f"{flag}=")]
-        container["args"] = args + [f"{flag}={value}"]
-
-
-def set_restart_policy(job: Obj, policy: str) -> None:
-    for spec in replica_specs(job).values():
-        spec["restartPolicy"] = policy
-
-
-def named(job: Obj, name: str) -> Obj:
-    job = copy.deepcopy(job)
-    job["metadata"]["name"] = name
-    return job
-
-
-# --- kubectl and the controller's metrics ----------------------------------------------------
-
-
-@dataclass
-class Kubectl:
-    kubeconfig: Path
-    home: Path
-
-    def __call__(self, *args: str, stdin: str | None = None, check: bool = True, timeout: float = 60) -> str:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-        env.update(KUBECONFIG=str(self.kubeconfig), HOME=str(self.home))
-        done = subprocess.run(["kubectl", *args], input=stdin, capture_output=True, text=True, env=env,
-                              timeout=timeout, check=False)
-        if check and done.returncode != 0:
-            raise AssertionError(f"kubectl {' '.join(args)} exited {done.returncode}: {done.stderr.strip()}")
-        return done.stdout
-
-    def apply(self, job: Obj) -> None:
-        self("apply", "-f", "-", stdin=yaml.safe_dump(job))
-
-
-_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback, never through a proxy
-
-
-def scrape(port: int, timeout: float = 30.0) -> dict[str, float]:
-    """The controller's metrics as ``{'name{label="v",...}': value}``.
-
-    A controller that was just (re)started serves them a moment later, and tells nobody:
-    connection refused is retried until ``timeout``.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            with _DIRECT.open(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-                text = response.read().decode()
-            break
-        except urllib.error.URLError as exc:
-            if not isinstance(exc.reason, ConnectionRefusedError) or time.monotonic() > deadline:
-                raise AssertionError(f"controller metrics on port {port}: {exc.reason}") from None
-            time.sleep(0.1)
-    samples = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            labels = ",".join(f'{k}="{v}"' for k, v in sorted(sample.labels.items()))
-            samples[f"{sample.name}{{{labels}}}"] = sample.value
-    return samples
-
-
-def restarted_total(port: int, framework: str = "pytorch") -> float:
-    key = f'training_operator_jobs_restarted_total{{framework="{framework}",job_namespace="{NAMESPACE}"}}'
-    return scrape(port).get(key, 0.0)
-
-
-# --- pods ------------------------------------------------------------------------------------
-
-
-def container_status(pod: Obj) -> Obj:
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return statuses[0] if statuses else {}
-
-
-def main_pid(pod: Obj) -> int | None:
-    """The pid of the pod's running container (the embedded kubelet's ``process://<pid>``)."""
-    status = container_status(pod)
-    if "running" not in (status.get("state") or {}):
-        return None
-    return int(status["containerID"].removeprefix("process://"))
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live descendant of ``pid``, parents before children."""
-    found, todo = [], [pid]
-    while todo:
-        parent = todo.pop(0)
-        for task in Path(f"/proc/{parent}/task").glob("*/children"):
-            try:
-                children = [int(child) for child in task.read_text().split()]
-            except OSError:  # the task ended meanwhile
-                continue
-            found.extend(children)
-            todo.extend(children)
-    return found
-
-
-def sigkill(pod: Obj) -> list[int]:
-    """SIGKILL the pod's container process and everything it started, as a container's death does.
-
-    The embedded kubelet kills a container's process group, but torchrun starts its workers
-    in sessions of their own, so killing the agent alone would leave the worker training as
-    an orphan (elastic-fault-tolerance spec §0.7); in a real container they all die with it.
-    """
-    pid = main_pid(pod)
-    assert pid is not None, f"pod {pod['metadata']['name']} has no running container to kill"
-    victims = [pid, *descendants(pid)]
-    for victim in victims:
-        try:
-            os.kill(victim, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return victims
-
-
-def condition(job: Obj | None, type_: str) -> Obj | None:
-    for cond in ((job or {}).get("status") or {}).get("conditions") or []:
-        if cond.get("type") == type_ and cond.get("status") == "True":
-            return cond
-    return None
 
 
 # --- following a job -------------------------------------------------------------------------
@@ -456,16 +296,11 @@ class JobObserver:
     # --- waiting ---
     def wait_for(self, what: str, check: Callable[[], T | None], timeout: float) -> T:
         """The first truthy ``check()``, re-evaluated on every job, pod or log event."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                result = check()
-                if result:
-                    return result
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"{self.kind.kind} {self.name}: no {what} within {timeout:g}s\n{self.dump()}")
-                self._changed.wait(remaining)
+        result = wait_on(self._changed, check, timeout)
+        if not result:
+            with self._changed:
+                raise AssertionError(f"{self.kind.kind} {self.name}: no {what} within {timeout:g}s\n{self.dump()}")
+        return result
 
     def wait_line(self, what: str, match: Callable[[LogLine], bool], timeout: float, since: float = 0.0) -> LogLine:
         def found() -> LogLine | None:

@@ -27,7 +27,16 @@ def _now() -> str:
 def pod_status(phase: str, exit_code: Optional[int] = None, container: str = "pytorch") -> dict[str, Any]:
     status: dict[str, Any] = {"phase": phase, "startTime": _now()}
     if phase == "Running":
-        status["containerStatuses"] = [{"name": container, "ready": True, "restartCount": 0, "image": "x", "imageID": "", "state": {"running": {"startedAt": _now()}}}]
+        status["containerStatuses"] = [
+            {
+                "name": container,
+                "ready": True,
+                "restartCount": 0,
+                "image": "x",
+                "imageID": "",
+                "state": {"running": {"startedAt": _now()}},
+            }
+        ]
     elif exit_code is not None:
         status["containerStatuses"] = [
             {
@@ -36,7 +45,13 @@ def pod_status(phase: str, exit_code: Optional[int] = None, container: str = "py
                 "restartCount": 0,
                 "image": "x",
                 "imageID": "",
-                "state": {"terminated": {"exitCode": exit_code, "reason": "Completed" if exit_code == 0 else "Error", "finishedAt": _now()}},
+                "state": {
+                    "terminated": {
+                        "exitCode": exit_code,
+                        "reason": "Completed" if exit_code == 0 else "Error",
+                        "finishedAt": _now(),
+                    }
+                },
             }
         ]
     return status

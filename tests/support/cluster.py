@@ -1,0 +1,72 @@
+"""An embedded cluster to run the samples on, as the e2e suite and the recovery benchmark use it.
+
+Pods run in a scratch working directory that holds nothing but a link to ``samples/``, so
+the samples' relative paths work unchanged and their checkpoints never land in the
+repository. ``E2E`` is the handle: the API client, kubectl, the controller's metrics port and
+that working directory, with a way to run a job and to clean up after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from trainctl.controller.launch import connect
+from trainctl.controller.launch.kinds import kind_of
+from trainctl.controller.local.cluster import LocalCluster
+
+from .kubectl import Kubectl
+from .net import free_port
+from .observer import JobObserver
+from .repo import SAMPLES
+
+
+@dataclass
+class E2E:
+    cluster: LocalCluster
+    api: client.ApiClient
+    kubectl: Kubectl
+    metrics_port: int
+    workdir: Path
+
+    def observe(self, job: dict[str, Any]) -> JobObserver:
+        return JobObserver(self.api, kind_of(job), job["metadata"]["name"])
+
+    def run(self, job: dict[str, Any]) -> JobObserver:
+        """Start following ``job``, then apply it with kubectl; use as a context manager."""
+        observer = self.observe(job).start()
+        try:
+            self.kubectl.apply(job)
+        except BaseException:
+            observer.__exit__(None, None, None)
+            raise
+        return observer
+
+    def clean(self) -> None:
+        self.kubectl("delete", "pytorchjobs,msjobs", "--all", "--wait=true", "--timeout=60s", timeout=90)
+        self.kubectl("wait", "--for=delete", "pods", "--all", "--timeout=60s", timeout=90)
+        shutil.rmtree(self.workdir / "checkpoints", ignore_errors=True)
+
+
+@contextlib.contextmanager
+def scratch_cluster(root: Path) -> Iterator[E2E]:
+    """A started embedded cluster under ``root`` (state, pods' working directory, kubectl's
+    home), with the controller's metrics on a free loopback port; stopped on exit."""
+    workdir = root / "work"
+    workdir.mkdir()
+    (workdir / "samples").symlink_to(SAMPLES, target_is_directory=True)
+    (root / "home").mkdir()
+    metrics_port = free_port()
+    with LocalCluster(root / "cluster", workdir=workdir,
+                      controller_args=["--metrics-port", str(metrics_port)]) as cluster:
+        api = connect(str(cluster.kubeconfig))
+        try:
+            yield E2E(cluster, api, Kubectl.for_kubeconfig(cluster.kubeconfig, root / "home"), metrics_port, workdir)
+        finally:
+            api.close()
