@@ -24,7 +24,6 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
@@ -36,6 +35,7 @@ from trainctl.controller.kube.expectations import ChildKey, Expectations
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.kube.leader import LeaderElector
 from trainctl.controller.kube.metrics import ControllerMetrics
+from trainctl.controller.kube.options import ManagerOptions
 from trainctl.controller.kube.workqueue import WorkQueue
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 
@@ -59,26 +59,6 @@ class ApplyError(Exception):
         self.errors = errors
 
 
-@dataclass
-class ManagerOptions:
-    namespace: Optional[str] = None
-    workers: int = 4
-    create_concurrency: int = 32
-    gang_scheduler: Optional[str] = None
-    leader_elect: bool = False
-    lease_namespace: str = "default"
-    lease_name: str = "trainctl-controller"
-    identity: str = ""
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    watch_timeout: int = 300
-    # Child ADDED/MODIFIED events within this window share one reconcile (as the Job
-    # controller's pod-update batch period does), so pods starting together cost one status
-    # write; deletions still reconcile at once, to fill the gap fast.
-    child_update_batch_period: float = 0.025
-
-
 def pod_group_resource(gang_scheduler: Optional[str]) -> Optional[r.Resource]:
     """Volcano for ``volcano`` (any case), scheduler-plugins for any other name, None when off."""
     if not gang_scheduler:
@@ -87,13 +67,11 @@ def pod_group_resource(gang_scheduler: Optional[str]) -> Optional[r.Resource]:
 
 
 def default_reconciler(options: ManagerOptions) -> Reconciler:
-    """The reconcile core, configured from the command-line options."""
-    from trainctl.controller.reconcile import ReconcileConfig, reconcile
-
-    config = ReconcileConfig(gang_scheduler=options.gang_scheduler or None)
+    """The reconcile core with the options' ReconcileConfig."""
+    from trainctl.controller.reconcile import reconcile
 
     def run(job: dict[str, Any], observed: Observed, now: datetime) -> Plan:
-        return reconcile(job, observed, now, config)
+        return reconcile(job, observed, now, options.reconcile)
 
     return run
 
@@ -154,7 +132,7 @@ class Manager:
         if options.leader_elect:
             self.elector = LeaderElector(
                 client,
-                options.lease_namespace,
+                options.lease_namespace or "default",
                 options.lease_name,
                 options.identity,
                 lease_duration=options.lease_duration,

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib.util
 import os
 import select
 import signal
@@ -222,11 +221,6 @@ def _wait_started(component: Component, timeout: float) -> None:
         raise component.fail(f"exited with code {component.process.returncode} during start-up")
 
 
-def controller_available() -> bool:
-    """Whether this installation has ``trainctl controller`` (it is built in parallel)."""
-    return importlib.util.find_spec("trainctl.controller.kube.commands") is not None
-
-
 class LocalCluster:
     """An embedded cluster on ``directory``; a context manager that starts and stops it all."""
 
@@ -247,15 +241,11 @@ class LocalCluster:
             "--gpus", str(gpus), "--npus", str(npus), "--workdir", str(self.workdir),
             *(["--backoff-base", str(backoff_base)] if backoff_base is not None else [])], _wait_pipe)
         self.controller: Optional[Component] = None
-        self.controller_missing = False
         if controller:
-            if controller_available():
-                self.controller = Component("controller", self.directory, lambda: [
-                    python, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig),
-                    "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
-                    *(controller_args or [])], _wait_started)
-            else:
-                self.controller_missing = True
+            self.controller = Component("controller", self.directory, lambda: [
+                python, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig),
+                "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
+                *(controller_args or [])], _wait_started)
         self._lock_file: Optional[IO[str]] = None
 
     # --- paths and clients ----------------------------------------------------------------

@@ -186,8 +186,6 @@ def run_up(args: argparse.Namespace) -> int:
     except (ClusterError, OSError) as exc:
         _say(str(exc))
         return 1
-    if cluster.controller_missing:
-        _say("this installation has no 'trainctl controller' yet; starting without a controller")
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()
