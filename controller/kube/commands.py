@@ -96,14 +96,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"trainctl controller: cannot load the cluster configuration: {exc}", file=sys.stderr)
         return 1
     manager = Manager(client, settings, metrics=metrics)
-    try:
-        manager.check_prerequisites()
-    except GangSchedulerMissing as exc:
-        print(f"trainctl controller: {exc}", file=sys.stderr)
-        return 1
-    except ApiError as exc:
-        print(f"trainctl controller: cannot use the API server at {client.configuration.host}: {exc}", file=sys.stderr)
-        return 1
+    delay = 0.5
+    while True:
+        try:
+            manager.check_prerequisites()
+            break
+        except GangSchedulerMissing as exc:
+            print(f"trainctl controller: {exc}", file=sys.stderr)
+            return 1
+        except ApiError as exc:
+            if not exc.retryable:  # unauthorized, forbidden, …: waiting will not help
+                print(f"trainctl controller: cannot use the API server at {client.host}: {exc}", file=sys.stderr)
+                return 1
+            # Unreachable or overloaded: it may be restarting (as under `trainctl local up`).
+            log.warning("API server not answering yet, retrying", extra={"server": client.host, "error": str(exc), "retry_in": delay})
+            if stopping.wait(delay):
+                return 0
+            delay = min(delay * 2, 10.0)
 
     servers: list[Callable[[], None]] = []
     try:

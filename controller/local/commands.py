@@ -306,10 +306,15 @@ def run_down(args: argparse.Namespace) -> int:
         _say(str(exc))
         return 1
     try:
-        cleanup_leftovers(directory)
+        leftovers = cleanup_leftovers(directory)
     finally:
         cluster.stop()
-    print(f"Local cluster in {directory} stopped." if pid is not None else f"No local cluster was running in {directory}.")
+    if pid is not None:
+        print(f"Local cluster in {directory} stopped.")
+    elif leftovers:
+        print(f"Local cluster in {directory} stopped (its supervisor was gone; stopped what it left: {', '.join(leftovers)}).")
+    else:
+        print(f"No local cluster was running in {directory}.")
     return 0
 
 

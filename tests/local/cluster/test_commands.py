@@ -87,3 +87,20 @@ def test_foreground_up_stops_everything_on_sigterm(tmp_path):
             up.wait()
     assert "trainctl local: stopping" in up.stderr.read()
     assert all(process_start_time(pid) is None for pid in pids)
+
+
+def test_down_after_a_supervisor_crash_says_what_it_stopped(tmp_path):
+    directory = tmp_path / "cluster"
+    up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    components = [read_pid_file(directory / "run" / f"{name}.pid") for name in ("apiserver", "kubelet")]
+    supervisor = read_pid_file(directory / "run" / "supervisor.pid")
+    try:
+        os.kill(supervisor, signal.SIGKILL)  # the supervisor crashes; its components run on
+        assert all(process_start_time(pid) for pid in components)
+    finally:
+        down = trainctl("down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr
+    assert "No local cluster was running" not in down.stdout
+    assert "stopped what it left: apiserver, kubelet" in down.stdout
+    assert all(process_start_time(pid) is None for pid in components)
