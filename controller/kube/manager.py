@@ -8,10 +8,15 @@ a worker takes from the queue it:
    (expectations), because a stale cache is how duplicate pods are born;
 3. calls ``reconcile(job, observed, now)`` and applies the Plan: children created in
    parallel with bounded concurrency (the reference creates them one by one, issue #2361),
-   updates, deletes, then the status through the ``status`` subresource (only when the plan
+   in slow-start batches that stop at the first failing one (the Job controller's
+   slowStartBatch), updates, deletes, then the status through the ``status`` subresource (only when the plan
    has one), then the plan's Events and metrics, which therefore count only transitions that
    were persisted;
 4. re-queues with per-job exponential back-off on any error, or after ``requeue_after``.
+
+A job whose status was written less than ``status_batch_period`` ago is reconciled again
+only when that period is over, however many of its pods change meanwhile (the Job
+controller's syncJobBatchPeriod), so status writes do not grow with pod churn.
 
 Leader election, when on, gates the workers only: caches warm up on every replica so a new
 leader starts with a synced cache.
@@ -76,6 +81,10 @@ def default_reconciler(options: ManagerOptions) -> Reconciler:
     return run
 
 
+def _generation(obj: dict[str, Any]) -> Any:
+    return obj["metadata"].get("generation")
+
+
 def _job_name(key: JobKey) -> str:
     return f"{key[1]}/{key[2]}"
 
@@ -103,6 +112,8 @@ class Manager:
         self._workers: list[threading.Thread] = []
         self.lost_leadership = False
         self.reconciles = 0
+        # job -> time.monotonic() of its last status write, for the status batch period
+        self._status_written: dict[JobKey, float] = {}
         # (job, child) -> the last refusal recorded as an Event, so retries do not repeat it
         self._refusals: dict[tuple[JobKey, ChildKey], str] = {}
         self._refusals_lock = threading.Lock()
@@ -154,10 +165,15 @@ class Manager:
         key: JobKey = (obj.get("kind", ""), meta.get("namespace") or "", meta["name"])
         if event_type == "DELETED":
             self.expectations.forget(key)
+            self._status_written.pop(key, None)
             with self._refusals_lock:
                 for refusal in [k for k in self._refusals if k[0] == key]:
                     del self._refusals[refusal]
-        self.queue.add(key)
+        if event_type == "MODIFIED" and old is not None and _generation(obj) == _generation(old):
+            # Status or metadata only (mostly our own status write coming back): batched.
+            self.queue.add_after(key, self._batched(key, 0.0))
+        else:
+            self.queue.add(key)
 
     def _on_child_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
         obj = new or old
@@ -166,10 +182,21 @@ class Manager:
         if owner is None:
             return
         key: JobKey = (owner.get("kind", ""), obj["metadata"].get("namespace") or "", owner.get("name", ""))
-        if event_type == "DELETED":
-            self.queue.add(key)
-        else:
-            self.queue.add_after(key, self.options.child_update_batch_period)
+        # Deletions reconcile at once (to fill the gap fast) unless the status batch period
+        # holds the job; other changes wait for the child-update window as well.
+        delay = 0.0 if event_type == "DELETED" else self.options.child_update_batch_period
+        self.queue.add_after(key, self._batched(key, delay))
+
+    def _batched(self, key: JobKey, delay: float) -> float:
+        """``delay``, stretched to the end of the status batch period of the job's last status write.
+
+        Like the Job controller's syncJobBatchPeriod: while its pods keep changing, a job is
+        reconciled (and its status written) about once per period, not once per change.
+        """
+        written = self._status_written.get(key)
+        if written is None or self.options.status_batch_period <= 0:
+            return delay
+        return max(delay, written + self.options.status_batch_period - time.monotonic())
 
     def _lookup(self, child: ChildKey) -> Optional[dict[str, Any]]:
         kind, namespace, name = child
@@ -290,6 +317,7 @@ class Manager:
         job = informer.store.get(namespace, name) if informer else None
         if job is None:
             self.expectations.forget(key)
+            self._status_written.pop(key, None)
             return None
         if job["metadata"].get("deletionTimestamp"):
             return None
@@ -393,15 +421,33 @@ class Manager:
         serial = [i for i in items if i[0][0] not in ("Pod", "Service")]
         parallel = [i for i in items if i[0][0] in ("Pod", "Service")]
         results = [create(i) for i in serial]
-        if len(parallel) == 1:
-            results.append(create(parallel[0]))
-        elif parallel:
-            results.extend(self._pool.map(create, parallel))
+        attempted = len(serial) + self._slow_start(parallel, create, results)
+        skipped = parallel[attempted - len(serial):]
+        for child, _ in skipped:
+            self.expectations.creation_failed(key, child)
         failures = [e for e in results if e]
         errors.extend(failures)
+        if skipped:
+            errors.append(f"{len(skipped)} creates not attempted after a failed batch")
         for child, exc in refused:
             self._record_refusal(key, child, exc)
-        return len(items) - len(failures)
+        return attempted - len(failures)
+
+    def _slow_start(self, items: list[Any], create: Callable[[Any], Optional[str]], results: list[Optional[str]]) -> int:
+        """Create in batches of 1, 2, 4 … (at most ``max_create_batch``), in parallel within a
+        batch, stopping after the first batch with a failure (the Job controller's
+        slowStartBatch): a server that refuses everything gets one request, not thousands.
+        Appends each outcome to ``results``; returns how many items were attempted."""
+        done, size = 0, 1
+        while done < len(items):
+            batch = items[done : done + size]
+            outcomes = [create(batch[0])] if len(batch) == 1 else list(self._pool.map(create, batch))
+            results.extend(outcomes)
+            done += len(batch)
+            if any(outcomes):
+                break
+            size = min(size * 2, self.options.max_create_batch)
+        return done
 
     def _record_refusal(self, key: JobKey, child: ChildKey, exc: ApiError) -> None:
         """A Warning Event (the reference's ``FailedCreatePod``) when the server refuses a
@@ -460,6 +506,10 @@ class Manager:
                     return None
                 body = {**fresh, "status": status}
                 continue
+            key: JobKey = (job.get("kind", ""), meta.get("namespace") or "", meta["name"])
+            self._status_written[key] = time.monotonic()
+            # Changes seen before this write were scheduled without the batch period; they wait too.
+            self.queue.postpone(key, self.options.status_batch_period)
             # Write-through: the next reconcile must see this status even before the watch
             # delivers it, or it would redo the same transition (events, counters).
             informer = self.job_informers.get(job.get("kind", ""))
@@ -470,6 +520,6 @@ class Manager:
             if attempt > 0:
                 # The job changed under us (that was the conflict), and the cache now holds
                 # the changed version, so its watch event will look stale: reconcile again.
-                self.queue.add((job.get("kind", ""), meta.get("namespace") or "", meta["name"]))
+                self.queue.add(key)
             return updated
         return None

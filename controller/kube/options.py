@@ -33,7 +33,11 @@ def _setting(default: Any, help: str, **metadata: Any) -> Any:
 class ManagerOptions:
     namespace: Optional[str] = _setting(None, "watch only this namespace (default: all)", env="KUBEFLOW_NAMESPACE")
     workers: int = _setting(4, "jobs reconciled in parallel", minimum=1)
-    create_concurrency: int = _setting(32, "children created in parallel (the cap of the slow-start batches)", minimum=1)
+    create_concurrency: int = _setting(32, "children created in parallel", minimum=1)
+    # Pods and Services are created in slow-start batches (1, 2, 4 … up to this), so a
+    # failing API server gets a bounded burst; a batch larger than create_concurrency keeps
+    # the pool busy between batch boundaries.
+    max_create_batch: int = _setting(256, "largest slow-start batch of pod/service creates", minimum=1)
     # Child ADDED/MODIFIED events within this window share one reconcile (as the Job
     # controller's pod-update batch period does), so pods starting together cost one
     # reconcile; deletions still reconcile at once, to fill the gap fast.
