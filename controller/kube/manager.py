@@ -14,9 +14,10 @@ a worker takes from the queue it:
    were persisted;
 4. re-queues with per-job exponential back-off on any error, or after ``requeue_after``.
 
-A job whose status was written less than ``status_batch_period`` ago is reconciled again
-only when that period is over, however many of its pods change meanwhile (the Job
-controller's syncJobBatchPeriod), so status writes do not grow with pod churn.
+Within ``status_batch_period`` of a job's last status write, a new status that only moves
+replica counts is held back and written when the period is over, with whatever else changed
+meanwhile (the Job controller's syncJobBatchPeriod): status writes do not grow with pod
+churn, while transitions (conditions, Events) are still written at once.
 
 Leader election, when on, gates the workers only: caches warm up on every replica so a new
 leader starts with a synced cache.
@@ -81,8 +82,8 @@ def default_reconciler(options: ManagerOptions) -> Reconciler:
     return run
 
 
-def _generation(obj: dict[str, Any]) -> Any:
-    return obj["metadata"].get("generation")
+def _without_counts(status: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if k != "replicaStatuses"}
 
 
 def _job_name(key: JobKey) -> str:
@@ -169,11 +170,7 @@ class Manager:
             with self._refusals_lock:
                 for refusal in [k for k in self._refusals if k[0] == key]:
                     del self._refusals[refusal]
-        if event_type == "MODIFIED" and old is not None and _generation(obj) == _generation(old):
-            # Status or metadata only (mostly our own status write coming back): batched.
-            self.queue.add_after(key, self._batched(key, 0.0))
-        else:
-            self.queue.add(key)
+        self.queue.add(key)
 
     def _on_child_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
         obj = new or old
@@ -182,21 +179,10 @@ class Manager:
         if owner is None:
             return
         key: JobKey = (owner.get("kind", ""), obj["metadata"].get("namespace") or "", owner.get("name", ""))
-        # Deletions reconcile at once (to fill the gap fast) unless the status batch period
-        # holds the job; other changes wait for the child-update window as well.
-        delay = 0.0 if event_type == "DELETED" else self.options.child_update_batch_period
-        self.queue.add_after(key, self._batched(key, delay))
-
-    def _batched(self, key: JobKey, delay: float) -> float:
-        """``delay``, stretched to the end of the status batch period of the job's last status write.
-
-        Like the Job controller's syncJobBatchPeriod: while its pods keep changing, a job is
-        reconciled (and its status written) about once per period, not once per change.
-        """
-        written = self._status_written.get(key)
-        if written is None or self.options.status_batch_period <= 0:
-            return delay
-        return max(delay, written + self.options.status_batch_period - time.monotonic())
+        if event_type == "DELETED":
+            self.queue.add(key)
+        else:
+            self.queue.add_after(key, self.options.child_update_batch_period)
 
     def _lookup(self, child: ChildKey) -> Optional[dict[str, Any]]:
         kind, namespace, name = child
@@ -354,7 +340,12 @@ class Manager:
         deleted = self._delete_all(key, plan.deletes, errors)
 
         status_written = plan.status is None
-        if plan.status is not None:
+        held = self._status_hold(key, job, plan)
+        if held > 0:
+            # Nothing rides on this status (no transition, Event or counter): a later
+            # reconcile writes it, with whatever else changed by then.
+            self.queue.add_after(key, held)
+        elif plan.status is not None:
             try:
                 status_written = self._write_status(job, plan.status) is not None
             except ApiError as exc:
@@ -385,6 +376,7 @@ class Manager:
                 "updates": len(plan.updates),
                 "deletes": deleted,
                 "status": plan.status is not None and status_written,
+                "status_held": round(held, 3),
                 "events": ",".join(e.reason for e in plan.events) if status_written else "",
                 "job_deleted": job_deleted,
                 "requeue_after": plan.requeue_after,
@@ -393,6 +385,19 @@ class Manager:
         )
         if errors:
             raise ApplyError(errors)
+
+    def _status_hold(self, key: JobKey, job: dict[str, Any], plan: Plan) -> float:
+        """Seconds to hold ``plan.status`` back: the rest of the status batch period when the
+        new status only moves replica counts (the Job controller's syncJobBatchPeriod, so
+        writes do not grow with pod churn); 0 when it must be written now. A transition
+        (conditions, start or completion time, restarts), an Event or a counter is never held."""
+        written = self._status_written.get(key)
+        period = self.options.status_batch_period
+        if plan.status is None or written is None or period <= 0 or plan.events or plan.metrics or plan.delete_job:
+            return 0.0
+        if _without_counts(plan.status) != _without_counts(job.get("status") or {}):
+            return 0.0
+        return max(0.0, written + period - time.monotonic())
 
     def _create_all(self, key: JobKey, objects: list[dict[str, Any]], errors: list[str]) -> int:
         if not objects:
@@ -508,8 +513,6 @@ class Manager:
                 continue
             key: JobKey = (job.get("kind", ""), meta.get("namespace") or "", meta["name"])
             self._status_written[key] = time.monotonic()
-            # Changes seen before this write were scheduled without the batch period; they wait too.
-            self.queue.postpone(key, self.options.status_batch_period)
             # Write-through: the next reconcile must see this status even before the watch
             # delivers it, or it would redo the same transition (events, counters).
             informer = self.job_informers.get(job.get("kind", ""))

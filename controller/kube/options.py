@@ -44,11 +44,11 @@ class ManagerOptions:
     child_update_batch_period: float = _setting(
         0.025, "reconcile a job once per this window of pod/service updates (0 = at once)", metavar="SECONDS", minimum=0
     )
-    # A job whose status was written less than this long ago is reconciled again only when
-    # the period is over, however many of its pods change meanwhile (the Job controller's
-    # syncJobBatchPeriod): status writes per job stay bounded while pods churn.
+    # Within this period of a job's last status write, a status that only moves replica
+    # counts waits for the period's end (the Job controller's syncJobBatchPeriod), so status
+    # writes per job stay bounded while pods churn; transitions are written at once.
     status_batch_period: float = _setting(
-        1.0, "write a job's status at most about once per this period while its pods change (0 = at once)",
+        1.0, "write replica-count changes of a job's status at most about once per this period (0 = at once)",
         metavar="SECONDS", minimum=0,
     )
     qps: float = _setting(100.0, "client-side API request rate (0 = unlimited)", minimum=0)

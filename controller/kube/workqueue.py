@@ -6,8 +6,7 @@
 - :meth:`add_rate_limited` re-queues after a per-key exponential back-off, reset by
   :meth:`forget` once the key reconciles cleanly.
 - :meth:`add_after` really fires: deadlines and TTLs are kept in a heap and released by the
-  same condition variable the workers wait on, so no timer thread is needed;
-  :meth:`postpone` moves a pending deadline later (a batch period that just began).
+  same condition variable the workers wait on, so no timer thread is needed.
 - :meth:`shut_down` stops handing out keys; workers finish what they hold.
 """
 
@@ -72,19 +71,6 @@ class WorkQueue(Generic[K]):
             self._waiting_at[key] = when
             heapq.heappush(self._waiting, (when, next(self._seq), key))
             self._cond.notify()
-
-    def postpone(self, key: K, delay: float) -> None:
-        """Push a pending :meth:`add_after` deadline of ``key`` to at least ``delay`` from now.
-
-        A key already queued, or with no pending deadline, is left as it is.
-        """
-        when = time.monotonic() + delay
-        with self._cond:
-            current = self._waiting_at.get(key)
-            if current is None or current >= when:
-                return
-            self._waiting_at[key] = when  # the earlier heap entry no longer matches: skipped
-            heapq.heappush(self._waiting, (when, next(self._seq), key))
 
     def add_rate_limited(self, key: K) -> float:
         """Re-queue after this key's back-off (base × 2^failures, capped). Returns the delay."""

@@ -82,18 +82,3 @@ def test_depth_is_reported():
     q.add("b")
     q.get(timeout=0)
     assert depths == [1, 2, 1]
-
-
-def test_postpone_moves_a_pending_deadline_later_but_never_earlier():
-    q: WorkQueue[str] = WorkQueue()
-    q.add_after("a", 0.05)
-    q.postpone("a", 0.6)
-    assert q.get(timeout=0.3) is None
-    assert q.get(timeout=3.0) == "a"
-    q.done("a")
-    q.add_after("b", 0.05)
-    q.postpone("b", 0.0)  # earlier than pending: no change
-    q.postpone("c", 5.0)  # nothing pending: nothing queued
-    assert q.get(timeout=3.0) == "b"
-    q.done("b")
-    assert q.get(timeout=0.2) is None
