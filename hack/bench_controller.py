@@ -228,7 +228,8 @@ def bench_status_writes(server: Server, replicas: list[int], batch_periods: list
             before = server.writes()
             start = time.monotonic()
             server.client.create(PYTORCHJOBS, job("status", ns, size - 1))
-            wait_for(lambda: condition(manager.job_informers["PyTorchJob"].store.get(ns, "status"), "Succeeded"), 600, f"{size}-replica job Succeeded")
+            jobs = manager.job_informers["PyTorchJob"].store
+            wait_for(lambda jobs=jobs, ns=ns: condition(jobs.get(ns, "status"), "Succeeded"), 600, f"{size}-replica job Succeeded")
             seconds = time.monotonic() - start
             time.sleep(max(1.5, period * 1.5))  # writes still held by the batch period land
             written = diff(server.writes(), before)

@@ -110,7 +110,11 @@ def _parser_for(value_type: type, minimum: Optional[float]) -> Any:
 
 
 def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: Any) -> None:
-    default = f.default if f.default is not dataclasses.MISSING else f.default_factory()  # type: ignore[misc]
+    default: Any = None
+    if f.default is not dataclasses.MISSING:
+        default = f.default
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f.default_factory()
     env = f.metadata.get("env")
     if env and os.environ.get(env):
         default = os.environ[env]
