@@ -9,9 +9,9 @@ a worker takes from the queue it:
 3. calls ``reconcile(job, observed, now)`` and applies the Plan: children created in
    parallel with bounded concurrency (the reference creates them one by one, issue #2361),
    in slow-start batches that stop at the first failing one (the Job controller's
-   slowStartBatch), updates, deletes, then the status through the ``status`` subresource (only when the plan
-   has one), then the plan's Events and metrics, which therefore count only transitions that
-   were persisted;
+   slowStartBatch), updates, deletes, then the status through the ``status`` subresource
+   (only when the plan has one), then the plan's Events and metrics, which therefore count
+   only transitions that were persisted;
 4. re-queues with per-job exponential back-off on any error, or after ``requeue_after``.
 
 Within ``status_batch_period`` of a job's last status write, a new status that only moves
