@@ -104,3 +104,44 @@ def test_down_after_a_supervisor_crash_says_what_it_stopped(tmp_path):
     assert "No local cluster was running" not in down.stdout
     assert "stopped what it left: apiserver, kubelet" in down.stdout
     assert all(process_start_time(pid) is None for pid in components)
+
+
+class FlakyComponent:
+    """Crashes at once after every start; every other start fails outright."""
+
+    name = "apiserver"
+    log_file = "apiserver.log"
+
+    def __init__(self) -> None:
+        self.starts = 0
+        self.process = subprocess.Popen(["true"])
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def start(self) -> None:
+        from trainctl.controller.local.cluster import ClusterError
+
+        self.starts += 1
+        self.process = subprocess.Popen(["true"])
+        if self.starts % 2:
+            self.process.wait()
+            raise ClusterError("apiserver exited during start-up")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
+    from types import SimpleNamespace
+
+    from trainctl.controller.local import commands
+
+    component = FlakyComponent()
+    assert commands._supervise(SimpleNamespace(components=[component])) == 1
+    assert component.starts == commands.MAX_RESTARTS  # failed starts did not end supervision
+    err = capsys.readouterr().err
+    assert "apiserver exited during start-up" in err and "giving up" in err
