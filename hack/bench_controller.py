@@ -7,6 +7,8 @@ Requests are counted by the embedded API server itself (``apiserver_request_tota
    minimum, one create per pod and Service plus one status write per distinct status the
    job went through (counted by a watch on the job);
 2. **idle writes**: writes per minute while jobs run unchanged (should be zero);
+   **status writes per job** from creation to Succeeded for 3, 50 and 500 replicas, with
+   the default ``--status-batch-period`` and without batching;
 3. **a large job**: time from creating a job with ``--workers`` workers to all its pods and
    Services existing, against a plain client creating the same objects with the same
    concurrency;
@@ -210,6 +212,41 @@ def bench_writes(server: Server, jobs: int, workers: int, idle_seconds: float) -
         "idle_seconds": idle_seconds,
         "idle_writes_per_minute": round(sum(idle_controller.values()) * 60 / idle_seconds, 2),
     }
+
+
+# --- 2b: status writes per job -----------------------------------------------------------------
+def bench_status_writes(server: Server, replicas: list[int], batch_periods: list[float]) -> list[dict[str, Any]]:
+    """Status writes of one job from creation to Succeeded, its pods starting as fast as the
+    stand-in kubelet can move them, for each job size and each ``--status-batch-period``."""
+    rows = []
+    for period in batch_periods:
+        for size in replicas:
+            ns = server.namespace(f"bench-status-{size}-{str(period).replace('.', '-')}")
+            manager = start_manager(server, ns, status_batch_period=period)
+
+            def outcome(pod: dict, running: list[dict], size: int = size) -> Optional[str]:
+                is_master = pod["metadata"]["labels"].get("training.kubeflow.org/replica-type") == "master"
+                return "Succeeded" if is_master and len(running) >= size else None
+
+            driver = PodPhaseDriver(server.client, ns, outcome).start()
+            before = server.writes()
+            start = time.monotonic()
+            server.client.create(PYTORCHJOBS, job("status", ns, size - 1))
+            jobs = manager.job_informers["PyTorchJob"].store
+            wait_for(lambda jobs=jobs, ns=ns: condition(jobs.get(ns, "status"), "Succeeded"), 600, f"{size}-replica job Succeeded")
+            seconds = time.monotonic() - start
+            time.sleep(max(1.5, period * 1.5))  # writes still held by the batch period land
+            written = diff(server.writes(), before)
+            driver.stop()
+            manager.stop()
+            rows.append({
+                "replicas": size,
+                "status_batch_period": period,
+                "status_writes": int(written.get(("UPDATE", "pytorchjobs"), 0)),  # the controller updates only status
+                "seconds_to_succeeded": round(seconds, 2),
+            })
+            print("status:", json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 # --- 3: a large job --------------------------------------------------------------------------
@@ -437,10 +474,13 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runs of the large-job comparison")
     parser.add_argument("--failures", type=int, default=20)
     parser.add_argument("--cache-pods", type=int, default=10_000)
-    parser.add_argument("--only", choices=("writes", "large", "replacement", "memory"), action="append")
+    parser.add_argument("--status-replicas", type=int, nargs="+", default=[3, 50, 500], help="job sizes of the status-write measurement")
+    parser.add_argument("--status-batch-periods", type=float, nargs="+", default=[1.0, 0.0],
+                        help="--status-batch-period values to compare (0 = a status write per burst of pod changes)")
+    parser.add_argument("--only", choices=("writes", "status", "large", "replacement", "memory"), action="append")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args()
-    only = set(args.only or ("writes", "large", "replacement", "memory"))
+    only = set(args.only or ("writes", "status", "large", "replacement", "memory"))
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-controller-") as workdir:
         server = Server(Path(workdir))
@@ -448,6 +488,8 @@ def main() -> int:
             if "writes" in only:
                 results["writes"] = bench_writes(server, args.jobs, args.job_workers, args.idle_seconds)
                 print("writes:", json.dumps(results["writes"]), flush=True)
+            if "status" in only:
+                results["status"] = bench_status_writes(server, args.status_replicas, args.status_batch_periods)
             if "large" in only:
                 results["large"] = bench_large_job(args.workers, args.concurrency, args.repeat)
                 print("large:", json.dumps(results["large"]), flush=True)

@@ -97,11 +97,14 @@ def run(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
     """(api client, default namespace, the throwaway cluster or None)."""
-    from trainctl.controller.launch import ClusterConfigError, connect, default_namespace, kubeconfig_path
+    from trainctl.controller.launch import ClusterConfigError, NoClusterConfigured, connect, default_namespace
 
-    path = kubeconfig_path()
-    if path:
-        yield connect(path), default_namespace(path), None
+    try:
+        api = connect()
+    except NoClusterConfigured:
+        api = None
+    if api is not None:
+        yield api, default_namespace(), None
         return
     from trainctl.controller.local.cluster import ClusterError, LocalCluster
 

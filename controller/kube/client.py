@@ -1,7 +1,8 @@
 """The one door to the API server: raw JSON dicts in and out, retries, a rate limit.
 
 Configuration and authentication (kubeconfig, in-cluster service account, token refresh,
-client certificates, TLS) come from the ``kubernetes`` package; the generated model classes
+client certificates, TLS) come from the ``kubernetes`` package, loaded by
+:mod:`trainctl.controller.kube.connect`; the generated model classes
 do not, because building them costs about a millisecond per object (see the client-surface
 notes) and the controller only ever needs the dicts. Every request goes through
 ``ApiClient.call_api(..., _preload_content=False)`` and ``json.loads``.
@@ -30,9 +31,9 @@ from typing import Any, Callable, Iterator, Optional, TypeVar
 import tenacity
 import urllib3
 from kubernetes import client as k8s_client
-from kubernetes import config as k8s_config
 from kubernetes.client.exceptions import ApiException
 
+from trainctl.controller.kube import connect
 from trainctl.controller.kube.ratelimit import TokenBucket
 from trainctl.controller.kube.resources import PODS, Resource
 
@@ -142,16 +143,8 @@ class KubeClient:
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: Optional[str] = None, context: Optional[str] = None, **kwargs: Any) -> "KubeClient":
-        """Load ``kubeconfig`` (or $KUBECONFIG / ~/.kube/config), falling back to in-cluster config."""
-        configuration = k8s_client.Configuration()
-        if kubeconfig:
-            k8s_config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=configuration)
-        else:
-            try:
-                k8s_config.load_incluster_config(client_configuration=configuration)
-            except k8s_config.ConfigException:
-                k8s_config.load_kube_config(context=context, client_configuration=configuration)
-        return cls(configuration, **kwargs)
+        """A client on the cluster :func:`~trainctl.controller.kube.connect.connect` picks (its precedence rule)."""
+        return cls(connect.load_configuration(kubeconfig, context=context), **kwargs)
 
     # --- what RBAC must allow -------------------------------------------------------------
     @property

@@ -8,6 +8,7 @@ it). SIGTERM stops taking work, lets in-flight reconciles finish and releases th
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import os
 import signal
@@ -17,9 +18,9 @@ import threading
 import uuid
 from typing import Callable, Optional
 
-log = logging.getLogger("trainctl.controller")
+from trainctl.controller.kube import options
 
-IN_CLUSTER_NAMESPACE_FILE = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+log = logging.getLogger("trainctl.controller")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,48 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run the PyTorchJob/MSJob controller against an API server",
         description="Reconcile PyTorchJobs and MSJobs: create their pods and services, track their status.",
     )
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster service account, then $KUBECONFIG or ~/.kube/config)")
+    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account, then ~/.kube/config)")
     p.add_argument("--context", help="kubeconfig context to use")
-    p.add_argument(
-        "--namespace",
-        default=os.environ.get("KUBEFLOW_NAMESPACE") or None,
-        help="watch only this namespace (default: all; env KUBEFLOW_NAMESPACE)",
-    )
-    p.add_argument("--workers", type=_positive_int, default=4, help="jobs reconciled in parallel (default 4)")
-    p.add_argument("--create-concurrency", type=_positive_int, default=32, help="children created in parallel (default 32)")
-    p.add_argument(
-        "--child-update-batch-period",
-        type=float,
-        default=0.025,
-        metavar="SECONDS",
-        help="reconcile a job once per this window of pod/service updates (default 0.025; 0 = at once)",
-    )
-    p.add_argument("--qps", type=float, default=100.0, help="client-side API request rate (default 100; 0 = unlimited)")
-    p.add_argument("--burst", type=_positive_int, default=200, help="client-side API request burst (default 200)")
-    p.add_argument("--leader-elect", action="store_true", help="take a coordination.k8s.io Lease before acting")
-    p.add_argument("--leader-elect-namespace", help="namespace of the Lease (default: this pod's namespace, else 'default')")
-    p.add_argument("--leader-elect-name", default="trainctl-controller", help="name of the Lease")
-    p.add_argument("--lease-duration", type=float, default=15.0, help="seconds a Lease is valid (default 15)")
-    p.add_argument("--renew-deadline", type=float, default=10.0, help="seconds the leader may fail to renew before stepping down (default 10)")
-    p.add_argument("--retry-period", type=float, default=2.0, help="seconds between Lease attempts (default 2)")
-    p.add_argument("--metrics-port", type=int, default=8080, help="Prometheus /metrics port (default 8080; 0 = off)")
-    p.add_argument("--health-port", type=int, default=8081, help="/healthz and /readyz port (default 8081; 0 = off)")
-    p.add_argument("--bind-address", default="0.0.0.0", help="address for the metrics and health ports")
-    p.add_argument(
-        "--gang-scheduler",
-        metavar="volcano|scheduler-plugins|NAME",
-        help="gang-schedule pods with Volcano, or with scheduler-plugins under this scheduler name",
-    )
-    p.add_argument("--log-format", choices=("text", "json"), default="text", help="log line format")
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    options.add_flags(p)
     p.set_defaults(func=run)
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def _lease_namespace(explicit: Optional[str]) -> str:
@@ -77,25 +40,30 @@ def _lease_namespace(explicit: Optional[str]) -> str:
         return explicit
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
+    from trainctl.controller.kube.connect import service_account_file
+
     try:
-        with open(IN_CLUSTER_NAMESPACE_FILE, encoding="utf-8") as f:
-            return f.read().strip() or "default"
+        return service_account_file("namespace").read_text(encoding="utf-8").strip() or "default"
     except OSError:
         return "default"
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
-    from kubernetes.config import ConfigException
     from prometheus_client import start_http_server
 
-    from trainctl.controller.kube import logs
+    from trainctl.controller.kube import connect, logs
     from trainctl.controller.kube.client import ApiError, KubeClient
     from trainctl.controller.kube.health import HealthServer
-    from trainctl.controller.kube.manager import GangSchedulerMissing, Manager, ManagerOptions
+    from trainctl.controller.kube.manager import GangSchedulerMissing, Manager
     from trainctl.controller.kube.metrics import ControllerMetrics
 
-    logs.configure(args.log_format, args.log_level)
+    settings = options.from_args(args)
+    settings = dataclasses.replace(
+        settings,
+        lease_namespace=_lease_namespace(settings.lease_namespace),
+        identity=settings.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
+    )
+    logs.configure(settings.log_format, settings.log_level)
     # Handle SIGTERM from the first moment: a pod stopped during start-up exits cleanly too.
     stopping = threading.Event()
     manager: Optional[Manager] = None
@@ -108,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    if not args.lease_duration > args.renew_deadline > args.retry_period > 0:
+    if not settings.lease_duration > settings.renew_deadline > settings.retry_period > 0:
         print("trainctl controller: need --lease-duration > --renew-deadline > --retry-period > 0", file=sys.stderr)
         return 2
     metrics = ControllerMetrics()
@@ -117,43 +85,42 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         client = KubeClient.from_kubeconfig(
-            args.kubeconfig, args.context, qps=args.qps, burst=args.burst, pool_size=args.create_concurrency + 16, on_response=metrics.observe_api
+            args.kubeconfig,
+            args.context,
+            qps=settings.qps,
+            burst=settings.burst,
+            pool_size=settings.create_concurrency + 16,
+            on_response=metrics.observe_api,
         )
-    except (ConfigException, OSError, ValueError, yaml.YAMLError) as exc:
-        reason = " ".join(str(exc).split())  # YAML errors span lines; the contract is one line
-        print(f"trainctl controller: cannot load the cluster configuration: {reason}", file=sys.stderr)
+    except connect.ClusterConfigError as exc:
+        print(f"trainctl controller: cannot load the cluster configuration: {exc}", file=sys.stderr)
         return 1
-    options = ManagerOptions(
-        namespace=args.namespace,
-        workers=args.workers,
-        create_concurrency=args.create_concurrency,
-        child_update_batch_period=args.child_update_batch_period,
-        gang_scheduler=args.gang_scheduler,
-        leader_elect=args.leader_elect,
-        lease_namespace=_lease_namespace(args.leader_elect_namespace),
-        lease_name=args.leader_elect_name,
-        identity=f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
-        lease_duration=args.lease_duration,
-        renew_deadline=args.renew_deadline,
-        retry_period=args.retry_period,
-    )
-    manager = Manager(client, options, metrics=metrics)
-    try:
-        manager.check_prerequisites()
-    except GangSchedulerMissing as exc:
-        print(f"trainctl controller: {exc}", file=sys.stderr)
-        return 1
-    except ApiError as exc:
-        print(f"trainctl controller: cannot use the API server at {client.configuration.host}: {exc}", file=sys.stderr)
-        return 1
+    manager = Manager(client, settings, metrics=metrics)
+    delay = 0.5
+    while True:
+        try:
+            manager.check_prerequisites()
+            break
+        except GangSchedulerMissing as exc:
+            print(f"trainctl controller: {exc}", file=sys.stderr)
+            return 1
+        except ApiError as exc:
+            if not exc.retryable:  # unauthorized, forbidden, …: waiting will not help
+                print(f"trainctl controller: cannot use the API server at {client.host}: {exc}", file=sys.stderr)
+                return 1
+            # Unreachable or overloaded: it may be restarting (as under `trainctl local up`).
+            log.warning("API server not answering yet, retrying", extra={"server": client.host, "error": str(exc), "retry_in": delay})
+            if stopping.wait(delay):
+                return 0
+            delay = min(delay * 2, 10.0)
 
     servers: list[Callable[[], None]] = []
     try:
-        if args.metrics_port:
-            server, _ = start_http_server(args.metrics_port, addr=args.bind_address, registry=metrics.registry)
+        if settings.metrics_port:
+            server, _ = start_http_server(settings.metrics_port, addr=settings.bind_address, registry=metrics.registry)
             servers.append(server.shutdown)
-        if args.health_port:
-            health = HealthServer(args.bind_address, args.health_port, manager.healthy, manager.synced)
+        if settings.health_port:
+            health = HealthServer(settings.bind_address, settings.health_port, manager.healthy, manager.synced)
             health.start()
             servers.append(health.stop)
     except OSError as exc:
@@ -164,10 +131,10 @@ def run(args: argparse.Namespace) -> int:
         "starting",
         extra={
             "server": client.configuration.host,
-            "namespace": args.namespace or "(all)",
-            "workers": args.workers,
-            "leader_elect": args.leader_elect,
-            "gang_scheduler": args.gang_scheduler or "(off)",
+            "namespace": settings.namespace or "(all)",
+            "workers": settings.workers,
+            "leader_elect": settings.leader_elect,
+            "gang_scheduler": settings.gang_scheduler or "(off)",
         },
     )
     if stopping.is_set():

@@ -8,11 +8,18 @@ a worker takes from the queue it:
    (expectations), because a stale cache is how duplicate pods are born;
 3. calls ``reconcile(job, observed, now)`` and applies the Plan: children created in
    parallel with bounded concurrency (the reference creates them one by one, issue #2361),
-   updates, deletes, then the status through the ``status`` subresource (only when the plan
-   has one), then the plan's Events and metrics, which therefore count only transitions that
-   were persisted; each child created or deleted gets its Event once the call has answered
-   (``SuccessfulCreatePod`` …), bounded by the recorder's correlator (kube/events.py);
+   in slow-start batches that stop at the first failing one (the Job controller's
+   slowStartBatch), updates, deletes, then the status through the ``status`` subresource
+   (only when the plan has one), then the plan's Events and metrics, which therefore count
+   only transitions that were persisted; each child created or deleted gets its Event once
+   the call has answered (``SuccessfulCreatePod`` …), bounded by the recorder's correlator
+   (kube/events.py);
 4. re-queues with per-job exponential back-off on any error, or after ``requeue_after``.
+
+Within ``status_batch_period`` of a job's last status write, a new status that only moves
+replica counts is held back and written when the period is over, with whatever else changed
+meanwhile (the Job controller's syncJobBatchPeriod): status writes do not grow with pod
+churn, while transitions (conditions, Events) are still written at once.
 
 Leader election, when on, gates the workers only: caches warm up on every replica so a new
 leader starts with a synced cache.
@@ -25,7 +32,6 @@ import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
@@ -38,6 +44,7 @@ from trainctl.controller.kube.expectations import ChildKey, Expectations
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.kube.leader import LeaderElector
 from trainctl.controller.kube.metrics import ControllerMetrics
+from trainctl.controller.kube.options import ManagerOptions
 from trainctl.controller.kube.workqueue import WorkQueue
 from trainctl.controller.reconcile import plan as plans
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
@@ -63,26 +70,6 @@ class ApplyError(Exception):
         self.errors = errors
 
 
-@dataclass
-class ManagerOptions:
-    namespace: Optional[str] = None
-    workers: int = 4
-    create_concurrency: int = 32
-    gang_scheduler: Optional[str] = None
-    leader_elect: bool = False
-    lease_namespace: str = "default"
-    lease_name: str = "trainctl-controller"
-    identity: str = ""
-    lease_duration: float = 15.0
-    renew_deadline: float = 10.0
-    retry_period: float = 2.0
-    watch_timeout: int = 300
-    # Child ADDED/MODIFIED events within this window share one reconcile (as the Job
-    # controller's pod-update batch period does), so pods starting together cost one status
-    # write; deletions still reconcile at once, to fill the gap fast.
-    child_update_batch_period: float = 0.025
-
-
 def pod_group_resource(gang_scheduler: Optional[str]) -> Optional[r.Resource]:
     """Volcano for ``volcano`` (any case), scheduler-plugins for any other name, None when off."""
     if not gang_scheduler:
@@ -91,15 +78,17 @@ def pod_group_resource(gang_scheduler: Optional[str]) -> Optional[r.Resource]:
 
 
 def default_reconciler(options: ManagerOptions) -> Reconciler:
-    """The reconcile core, configured from the command-line options."""
-    from trainctl.controller.reconcile import ReconcileConfig, reconcile
-
-    config = ReconcileConfig(gang_scheduler=options.gang_scheduler or None)
+    """The reconcile core with the options' ReconcileConfig."""
+    from trainctl.controller.reconcile import reconcile
 
     def run(job: dict[str, Any], observed: Observed, now: datetime) -> Plan:
-        return reconcile(job, observed, now, config)
+        return reconcile(job, observed, now, options.reconcile)
 
     return run
+
+
+def _without_counts(status: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in status.items() if k != "replicaStatuses"}
 
 
 def _job_name(key: JobKey) -> str:
@@ -129,6 +118,8 @@ class Manager:
         self._workers: list[threading.Thread] = []
         self.lost_leadership = False
         self.reconciles = 0
+        # job -> time.monotonic() of its last status write, for the status batch period
+        self._status_written: dict[JobKey, float] = {}
         # (job, child) -> the last refusal recorded as an Event, so retries do not repeat it
         self._refusals: dict[tuple[JobKey, ChildKey], str] = {}
         self._refusals_lock = threading.Lock()
@@ -158,7 +149,7 @@ class Manager:
         if options.leader_elect:
             self.elector = LeaderElector(
                 client,
-                options.lease_namespace,
+                options.lease_namespace or "default",
                 options.lease_name,
                 options.identity,
                 lease_duration=options.lease_duration,
@@ -180,6 +171,7 @@ class Manager:
         key: JobKey = (obj.get("kind", ""), meta.get("namespace") or "", meta["name"])
         if event_type == "DELETED":
             self.expectations.forget(key)
+            self._status_written.pop(key, None)
             with self._refusals_lock:
                 for refusal in [k for k in self._refusals if k[0] == key]:
                     del self._refusals[refusal]
@@ -316,6 +308,7 @@ class Manager:
         job = informer.store.get(namespace, name) if informer else None
         if job is None:
             self.expectations.forget(key)
+            self._status_written.pop(key, None)
             return None
         if job["metadata"].get("deletionTimestamp"):
             return None
@@ -352,7 +345,12 @@ class Manager:
         deleted = self._delete_all(key, job, plan.deletes, errors)
 
         status_written = plan.status is None
-        if plan.status is not None:
+        held = self._status_hold(key, job, plan)
+        if held > 0:
+            # Nothing rides on this status (no transition, Event or counter): a later
+            # reconcile writes it, with whatever else changed by then.
+            self.queue.add_after(key, held)
+        elif plan.status is not None:
             try:
                 status_written = self._write_status(job, plan.status) is not None
             except ApiError as exc:
@@ -383,6 +381,7 @@ class Manager:
                 "updates": len(plan.updates),
                 "deletes": deleted,
                 "status": plan.status is not None and status_written,
+                "status_held": round(held, 3),
                 "events": ",".join(e.reason for e in plan.events) if status_written else "",
                 "job_deleted": job_deleted,
                 "requeue_after": plan.requeue_after,
@@ -391,6 +390,19 @@ class Manager:
         )
         if errors:
             raise ApplyError(errors)
+
+    def _status_hold(self, key: JobKey, job: dict[str, Any], plan: Plan) -> float:
+        """Seconds to hold ``plan.status`` back: the rest of the status batch period when the
+        new status only moves replica counts (the Job controller's syncJobBatchPeriod, so
+        writes do not grow with pod churn); 0 when it must be written now. A transition
+        (conditions, start or completion time, restarts), an Event or a counter is never held."""
+        written = self._status_written.get(key)
+        period = self.options.status_batch_period
+        if plan.status is None or written is None or period <= 0 or plan.events or plan.metrics or plan.delete_job:
+            return 0.0
+        if _without_counts(plan.status) != _without_counts(job.get("status") or {}):
+            return 0.0
+        return max(0.0, written + period - time.monotonic())
 
     def _create_all(self, key: JobKey, job: dict[str, Any], objects: list[dict[str, Any]], errors: list[str]) -> int:
         if not objects:
@@ -421,16 +433,34 @@ class Manager:
         serial = [i for i in items if i[0][0] not in ("Pod", "Service")]
         parallel = [i for i in items if i[0][0] in ("Pod", "Service")]
         results = [create(i) for i in serial]
-        if len(parallel) == 1:
-            results.append(create(parallel[0]))
-        elif parallel:
-            results.extend(self._pool.map(create, parallel))
+        attempted = len(serial) + self._slow_start(parallel, create, results)
+        skipped = parallel[attempted - len(serial):]
+        for child, _ in skipped:
+            self.expectations.creation_failed(key, child)
         failures = [e for e in results if e]
         errors.extend(failures)
+        if skipped:
+            errors.append(f"{len(skipped)} creates not attempted after a failed batch")
         self._record_outcomes(key, job, announced)
         for child, exc in refused:
             self._record_refusal(key, child, exc)
-        return len(items) - len(failures)
+        return attempted - len(failures)
+
+    def _slow_start(self, items: list[Any], create: Callable[[Any], Optional[str]], results: list[Optional[str]]) -> int:
+        """Create in batches of 1, 2, 4 … (at most ``max_create_batch``), in parallel within a
+        batch, stopping after the first batch with a failure (the Job controller's
+        slowStartBatch): a server that refuses everything gets one request, not thousands.
+        Appends each outcome to ``results``; returns how many items were attempted."""
+        done, size = 0, 1
+        while done < len(items):
+            batch = items[done : done + size]
+            outcomes = [create(batch[0])] if len(batch) == 1 else list(self._pool.map(create, batch))
+            results.extend(outcomes)
+            done += len(batch)
+            if any(outcomes):
+                break
+            size = min(size * 2, self.options.max_create_batch)
+        return done
 
     def _record_outcomes(self, key: JobKey, job: dict[str, Any], outcomes: list[tuple[Optional[plans.ChildEvents], Optional[str]]]) -> None:
         """The plan's per-child Events, once the API calls have answered (error None: success)."""
@@ -504,6 +534,8 @@ class Manager:
                     return None
                 body = {**fresh, "status": status}
                 continue
+            key: JobKey = (job.get("kind", ""), meta.get("namespace") or "", meta["name"])
+            self._status_written[key] = time.monotonic()
             # Write-through: the next reconcile must see this status even before the watch
             # delivers it, or it would redo the same transition (events, counters).
             informer = self.job_informers.get(job.get("kind", ""))
@@ -514,6 +546,6 @@ class Manager:
             if attempt > 0:
                 # The job changed under us (that was the conflict), and the cache now holds
                 # the changed version, so its watch event will look stale: reconcile again.
-                self.queue.add((job.get("kind", ""), meta.get("namespace") or "", meta["name"]))
+                self.queue.add(key)
             return updated
         return None

@@ -145,8 +145,3 @@ class WorkQueue(Generic[K]):
     def __len__(self) -> int:
         with self._cond:
             return len(self._queue)
-
-    @property
-    def processing(self) -> int:
-        with self._cond:
-            return len(self._processing)

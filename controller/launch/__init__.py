@@ -1,10 +1,11 @@
 """Launch-and-wait for training jobs: the code ``trainctl run`` and the pipeline components share.
 
 ``launch(api, job, namespace, view, timeout=…)`` creates a PyTorchJob or MSJob, follows it
-and its lead pod's log with watches, and returns a ``LaunchResult``.
+and its lead pod's log with watches, and returns a ``LaunchResult``. Its ``api`` comes from ``connect``, the precedence rule
+every component uses (:mod:`trainctl.controller.kube.connect`).
 """
 
-from trainctl.controller.launch.client import ClusterConfigError, NoClusterConfigured, connect, default_namespace, kubeconfig_path
+from trainctl.controller.kube.connect import ClusterConfigError, NoClusterConfigured, connect, default_namespace
 from trainctl.controller.launch.launcher import JobExists, LaunchError, Launcher, LaunchResult, Outcome, launch, sigterm_as_interrupt
 from trainctl.controller.launch.progress import PlainView, ProgressView, RichView, make_view
 
@@ -21,7 +22,6 @@ __all__ = [
     "RichView",
     "connect",
     "default_namespace",
-    "kubeconfig_path",
     "launch",
     "make_view",
     "sigterm_as_interrupt",

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import importlib.util
 import os
 import select
 import signal
@@ -193,16 +192,6 @@ def install_crds(client: KubeClient) -> list[str]:
     return installed
 
 
-def _wait_apiserver(directory: Path) -> Callable[[Component, float], None]:
-    def ready(component: Component, timeout: float) -> None:
-        ready = wait_for_port_file(directory / PORT_FILE, lambda: component.alive, timeout)
-        if ready is False:
-            raise component.fail("exited during start-up")
-        if ready is None:
-            raise component.fail(f"not ready after {timeout:g}s")
-    return ready
-
-
 def _wait_pipe(component: Component, timeout: float) -> None:
     """The kubelet writes one line to its --ready-fd once it runs; EOF first means it died."""
     assert component.ready_fd is not None
@@ -222,11 +211,6 @@ def _wait_started(component: Component, timeout: float) -> None:
         raise component.fail(f"exited with code {component.process.returncode} during start-up")
 
 
-def controller_available() -> bool:
-    """Whether this installation has ``trainctl controller`` (it is built in parallel)."""
-    return importlib.util.find_spec("trainctl.controller.kube.commands") is not None
-
-
 class LocalCluster:
     """An embedded cluster on ``directory``; a context manager that starts and stops it all."""
 
@@ -239,23 +223,22 @@ class LocalCluster:
         self.node_name = node_name
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
-        self._port = port
+        # The API server's port: the one asked for, else the one it first chose. Every restart
+        # passes it, however the server stopped (a clean exit removes its port file), so the
+        # kubeconfig the kubelet and the controller hold stays valid for the cluster's life.
+        self.port = port
         python = sys.executable
-        self.apiserver = Component("apiserver", self.directory, self._apiserver_argv, _wait_apiserver(self.directory))
+        self.apiserver = Component("apiserver", self.directory, self._apiserver_argv, self._apiserver_ready)
         self.kubelet = Component("kubelet", self.directory, lambda: [
             python, "-m", "trainctl.controller.local.kubelet", "--dir", str(self.directory), "--node-name", node_name,
             "--gpus", str(gpus), "--npus", str(npus), "--workdir", str(self.workdir),
             *(["--backoff-base", str(backoff_base)] if backoff_base is not None else [])], _wait_pipe)
         self.controller: Optional[Component] = None
-        self.controller_missing = False
         if controller:
-            if controller_available():
-                self.controller = Component("controller", self.directory, lambda: [
-                    python, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig),
-                    "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
-                    *(controller_args or [])], _wait_started)
-            else:
-                self.controller_missing = True
+            self.controller = Component("controller", self.directory, lambda: [
+                python, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig),
+                "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
+                *(controller_args or [])], _wait_started)
         self._lock_file: Optional[IO[str]] = None
 
     # --- paths and clients ----------------------------------------------------------------
@@ -275,14 +258,19 @@ class LocalCluster:
         return KubeClient.from_kubeconfig(str(self.kubeconfig), qps=0)
 
     def _apiserver_argv(self) -> list[str]:
+        (self.directory / PORT_FILE).unlink(missing_ok=True)  # it reappears once the server serves
+        return [sys.executable, "-m", "trainctl.controller.local.apiserver", "--dir", str(self.directory),
+                "--port", str(self.port), "--service-cidr", cluster_ranges(self.directory)[1]]
+
+    def _apiserver_ready(self, component: Component, timeout: float) -> None:
         port_file = self.directory / PORT_FILE
-        port = self._port
-        if not port and self.apiserver.process is not None and port_file.exists():
-            # A restart keeps the port, so the kubelet's and controller's kubeconfig stays valid.
-            port = int(port_file.read_text().strip() or 0)
-        port_file.unlink(missing_ok=True)
-        return [sys.executable, "-m", "trainctl.controller.local.apiserver", "--dir", str(self.directory), "--port", str(port),
-                "--service-cidr", cluster_ranges(self.directory)[1]]
+        ready = wait_for_port_file(port_file, lambda: component.alive, timeout)
+        if ready is False:
+            raise component.fail("exited during start-up")
+        if ready is None:
+            raise component.fail(f"not ready after {timeout:g}s")
+        if not self.port:
+            self.port = int(port_file.read_text().strip())
 
     # --- lifecycle ------------------------------------------------------------------------
     def lock(self) -> None:
@@ -355,12 +343,20 @@ class LocalCluster:
         self.stop()
 
 
-def cleanup_leftovers(directory: Path) -> None:
-    """Kill component processes and pod process groups that a crashed supervisor left."""
+def cleanup_leftovers(directory: Path) -> list[str]:
+    """Kill component processes and pod process groups that a crashed supervisor left.
+
+    Returns what was killed, for the user: component names, then ``"N pod processes"``.
+    """
+    killed: list[str] = []
     for name in COMPONENTS:
         pid_file = directory / "run" / f"{name}.pid"
         pid = signal_pid_file(pid_file, signal.SIGKILL)
         if pid is not None:
             wait_pid_exit(pid, 5)
+            killed.append(name)
         pid_file.unlink(missing_ok=True)
-    ProcessRegistry(directory / "kubelet" / "processes").kill_leftovers()
+    pods = ProcessRegistry(directory / "kubelet" / "processes").kill_leftovers()
+    if pods:
+        killed.append(f"{len(pods)} pod process{'es' if len(pods) > 1 else ''}")
+    return killed

@@ -186,8 +186,6 @@ def run_up(args: argparse.Namespace) -> int:
     except (ClusterError, OSError) as exc:
         _say(str(exc))
         return 1
-    if cluster.controller_missing:
-        _say("this installation has no 'trainctl controller' yet; starting without a controller")
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()
@@ -227,6 +225,8 @@ def _start_with_spinner(cluster: Any) -> None:
 
 def _supervise(cluster: Any) -> int:
     """Wait for a component to exit (no polling: waitid on our children) and restart it."""
+    from .cluster import ClusterError
+
     crashes: dict[str, list[float]] = {}
     while True:
         info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
@@ -236,15 +236,24 @@ def _supervise(cluster: Any) -> int:
                 os.waitpid(info.si_pid, 0)
             continue
         code = component.process.wait()
-        now = time.monotonic()
-        recent = [t for t in crashes.get(component.name, []) if now - t < RESTART_WINDOW_SECONDS] + [now]
-        crashes[component.name] = recent
-        if len(recent) > MAX_RESTARTS:
-            _say(f"{component.name} exited {len(recent)} times within {RESTART_WINDOW_SECONDS:g}s "
-                 f"(last code {code}); giving up, see {component.log_file}")
-            return 1
-        _say(f"{component.name} exited with code {code}; restarting it")
-        component.start()
+        # A restart that fails (e.g. the API server cannot listen yet) is one more crash, not
+        # the end of the cluster: try again until the crash budget is spent.
+        while True:
+            now = time.monotonic()
+            recent = [t for t in crashes.get(component.name, []) if now - t < RESTART_WINDOW_SECONDS] + [now]
+            crashes[component.name] = recent
+            if len(recent) > MAX_RESTARTS:
+                _say(f"{component.name} exited {len(recent)} times within {RESTART_WINDOW_SECONDS:g}s "
+                     f"(last code {code}); giving up, see {component.log_file}")
+                return 1
+            _say(f"{component.name} exited with code {code}; restarting it")
+            try:
+                component.start()
+                break
+            except ClusterError as exc:
+                _say(str(exc))
+                component.kill()
+                code = component.process.returncode if component.process else None
 
 
 def _up_detached(args: argparse.Namespace, directory: Path) -> int:
@@ -308,10 +317,15 @@ def run_down(args: argparse.Namespace) -> int:
         _say(str(exc))
         return 1
     try:
-        cleanup_leftovers(directory)
+        leftovers = cleanup_leftovers(directory)
     finally:
         cluster.stop()
-    print(f"Local cluster in {directory} stopped." if pid is not None else f"No local cluster was running in {directory}.")
+    if pid is not None:
+        print(f"Local cluster in {directory} stopped.")
+    elif leftovers:
+        print(f"Local cluster in {directory} stopped (its supervisor was gone; stopped what it left: {', '.join(leftovers)}).")
+    else:
+        print(f"No local cluster was running in {directory}.")
     return 0
 
 

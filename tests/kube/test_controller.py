@@ -158,6 +158,38 @@ def test_bad_configuration_is_one_line_not_a_traceback(tmp_path):
         assert len(lines) == 1 and lines[0].startswith("trainctl controller: "), out.stderr
 
 
+def test_an_api_server_that_is_not_up_yet_is_waited_for_not_fatal(tmp_path):
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as probe:  # a port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: c\n"
+        f"clusters: [{{name: c, cluster: {{server: 'https://127.0.0.1:{port}'}}}}]\n"
+        "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(kubeconfig),
+         "--metrics-port", "0", "--health-port", "0"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    try:
+        time.sleep(15)  # longer than one request's retries
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else ""
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "API server not answering yet, retrying" in (proc.stdout.read() if proc.stdout else "")
+
+
 def test_a_child_the_api_server_refuses_is_reported_once_as_a_warning(kube, start_manager, events):
     manager = start_manager()
     job = pytorchjob("refused", workers=None, restart="OnFailure", uid=None)

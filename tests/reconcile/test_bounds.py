@@ -8,6 +8,7 @@ import tracemalloc
 import pytest
 
 from trainctl.controller.reconcile import ReconcileConfig
+
 from tests.support.jobs import msjob, pytorchjob
 from tests.support.reconcile import Cluster, conditions
 

@@ -87,3 +87,61 @@ def test_foreground_up_stops_everything_on_sigterm(tmp_path):
             up.wait()
     assert "trainctl local: stopping" in up.stderr.read()
     assert all(process_start_time(pid) is None for pid in pids)
+
+
+def test_down_after_a_supervisor_crash_says_what_it_stopped(tmp_path):
+    directory = tmp_path / "cluster"
+    up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", cwd=tmp_path)
+    assert up.returncode == 0, up.stderr
+    components = [read_pid_file(directory / "run" / f"{name}.pid") for name in ("apiserver", "kubelet")]
+    supervisor = read_pid_file(directory / "run" / "supervisor.pid")
+    try:
+        os.kill(supervisor, signal.SIGKILL)  # the supervisor crashes; its components run on
+        assert all(process_start_time(pid) for pid in components)
+    finally:
+        down = trainctl("down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr
+    assert "No local cluster was running" not in down.stdout
+    assert "stopped what it left: apiserver, kubelet" in down.stdout
+    assert all(process_start_time(pid) is None for pid in components)
+
+
+class FlakyComponent:
+    """Crashes at once after every start; every other start fails outright."""
+
+    name = "apiserver"
+    log_file = "apiserver.log"
+
+    def __init__(self) -> None:
+        self.starts = 0
+        self.process = subprocess.Popen(["true"])
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def start(self) -> None:
+        from trainctl.controller.local.cluster import ClusterError
+
+        self.starts += 1
+        self.process = subprocess.Popen(["true"])
+        if self.starts % 2:
+            self.process.wait()
+            raise ClusterError("apiserver exited during start-up")
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
+    from types import SimpleNamespace
+
+    from trainctl.controller.local import commands
+
+    component = FlakyComponent()
+    assert commands._supervise(SimpleNamespace(components=[component])) == 1
+    assert component.starts == commands.MAX_RESTARTS  # failed starts did not end supervision
+    err = capsys.readouterr().err
+    assert "apiserver exited during start-up" in err and "giving up" in err

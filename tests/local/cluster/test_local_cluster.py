@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import time
 
 import pytest
 
-from trainctl.controller.kube.resources import LEASES, NODES, PODS
+from trainctl.controller.kube.resources import LEASES, NODES, PODS, PYTORCHJOBS
 from trainctl.controller.local.cluster import ClusterError, LocalCluster, read_pid_file
 from trainctl.controller.local.kubelet.runtime import process_start_time
 
@@ -81,3 +83,23 @@ def test_a_pod_that_ends_while_the_apiserver_is_down_gets_its_final_status(tmp_p
         done = wait_pod(cluster.client(), "outlives", lambda p: p["status"].get("phase") in ("Succeeded", "Failed"))
         assert done["status"]["phase"] == "Failed"
         assert done["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 4
+
+
+def test_a_cleanly_stopped_apiserver_comes_back_on_its_port_and_the_cluster_carries_on(tmp_path):
+    with LocalCluster(tmp_path / "cluster", controller=True, workdir=tmp_path) as cluster:
+        url = cluster.url
+        cluster.apiserver.process.send_signal(signal.SIGTERM)  # a clean exit removes the port file
+        assert cluster.apiserver.process.wait(30) == 0
+        time.sleep(15)  # away longer than the informers' longest back-off
+        cluster.apiserver.start()  # what the supervisor does when a component exits
+        assert cluster.url == url
+        api = cluster.client()
+        running_sleeper(api, tmp_path, "after-sigterm")  # the kubelet still schedules and runs pods
+        api.create(PYTORCHJOBS, {
+            "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "after", "namespace": "default"},
+            "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {
+                "containers": [{"name": "pytorch", "image": "python:3.11", "command": ["python", "-c", "print('ok')"]}]}}}}}})
+        wait_pod(api, "after-master-0", lambda p: p["status"].get("phase") == "Succeeded", timeout=90)
+        for component in cluster.components:
+            assert component.alive, f"{component.name} did not survive the API server's absence"
+            assert "Traceback" not in component.log_file.read_text(errors="replace"), component.name

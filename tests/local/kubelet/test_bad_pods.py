@@ -12,11 +12,11 @@ from typing import Any, Iterator
 import orjson
 import pytest
 
-from tests.support.pods import create, phase, pod, wait_pod
-
 from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
 from trainctl.controller.local.apiserver.store import Store
 from trainctl.controller.local.network import cluster_ranges
+
+from tests.support.pods import create, phase, pod, wait_pod
 
 Obj = dict[str, Any]
 

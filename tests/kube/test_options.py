@@ -1,0 +1,80 @@
+"""Every controller setting is a flag whose default comes from the options object."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from trainctl.controller.kube import options
+from trainctl.controller.kube.options import ManagerOptions
+from trainctl.controller.reconcile.config import ReconcileConfig
+
+
+def parse(*argv: str) -> ManagerOptions:
+    parser = argparse.ArgumentParser()
+    options.add_flags(parser)
+    return options.from_args(parser.parse_args(list(argv)))
+
+
+def test_no_flags_give_the_dataclass_defaults(monkeypatch):
+    monkeypatch.delenv("KUBEFLOW_NAMESPACE", raising=False)
+    assert parse() == ManagerOptions()
+    assert parse().reconcile == ReconcileConfig()
+
+
+def test_every_field_of_both_dataclasses_has_a_flag():
+    parser = argparse.ArgumentParser()
+    options.add_flags(parser)
+    dests = {action.dest for action in parser._actions}
+    manager = {f.name for f in dataclasses.fields(ManagerOptions)} - {"reconcile"}
+    assert manager <= dests
+    assert {f.name for f in dataclasses.fields(ReconcileConfig)} <= dests
+
+
+def test_reconcile_settings_reach_the_core():
+    parsed = parse("--init-container-image", "busybox:1.36", "--rdzv-join-timeout", "60",
+                   "--force-delete-grace-seconds", "12.5", "--rdzv-store-memory", "1Gi")
+    assert parsed.reconcile.init_container_image == "busybox:1.36"
+    assert parsed.reconcile.rdzv_join_timeout == 60
+    assert parsed.reconcile.force_delete_grace_seconds == 12.5
+    assert parsed.reconcile.rdzv_store_memory == "1Gi"
+
+
+def test_manager_settings_and_renamed_flags():
+    parsed = parse("--workers", "2", "--status-batch-period", "0.5", "--leader-elect",
+                   "--leader-elect-namespace", "ops", "--leader-elect-name", "lock", "--log-format", "json")
+    assert (parsed.workers, parsed.status_batch_period, parsed.leader_elect) == (2, 0.5, True)
+    assert (parsed.lease_namespace, parsed.lease_name, parsed.log_format) == ("ops", "lock", "json")
+
+
+def test_the_gang_scheduler_flag_configures_manager_and_core_alike():
+    parsed = parse("--gang-scheduler", "volcano")
+    assert parsed.gang_scheduler == parsed.reconcile.gang_scheduler == "volcano"
+    assert ManagerOptions(gang_scheduler="coscheduler").reconcile.gang == "coscheduler"
+
+
+def test_the_namespace_default_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("KUBEFLOW_NAMESPACE", "kubeflow")
+    assert parse().namespace == "kubeflow"
+    assert parse("--namespace", "other").namespace == "other"
+
+
+@pytest.mark.parametrize("argv", [("--workers", "0"), ("--qps", "-1"), ("--rdzv-join-timeout", "soon")])
+def test_bad_values_are_refused_by_the_parser(argv, capsys):
+    with pytest.raises(SystemExit):
+        parse(*argv)
+    assert argv[0] in capsys.readouterr().err
+
+
+def test_a_new_reconcile_field_gets_its_flag(monkeypatch):
+    @dataclasses.dataclass(frozen=True)
+    class Grown(ReconcileConfig):
+        max_replicas_per_job: int = 10_000
+
+    monkeypatch.setattr(options, "ReconcileConfig", Grown)
+    parser = argparse.ArgumentParser()
+    options.add_flags(parser)
+    args = parser.parse_args(["--max-replicas-per-job", "7"])
+    assert args.max_replicas_per_job == 7
