@@ -12,7 +12,7 @@ import pytest
 from trainctl.controller.kube.client import ApiError, Created
 from trainctl.controller.kube.manager import ApplyError, Manager
 from trainctl.controller.kube.options import ManagerOptions
-from trainctl.controller.kube.resources import PYTORCHJOBS
+from trainctl.controller.kube.resources import EVENTS, PYTORCHJOBS
 from trainctl.controller.reconcile.plan import Plan
 
 from tests.support.controller import expected_replicas, master_succeeds_when_all_run
@@ -25,15 +25,21 @@ JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob",
 
 
 class FakeClient:
-    """Answers creates (failing the ones ``fail`` picks) and status writes; counts both."""
+    """Answers creates of children (failing the ones ``fail`` picks) and status writes; counts
+    both. Events are kept apart: they are not children and never fail here."""
 
     def __init__(self, fail=lambda n: False, delay: float = 0.0) -> None:
         self.fail, self.delay = fail, delay
         self.creates = self.status_writes = 0
         self.in_flight = self.most_in_flight = 0
+        self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
 
     def create(self, resource: Any, obj: dict[str, Any], subresource: Optional[str] = None) -> Created:
+        if resource is EVENTS:
+            with self.lock:
+                self.events.append(obj)
+            return Created(obj)
         with self.lock:
             self.creates += 1
             n = self.creates
@@ -45,6 +51,10 @@ class FakeClient:
         if self.fail(n):
             raise ApiError(503, "ServiceUnavailable", "down")
         return Created(obj)
+
+    def patch(self, resource: Any, namespace: str, name: str, patch: dict[str, Any]) -> dict[str, Any]:
+        assert resource is EVENTS, resource  # only a repeated Event is patched here
+        return patch
 
     def replace(self, resource: Any, obj: dict[str, Any], subresource: Optional[str] = None) -> dict[str, Any]:
         self.status_writes += subresource == "status"

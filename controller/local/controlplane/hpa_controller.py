@@ -17,9 +17,9 @@ from typing import Any, Callable, Optional
 
 from trainctl.controller.kube import resources as r
 from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.events import EventRecorder
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.local.controlplane import hpa
-from trainctl.controller.local.controlplane.events import CountingEventRecorder
 from trainctl.controller.local.controlplane.periodic import PeriodicLoop
 from trainctl.controller.local.controlplane.resources import POD_METRICS
 
@@ -42,7 +42,7 @@ class HorizontalPodAutoscalerController:
         self.client = client
         self.config = config
         self.clock = clock
-        self.events = CountingEventRecorder(client)
+        self.events = EventRecorder(client)
         self.histories: dict[HpaKey, hpa.History] = {}
         self.informer = Informer(client, r.HPAS, namespace=namespace)
         self.informer.add_handler(self._on_hpa)

@@ -34,9 +34,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Optional
 
-from trainctl.controller.local.controlplane import disruption
+from trainctl.controller.local.controlplane import disruption, units
 from trainctl.controller.local.controlplane import taints as t
-from trainctl.controller.local.controlplane import units
 from trainctl.controller.reconcile.plan import Event
 
 Obj = dict[str, Any]

@@ -15,9 +15,9 @@ from typing import Any, Callable, Optional
 
 from trainctl.controller.kube import resources as r
 from trainctl.controller.kube.client import ApiError, KubeClient
+from trainctl.controller.kube.events import EventRecorder
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.local.controlplane import node_lifecycle
-from trainctl.controller.local.controlplane.events import CountingEventRecorder
 from trainctl.controller.local.controlplane.periodic import PeriodicLoop
 
 log = logging.getLogger("trainctl.controlplane.nodes")
@@ -38,7 +38,7 @@ class NodeLifecycleController:
         self.client = client
         self.config = config
         self.clock = clock
-        self.events = CountingEventRecorder(client)
+        self.events = EventRecorder(client)
         self.state = node_lifecycle.State()
         self.nodes = Informer(client, r.NODES)
         self.leases = Informer(client, r.LEASES, namespace=node_lifecycle.LEASE_NAMESPACE)
