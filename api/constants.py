@@ -112,3 +112,7 @@ RESOURCE_HUAWEI_NPU = "huawei.com/npu"
 # Opt a job back into the exact environment the reference operator injects.
 ANNOTATION_REFERENCE_ENV = "trainctl.io/reference-env"
 LABEL_COMPONENT = "trainctl.io/component"
+# trainctl extensions: a pod whose node has been not Ready this long is replaced (a
+# duration such as "30s" or "2m"; "never" leaves eviction to Kubernetes).
+ANNOTATION_NODE_LOST_GRACE = "trainctl.io/node-lost-grace"
+NODE_LOST_GRACE_NEVER = "never"

@@ -7,7 +7,7 @@ cluster, so ``ReconcileConfig()`` is a valid configuration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 VOLCANO = "volcano"
@@ -24,6 +24,18 @@ class ReconcileConfig:
     # A pod still terminating this long after its deletionTimestamp (its node is gone) is
     # force-deleted so its replica can be recreated (reference issue #2072).
     force_delete_grace_seconds: float = 300.0
+    # A pod whose node has been not Ready (Unknown/False, or tainted unreachable/not-ready)
+    # this long is force-deleted and replaced; None turns it off (Kubernetes' eviction then
+    # decides). A job's annotation trainctl.io/node-lost-grace overrides it.
+    node_lost_grace_seconds: Optional[float] = field(
+        default=30.0,
+        metadata={
+            "flag": "node-lost-grace",
+            "help": "replace a pod whose node is not Ready for this long (e.g. 30s, 2m; 'never' = off)",
+            "parse": "duration-or-never",
+            "metavar": "DURATION",
+        },
+    )
     # While Volcano has not admitted the PodGroup, look again this often.
     podgroup_poll_seconds: float = 5.0
     # Rendezvous timers for elastic jobs with a trainctl-hosted store, so that a lost pod

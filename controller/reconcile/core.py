@@ -30,6 +30,7 @@ from trainctl.controller.frameworks.base import (
     ReplicaCounts,
 )
 from trainctl.controller.reconcile import gang as gangs
+from trainctl.controller.reconcile import nodes
 from trainctl.controller.reconcile import rendezvous
 from trainctl.controller.reconcile.children import (
     ChildIndex,
@@ -118,6 +119,12 @@ class _Pass:
         # What this pass may still create, per kind of replica child (never below one).
         per_pass = max(1, self.config.max_creates_per_pass)
         self.create_budget = {"Pod": per_pass, "Service": per_pass}
+        grace, problem = nodes.grace_seconds(self.annotations, self.config.node_lost_grace_seconds)
+        if problem is not None:
+            self.warnings.setdefault("InvalidNodeLostGrace", Event("Warning", "InvalidNodeLostGrace", problem))
+        self.lost, waits = nodes.find_lost(self.observed.pods, self.observed.nodes, self.now, grace)
+        self.requeue.extend(waits)  # look again the moment a grace expires
+        self.lost_uids = {(lost.pod.get("metadata") or {}).get("uid") for lost in self.lost}
 
     # --- the pass ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -130,6 +137,7 @@ class _Pass:
         suspended = bool(self.run_policy.suspend)
         self.reconcile_hpa(suspended)
         self.force_delete_stuck_pods()
+        self.force_delete_lost_pods()
         if self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED):
             self.finished()
         elif suspended:
@@ -229,12 +237,14 @@ class _Pass:
         # deleted (losing its status and log) only for the job to fail anyway.
         permanent = self.exit_code_failures()
         restarts = 0
+        if not permanent:
+            restarts, restarted = self.restart_for_lost_pods()
         for rtype in self.types:
             if fw.service_cluster_ip(rtype) is not None:
                 self.reconcile_services(rtype, self.specs[rtype].replicas or 0)
             env_factory = fw.env_factory(self.job, rtype, ctx) if may_create_pods and not permanent else None
             count = self.reconcile_pods(rtype, env_factory, restart=not permanent)
-            if count:
+            if count and rtype not in restarted:
                 restarted.append(rtype)
                 restarts += count
 
@@ -291,7 +301,7 @@ class _Pass:
         slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
         for index in sorted(slots):  # ints sort fast; deletes go lowest index first
             pod = slots[index]
-            if index in duplicated or is_terminating(pod):
+            if index in duplicated or is_terminating(pod) or self.is_lost(pod):
                 continue  # duplicates on one index are left alone, as the reference does
             if index >= replicas:
                 self.delete(pod, with_service=False)  # scale-down: the highest indices go
@@ -363,7 +373,7 @@ class _Pass:
                 continue
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running":
-                if is_terminating(pod):
+                if is_terminating(pod) or self.is_lost(pod):
                     failed += 1  # being deleted, e.g. its node is gone
                 else:
                     active += 1
@@ -404,8 +414,8 @@ class _Pass:
         ``as_observed``: the decision rests on the object's current state (its phase), so the
         delete carries its resourceVersion and fails if the object has changed since.
         """
-        if is_terminating(obj):
-            return
+        if is_terminating(obj) or self.is_lost(obj):
+            return  # a lost pod has its force-delete already
         self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed, cause=cause))
         if with_service:
             service = self.services.by_name.get((obj.get("metadata") or {}).get("name", ""))
@@ -429,6 +439,8 @@ class _Pass:
         """Pods terminating long past their deletionTimestamp sit on a lost node (#2072)."""
         grace = self.config.force_delete_grace_seconds
         for pod in self.observed.pods:
+            if self.is_lost(pod):
+                continue
             deleted_at = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
             if deleted_at is None:
                 continue
@@ -441,6 +453,41 @@ class _Pass:
                 self.plan.deletes.append(_typed_ref(pod, "Pod", force=True, cause=cause))
             else:
                 self.requeue.append(left)
+
+    # --- lost nodes (trainctl extension, docs/compatibility.md) -------------------------------
+    def is_lost(self, obj: dict[str, Any]) -> bool:
+        return bool(self.lost_uids) and (obj.get("metadata") or {}).get("uid") in self.lost_uids
+
+    def force_delete_lost_pods(self) -> None:
+        """Force-delete pods lost with their node, terminating ones too: no kubelet confirms it."""
+        for lost in self.lost:
+            self.plan.deletes.append(_typed_ref(lost.pod, "Pod", force=True, cause=lost.cause))
+
+    def restart_for_lost_pods(self) -> tuple[int, list[str]]:
+        """Count the replacements of lost replicas; a static job restarts all its pods.
+
+        The manager deletes conditionally and waits for its deletes to show in the cache, so
+        a lost pod (one uid) is seen lost, and counted, in one pass only. An elastic job's
+        survivors keep training at the smaller size and the replacement rejoins: one restart
+        per lost pod. A static job's ranks cannot take a new member: every pod is deleted and
+        recreated, one restart of the job.
+        """
+        lost_by_type: dict[str, int] = {}
+        first: Optional[dict[str, Any]] = None
+        for rtype in self.types:
+            replicas = self.specs[rtype].replicas or 0
+            for index, pod in sorted(self.pods.slots(rtype).items()):
+                if index < replicas and self.is_lost(pod):
+                    lost_by_type[rtype] = lost_by_type.get(rtype, 0) + 1
+                    first = first or pod
+        if first is None:
+            return 0, []
+        if self.framework.replaces_members_alone(self.job):
+            return sum(lost_by_type.values()), list(lost_by_type)
+        why = f"restarting the static job: {first['metadata'].get('name')} was lost with node {node_of(first)}"
+        for pod in self.pods.replicas():
+            self.delete(pod, with_service=False, cause=why)
+        return 1, list(lost_by_type)
 
     # --- trainctl's rendezvous store --------------------------------------------------------
     def reconcile_rendezvous_store(self, store: RendezvousStore) -> bool:
