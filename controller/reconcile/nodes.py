@@ -108,7 +108,9 @@ def find_lost(
         verdict = verdicts[node_name]
         if verdict is None:
             continue
-        left = (verdict.since - now).total_seconds() + grace
+        # A pod placed there after the node went down has not been lost for longer than it exists.
+        since = max(verdict.since, parse_time((pod.get("metadata") or {}).get("creationTimestamp")) or verdict.since)
+        left = (since - now).total_seconds() + grace
         if left > 0:
             waits.append(left)
             continue

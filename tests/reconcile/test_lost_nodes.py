@@ -145,6 +145,14 @@ def test_invalid_annotation_warns_and_uses_the_default() -> None:
     assert any(e.reason == "InvalidNodeLostGrace" for e in plan.events)
 
 
+def test_a_pod_placed_on_a_down_node_waits_the_grace_from_its_creation() -> None:
+    cluster = node_b_down(elastic())
+    cluster.pods["mnist-worker-1"]["metadata"]["creationTimestamp"] = rfc3339(at(100))
+    plan = cluster.reconcile(at(110))
+    assert plan.deletes == [] and plan.requeue_after == pytest.approx(20.0)
+    assert force_deletes(cluster.reconcile(at(130))) == ["mnist-worker-1"]
+
+
 def test_finished_pod_on_a_lost_node_follows_the_usual_rules() -> None:
     cluster = node_b_down(elastic())
     cluster.pods["mnist-worker-1"]["status"] = {"phase": "Succeeded"}
