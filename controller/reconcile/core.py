@@ -30,7 +30,7 @@ from trainctl.controller.frameworks.base import (
     ReplicaCounts,
 )
 from trainctl.controller.reconcile import gang as gangs
-from trainctl.controller.reconcile import nodes
+from trainctl.controller.reconcile import nodes, oom
 from trainctl.controller.reconcile import rendezvous
 from trainctl.controller.reconcile.children import (
     ChildIndex,
@@ -125,6 +125,14 @@ class _Pass:
         self.lost, waits = nodes.find_lost(self.observed.pods, self.observed.nodes, self.now, grace)
         self.requeue.extend(waits)  # look again the moment a grace expires
         self.lost_uids = {(lost.pod.get("metadata") or {}).get("uid") for lost in self.lost}
+        self.oom_policy, problem = oom.policy(self.annotations, self.config.oom_memory_factor, self.config.oom_memory_max)
+        if problem is not None:
+            self.warnings.setdefault("InvalidOOMMemory", Event("Warning", "InvalidOOMMemory", problem))
+        self.oom_memory: dict[str, dict[str, str]] = dict(self.old_status.get("oomMemory") or {})
+        self.oom_relaunch: dict[str, tuple[str, int, int, int]] = {}  # uid -> (type, index, limit, new limit)
+        self.oom_at_max: list[str] = []  # why memory ended a replica, for the failure message
+        if self.oom_policy is not None:
+            self.find_oom_killed(self.oom_policy)
 
     # --- the pass ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -210,7 +218,7 @@ class _Pass:
             if not self.status.get("completionTime"):
                 self.status["completionTime"] = rfc3339(self.now)
             self.clean_up()
-            self.book.set(c.CONDITION_FAILED, TRUE, fw.limit_failure_reason, failure, "Normal")
+            self.book.set(c.CONDITION_FAILED, TRUE, fw.limit_failure_reason, self.with_oom_cause(failure), "Normal")
             self.ttl()
             return
         may_create_pods = self.reconcile_pod_group()
@@ -248,6 +256,8 @@ class _Pass:
                 restarted.append(rtype)
                 restarts += count
 
+        if self.oom_memory:
+            self.status["oomMemory"] = self.oom_memory
         if restarts:
             self.status["restartCount"] = (self.status.get("restartCount") or 0) + restarts
         for rtype in restarted:
@@ -264,6 +274,8 @@ class _Pass:
             true_conditions=self.book.true_types(),
         )
         for change in fw.evaluate(facts):
+            if change.type == c.CONDITION_FAILED and self.oom_at_max:
+                change = replace(change, message=self.with_oom_cause(change.message))
             self.book.apply(change)
         self.set_replica_statuses(counts)
         if (self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)) and not self.status.get(
@@ -306,6 +318,9 @@ class _Pass:
             if index >= replicas:
                 self.delete(pod, with_service=False)  # scale-down: the highest indices go
                 continue
+            if restart and self.relaunch_oom_killed(rtype, pod):
+                restarts += 1
+                continue
             if not restart or (pod.get("status") or {}).get("phase") != "Failed":
                 continue
             code = exit_code(pod, fw.container)
@@ -323,7 +338,12 @@ class _Pass:
         factory = self.pod_factory(rtype, env_factory)
         for warning in factory.warnings:
             self.warnings.setdefault(warning.reason, warning)
-        self.plan.creates.extend(factory.build(index) for index in missing)
+        for index in missing:
+            pod = factory.build(index)
+            grown = self.oom_memory.get(f"{rtype}-{index}")
+            if grown and grown.get("memory"):
+                pod = oom.with_memory(pod, self.framework.container, grown["memory"], grown.get("previous") or "")
+            self.plan.creates.append(pod)
 
     def within_budget(self, kind: str, missing: list[int]) -> list[int]:
         """The first of ``missing`` this pass may still create; a requeue when some must wait."""
@@ -369,8 +389,8 @@ class _Pass:
         active = succeeded = failed = 0
         duplicated = self.pods.duplicated(rtype)
         for index, pod in self.pods.slots(rtype).items():
-            if index in duplicated:
-                continue
+            if index in duplicated or (pod.get("metadata") or {}).get("uid") in self.oom_relaunch:
+                continue  # an OOMKilled pod relaunched with more memory is neither up nor failed
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running":
                 if is_terminating(pod) or self.is_lost(pod):
@@ -488,6 +508,47 @@ class _Pass:
         for pod in self.pods.replicas():
             self.delete(pod, with_service=False, cause=why)
         return 1, list(lost_by_type)
+
+    # --- out-of-memory relaunch (trainctl extension, docs/compatibility.md) ------------------
+    def find_oom_killed(self, policy: oom.Policy) -> None:
+        """Which OOMKilled replicas get more memory; which are at the maximum already."""
+        container = self.framework.container
+        for rtype in self.types:
+            duplicated = self.pods.duplicated(rtype)
+            for index, pod in self.pods.slots(rtype).items():
+                if index in duplicated or is_terminating(pod) or self.is_lost(pod) or not oom.oom_killed(pod, container):
+                    continue
+                limit = oom.memory_limit(pod.get("spec") or {}, container)
+                if limit is None:
+                    continue  # no memory limit: nothing to grow
+                grown = oom.grown(limit, policy)
+                if grown > limit:
+                    self.oom_relaunch[pod["metadata"].get("uid", "")] = (rtype, index, limit, grown)
+                else:
+                    self.oom_at_max.append(
+                        f"replica {rtype}-{index} was OOMKilled at the maximum memory {oom.format_memory(limit)} "
+                        f"({c.ANNOTATION_OOM_MEMORY_MAX})"
+                    )
+
+    def relaunch_oom_killed(self, rtype: str, pod: dict[str, Any]) -> bool:
+        """Replace an OOMKilled pod; its replacement gets the grown limit from the status."""
+        decided = self.oom_relaunch.get((pod.get("metadata") or {}).get("uid", ""))
+        if decided is None:
+            return False
+        _, index, limit, grown = decided
+        key, previous, memory = f"{rtype}-{index}", oom.format_memory(limit), oom.format_memory(grown)
+        self.oom_memory[key] = {"memory": memory, "previous": previous}
+        name = pod["metadata"].get("name", "")
+        cause = f"to be recreated with memory {memory}: OOMKilled at {previous} on node {node_of(pod)}"
+        self.delete(pod, with_service=False, cause=cause)
+        self.plan.events.append(Event(
+            "Normal", "OOMMemoryIncreased",
+            f"Pod {name} was OOMKilled with memory limit {previous}: replica {key} is relaunched with {memory}",
+        ))
+        return True
+
+    def with_oom_cause(self, message: str) -> str:
+        return message + ("; " + "; ".join(self.oom_at_max) if self.oom_at_max else "")
 
     # --- trainctl's rendezvous store --------------------------------------------------------
     def reconcile_rendezvous_store(self, store: RendezvousStore) -> bool:
