@@ -153,6 +153,17 @@ def test_a_pod_placed_on_a_down_node_waits_the_grace_from_its_creation() -> None
     assert force_deletes(cluster.reconcile(at(130))) == ["mnist-worker-1"]
 
 
+def test_a_lost_rendezvous_store_pod_is_force_deleted_without_a_restart() -> None:
+    cluster = started(elastic())
+    assert "mnist-rdzv" in cluster.pods
+    cluster.pods["mnist-rdzv"]["spec"]["nodeName"] = "node-c"
+    cluster.nodes["node-c"] = node("node-c", "Unknown", since=0)
+    plan = cluster.step(at(30))
+    assert force_deletes(plan) == ["mnist-rdzv"] and len(plan.deletes) == 1
+    assert "restartCount" not in cluster.job["status"]
+    assert [p["metadata"]["name"] for p in cluster.step(at(31)).creates] == ["mnist-rdzv"]
+
+
 def test_finished_pod_on_a_lost_node_follows_the_usual_rules() -> None:
     cluster = node_b_down(elastic())
     cluster.pods["mnist-worker-1"]["status"] = {"phase": "Succeeded"}
