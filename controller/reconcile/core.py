@@ -122,8 +122,7 @@ class _Pass:
         grace, problem = nodes.grace_seconds(self.annotations, self.config.node_lost_grace_seconds)
         if problem is not None:
             self.warnings.setdefault("InvalidNodeLostGrace", Event("Warning", "InvalidNodeLostGrace", problem))
-        self.lost, waits = nodes.find_lost(self.observed.pods, self.observed.nodes, self.now, grace)
-        self.requeue.extend(waits)  # look again the moment a grace expires
+        self.lost, self.lost_waits = nodes.find_lost(self.observed.pods, self.observed.nodes, self.now, grace)
         self.lost_uids = {(lost.pod.get("metadata") or {}).get("uid") for lost in self.lost}
         self.oom_policy, problem = oom.policy(self.annotations, self.config.oom_memory_factor, self.config.oom_memory_max)
         if problem is not None:
@@ -144,9 +143,12 @@ class _Pass:
             self.book.set(c.CONDITION_FAILED, TRUE, fw.reason("ReplicaLimitExceeded"), too_many, "Warning")
         suspended = bool(self.run_policy.suspend)
         self.reconcile_hpa(suspended)
+        done = self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)
+        if done:  # nothing is replaced any more: pods follow cleanPodPolicy, stuck ones the rule below
+            self.lost, self.lost_uids, self.lost_waits = [], set(), []
         self.force_delete_stuck_pods()
         self.force_delete_lost_pods()
-        if self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED):
+        if done:
             self.finished()
         elif suspended:
             self.suspend()
@@ -482,6 +484,7 @@ class _Pass:
         """Force-delete pods lost with their node, terminating ones too: no kubelet confirms it."""
         for lost in self.lost:
             self.plan.deletes.append(_typed_ref(lost.pod, "Pod", force=True, cause=lost.cause))
+        self.requeue.extend(self.lost_waits)  # look again the moment a grace expires
 
     def restart_for_lost_pods(self) -> tuple[int, list[str]]:
         """Count the replacements of lost replicas; a static job restarts all its pods.

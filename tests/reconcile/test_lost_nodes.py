@@ -164,6 +164,17 @@ def test_a_lost_rendezvous_store_pod_is_force_deleted_without_a_restart() -> Non
     assert [p["metadata"]["name"] for p in cluster.step(at(31)).creates] == ["mnist-rdzv"]
 
 
+def test_a_finished_job_replaces_nothing() -> None:
+    job = elastic()
+    job["spec"]["runPolicy"] = {"cleanPodPolicy": "None"}
+    cluster = node_b_down(job)
+    cluster.job["status"]["conditions"].append(
+        {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded", "message": "done"})
+    plan = cluster.reconcile(at(100))
+    assert force_deletes(plan) == [] and plan.requeue_after is None
+    assert not [d for d in plan.deletes if "worker" in d.name]  # only the rendezvous store goes, as always
+
+
 def test_finished_pod_on_a_lost_node_follows_the_usual_rules() -> None:
     cluster = node_b_down(elastic())
     cluster.pods["mnist-worker-1"]["status"] = {"phase": "Succeeded"}
