@@ -123,6 +123,7 @@ class _Pass:
         if problem is not None:
             self.warnings.setdefault("InvalidNodeLostGrace", Event("Warning", "InvalidNodeLostGrace", problem))
         self.lost, self.lost_waits = nodes.find_lost(self.observed.pods, self.observed.nodes, self.now, grace)
+        self.deleting: set[Optional[str]] = set()  # uids this pass deletes
         self.lost_uids = {(lost.pod.get("metadata") or {}).get("uid") for lost in self.lost}
         self.oom_policy, problem = oom.policy(self.annotations, self.config.oom_memory_factor, self.config.oom_memory_max)
         if problem is not None:
@@ -254,9 +255,10 @@ class _Pass:
                 self.reconcile_services(rtype, self.specs[rtype].replicas or 0)
             env_factory = fw.env_factory(self.job, rtype, ctx) if may_create_pods and not permanent else None
             count = self.reconcile_pods(rtype, env_factory, restart=not permanent)
-            if count and rtype not in restarted:
-                restarted.append(rtype)
+            if count:
                 restarts += count
+                if rtype not in restarted:
+                    restarted.append(rtype)
 
         if self.oom_memory:
             self.status["oomMemory"] = self.oom_memory
@@ -315,7 +317,7 @@ class _Pass:
         slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
         for index in sorted(slots):  # ints sort fast; deletes go lowest index first
             pod = slots[index]
-            if index in duplicated or is_terminating(pod) or self.is_lost(pod):
+            if index in duplicated or is_terminating(pod) or self.is_lost(pod) or self.is_deleting(pod):
                 continue  # duplicates on one index are left alone, as the reference does
             if index >= replicas:
                 self.delete(pod, with_service=False)  # scale-down: the highest indices go
@@ -436,8 +438,9 @@ class _Pass:
         ``as_observed``: the decision rests on the object's current state (its phase), so the
         delete carries its resourceVersion and fails if the object has changed since.
         """
-        if is_terminating(obj) or self.is_lost(obj):
+        if is_terminating(obj) or self.is_lost(obj) or self.is_deleting(obj):
             return  # a lost pod has its force-delete already
+        self.deleting.add((obj.get("metadata") or {}).get("uid"))
         self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed, cause=cause))
         if with_service:
             service = self.services.by_name.get((obj.get("metadata") or {}).get("name", ""))
@@ -477,6 +480,11 @@ class _Pass:
                 self.requeue.append(left)
 
     # --- lost nodes (trainctl extension, docs/compatibility.md) -------------------------------
+    def is_deleting(self, obj: dict[str, Any]) -> bool:
+        """Whether this pass deletes ``obj`` already (a static job's restart, say)."""
+        uid = (obj.get("metadata") or {}).get("uid")
+        return uid is not None and uid in self.deleting
+
     def is_lost(self, obj: dict[str, Any]) -> bool:
         return bool(self.lost_uids) and (obj.get("metadata") or {}).get("uid") in self.lost_uids
 

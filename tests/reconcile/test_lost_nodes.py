@@ -99,6 +99,17 @@ def test_static_job_restarts_every_pod_once() -> None:
     assert cluster.job["status"]["restartCount"] == 1
 
 
+def test_static_job_restart_deletes_a_failed_survivor_once() -> None:
+    cluster = started(pytorchjob(restart="OnFailure"))
+    cluster.set_phase("mnist-worker-0", "Failed")
+    cluster.pods["mnist-worker-0"]["spec"]["nodeName"] = "node-a"
+    cluster.nodes["node-b"] = node("node-b", "Unknown", since=0)
+    plan = cluster.step(at(31))
+    names = [d.name for d in plan.deletes if d.kind == "Pod"]
+    assert sorted(names) == ["mnist-master-0", "mnist-worker-0", "mnist-worker-1"]
+    assert cluster.job["status"]["restartCount"] == 1
+
+
 def test_terminating_pod_on_a_lost_node_is_force_deleted() -> None:
     cluster = started(elastic())
     cluster.pods["mnist-worker-1"]["metadata"]["deletionTimestamp"] = rfc3339(at(5))
@@ -185,3 +196,13 @@ def test_finished_pod_on_a_lost_node_follows_the_usual_rules() -> None:
                                               ("1h", 3600.0), ("ten", None), ("10x", None), ("", None)])
 def test_parse_duration(text: str, seconds: Optional[float]) -> None:
     assert nodes.parse_duration(text) == seconds
+
+
+def test_a_lost_pod_and_another_restart_of_the_same_type_both_count() -> None:
+    cluster = node_b_down(elastic())
+    cluster.set_phase("mnist-worker-0", "Failed")
+    cluster.job["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = "OnFailure"
+    cluster.pods["mnist-worker-0"]["spec"]["nodeName"] = "node-a"
+    plan = cluster.step(at(30))
+    assert sorted(d.name for d in plan.deletes if d.kind == "Pod") == ["mnist-worker-0", "mnist-worker-1"]
+    assert cluster.job["status"]["restartCount"] == 2
