@@ -138,6 +138,7 @@ def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: A
         kwargs["action"] = argparse.BooleanOptionalAction
     elif f.metadata.get("parse") == "duration-or-never":
         kwargs["type"] = _duration_or_never
+        kwargs["metavar"] = f.metadata.get("metavar")
         if default is not None:
             help_text += f" (default: {default:g}s)"
     else:

@@ -39,8 +39,13 @@ class ReconcileConfig:
     # Out-of-memory relaunch for every job (a job's annotations trainctl.io/oom-memory-factor
     # and -max override these): an OOMKilled replica comes back with its memory limit and
     # request times the factor, never above the maximum. None: off unless a job opts in.
-    oom_memory_factor: Optional[float] = None
-    oom_memory_max: Optional[str] = None
+    oom_memory_factor: Optional[float] = field(
+        default=None, metadata={"help": "relaunch an OOMKilled replica with its memory times this factor (off by default)",
+                            "metavar": "FACTOR", "minimum": 1}
+    )
+    oom_memory_max: Optional[str] = field(
+        default=None, metadata={"help": "never relaunch with more memory than this quantity (e.g. 8Gi)", "metavar": "QUANTITY"}
+    )
     # While Volcano has not admitted the PodGroup, look again this often.
     podgroup_poll_seconds: float = 5.0
     # Rendezvous timers for elastic jobs with a trainctl-hosted store, so that a lost pod
