@@ -247,9 +247,10 @@ class _Pass:
         # a peer that left with a retryable code at the same moment would otherwise be
         # deleted (losing its status and log) only for the job to fail anyway.
         permanent = self.exit_code_failures()
-        restarts = 0
+        restarts, lost_types = 0, []
         if not permanent:
-            restarts, restarted = self.restart_for_lost_pods()
+            restarts, lost_types = self.restart_for_lost_pods()
+            restarted = list(lost_types)
         for rtype in self.types:
             if fw.service_cluster_ip(rtype) is not None:
                 self.reconcile_services(rtype, self.specs[rtype].replicas or 0)
@@ -281,6 +282,9 @@ class _Pass:
             if change.type == c.CONDITION_FAILED and self.oom_at_max:
                 change = replace(change, message=self.with_oom_cause(change.message))
             self.book.apply(change)
+        if not (self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)):
+            for rtype in lost_types:  # a lost pod is counted neither up nor failed: say it restarts
+                self.book.apply(fw.restarting(self.name, rtype))
         self.set_replica_statuses(counts)
         if (self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)) and not self.status.get(
             "completionTime"
@@ -393,11 +397,11 @@ class _Pass:
         active = succeeded = failed = 0
         duplicated = self.pods.duplicated(rtype)
         for index, pod in self.pods.slots(rtype).items():
-            if index in duplicated or (pod.get("metadata") or {}).get("uid") in self.oom_relaunch:
-                continue  # an OOMKilled pod relaunched with more memory is neither up nor failed
+            if index in duplicated or (pod.get("metadata") or {}).get("uid") in self.oom_relaunch or self.is_lost(pod):
+                continue  # replaced by the controller (more memory, a lost node): neither up nor failed
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running":
-                if is_terminating(pod) or self.is_lost(pod):
+                if is_terminating(pod):
                     failed += 1  # being deleted, e.g. its node is gone
                 else:
                     active += 1

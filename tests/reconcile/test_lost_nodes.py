@@ -206,3 +206,14 @@ def test_a_lost_pod_and_another_restart_of_the_same_type_both_count() -> None:
     plan = cluster.step(at(30))
     assert sorted(d.name for d in plan.deletes if d.kind == "Pod") == ["mnist-worker-0", "mnist-worker-1"]
     assert cluster.job["status"]["restartCount"] == 2
+
+
+@pytest.mark.parametrize("restart", ["Never", "ExitCode", "OnFailure"])
+def test_losing_a_node_does_not_fail_the_job_whatever_the_restart_policy(restart: str) -> None:
+    for spec in (elastic(), pytorchjob()):
+        spec["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = restart
+        cluster = node_b_down(spec)
+        cluster.step(at(30))
+        cluster.step(at(31))
+        assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"])), restart
+        assert "mnist-worker-1" in cluster.pods
