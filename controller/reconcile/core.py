@@ -30,8 +30,7 @@ from trainctl.controller.frameworks.base import (
     ReplicaCounts,
 )
 from trainctl.controller.reconcile import gang as gangs
-from trainctl.controller.reconcile import nodes, oom
-from trainctl.controller.reconcile import rendezvous
+from trainctl.controller.reconcile import nodes, oom, rendezvous
 from trainctl.controller.reconcile.children import (
     ChildIndex,
     JobRef,
