@@ -194,6 +194,13 @@ class ReplicaStatus(WireModel):
     label_selector: Optional[dict[str, Any]] = None
 
 
+class OOMMemory(WireModel):
+    """trainctl: the memory limit one replica runs with after out-of-memory relaunches."""
+
+    memory: Optional[str] = None
+    previous: Optional[str] = None
+
+
 class JobStatus(WireModel):
     """What the controller observed; written through the status subresource only."""
 
@@ -207,5 +214,12 @@ class JobStatus(WireModel):
         description=(
             "trainctl: pods the controller deleted and recreated after a failure, over the job's "
             "life. backoffLimit counts these together with the kubelet's in-place restarts."
+        ),
+    )
+    oom_memory: Optional[dict[str, OOMMemory]] = Field(
+        None,
+        description=(
+            "trainctl: per replica (e.g. Worker-1), the memory limit it was relaunched with after "
+            "being OOMKilled (annotations trainctl.io/oom-memory-factor and -max), and the one before."
         ),
     )

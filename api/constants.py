@@ -112,3 +112,12 @@ RESOURCE_HUAWEI_NPU = "huawei.com/npu"
 # Opt a job back into the exact environment the reference operator injects.
 ANNOTATION_REFERENCE_ENV = "trainctl.io/reference-env"
 LABEL_COMPONENT = "trainctl.io/component"
+# trainctl extensions: a pod whose node has been not Ready this long is replaced (a
+# duration such as "30s" or "2m"; "never" leaves eviction to Kubernetes).
+ANNOTATION_NODE_LOST_GRACE = "trainctl.io/node-lost-grace"
+NODE_LOST_GRACE_NEVER = "never"
+# Opt-in: relaunch a replica killed as OOMKilled with its memory limit and request times this
+# factor, never above the maximum (a quantity); the new pod says "<previous> -> <new>".
+ANNOTATION_OOM_MEMORY_FACTOR = "trainctl.io/oom-memory-factor"
+ANNOTATION_OOM_MEMORY_MAX = "trainctl.io/oom-memory-max"
+ANNOTATION_OOM_MEMORY = "trainctl.io/oom-memory"

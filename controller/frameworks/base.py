@@ -208,6 +208,10 @@ class Framework(Generic[J]):
         """The Failed condition for a non-retryable exit under ``ExitCode``, if set at once."""
         return None
 
+    def replaces_members_alone(self, job: J) -> bool:
+        """Whether a lost pod is replaced alone (elastic) rather than with all its peers."""
+        return False
+
     def restarting(self, name: str, rtype: str) -> ConditionChange:
         return self.change(c.CONDITION_RESTARTING, self.restarting_message.format(name=name, rtype=rtype), "Warning")
 

@@ -112,6 +112,9 @@ class PyTorchFramework(Framework[PyTorchJob]):
         # The store runs from the Workers' image, which has torch.
         return RendezvousStore(port=rendezvous_port(job), template=job.spec.pytorch_replica_specs[WORKER].template or {})
 
+    def replaces_members_alone(self, job: PyTorchJob) -> bool:
+        return is_elastic(job)
+
     def autoscaling(self, job: PyTorchJob) -> Optional[Autoscaling]:
         elastic = job.spec.elastic_policy
         if elastic is None or elastic.metrics is None:

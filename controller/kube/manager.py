@@ -46,6 +46,7 @@ from trainctl.controller.kube.leader import LeaderElector
 from trainctl.controller.kube.metrics import ControllerMetrics
 from trainctl.controller.kube.options import ManagerOptions
 from trainctl.controller.kube.workqueue import WorkQueue
+from trainctl.controller.reconcile import nodes
 from trainctl.controller.reconcile import plan as plans
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 
@@ -140,6 +141,9 @@ class Manager:
             self.child_informers["PodGroup"] = Informer(
                 client, self.pod_group_resource, namespace=ns, keep=owned, watch_timeout=options.watch_timeout
             )
+        # Nodes, for the lost-node rule (trainctl extension): cluster-scoped, all of them.
+        self.node_informer = Informer(client, r.NODES, watch_timeout=options.watch_timeout)
+        self.node_informer.add_handler(self._on_node_event)
         for informer in self.job_informers.values():
             informer.add_handler(self._on_job_event)
         for informer in self.child_informers.values():
@@ -189,6 +193,25 @@ class Manager:
         else:
             self.queue.add_after(key, self.options.child_update_batch_period)
 
+    def _on_node_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
+        """A node that became not Ready (or Ready again): reconcile the jobs with pods on it."""
+        if new is not None and old is not None and nodes.not_ready(new) == nodes.not_ready(old):
+            return  # a heartbeat or a label: nothing the lost-node rule looks at
+        name = (new or old or {}).get("metadata", {}).get("name")
+        for pod in self.child_informers["Pod"].store.list():
+            if (pod.get("spec") or {}).get("nodeName") == name:
+                self._on_child_event("DELETED", pod, None)  # at once, not batched
+
+    def _nodes_of(self, pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for pod in pods:
+            name = (pod.get("spec") or {}).get("nodeName")
+            if name and name not in out:
+                node = self.node_informer.store.get("", name)
+                if node is not None:
+                    out[name] = node
+        return out
+
     def _lookup(self, child: ChildKey) -> Optional[dict[str, Any]]:
         kind, namespace, name = child
         informer = self.child_informers.get(kind)
@@ -215,7 +238,7 @@ class Manager:
             )
 
     def informers(self) -> list[Informer]:
-        return [*self.job_informers.values(), *self.child_informers.values()]
+        return [*self.job_informers.values(), *self.child_informers.values(), self.node_informer]
 
     def synced(self) -> bool:
         return all(i.synced.is_set() for i in self.informers())
@@ -318,13 +341,15 @@ class Manager:
             log.debug("waiting for the cache to show our writes", extra={"job": _job_name(key)})
             return self.expectations.expires_in(key) + 0.01
         uid = job["metadata"].get("uid", "")
+        pods = self.child_informers["Pod"].store.owned_by(uid)
         observed = Observed(
-            pods=self.child_informers["Pod"].store.owned_by(uid),
+            pods=pods,
             services=self.child_informers["Service"].store.owned_by(uid),
             hpa=next(iter(self.child_informers["HorizontalPodAutoscaler"].store.owned_by(uid)), None),
             pod_group=next(iter(self.child_informers["PodGroup"].store.owned_by(uid)), None)
             if "PodGroup" in self.child_informers
             else None,
+            nodes=self._nodes_of(pods),
         )
         now = self.clock()
         plan = self.reconciler(copy.deepcopy(job), observed, now)

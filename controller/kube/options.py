@@ -22,6 +22,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from trainctl.controller.reconcile import nodes
 from trainctl.controller.reconcile.config import ReconcileConfig
 
 
@@ -109,6 +110,16 @@ def _parser_for(value_type: type, minimum: Optional[float]) -> Any:
     return parse
 
 
+def _duration_or_never(text: str) -> Optional[float]:
+    """A duration flag ("30s", "2m", a number of seconds) that "never" turns off."""
+    if text.strip().lower() == "never":
+        return None
+    seconds = nodes.parse_duration(text)
+    if seconds is None:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 30s or 2m, or 'never', got {text!r}")
+    return seconds
+
+
 def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: Any) -> None:
     default: Any = None
     if f.default is not dataclasses.MISSING:
@@ -125,6 +136,11 @@ def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: A
     kwargs: dict[str, Any] = {"dest": f.name, "default": default}
     if base is bool:
         kwargs["action"] = argparse.BooleanOptionalAction
+    elif f.metadata.get("parse") == "duration-or-never":
+        kwargs["type"] = _duration_or_never
+        kwargs["metavar"] = f.metadata.get("metavar")
+        if default is not None:
+            help_text += f" (default: {default:g}s)"
     else:
         kwargs["type"] = _parser_for(base, f.metadata.get("minimum")) if base in (int, float) else base
         if f.metadata.get("choices"):

@@ -7,7 +7,7 @@ cluster, so ``ReconcileConfig()`` is a valid configuration.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 VOLCANO = "volcano"
@@ -24,6 +24,28 @@ class ReconcileConfig:
     # A pod still terminating this long after its deletionTimestamp (its node is gone) is
     # force-deleted so its replica can be recreated (reference issue #2072).
     force_delete_grace_seconds: float = 300.0
+    # A pod whose node has been not Ready (Unknown/False, or tainted unreachable/not-ready)
+    # this long is force-deleted and replaced; None turns it off (Kubernetes' eviction then
+    # decides). A job's annotation trainctl.io/node-lost-grace overrides it.
+    node_lost_grace_seconds: Optional[float] = field(
+        default=30.0,
+        metadata={
+            "flag": "node-lost-grace",
+            "help": "replace a pod whose node is not Ready for this long (e.g. 30s, 2m; 'never' = off)",
+            "parse": "duration-or-never",
+            "metavar": "DURATION",
+        },
+    )
+    # Out-of-memory relaunch for every job (a job's annotations trainctl.io/oom-memory-factor
+    # and -max override these): an OOMKilled replica comes back with its memory limit and
+    # request times the factor, never above the maximum. None: off unless a job opts in.
+    oom_memory_factor: Optional[float] = field(
+        default=None, metadata={"help": "relaunch an OOMKilled replica with its memory times this factor (off by default)",
+                            "metavar": "FACTOR", "minimum": 1}
+    )
+    oom_memory_max: Optional[str] = field(
+        default=None, metadata={"help": "never relaunch with more memory than this quantity (e.g. 8Gi)", "metavar": "QUANTITY"}
+    )
     # While Volcano has not admitted the PodGroup, look again this often.
     podgroup_poll_seconds: float = 5.0
     # Rendezvous timers for elastic jobs with a trainctl-hosted store, so that a lost pod

@@ -30,7 +30,7 @@ from trainctl.controller.frameworks.base import (
     ReplicaCounts,
 )
 from trainctl.controller.reconcile import gang as gangs
-from trainctl.controller.reconcile import rendezvous
+from trainctl.controller.reconcile import nodes, oom, rendezvous
 from trainctl.controller.reconcile.children import (
     ChildIndex,
     JobRef,
@@ -118,6 +118,20 @@ class _Pass:
         # What this pass may still create, per kind of replica child (never below one).
         per_pass = max(1, self.config.max_creates_per_pass)
         self.create_budget = {"Pod": per_pass, "Service": per_pass}
+        grace, problem = nodes.grace_seconds(self.annotations, self.config.node_lost_grace_seconds)
+        if problem is not None:
+            self.warnings.setdefault("InvalidNodeLostGrace", Event("Warning", "InvalidNodeLostGrace", problem))
+        self.lost, self.lost_waits = nodes.find_lost(self.observed.pods, self.observed.nodes, self.now, grace)
+        self.deleting: set[Optional[str]] = set()  # uids this pass deletes
+        self.lost_uids = {(lost.pod.get("metadata") or {}).get("uid") for lost in self.lost}
+        self.oom_policy, problem = oom.policy(self.annotations, self.config.oom_memory_factor, self.config.oom_memory_max)
+        if problem is not None:
+            self.warnings.setdefault("InvalidOOMMemory", Event("Warning", "InvalidOOMMemory", problem))
+        self.oom_memory: dict[str, dict[str, str]] = dict(self.old_status.get("oomMemory") or {})
+        self.oom_relaunch: dict[str, tuple[str, int, int, int]] = {}  # uid -> (type, index, limit, new limit)
+        self.oom_at_max: list[str] = []  # why memory ended a replica, for the failure message
+        if self.oom_policy is not None:
+            self.find_oom_killed(self.oom_policy)
 
     # --- the pass ---------------------------------------------------------------------------
     def run(self) -> None:
@@ -129,8 +143,12 @@ class _Pass:
             self.book.set(c.CONDITION_FAILED, TRUE, fw.reason("ReplicaLimitExceeded"), too_many, "Warning")
         suspended = bool(self.run_policy.suspend)
         self.reconcile_hpa(suspended)
+        done = self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)
+        if done:  # nothing is replaced any more: pods follow cleanPodPolicy, stuck ones the rule below
+            self.lost, self.lost_uids, self.lost_waits = [], set(), []
         self.force_delete_stuck_pods()
-        if self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED):
+        self.force_delete_lost_pods()
+        if done:
             self.finished()
         elif suspended:
             self.suspend()
@@ -202,7 +220,7 @@ class _Pass:
             if not self.status.get("completionTime"):
                 self.status["completionTime"] = rfc3339(self.now)
             self.clean_up()
-            self.book.set(c.CONDITION_FAILED, TRUE, fw.limit_failure_reason, failure, "Normal")
+            self.book.set(c.CONDITION_FAILED, TRUE, fw.limit_failure_reason, self.with_oom_cause(failure), "Normal")
             self.ttl()
             return
         may_create_pods = self.reconcile_pod_group()
@@ -228,16 +246,22 @@ class _Pass:
         # a peer that left with a retryable code at the same moment would otherwise be
         # deleted (losing its status and log) only for the job to fail anyway.
         permanent = self.exit_code_failures()
-        restarts = 0
+        restarts, lost_types = 0, []
+        if not permanent:
+            restarts, lost_types = self.restart_for_lost_pods()
+            restarted = list(lost_types)
         for rtype in self.types:
             if fw.service_cluster_ip(rtype) is not None:
                 self.reconcile_services(rtype, self.specs[rtype].replicas or 0)
             env_factory = fw.env_factory(self.job, rtype, ctx) if may_create_pods and not permanent else None
             count = self.reconcile_pods(rtype, env_factory, restart=not permanent)
             if count:
-                restarted.append(rtype)
                 restarts += count
+                if rtype not in restarted:
+                    restarted.append(rtype)
 
+        if self.oom_memory:
+            self.status["oomMemory"] = self.oom_memory
         if restarts:
             self.status["restartCount"] = (self.status.get("restartCount") or 0) + restarts
         for rtype in restarted:
@@ -254,7 +278,12 @@ class _Pass:
             true_conditions=self.book.true_types(),
         )
         for change in fw.evaluate(facts):
+            if change.type == c.CONDITION_FAILED and self.oom_at_max:
+                change = replace(change, message=self.with_oom_cause(change.message))
             self.book.apply(change)
+        if not (self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)):
+            for rtype in lost_types:  # a lost pod is counted neither up nor failed: say it restarts
+                self.book.apply(fw.restarting(self.name, rtype))
         self.set_replica_statuses(counts)
         if (self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)) and not self.status.get(
             "completionTime"
@@ -291,10 +320,13 @@ class _Pass:
         slots, duplicated = self.pods.slots(rtype), self.pods.duplicated(rtype)
         for index in sorted(slots):  # ints sort fast; deletes go lowest index first
             pod = slots[index]
-            if index in duplicated or is_terminating(pod):
+            if index in duplicated or is_terminating(pod) or self.is_lost(pod) or self.is_deleting(pod):
                 continue  # duplicates on one index are left alone, as the reference does
             if index >= replicas:
                 self.delete(pod, with_service=False)  # scale-down: the highest indices go
+                continue
+            if restart and self.relaunch_oom_killed(rtype, pod):
+                restarts += 1
                 continue
             if not restart or (pod.get("status") or {}).get("phase") != "Failed":
                 continue
@@ -313,7 +345,12 @@ class _Pass:
         factory = self.pod_factory(rtype, env_factory)
         for warning in factory.warnings:
             self.warnings.setdefault(warning.reason, warning)
-        self.plan.creates.extend(factory.build(index) for index in missing)
+        for index in missing:
+            pod = factory.build(index)
+            grown = self.oom_memory.get(f"{rtype}-{index}")
+            if grown and grown.get("memory"):
+                pod = oom.with_memory(pod, self.framework.container, grown["memory"], grown.get("previous") or "")
+            self.plan.creates.append(pod)
 
     def within_budget(self, kind: str, missing: list[int]) -> list[int]:
         """The first of ``missing`` this pass may still create; a requeue when some must wait."""
@@ -359,8 +396,8 @@ class _Pass:
         active = succeeded = failed = 0
         duplicated = self.pods.duplicated(rtype)
         for index, pod in self.pods.slots(rtype).items():
-            if index in duplicated:
-                continue
+            if index in duplicated or (pod.get("metadata") or {}).get("uid") in self.oom_relaunch or self.is_lost(pod):
+                continue  # replaced by the controller (more memory, a lost node): neither up nor failed
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running":
                 if is_terminating(pod):
@@ -404,8 +441,9 @@ class _Pass:
         ``as_observed``: the decision rests on the object's current state (its phase), so the
         delete carries its resourceVersion and fails if the object has changed since.
         """
-        if is_terminating(obj):
-            return
+        if is_terminating(obj) or self.is_lost(obj) or self.is_deleting(obj):
+            return  # a lost pod has its force-delete already
+        self.deleting.add((obj.get("metadata") or {}).get("uid"))
         self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed, cause=cause))
         if with_service:
             service = self.services.by_name.get((obj.get("metadata") or {}).get("name", ""))
@@ -429,6 +467,8 @@ class _Pass:
         """Pods terminating long past their deletionTimestamp sit on a lost node (#2072)."""
         grace = self.config.force_delete_grace_seconds
         for pod in self.observed.pods:
+            if self.is_lost(pod):
+                continue
             deleted_at = parse_time((pod.get("metadata") or {}).get("deletionTimestamp"))
             if deleted_at is None:
                 continue
@@ -441,6 +481,88 @@ class _Pass:
                 self.plan.deletes.append(_typed_ref(pod, "Pod", force=True, cause=cause))
             else:
                 self.requeue.append(left)
+
+    # --- lost nodes (trainctl extension, docs/compatibility.md) -------------------------------
+    def is_deleting(self, obj: dict[str, Any]) -> bool:
+        """Whether this pass deletes ``obj`` already (a static job's restart, say)."""
+        uid = (obj.get("metadata") or {}).get("uid")
+        return uid is not None and uid in self.deleting
+
+    def is_lost(self, obj: dict[str, Any]) -> bool:
+        return bool(self.lost_uids) and (obj.get("metadata") or {}).get("uid") in self.lost_uids
+
+    def force_delete_lost_pods(self) -> None:
+        """Force-delete pods lost with their node, terminating ones too: no kubelet confirms it."""
+        for lost in self.lost:
+            self.plan.deletes.append(_typed_ref(lost.pod, "Pod", force=True, cause=lost.cause))
+        self.requeue.extend(self.lost_waits)  # look again the moment a grace expires
+
+    def restart_for_lost_pods(self) -> tuple[int, list[str]]:
+        """Count the replacements of lost replicas; a static job restarts all its pods.
+
+        The manager deletes conditionally and waits for its deletes to show in the cache, so
+        a lost pod (one uid) is seen lost, and counted, in one pass only. An elastic job's
+        survivors keep training at the smaller size and the replacement rejoins: one restart
+        per lost pod. A static job's ranks cannot take a new member: every pod is deleted and
+        recreated, one restart of the job.
+        """
+        lost_by_type: dict[str, int] = {}
+        first: Optional[dict[str, Any]] = None
+        for rtype in self.types:
+            replicas = self.specs[rtype].replicas or 0
+            for index, pod in sorted(self.pods.slots(rtype).items()):
+                if index < replicas and self.is_lost(pod):
+                    lost_by_type[rtype] = lost_by_type.get(rtype, 0) + 1
+                    first = first or pod
+        if first is None:
+            return 0, []
+        if self.framework.replaces_members_alone(self.job):
+            return sum(lost_by_type.values()), list(lost_by_type)
+        why = f"restarting the static job: {first['metadata'].get('name')} was lost with node {node_of(first)}"
+        for pod in self.pods.replicas():
+            self.delete(pod, with_service=False, cause=why)
+        return 1, list(lost_by_type)
+
+    # --- out-of-memory relaunch (trainctl extension, docs/compatibility.md) ------------------
+    def find_oom_killed(self, policy: oom.Policy) -> None:
+        """Which OOMKilled replicas get more memory; which are at the maximum already."""
+        container = self.framework.container
+        for rtype in self.types:
+            duplicated = self.pods.duplicated(rtype)
+            for index, pod in self.pods.slots(rtype).items():
+                if index in duplicated or is_terminating(pod) or self.is_lost(pod) or not oom.oom_killed(pod, container):
+                    continue
+                limit = oom.memory_limit(pod.get("spec") or {}, container)
+                if limit is None:
+                    continue  # no memory limit: nothing to grow
+                grown = oom.grown(limit, policy)
+                if grown > limit:
+                    self.oom_relaunch[pod["metadata"].get("uid", "")] = (rtype, index, limit, grown)
+                else:
+                    self.oom_at_max.append(
+                        f"replica {rtype}-{index} was OOMKilled at the maximum memory {oom.format_memory(limit)} "
+                        f"({c.ANNOTATION_OOM_MEMORY_MAX})"
+                    )
+
+    def relaunch_oom_killed(self, rtype: str, pod: dict[str, Any]) -> bool:
+        """Replace an OOMKilled pod; its replacement gets the grown limit from the status."""
+        decided = self.oom_relaunch.get((pod.get("metadata") or {}).get("uid", ""))
+        if decided is None:
+            return False
+        _, index, limit, grown = decided
+        key, previous, memory = f"{rtype}-{index}", oom.format_memory(limit), oom.format_memory(grown)
+        self.oom_memory[key] = {"memory": memory, "previous": previous}
+        name = pod["metadata"].get("name", "")
+        cause = f"to be recreated with memory {memory}: OOMKilled at {previous} on node {node_of(pod)}"
+        self.delete(pod, with_service=False, cause=cause)
+        self.plan.events.append(Event(
+            "Normal", "OOMMemoryIncreased",
+            f"Pod {name} was OOMKilled with memory limit {previous}: replica {key} is relaunched with {memory}",
+        ))
+        return True
+
+    def with_oom_cause(self, message: str) -> str:
+        return message + ("; " + "; ".join(self.oom_at_max) if self.oom_at_max else "")
 
     # --- trainctl's rendezvous store --------------------------------------------------------
     def reconcile_rendezvous_store(self, store: RendezvousStore) -> bool:

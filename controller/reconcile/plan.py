@@ -95,6 +95,8 @@ class Observed:
     services: list[dict[str, Any]] = field(default_factory=list)
     hpa: Optional[dict[str, Any]] = None
     pod_group: Optional[dict[str, Any]] = None
+    # The Nodes the job's pods are on, by name (a node absent here is not judged).
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 @dataclass

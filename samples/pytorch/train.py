@@ -253,6 +253,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peer-failure-exit-code", type=int, default=env("PEER_FAILURE_EXIT_CODE", "1"),
                    help="exit code when a collective fails because a peer is gone (default 1)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait for peers")
+    p.add_argument("--hold-memory-mb", type=int, default=env("HOLD_MEMORY_MB", "0"),
+                   help="allocate and touch this many MiB before training (to exceed a memory limit on purpose)")
     return p
 
 
@@ -276,6 +278,9 @@ def train(args: argparse.Namespace) -> float:
     log("start", RANK=rank, WORLD_SIZE=world_size, MASTER_ADDR=os.environ.get("MASTER_ADDR", ""),
         MASTER_PORT=os.environ.get("MASTER_PORT", ""), LOCAL_RANK=os.environ.get("LOCAL_RANK", "0"),
         restart=restart, pid=os.getpid())
+    ballast = bytearray(args.hold_memory_mb * 1024 * 1024)  # zero-filled: every page is touched
+    if ballast:
+        log("holding", memory_mib=args.hold_memory_mb, rank=rank)
     distributed = world_size > 1
     if distributed:
         dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))

@@ -61,7 +61,8 @@ def test_the_namespace_default_comes_from_the_environment(monkeypatch):
     assert parse("--namespace", "other").namespace == "other"
 
 
-@pytest.mark.parametrize("argv", [("--workers", "0"), ("--qps", "-1"), ("--rdzv-join-timeout", "soon")])
+@pytest.mark.parametrize("argv", [("--workers", "0"), ("--qps", "-1"), ("--rdzv-join-timeout", "soon"),
+                                  ("--node-lost-grace", "soon")])
 def test_bad_values_are_refused_by_the_parser(argv, capsys):
     with pytest.raises(SystemExit):
         parse(*argv)
@@ -78,3 +79,15 @@ def test_a_new_reconcile_field_gets_its_flag(monkeypatch):
     options.add_flags(parser)
     args = parser.parse_args(["--max-replicas-per-job", "7"])
     assert args.max_replicas_per_job == 7
+
+
+@pytest.mark.parametrize(("argv", "grace"), [((), 30.0), (("--node-lost-grace", "5s"), 5.0),
+                                             (("--node-lost-grace", "2m"), 120.0), (("--node-lost-grace", "never"), None)])
+def test_node_lost_grace_is_a_duration_or_never(argv, grace):
+    assert parse(*argv).reconcile.node_lost_grace_seconds == grace
+
+
+def test_oom_relaunch_flags_opt_every_job_in():
+    assert (ReconcileConfig().oom_memory_factor, ReconcileConfig().oom_memory_max) == (None, None)
+    parsed = parse("--oom-memory-factor", "1.5", "--oom-memory-max", "4Gi")
+    assert (parsed.reconcile.oom_memory_factor, parsed.reconcile.oom_memory_max) == (1.5, "4Gi")

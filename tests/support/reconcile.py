@@ -55,12 +55,14 @@ class Cluster:
         self.services: dict[str, dict[str, Any]] = {}
         self.hpa: Optional[dict[str, Any]] = None
         self.pod_group: Optional[dict[str, Any]] = None
+        self.nodes: dict[str, dict[str, Any]] = {}
         self.deleted_job = False
         self._serial = 0
 
     def observed(self) -> Observed:
         return Observed(
-            pods=list(self.pods.values()), services=list(self.services.values()), hpa=self.hpa, pod_group=self.pod_group
+            pods=list(self.pods.values()), services=list(self.services.values()), hpa=self.hpa, pod_group=self.pod_group,
+            nodes=self.nodes,
         )
 
     def reconcile(self, now: datetime = T0) -> Plan:

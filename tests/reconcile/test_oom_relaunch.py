@@ -1,0 +1,148 @@
+"""Out-of-memory relaunch: an OOMKilled replica comes back with more memory when the job opts in."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pytest
+
+from trainctl.controller.reconcile import ReconcileConfig, oom
+from trainctl.controller.reconcile.plan import delete_events
+
+from tests.support.jobs import pytorchjob
+from tests.support.reconcile import Cluster, at, conditions
+
+
+def job(restart: str = "OnFailure", factor: Optional[str] = "1.5", maximum: Optional[str] = "1Gi",
+        memory: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    out = pytorchjob(master=False, workers=2, restart=restart, **spec)
+    resources = {"limits": {"memory": "512Mi"}, "requests": {"memory": "256Mi"}} if memory is None else memory
+    out["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"] = resources
+    annotations = {}
+    if factor is not None:
+        annotations["trainctl.io/oom-memory-factor"] = factor
+    if maximum is not None:
+        annotations["trainctl.io/oom-memory-max"] = maximum
+    out["metadata"]["annotations"] = annotations
+    return out
+
+
+def killed(cluster: Cluster, name: str, *, in_place: bool) -> None:
+    """The kubelet's report of an OOM kill: restarted in place (lastState) or the pod Failed."""
+    terminated = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+    if in_place:
+        cs = {"name": "pytorch", "state": {"running": {}}, "lastState": terminated, "restartCount": 1}
+        cluster.set_phase(name, "Running", containerStatuses=[cs])
+    else:
+        cluster.set_phase(name, "Failed", containerStatuses=[{"name": "pytorch", "state": terminated, "restartCount": 0}])
+
+
+def started(spec: dict[str, Any], config: Optional[ReconcileConfig] = None) -> Cluster:
+    cluster = Cluster(spec, config)
+    cluster.step(at(0))
+    cluster.step(at(0))
+    cluster.set_all("Running")
+    cluster.step(at(1))
+    return cluster
+
+
+def memory_of(pod: dict[str, Any]) -> dict[str, Any]:
+    return pod["spec"]["containers"][0]["resources"]
+
+
+@pytest.mark.parametrize(("restart", "in_place"), [("OnFailure", True), ("Always", True), ("Never", False), ("ExitCode", False),
+                                                   ("OnFailure", False)])
+def test_oom_killed_replica_is_relaunched_with_more_memory(restart: str, in_place: bool) -> None:
+    cluster = started(job(restart))
+    killed(cluster, "mnist-worker-1", in_place=in_place)
+    plan = cluster.step(at(5))
+    (deleted,) = plan.deletes
+    assert deleted.name == "mnist-worker-1" and not deleted.force
+    assert "OOMKilled at 512Mi" in delete_events(deleted).success.message
+    increased = [e for e in plan.events if e.reason == "OOMMemoryIncreased"]
+    assert [e.message for e in increased] == [
+        "Pod mnist-worker-1 was OOMKilled with memory limit 512Mi: replica Worker-1 is relaunched with 768Mi"]
+    assert cluster.job["status"]["restartCount"] == 1
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"]))
+    plan = cluster.step(at(6))
+    (pod,) = plan.creates
+    assert pod["metadata"]["name"] == "mnist-worker-1"
+    assert memory_of(pod) == {"limits": {"memory": "768Mi"}, "requests": {"memory": "384Mi"}}
+    assert pod["metadata"]["annotations"]["trainctl.io/oom-memory"] == "512Mi -> 768Mi"
+    assert cluster.job["status"]["restartCount"] == 1
+    assert cluster.job["status"]["oomMemory"] == {"Worker-1": {"memory": "768Mi", "previous": "512Mi"}}
+    # The other replica keeps its template's memory.
+    assert memory_of(cluster.pods["mnist-worker-0"])["limits"]["memory"] == "512Mi"
+
+
+def test_the_increase_persists_and_clamps_at_the_maximum_then_the_failure_names_memory() -> None:
+    cluster = started(job("Never"))
+    for expected in ("768Mi", "1Gi"):
+        killed(cluster, "mnist-worker-1", in_place=False)
+        cluster.step(at(5))
+        cluster.step(at(6))
+        assert memory_of(cluster.pods["mnist-worker-1"])["limits"]["memory"] == expected
+        cluster.set_phase("mnist-worker-1", "Running")
+        cluster.step(at(7))
+    assert cluster.pods["mnist-worker-1"]["metadata"]["annotations"]["trainctl.io/oom-memory"] == "768Mi -> 1Gi"
+    killed(cluster, "mnist-worker-1", in_place=False)  # at the maximum: the restart policy (Never) decides
+    plan = cluster.step(at(8))
+    assert plan.deletes == []
+    failed = next(c for c in cluster.job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True"
+    assert "replica Worker-1 was OOMKilled at the maximum memory 1Gi (trainctl.io/oom-memory-max)" in failed["message"]
+    assert cluster.job["status"]["restartCount"] == 2
+
+
+def test_at_the_maximum_backoff_limit_fails_the_job_saying_memory_was_the_cause() -> None:
+    cluster = started(job("OnFailure", maximum="512Mi", runPolicy={"backoffLimit": 1}))
+    killed(cluster, "mnist-worker-0", in_place=True)
+    plan = cluster.step(at(5))
+    assert not [d for d in plan.deletes if d.name == "mnist-worker-0" and "memory" in (d.cause or "")]
+    failed = next(c for c in cluster.job["status"]["conditions"] if c["type"] == "Failed")
+    assert "backoff limit" in failed["message"]
+    assert failed["message"].endswith("replica Worker-0 was OOMKilled at the maximum memory 512Mi (trainctl.io/oom-memory-max)")
+
+
+def test_without_opt_in_the_reference_behaviour_stays() -> None:
+    cluster = started(job("OnFailure", factor=None, maximum=None))
+    killed(cluster, "mnist-worker-1", in_place=True)
+    plan = cluster.step(at(5))
+    assert plan.deletes == [] and not any(e.reason == "OOMMemoryIncreased" for e in plan.events)
+    never = started(job("Never", factor=None, maximum=None))
+    killed(never, "mnist-worker-1", in_place=False)
+    never.step(at(5))
+    failed = next(c for c in never.job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True" and "OOMKilled" not in failed["message"]
+
+
+def test_controller_flags_opt_every_job_in() -> None:
+    cluster = started(job("OnFailure", factor=None, maximum=None),
+                      ReconcileConfig(oom_memory_factor=2.0, oom_memory_max="800Mi"))
+    killed(cluster, "mnist-worker-0", in_place=True)
+    cluster.step(at(5))
+    plan = cluster.step(at(6))
+    assert memory_of(plan.creates[0]) == {"limits": {"memory": "800Mi"}, "requests": {"memory": "400Mi"}}
+
+
+def test_a_kill_seen_in_two_passes_grows_memory_once() -> None:
+    cluster = started(job("OnFailure"))
+    killed(cluster, "mnist-worker-1", in_place=True)
+    first = cluster.reconcile(at(5))
+    cluster.job["status"] = first.status  # the status was written, the delete not yet seen
+    second = cluster.reconcile(at(6))
+    assert second.status is None or second.status["oomMemory"] == first.status["oomMemory"]
+    assert (second.status or first.status)["oomMemory"]["Worker-1"]["memory"] == "768Mi"
+
+
+def test_invalid_annotations_warn_and_change_nothing() -> None:
+    cluster = started(job("OnFailure", factor="lots"))
+    killed(cluster, "mnist-worker-1", in_place=True)
+    plan = cluster.reconcile(at(5))
+    assert plan.deletes == [] and any(e.reason == "InvalidOOMMemory" for e in plan.events)
+
+
+@pytest.mark.parametrize(("size", "text"), [(512 * 2**20, "512Mi"), (2**30, "1Gi"), (1000, "1000")])
+def test_format_memory(size: int, text: str) -> None:
+    assert oom.format_memory(size) == text
+    assert oom.parse_memory(text) == size
