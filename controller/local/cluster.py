@@ -222,7 +222,7 @@ class LocalCluster:
                  node_name: str = DEFAULT_NODE_NAME, backoff_base: Optional[float] = None,
                  port: int = 0, controller_args: Optional[list[str]] = None, nodes: int = 1,
                  node_names: Optional[list[str]] = None, node_cpu: Optional[str] = None,
-                 node_memory: Optional[str] = None) -> None:
+                 node_memory: Optional[str] = None, lease_renew_interval: Optional[float] = None) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
         names = node_names or ([node_name] if nodes == 1 else None)
@@ -230,6 +230,7 @@ class LocalCluster:
         self.node_name = self.nodes[0].name
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
+        self.lease_renew_interval = lease_renew_interval
         # The API server's port: the one asked for, else the one it first chose. Every restart
         # passes it, however the server stopped (a clean exit removes its port file), so the
         # kubeconfig the kubelet and the controller hold stays valid for the cluster's life.
@@ -258,7 +259,9 @@ class LocalCluster:
             sys.executable, "-m", "trainctl.controller.local.kubelet", "--dir", str(self.directory),
             "--node-name", spec.name, "--cpu", spec.cpu, "--memory", spec.memory,
             "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir),
-            *(["--backoff-base", str(self.backoff_base)] if self.backoff_base is not None else [])], _wait_pipe)
+            *(["--backoff-base", str(self.backoff_base)] if self.backoff_base is not None else []),
+            *(["--node-lease-renew-interval", str(self.lease_renew_interval)] if self.lease_renew_interval else [])],
+            _wait_pipe)
 
     @property
     def components(self) -> list[Component]:

@@ -127,6 +127,8 @@ def _kubelet_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pod-cidr", default=None, help="pod addresses (default: DIR's own slice of 127.128.0.0/10)")
     parser.add_argument("--backoff-base", type=_positive_float, default=10.0,
                         help="first CrashLoopBackOff delay in seconds (doubles up to 5 minutes)")
+    parser.add_argument("--node-lease-renew-interval", type=_positive_float, default=10.0, metavar="SECONDS",
+                        help="how often the node's Lease is renewed (Kubernetes: 10)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
@@ -149,7 +151,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
         return 1
     config = KubeletConfig(directory=directory, kubeconfig=kubeconfig, node_name=args.node_name, gpus=args.gpus,
                            npus=args.npus, workdir=Path(args.workdir).resolve() if args.workdir else Path.cwd(),
-                           backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory)
+                           backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory,
+                           heartbeat_seconds=args.node_lease_renew_interval)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()
@@ -473,9 +476,8 @@ def run_status(args: argparse.Namespace) -> int:
             ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
             allocatable = node.get("status", {}).get("allocatable", {})
             extras = ", ".join(f"{k}={v}" for k, v in sorted(allocatable.items()) if "/" in k)
-            state = {"Unknown": "NotReady (Unknown)", "True": "Ready", "False": "NotReady"}.get(ready.get("status"), "Unknown")
             here = [p["metadata"]["name"] for p in pods if p.get("spec", {}).get("nodeName") == name]
-            print(f"Node {name}: {state}{', ' + machine[name] if machine.get(name) else ''}, "
+            print(f"Node {name}: Ready={ready.get('status', 'Unknown')}{', ' + machine[name] if machine.get(name) else ''}, "
                   f"cpu={allocatable.get('cpu')}, memory={allocatable.get('memory')}{', ' + extras if extras else ''}; "
                   f"pods: {', '.join(here) or 'none'}")
         phases: dict[str, int] = {}

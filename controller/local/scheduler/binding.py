@@ -90,8 +90,8 @@ class Scheduler:
         decision = schedule(pod, nodes, self._port_available)
         if decision.fits:
             if self._bind(pod, decision.node_name):
-                index = next(i for i, node in enumerate(nodes) if node.name == decision.node_name)
-                nodes[index] = nodes[index].with_pod(pod)
+                for index, node in enumerate(nodes):
+                    nodes[index] = node.with_pod(pod) if node.name == decision.node_name else node.with_neighbour(pod)
                 with self._lock:
                     self._assumed[uid] = decision.node_name
                     self._unschedulable.pop(uid, None)

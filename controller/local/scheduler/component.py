@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Optional
 
 from trainctl.controller.kube.client import KubeClient
@@ -37,7 +38,12 @@ def node_views(nodes: Sequence[Obj], pods: Sequence[Obj], assumed: dict[str, str
         if name and not is_terminal(pod):
             by_node.setdefault(name, []).append(pod)
     ordered = sorted(nodes, key=lambda n: (n.get("metadata") or {}).get("name", ""))
-    return [NodeResources.from_node(node, by_node.get(node["metadata"]["name"], ())) for node in ordered]
+    views = []
+    for node in ordered:
+        name = node["metadata"]["name"]
+        others = tuple(p for other, bound in by_node.items() if other != name for p in bound)
+        views.append(replace(NodeResources.from_node(node, by_node.get(name, ())), neighbours=others))
+    return views
 
 
 class SchedulerComponent:

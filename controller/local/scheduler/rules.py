@@ -140,10 +140,17 @@ class NodeResources:
     allocated_devices: Mapping[str, set[int]] = field(default_factory=dict)
     taints: tuple[Obj, ...] = ()
     unschedulable: bool = False  # spec.unschedulable: cordoned
+    # Pods bound to the machine's other nodes: every node is this one machine, so a port one
+    # of them holds is held on all (the port rule looks at these too).
+    neighbours: tuple[Obj, ...] = ()
 
     def with_pod(self, pod: Obj) -> "NodeResources":
         """The node once ``pod`` is bound to it (later pods of the same pass see it)."""
         return replace(self, bound=self.bound + (pod,))
+
+    def with_neighbour(self, pod: Obj) -> "NodeResources":
+        """The node once ``pod`` is bound to another node of the machine."""
+        return replace(self, neighbours=self.neighbours + (pod,))
 
     @classmethod
     def from_node(cls, node: Obj, bound: Iterable[Obj] = ()) -> "NodeResources":
@@ -253,7 +260,7 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
         return [_Problem(f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}")]
     if not matches_node_selection(pod, node):
         return [_Problem(NODE_SELECTOR_PROBLEM)]
-    problems = _port_problems(pod, bound, port_available)
+    problems = _port_problems(pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available)
     if problems:
         return problems
     wanted = pod_requests(pod)

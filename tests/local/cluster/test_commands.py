@@ -141,7 +141,7 @@ def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
     from trainctl.controller.local import commands
 
     component = FlakyComponent()
-    assert commands._supervise(SimpleNamespace(components=[component])) == 1
+    assert commands._supervise(SimpleNamespace(components=[component], nodes=[], directory=None)) == 1
     assert component.starts == commands.MAX_RESTARTS  # failed starts did not end supervision
     err = capsys.readouterr().err
     assert "apiserver exited during start-up" in err and "giving up" in err

@@ -201,3 +201,13 @@ def test_other_schedulers_pods_are_left_alone():
         p = pod("p")
         p["spec"]["schedulerName"] = name
         assert wants_this_scheduler(p) is ours
+
+
+def test_a_port_held_on_one_node_is_held_on_every_node_of_the_machine():
+    from trainctl.controller.local.scheduler.rules import schedule
+
+    holder = pod("holder", owner="job-a", ports=[29500])
+    nodes = [_node("a").with_pod(holder), _node("b").with_neighbour(holder)]
+    decision = schedule(pod("p", owner="job-b", ports=[29500]), nodes)
+    assert decision.message == "0/2 nodes are available: port 29500 is in use by pod default/holder."
+    assert schedule(pod("q", owner="job-a", ports=[29500]), nodes).fits  # the same job shares it
