@@ -136,8 +136,8 @@ def test_selector_affinity_taints_cordon_and_scheduler_name(api, kubectl):
         kubectl("cordon", "trainctl-local-2")
         api.create(PODS, with_spec(pod("cordoned-out", SLEEP), nodeSelector={"zone": "b"}))
         assert unschedulable_message(api, "cordoned-out") == (
-            "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: train}, "
-            "1 node(s) didn't match Pod's node affinity/selector, 1 node(s) were unschedulable.")
+            "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
+            "1 node(s) had untolerated taint {dedicated: train}, 1 node(s) were unschedulable.")
         kubectl("uncordon", "trainctl-local-2")
         assert node_of(api, "cordoned-out") == "trainctl-local-2"
         api.create(PODS, with_spec(pod("for-volcano", SLEEP), schedulerName="volcano"))
