@@ -1,6 +1,7 @@
-"""The supervisor of an embedded cluster: API server, kubelet and controller as processes.
+"""The supervisor of an embedded cluster: API server, scheduler, kubelets and controller as processes.
 
-:class:`LocalCluster` starts the three components on one directory, waits until each is
+:class:`LocalCluster` starts the components on one directory (one kubelet per node, see
+:mod:`.nodes`), waits until each is
 ready, installs the CRDs, and stops everything (pod processes included) on exit. Each
 component is its own process with a pid file and a log under the directory, so tests can
 kill and restart one alone; ``trainctl local up`` adds signal handling, crash restarts and
@@ -10,10 +11,11 @@ Directory layout (``DIR``):
 
     kubeconfig, token, apiserver.port, state.db   written by the API server
     run/<component>.pid                           "<pid> <kernel start time>"
+    run/nodes.json, run/nodes/<node>              the nodes and what the user did to them
     run/supervisor.lock                           flock held by the supervising process
     logs/<component>.log                          each component's stdout and stderr
     pods/<uid>/<container>/<restart>.log          container logs (CRI format)
-    kubelet/processes/                            the pod process groups the kubelet owns
+    kubelet/<node>/processes/                     the pod process groups each kubelet owns
     network/hosts, network/python/                Service names for Python resolvers
 """
 
@@ -26,20 +28,21 @@ import select
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.api import crd as api_crd
+from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.resources import CRDS
+
+from . import nodes as local_nodes
 from .apiserver.process import PORT_FILE, wait_for_port_file
-from .network import cluster_ranges
 from .kubelet.kubelet import DEFAULT_NODE_NAME
 from .kubelet.runtime import ProcessRegistry, process_start_time
+from .network import cluster_ranges
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
-COMPONENTS = ("apiserver", "kubelet", "controller")
 
 
 class ClusterError(Exception):
@@ -122,7 +125,7 @@ class Component:
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
         argv, pass_fds = self._argv(), ()
         write_fd = None
-        if self.name == "kubelet":
+        if self.name.startswith("kubelet"):
             self.ready_fd, write_fd = os.pipe()
             argv += ["--ready-fd", str(write_fd)]
             pass_fds = (write_fd,)
@@ -217,22 +220,27 @@ class LocalCluster:
     def __init__(self, directory: os.PathLike[str] | str = DEFAULT_DIR, gpus: int = 0, npus: int = 0,
                  controller: bool = True, workdir: Optional[os.PathLike[str] | str] = None,
                  node_name: str = DEFAULT_NODE_NAME, backoff_base: Optional[float] = None,
-                 port: int = 0, controller_args: Optional[list[str]] = None) -> None:
+                 port: int = 0, controller_args: Optional[list[str]] = None, nodes: int = 1,
+                 node_names: Optional[list[str]] = None, node_cpu: Optional[str] = None,
+                 node_memory: Optional[str] = None, lease_renew_interval: Optional[float] = None) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
-        self.node_name = node_name
+        names = node_names or ([node_name] if nodes == 1 else None)
+        self.nodes = local_nodes.node_specs(len(names) if names else nodes, names, node_cpu, node_memory)
+        self.node_name = self.nodes[0].name
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
+        self.lease_renew_interval = lease_renew_interval
         # The API server's port: the one asked for, else the one it first chose. Every restart
         # passes it, however the server stopped (a clean exit removes its port file), so the
         # kubeconfig the kubelet and the controller hold stays valid for the cluster's life.
         self.port = port
         python = sys.executable
         self.apiserver = Component("apiserver", self.directory, self._apiserver_argv, self._apiserver_ready)
-        self.kubelet = Component("kubelet", self.directory, lambda: [
-            python, "-m", "trainctl.controller.local.kubelet", "--dir", str(self.directory), "--node-name", node_name,
-            "--gpus", str(gpus), "--npus", str(npus), "--workdir", str(self.workdir),
-            *(["--backoff-base", str(backoff_base)] if backoff_base is not None else [])], _wait_pipe)
+        self.scheduler = Component("scheduler", self.directory, lambda: [
+            python, "-m", "trainctl.controller.local.scheduler", "--kubeconfig", str(self.kubeconfig)], _wait_started)
+        self.kubelets = {spec.name: self._kubelet(spec) for spec in self.nodes}
+        self.kubelet = self.kubelets[self.node_name]
         self.controller: Optional[Component] = None
         if controller:
             self.controller = Component("controller", self.directory, lambda: [
@@ -246,9 +254,40 @@ class LocalCluster:
     def kubeconfig(self) -> Path:
         return self.directory / "kubeconfig"
 
+    def _kubelet(self, spec: local_nodes.NodeSpec) -> Component:
+        return Component(spec.component, self.directory, lambda: [
+            sys.executable, "-m", "trainctl.controller.local.kubelet", "--dir", str(self.directory),
+            "--node-name", spec.name, "--cpu", spec.cpu, "--memory", spec.memory,
+            "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir),
+            *(["--backoff-base", str(self.backoff_base)] if self.backoff_base is not None else []),
+            *(["--node-lease-renew-interval", str(self.lease_renew_interval)] if self.lease_renew_interval else [])],
+            _wait_pipe)
+
     @property
     def components(self) -> list[Component]:
-        return [c for c in (self.apiserver, self.kubelet, self.controller) if c is not None]
+        return [c for c in (self.apiserver, self.scheduler, *self.kubelets.values(), self.controller) if c is not None]
+
+    # --- node failures (trainctl local node ...) --------------------------------------------
+    def kill_node(self, name: str) -> None:
+        """The machine dies: its kubelet and its pods' processes get SIGKILL; it stays down."""
+        local_nodes.kill_node(self.directory, name)
+        self.kubelets[name].kill()
+
+    def freeze_node(self, name: str) -> None:
+        local_nodes.freeze_node(self.directory, name)
+
+    def thaw_node(self, name: str) -> None:
+        local_nodes.thaw_node(self.directory, name)
+
+    def start_node(self, name: str, timeout: float = 60.0) -> None:
+        """A killed node boots again: a new kubelet, no pod processes."""
+        if local_nodes.node_state(self.directory, name) == local_nodes.FROZEN:
+            local_nodes.thaw_node(self.directory, name)
+        kubelet = self.kubelets[name]
+        if kubelet.alive:
+            kubelet.kill()
+        local_nodes.set_state(self.directory, name, "")
+        kubelet.start(timeout)
 
     @property
     def url(self) -> str:
@@ -304,10 +343,16 @@ class LocalCluster:
             cleanup_leftovers(self.directory)
             on_step("starting the API server")
             self.apiserver.start(timeout)
-            on_step("installing CRDs, starting the kubelet")
-            self.kubelet.launch()  # its start-up overlaps the CRD installation
+            on_step("installing CRDs, starting the scheduler and the kubelets")
+            local_nodes.write_nodes(self.directory, self.nodes)
+            for spec in self.nodes:
+                local_nodes.set_state(self.directory, spec.name, "")
+            for kubelet in self.kubelets.values():
+                kubelet.launch()  # their start-up overlaps the CRD installation
+            self.scheduler.start(timeout)
             self.install_crds()
-            self.kubelet.wait_ready(timeout)
+            for kubelet in self.kubelets.values():
+                kubelet.wait_ready(timeout)
             if self.controller is not None:
                 on_step("starting the controller")
                 self.controller.start(timeout)
@@ -327,7 +372,10 @@ class LocalCluster:
         return install_crds(self.client())
 
     def stop(self) -> None:
-        """Controller, kubelet (which stops every pod), then the API server; then sweep."""
+        """Controller, kubelets (which stop every pod), scheduler, then the API server; then sweep."""
+        for spec in self.nodes:  # a frozen kubelet could not stop
+            if local_nodes.node_state(self.directory, spec.name) == local_nodes.FROZEN:
+                local_nodes.thaw_node(self.directory, spec.name)
         for component in reversed(self.components):
             component.stop()
         cleanup_leftovers(self.directory)
@@ -349,14 +397,17 @@ def cleanup_leftovers(directory: Path) -> list[str]:
     Returns what was killed, for the user: component names, then ``"N pod processes"``.
     """
     killed: list[str] = []
-    for name in COMPONENTS:
-        pid_file = directory / "run" / f"{name}.pid"
+    for pid_file in sorted((directory / "run").glob("*.pid")):
+        name = pid_file.stem
+        if name == "supervisor":
+            continue
         pid = signal_pid_file(pid_file, signal.SIGKILL)
         if pid is not None:
             wait_pid_exit(pid, 5)
             killed.append(name)
         pid_file.unlink(missing_ok=True)
-    pods = ProcessRegistry(directory / "kubelet" / "processes").kill_leftovers()
+    pods = [record for registry in (directory / "kubelet").glob("*/processes")
+            for record in ProcessRegistry(registry).kill_leftovers()]
     if pods:
         killed.append(f"{len(pods)} pod process{'es' if len(pods) > 1 else ''}")
     return killed

@@ -1,10 +1,12 @@
-"""``trainctl local up|down|status`` (and the hidden ``trainctl local kubelet``).
+"""``trainctl local up|down|status|node`` (and the hidden ``trainctl local kubelet``).
 
 ``up`` runs :class:`~trainctl.controller.local.cluster.LocalCluster` in the foreground as the
 supervisor: it restarts a component that crashes and stops everything on Ctrl-C or
 SIGTERM. ``--detach`` starts that same supervisor as a background process and returns once
 the cluster is ready. ``down`` stops the supervisor (or, if it died, whatever it left) and
-every pod process; ``status`` says what runs.
+every pod process; ``status`` says what runs; ``node kill|freeze|thaw|start NAME`` breaks and
+mends one node (:mod:`.nodes`). ``node start`` asks the supervisor (SIGUSR1) to boot a
+killed node's kubelet again; the supervisor never restarts a kubelet the user killed.
 """
 
 from __future__ import annotations
@@ -35,6 +37,13 @@ def _non_negative(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = _non_negative(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -55,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     local = subparsers.add_parser("local", help="run an embedded single-machine cluster",
                                   description="An embedded Kubernetes-compatible cluster on this machine: "
                                               "API server, kubelet (pods are local processes) and controller.")
-    commands = local.add_subparsers(dest="local_command", metavar="{up,down,status}")
+    commands = local.add_subparsers(dest="local_command", metavar="{up,down,status,node}")
     local.set_defaults(func=lambda _args: local.print_help() or 2)
     dir_help = "cluster directory (default: ~/.trainctl/local)"
 
@@ -66,6 +75,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     up.add_argument("--gpus", type=_non_negative, default=0, metavar="N", help="advertise N fake nvidia.com/gpu devices")
     up.add_argument("--npus", type=_non_negative, default=0, metavar="N", help="advertise N fake huawei.com/Ascend910 devices")
     up.add_argument("--no-controller", action="store_true", help="do not start trainctl's controller (run your own)")
+    up.add_argument("--nodes", type=_positive_int, default=1, metavar="N", help="start N nodes, a kubelet each (default 1)")
+    up.add_argument("--node-names", default=None, metavar="A,B,..", help="the nodes' names (default trainctl-local, "
+                    "trainctl-local-2, ...); sets the number of nodes")
+    up.add_argument("--node-cpu", default=None, metavar="Q",
+                    help="each node's allocatable CPU (default: the machine's, split evenly)")
+    up.add_argument("--node-memory", default=None, metavar="Q",
+                    help="each node's allocatable memory (default: the machine's, split evenly)")
     up.add_argument("--workdir", default=None, help="directory pods run in when their workingDir does not exist "
                     "here (default: the current directory)")
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
@@ -78,6 +94,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     status = commands.add_parser("status", help="say what runs in the cluster")
     status.add_argument("--dir", default=None, help=dir_help)
     status.set_defaults(func=run_status)
+
+    node = commands.add_parser("node", help="break or mend a node: kill, freeze, thaw, start",
+                               description="Node failures as a person would cause them.")
+    actions = node.add_subparsers(dest="node_command", metavar="{kill,freeze,thaw,start}")
+    node.set_defaults(func=lambda _args: node.print_help() or 2)
+    for action, text in (("kill", "the machine dies: its kubelet and every process of its pods get SIGKILL"),
+                         ("freeze", "the machine hangs: its kubelet and its pods' processes are stopped (SIGSTOP)"),
+                         ("thaw", "a frozen machine resumes (SIGCONT)"),
+                         ("start", "a killed machine boots again: its kubelet comes back, its pods' processes do not")):
+        command = actions.add_parser(action, help=text, description=text)
+        command.add_argument("name", help="node name (see trainctl local status)")
+        command.add_argument("--dir", default=None, help=dir_help)
+        command.set_defaults(func=run_node, node_command=action)
 
     kubelet = commands.add_parser("kubelet")  # hidden: `up` starts it
     _kubelet_arguments(kubelet)
@@ -92,10 +121,14 @@ def _kubelet_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--node-name", default=DEFAULT_NODE_NAME)
     parser.add_argument("--gpus", type=_non_negative, default=0)
     parser.add_argument("--npus", type=_non_negative, default=0)
+    parser.add_argument("--cpu", default=None, help="the node's allocatable CPU (default: the machine's)")
+    parser.add_argument("--memory", default=None, help="the node's allocatable memory (default: the machine's)")
     parser.add_argument("--workdir", default=None, help="default working directory of pods (default: cwd)")
     parser.add_argument("--pod-cidr", default=None, help="pod addresses (default: DIR's own slice of 127.128.0.0/10)")
     parser.add_argument("--backoff-base", type=_positive_float, default=10.0,
                         help="first CrashLoopBackOff delay in seconds (doubles up to 5 minutes)")
+    parser.add_argument("--node-lease-renew-interval", type=_positive_float, default=10.0, metavar="SECONDS",
+                        help="how often the node's Lease is renewed (Kubernetes: 10)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
@@ -118,7 +151,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
         return 1
     config = KubeletConfig(directory=directory, kubeconfig=kubeconfig, node_name=args.node_name, gpus=args.gpus,
                            npus=args.npus, workdir=Path(args.workdir).resolve() if args.workdir else Path.cwd(),
-                           backoff_base=args.backoff_base, pod_cidr=args.pod_cidr)
+                           backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory,
+                           heartbeat_seconds=args.node_lease_renew_interval)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()
@@ -163,7 +197,9 @@ class _Shutdown(Exception):
 
 # --- up ------------------------------------------------------------------------------------
 def _usage(cluster: Any) -> str:
-    lines = [f"Local cluster is ready in {cluster.directory} (API server {cluster.url}, node {cluster.node_name}).",
+    names = ", ".join(spec.name for spec in cluster.nodes)
+    lines = [f"Local cluster is ready in {cluster.directory} (API server {cluster.url}, "
+             f"node{'s' if len(cluster.nodes) > 1 else ''} {names}).",
              "Use it with:",
              f"  export KUBECONFIG={cluster.kubeconfig}",
              "  kubectl get nodes",
@@ -174,16 +210,18 @@ def _usage(cluster: Any) -> str:
 
 def run_up(args: argparse.Namespace) -> int:
     from .cluster import ClusterError, LocalCluster
+    from .nodes import NodeError
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     if args.detach:
         return _up_detached(args, directory)
 
-    cluster = LocalCluster(directory, gpus=args.gpus, npus=args.npus, controller=not args.no_controller,
-                           workdir=args.workdir)
     try:
+        cluster = LocalCluster(directory, gpus=args.gpus, npus=args.npus, controller=not args.no_controller,
+                               workdir=args.workdir, nodes=args.nodes, node_names=_names(args.node_names),
+                               node_cpu=args.node_cpu, node_memory=args.node_memory)
         cluster.lock()
-    except (ClusterError, OSError) as exc:
+    except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))
         return 1
 
@@ -223,19 +261,65 @@ def _start_with_spinner(cluster: Any) -> None:
         cluster.start()
 
 
+def _names(text: Optional[str]) -> Optional[list[str]]:
+    return [name.strip() for name in text.split(",")] if text else None
+
+
+class _Wake(Exception):
+    """SIGUSR1 while waiting: ``trainctl local node start`` asked for a node to boot."""
+
+
+def _boot_started_nodes(cluster: Any) -> None:
+    """Start the kubelet of every node no longer marked killed whose kubelet is not running."""
+    from . import nodes
+    from .cluster import ClusterError
+
+    for spec in cluster.nodes:
+        kubelet = cluster.kubelets[spec.name]
+        if not kubelet.alive and nodes.node_state(cluster.directory, spec.name) != nodes.KILLED:
+            _say(f"node {spec.name} boots")
+            try:
+                kubelet.start()
+            except ClusterError as exc:
+                _say(str(exc))
+
+
 def _supervise(cluster: Any) -> int:
-    """Wait for a component to exit (no polling: waitid on our children) and restart it."""
+    """Wait for a component to exit (no polling: waitid on our children) and restart it,
+    unless it is the kubelet of a node the user killed (``trainctl local node kill``)."""
+    from . import nodes
     from .cluster import ClusterError
 
     crashes: dict[str, list[float]] = {}
+    wake = {"waiting": False, "pending": False}
+
+    def on_usr1(_signum: int, _frame: Any) -> None:
+        wake["pending"] = True
+        if wake["waiting"]:
+            raise _Wake()
+
+    signal.signal(signal.SIGUSR1, on_usr1)
     while True:
-        info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+        wake["waiting"] = True
+        try:
+            if wake["pending"]:
+                raise _Wake()
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+        except _Wake:
+            wake["waiting"] = wake["pending"] = False
+            _boot_started_nodes(cluster)
+            continue
+        wake["waiting"] = False
         component = next((c for c in cluster.components if c.pid == info.si_pid), None)
         if component is None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(info.si_pid, 0)
             continue
         code = component.process.wait()
+        node = next((spec.name for spec in cluster.nodes if spec.component == component.name), None)
+        if node is not None and nodes.node_state(cluster.directory, node) == nodes.KILLED:
+            _say(f"node {node} was killed; start it again with: trainctl local node start {node}")
+            continue
         # A restart that fails (e.g. the API server cannot listen yet) is one more crash, not
         # the end of the cluster: try again until the crash budget is spent.
         while True:
@@ -271,7 +355,10 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
         return 1
     read_fd, write_fd = os.pipe()
     argv = [sys.executable, "-m", "trainctl.controller.cli", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
-            "--npus", str(args.npus), "--ready-fd", str(write_fd)]
+            "--npus", str(args.npus), "--ready-fd", str(write_fd), "--nodes", str(args.nodes)]
+    for flag, value in (("--node-names", args.node_names), ("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
+        if value:
+            argv += [flag, value]
     if args.no_controller:
         argv.append("--no-controller")
     argv += ["--workdir", str(Path(args.workdir).resolve() if args.workdir else Path.cwd())]
@@ -289,7 +376,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
         return 1
     from .cluster import LocalCluster
 
-    cluster = LocalCluster(directory, controller=False)
+    cluster = LocalCluster(directory, controller=False, nodes=args.nodes, node_names=_names(args.node_names))
     print(_usage(cluster))
     print(f"Supervisor pid {process.pid}; logs in {directory / 'logs'}")
     return 0
@@ -329,11 +416,45 @@ def run_down(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- node ----------------------------------------------------------------------------------
+def run_node(args: argparse.Namespace) -> int:
+    from . import nodes
+    from .cluster import read_pid_file
+
+    directory = Path(args.dir or _default_dir()).expanduser().resolve()
+    try:
+        nodes.find_node(directory, args.name)
+        if args.node_command == "kill":
+            nodes.kill_node(directory, args.name)
+            print(f"Node {args.name} killed: its kubelet and its pods' processes are gone.")
+        elif args.node_command == "freeze":
+            nodes.freeze_node(directory, args.name)
+            print(f"Node {args.name} frozen: its kubelet and its pods' processes are stopped.")
+        elif args.node_command == "thaw":
+            nodes.thaw_node(directory, args.name)
+            print(f"Node {args.name} thawed.")
+        else:
+            supervisor = read_pid_file(directory / SUPERVISOR_PID)
+            if supervisor is None:
+                raise nodes.NodeError(f"no local cluster is running in {directory}")
+            if nodes.node_state(directory, args.name) == nodes.FROZEN:
+                nodes.thaw_node(directory, args.name)
+            nodes.set_state(directory, args.name, "")
+            os.kill(supervisor, signal.SIGUSR1)
+            print(f"Node {args.name} is booting: its kubelet starts again (see trainctl local status).")
+    except nodes.NodeError as exc:
+        _say(str(exc))
+        return 1
+    return 0
+
+
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
-    from .cluster import COMPONENTS, read_pid_file
     from trainctl.controller.kube.client import ApiError, KubeClient
     from trainctl.controller.kube.resources import NODES, PODS
+
+    from . import nodes as local_nodes
+    from .cluster import read_pid_file
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     supervisor = read_pid_file(directory / SUPERVISOR_PID)
@@ -341,19 +462,24 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"No local cluster is running in {directory}.")
         return 1
     print(f"Local cluster in {directory}: supervisor pid {supervisor}")
-    for name in COMPONENTS:
+    specs = local_nodes.read_nodes(directory)
+    for name in ("apiserver", "scheduler", *(spec.component for spec in specs), "controller"):
         pid = read_pid_file(directory / "run" / f"{name}.pid")
         print(f"  {name:<11} {'running, pid ' + str(pid) if pid else 'not running'}")
+    machine = {spec.name: local_nodes.node_state(directory, spec.name) for spec in specs}
     try:
         client = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0, max_attempts=1)
         print(f"API server: {client.host}   (export KUBECONFIG={directory / 'kubeconfig'})")
+        pods = client.list(PODS)[0]
         for node in client.list(NODES)[0]:
+            name = node["metadata"]["name"]
             ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
             allocatable = node.get("status", {}).get("allocatable", {})
             extras = ", ".join(f"{k}={v}" for k, v in sorted(allocatable.items()) if "/" in k)
-            print(f"Node {node['metadata']['name']}: Ready={ready.get('status', 'Unknown')}, cpu={allocatable.get('cpu')}, "
-                  f"memory={allocatable.get('memory')}{', ' + extras if extras else ''}")
-        pods = client.list(PODS)[0]
+            here = [p["metadata"]["name"] for p in pods if p.get("spec", {}).get("nodeName") == name]
+            print(f"Node {name}: Ready={ready.get('status', 'Unknown')}{', ' + machine[name] if machine.get(name) else ''}, "
+                  f"cpu={allocatable.get('cpu')}, memory={allocatable.get('memory')}{', ' + extras if extras else ''}; "
+                  f"pods: {', '.join(here) or 'none'}")
         phases: dict[str, int] = {}
         for pod in pods:
             phase = pod.get("status", {}).get("phase") or "Pending"

@@ -19,7 +19,7 @@ from trainctl.controller.kube.client import ApiError
 from ..network.ipam import PodIPAllocator
 from .pod_worker import PodContext, PodWorker
 from .runtime import now_rfc3339
-from .scheduler import DEVICE_RESOURCES, is_terminal, pod_requests, quantity
+from ..scheduler.rules import DEVICE_RESOURCES, is_terminal, pod_requests, quantity
 from .status import StatusWriter
 
 log = logging.getLogger(__name__)

@@ -2,13 +2,17 @@
 
 Kept apart from the pods so that a node's liveness never waits on pod work: the Lease is
 renewed every ``interval`` seconds (the real kubelet's ``nodeLeaseDurationSeconds`` / 4),
-and the Node's status is written once a minute and when the kubelet stops.
+and the Node's status is written every five minutes (the real kubelet's
+``nodeStatusReportFrequency``), when the kubelet stops, and at once after a beat came late
+(the node was frozen or cut off: the lifecycle controller may have marked it Unknown, and
+it must say Ready again promptly).
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Optional
 
 from trainctl.controller.kube.client import ApiError, KubeClient
@@ -20,7 +24,7 @@ from .runtime import now_rfc3339
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
-STATUS_EVERY_BEATS = 6  # node status once a minute at the default 10 s interval
+STATUS_EVERY_BEATS = 30  # node status every 5 minutes at the default 10 s interval
 
 
 class NodeHeartbeat:
@@ -84,11 +88,14 @@ class NodeHeartbeat:
 
     def _loop(self) -> None:
         beats = 0
+        last = time.monotonic()
         while not self._stopped.wait(self._interval):
+            late = time.monotonic() - last > 2 * self._interval  # monotonic time runs on while SIGSTOPped
+            last = time.monotonic()
             try:
                 self._renew_lease()
                 beats += 1
-                if beats % STATUS_EVERY_BEATS == 0:
+                if late or beats % STATUS_EVERY_BEATS == 0:
                     self.write_status(ready=True, message="kubelet is posting ready status")
             except Exception as exc:  # API errors, or urllib3's while the API server restarts
                 log.debug("heartbeat: %s", exc)

@@ -2,9 +2,10 @@
 
 Every watch event marks the node dirty; one sync thread then looks at the whole picture
 (it is one machine: a few hundred pods at most) and hands each part its share:
-force-deleted and terminating pods to :mod:`.deletion`, pending pods to :mod:`.scheduling`,
-bound pods to :mod:`.admission` (which gives each a :class:`~.pod_worker.PodWorker`),
-Services to :mod:`.service_rules`. Workers report their pods' status through
+force-deleted and terminating pods to :mod:`.deletion`, pods bound to this node to
+:mod:`.admission` (which gives each a :class:`~.pod_worker.PodWorker`),
+Services to :mod:`.service_rules`. Pods reach a node through the cluster's one scheduler
+(:mod:`trainctl.controller.local.scheduler`); a kubelet only runs what is bound to it. Workers report their pods' status through
 :mod:`.status`; :mod:`.heartbeat` keeps the Node and its Lease alive.
 
 One pod never stops the node from serving the others: a pod whose spec the kubelet cannot
@@ -38,6 +39,7 @@ from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
 from ..network.proxy import ServiceProxy
+from ..scheduler.rules import is_terminal
 from . import node as nodes
 from . import podspec
 from .admission import Admission
@@ -45,8 +47,6 @@ from .deletion import Terminator, grace_seconds
 from .heartbeat import NodeHeartbeat
 from .pod_worker import PodWorker
 from .runtime import ProcessRegistry
-from .scheduler import NodeResources, is_terminal, port_free_on_machine
-from .scheduling import Scheduler, wants_scheduling
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
 from .status import StatusWriter
@@ -69,8 +69,17 @@ class KubeletConfig:
     backoff_base: float = 10.0
     backoff_cap: float = 300.0
     heartbeat_seconds: float = 10.0
+    # This node's share of the machine (a quantity each); None: all of it.
+    cpu: Optional[str] = None
+    memory: Optional[str] = None
     # Pod addresses; by default this directory's slice of the pod space (network.cluster_ranges).
     pod_cidr: Optional[str] = None
+
+
+def processes_dir(directory: Path, node_name: str) -> Path:
+    """Where one node records its pods' process groups: killing or freezing a node acts on
+    exactly these (``trainctl local node kill|freeze``)."""
+    return directory / "kubelet" / node_name / "processes"
 
 
 def _meta(obj: Obj) -> Obj:
@@ -88,9 +97,9 @@ class Kubelet:
         self.config = config
         self.node_name = config.node_name
         self.host_ip = HOST_IP
-        self.allocatable: dict[str, Any] = nodes.capacity(config.gpus, config.npus)
+        self.allocatable: dict[str, Any] = nodes.capacity(config.gpus, config.npus, cpu=config.cpu, memory=config.memory)
         self.pods_dir = config.directory / "pods"
-        self.registry = ProcessRegistry(config.directory / "kubelet" / "processes")
+        self.registry = ProcessRegistry(processes_dir(config.directory, config.node_name))
         self.backoff_base = config.backoff_base
         self.backoff_cap = config.backoff_cap
         # No client-side retries or rate limit: the sync loop retries what failed, and a
@@ -106,7 +115,6 @@ class Kubelet:
         ips = PodIPAllocator(config.pod_cidr or cluster_ranges(config.directory)[0])
         self.statuses = StatusWriter(self.client)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds)
-        self.scheduler = Scheduler(self.client, self.statuses, port_free_on_machine)
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self._dirty.set)
         self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips)
@@ -173,10 +181,8 @@ class Kubelet:
 
     def _sync_loop(self) -> None:
         while not self._stopped.is_set():
-            # A port held outside the cluster frees without any API event, and a failed status
-            # write has no event to wait for: look again soon.
-            retry = self.scheduler.waiting_for_machine_ports or self.statuses.retrying
-            self._dirty.wait(RETRY_SECONDS if retry else None)
+            # A failed status write has no event to wait for: look again soon.
+            self._dirty.wait(RETRY_SECONDS if self.statuses.retrying else None)
             if self._stopped.is_set():
                 break
             self._dirty.clear()
@@ -209,7 +215,6 @@ class Kubelet:
         by_uid, pods = self._listed_pods()
         present = set(by_uid)
         workers = self.admission.workers()
-        self.scheduler.observe(by_uid)
         self.admission.forget(present)
         self.terminator.forget(present | set(workers))
         self.terminator.kill_vanished(present, workers)
@@ -219,25 +224,19 @@ class Kubelet:
         for pod in pods:
             if _meta(pod).get("deletionTimestamp") and self._on_this_node(pod):
                 self._step("delete", pod, self.terminator.delete, pod, workers.get(_uid(pod)))
-        runnable = [pod for pod in pods if self._runnable(pod)]
-        pending = self.scheduler.pending(runnable)
-        if pending:
-            nodes = self.scheduler.new_pass([self._node_resources(pods)])
-            for pod in pending:
-                self._step("schedule", pod, self.scheduler.place, pod, nodes)
         if not self._stopped.is_set():
-            for pod in runnable:
-                if self._on_this_node(pod):
+            for pod in pods:
+                if self._runnable(pod):
                     self._step("admit", pod, self.admission.admit, pod)
         self._step("sync Services", None, self.service_rules.sync, pods, self.services.store.list())
 
     def _runnable(self, pod: Obj) -> bool:
-        """A live pod this node will schedule or run and can read; a pod it cannot read is
-        rejected here, once."""
+        """A live pod bound to this node that it can read; a pod it cannot read is rejected
+        here, once."""
         meta = _meta(pod)
         if meta.get("deletionTimestamp") or is_terminal(pod) or self.admission.is_finished(_uid(pod)):
             return False
-        if not (self._on_this_node(pod) or wants_scheduling(pod)):
+        if not self._on_this_node(pod):
             return False
         problems = podspec.problems(pod)
         if problems:
@@ -261,14 +260,7 @@ class Kubelet:
         self.step_errors.append(what)
 
     def _on_this_node(self, pod: Obj) -> bool:
-        node_name = pod.get("spec", {}).get("nodeName") or self.scheduler.assumed_node(_uid(pod))
-        return node_name == self.node_name
-
-    def _node_resources(self, pods: list[Obj]) -> NodeResources:
-        bound = tuple(p for p in pods if self._on_this_node(p) and not is_terminal(p)
-                      and not self.admission.is_finished(_uid(p)))
-        return NodeResources(self.node_name, self.allocatable, self.heartbeat.labels, bound,
-                             self.admission.allocated_devices())
+        return pod.get("spec", {}).get("nodeName") == self.node_name
 
     # --- what pod workers call (PodContext) -----------------------------------------------
     def wait_for_change(self, timeout: float) -> None:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 import platform
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Optional
 
 from ..network import HOST_IP
-from .scheduler import GPU_RESOURCE, NPU_RESOURCE
+from ..scheduler.rules import GPU_RESOURCE, NPU_RESOURCE
 
 Obj = dict[str, Any]
 
@@ -35,8 +35,9 @@ def memory_kib() -> int:
     return 0
 
 
-def capacity(gpus: int = 0, npus: int = 0) -> dict[str, str]:
-    resources = {"cpu": str(os.cpu_count() or 1), "memory": f"{memory_kib()}Ki", "pods": "110"}
+def capacity(gpus: int = 0, npus: int = 0, *, cpu: Optional[str] = None, memory: Optional[str] = None) -> dict[str, str]:
+    """What this node offers: the machine's CPUs and memory unless given (a node's share)."""
+    resources = {"cpu": cpu or str(os.cpu_count() or 1), "memory": memory or f"{memory_kib()}Ki", "pods": "110"}
     if gpus:
         resources[GPU_RESOURCE] = str(gpus)
     if npus:

@@ -17,7 +17,7 @@ from trainctl.controller.kube.resources import SERVICES, controller_owner
 
 from ..network.ipam import PodIPAllocator
 from ..network.names import Pending, Resolution, rewrite
-from .scheduler import is_terminal, phase
+from ..scheduler.rules import is_terminal, phase
 
 Obj = dict[str, Any]
 

@@ -141,7 +141,49 @@ def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
     from trainctl.controller.local import commands
 
     component = FlakyComponent()
-    assert commands._supervise(SimpleNamespace(components=[component])) == 1
+    assert commands._supervise(SimpleNamespace(components=[component], nodes=[], directory=None)) == 1
     assert component.starts == commands.MAX_RESTARTS  # failed starts did not end supervision
     err = capsys.readouterr().err
     assert "apiserver exited during start-up" in err and "giving up" in err
+
+
+def test_node_commands_with_the_supervisor(tmp_path):
+    import time
+
+    from trainctl.controller.kube.resources import NODES
+
+    directory = tmp_path / "cluster"
+    up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", "--nodes", "2",
+                  "--node-names", "left,right", "--node-cpu", "1", cwd=tmp_path)
+    try:
+        assert up.returncode == 0, up.stderr
+        assert "nodes left, right" in up.stdout
+        api = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0)
+        assert sorted(n["metadata"]["name"] for n in api.list(NODES)[0]) == ["left", "right"]
+        kubelet = read_pid_file(directory / "run" / "kubelet-right.pid")
+
+        kill = trainctl("node", "kill", "right", "--dir", str(directory))
+        assert kill.returncode == 0, kill.stderr
+        assert process_start_time(kubelet) is None
+        time.sleep(2)  # the supervisor saw the exit and must leave the node down
+        assert read_pid_file(directory / "run" / "kubelet-right.pid") is None
+        status = trainctl("status", "--dir", str(directory))
+        assert "Node right: Ready=" in status.stdout and ", killed," in status.stdout
+        assert "kubelet-right not running" in status.stdout
+
+        assert trainctl("node", "freeze", "right", "--dir", str(directory)).returncode == 1  # killed: say so
+        assert trainctl("node", "kill", "nowhere", "--dir", str(directory)).returncode == 1
+
+        start = trainctl("node", "start", "right", "--dir", str(directory))
+        assert start.returncode == 0, start.stderr
+        deadline = time.monotonic() + 60
+        while read_pid_file(directory / "run" / "kubelet-right.pid") in (None, kubelet) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert read_pid_file(directory / "run" / "kubelet-right.pid") not in (None, kubelet)
+
+        assert trainctl("node", "freeze", "left", "--dir", str(directory)).returncode == 0
+        assert "frozen" in trainctl("status", "--dir", str(directory)).stdout
+        assert trainctl("node", "thaw", "left", "--dir", str(directory)).returncode == 0
+    finally:
+        down = trainctl("down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr

@@ -1,4 +1,5 @@
-"""A real API server (the shared ``apiserver`` fixture) with an in-process kubelet on it.
+"""A real API server (the shared ``apiserver`` fixture) with an in-process kubelet and
+scheduler on it.
 
 Pod builders and waits are in tests/support/pods.py.
 """
@@ -14,6 +15,7 @@ from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
 from trainctl.controller.local.kubelet import Kubelet, KubeletConfig
 from trainctl.controller.local.network import cluster_ranges
+from trainctl.controller.local.scheduler.component import SchedulerComponent
 
 
 @pytest.fixture
@@ -36,9 +38,13 @@ def kubelet(apiserver: ApiServerHandle, tmp_path: Path) -> Iterator[Kubelet]:
                            backoff_base=0.2)
     node = Kubelet(config)
     node.start()
+    scheduler = SchedulerComponent(KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1))
+    scheduler.start()
     try:
         yield node
     finally:
+        scheduler.stop()
+        scheduler.client.close()
         node.stop(grace_cap=2)
     # Bad input fails its pod with a reason; anything raised in a per-pod step is a kubelet bug.
     assert not node.step_errors, node.step_errors

@@ -1,6 +1,6 @@
 """The scheduler: binds pending pods to a node that fits, or says why none does.
 
-A pass takes the nodes' free resources (:class:`~.scheduler.NodeResources`) and places the
+A pass takes the nodes' free resources (:class:`~.rules.NodeResources`) and places the
 pending pods on them one by one, oldest first, so it does not care whether it runs inside
 the one kubelet or, once the cluster has several nodes, as a component of its own. A pod that
 fits is bound through the ``pods/binding`` subresource and *assumed* on its node until
@@ -20,9 +20,9 @@ from typing import Any, Optional
 from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.resources import PODS
 
-from .runtime import now_rfc3339
-from .scheduler import MACHINE_PORT_PROBLEM, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
-from .status import StatusWriter
+from ..kubelet.runtime import now_rfc3339
+from ..kubelet.status import StatusWriter
+from .rules import MACHINE_PORT_PROBLEM, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +57,11 @@ class Scheduler:
         with self._lock:
             return self._assumed.get(uid)
 
+    def assumed(self) -> dict[str, str]:
+        """Pod uid -> node for bindings the watch has not shown yet (a snapshot)."""
+        with self._lock:
+            return dict(self._assumed)
+
     def observe(self, by_uid: dict[str, Obj]) -> None:
         """Forget assumptions the watch has confirmed, and pods that are gone."""
         with self._lock:
@@ -85,8 +90,8 @@ class Scheduler:
         decision = schedule(pod, nodes, self._port_available)
         if decision.fits:
             if self._bind(pod, decision.node_name):
-                index = next(i for i, node in enumerate(nodes) if node.name == decision.node_name)
-                nodes[index] = nodes[index].with_pod(pod)
+                for index, node in enumerate(nodes):
+                    nodes[index] = node.with_pod(pod) if node.name == decision.node_name else node.with_neighbour(pod)
                 with self._lock:
                     self._assumed[uid] = decision.node_name
                     self._unschedulable.pop(uid, None)

@@ -1,0 +1,147 @@
+"""The embedded cluster's nodes as machines a person can break: kill, freeze, thaw, boot.
+
+Each node is one kubelet process (``run/kubelet*.pid``) and the process groups of its pods
+(recorded under ``kubelet/<node>/processes``). ``run/nodes.json`` maps node names to their
+kubelet component; ``run/nodes/<node>`` holds what the user did to a node (``killed`` or
+``frozen``), so the supervisor does not restart a killed kubelet and ``trainctl local
+status`` can say it. Freezing uses SIGSTOP/SIGCONT on the kubelet and every recorded pod
+process (the cgroup freezer is not used: signals work without privileges).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
+from .kubelet.node import memory_kib
+from .kubelet.runtime import ProcessRegistry, signal_container
+
+NODES_FILE = Path("run") / "nodes.json"
+KILLED, FROZEN = "killed", "frozen"
+
+
+class NodeError(Exception):
+    """A node command that cannot be done (unknown node, wrong state); one line for the user."""
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    """One node of the cluster: its name, its kubelet component, its share of the machine."""
+
+    name: str
+    component: str
+    cpu: str
+    memory: str
+
+
+def node_names(count: int, names: Optional[Sequence[str]] = None) -> list[str]:
+    """``trainctl-local``, ``trainctl-local-2``, ... or the names given (as many as nodes)."""
+    if names:
+        if len(set(names)) != len(names) or not all(names):
+            raise NodeError(f"node names must be distinct and non-empty: {','.join(names)}")
+        return list(names)
+    return [DEFAULT_NODE_NAME] + [f"{DEFAULT_NODE_NAME}-{i}" for i in range(2, count + 1)]
+
+
+def node_specs(count: int, names: Optional[Sequence[str]] = None, cpu: Optional[str] = None,
+               memory: Optional[str] = None) -> list[NodeSpec]:
+    """The nodes to start: the machine's CPUs and memory split evenly unless given per node.
+    The first node's kubelet keeps the component name ``kubelet`` (its pid file and log)."""
+    chosen = node_names(count, names)
+    share_cpu = cpu or format(max(1, math.floor((os.cpu_count() or 1) * 1000 / len(chosen))), "d") + "m"
+    share_memory = memory or f"{memory_kib() // len(chosen)}Ki"
+    if len(chosen) == 1:
+        share_cpu, share_memory = cpu or str(os.cpu_count() or 1), memory or f"{memory_kib()}Ki"
+    return [NodeSpec(name, "kubelet" if i == 0 else f"kubelet-{name}", share_cpu, share_memory)
+            for i, name in enumerate(chosen)]
+
+
+def write_nodes(directory: Path, specs: Sequence[NodeSpec]) -> None:
+    path = directory / NODES_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([spec.__dict__ for spec in specs]))
+
+
+def read_nodes(directory: Path) -> list[NodeSpec]:
+    try:
+        return [NodeSpec(**entry) for entry in json.loads((directory / NODES_FILE).read_text())]
+    except (OSError, ValueError, TypeError):
+        return []
+
+
+def find_node(directory: Path, name: str) -> NodeSpec:
+    for spec in read_nodes(directory):
+        if spec.name == name:
+            return spec
+    known = ", ".join(spec.name for spec in read_nodes(directory)) or "none"
+    raise NodeError(f"no node {name!r} in the cluster in {directory} (nodes: {known})")
+
+
+def state_file(directory: Path, name: str) -> Path:
+    return directory / "run" / "nodes" / name
+
+
+def node_state(directory: Path, name: str) -> str:
+    """``killed``, ``frozen`` or ``""`` (running as the supervisor left it)."""
+    try:
+        return state_file(directory, name).read_text().strip()
+    except OSError:
+        return ""
+
+
+def set_state(directory: Path, name: str, state: str) -> None:
+    path = state_file(directory, name)
+    if not state:
+        path.unlink(missing_ok=True)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(state + "\n")
+
+
+def _signal_node(directory: Path, spec: NodeSpec, signum: int) -> int:
+    """Signal the node's kubelet, then every recorded process group of its pods; how many."""
+    from .cluster import signal_pid_file
+
+    count = 1 if signal_pid_file(directory / "run" / f"{spec.component}.pid", signum) is not None else 0
+    registry = ProcessRegistry(processes_dir(directory, spec.name))
+    for record in registry.records():
+        if record.alive():
+            signal_container(record.pid, record.container_id, signum)
+            count += 1
+    return count
+
+
+def kill_node(directory: Path, name: str) -> int:
+    """The machine dies: SIGKILL to the kubelet (first, so it reports nothing) and to
+    every process of its pods. Marked killed first, so the supervisor leaves it down."""
+    spec = find_node(directory, name)
+    if node_state(directory, name) == FROZEN:
+        _signal_node(directory, spec, signal.SIGCONT)  # a stopped process still dies of SIGKILL; be plain
+    set_state(directory, name, KILLED)
+    return _signal_node(directory, spec, signal.SIGKILL)
+
+
+def freeze_node(directory: Path, name: str) -> int:
+    """The machine hangs: SIGSTOP to the kubelet and every process of its pods."""
+    spec = find_node(directory, name)
+    if node_state(directory, name) == KILLED:
+        raise NodeError(f"node {name} is killed; start it with: trainctl local node start {name}")
+    set_state(directory, name, FROZEN)
+    return _signal_node(directory, spec, signal.SIGSTOP)
+
+
+def thaw_node(directory: Path, name: str) -> int:
+    """The machine resumes: SIGCONT to the kubelet and every process of its pods."""
+    spec = find_node(directory, name)
+    if node_state(directory, name) != FROZEN:
+        raise NodeError(f"node {name} is not frozen")
+    count = _signal_node(directory, spec, signal.SIGCONT)
+    set_state(directory, name, "")
+    return count
