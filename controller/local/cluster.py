@@ -1,6 +1,7 @@
-"""The supervisor of an embedded cluster: API server, kubelet and controller as processes.
+"""The supervisor of an embedded cluster: API server, kubelet, control plane and controller.
 
-:class:`LocalCluster` starts the three components on one directory, waits until each is
+:class:`LocalCluster` starts the components (the control plane runs kube-controller-manager's
+node lifecycle and HPA controllers) on one directory, waits until each is
 ready, installs the CRDs, and stops everything (pod processes included) on exit. Each
 component is its own process with a pid file and a log under the directory, so tests can
 kill and restart one alone; ``trainctl local up`` adds signal handling, crash restarts and
@@ -26,20 +27,22 @@ import select
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import IO, Any, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.api import crd as api_crd
+from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.resources import CRDS
+
 from .apiserver.process import PORT_FILE, wait_for_port_file
-from .network import cluster_ranges
 from .kubelet.kubelet import DEFAULT_NODE_NAME
 from .kubelet.runtime import ProcessRegistry, process_start_time
+from .network import cluster_ranges
+from .resources import enforcer
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
-COMPONENTS = ("apiserver", "kubelet", "controller")
+COMPONENTS = ("apiserver", "kubelet", "controlplane", "controller")
 
 
 class ClusterError(Exception):
@@ -217,7 +220,10 @@ class LocalCluster:
     def __init__(self, directory: os.PathLike[str] | str = DEFAULT_DIR, gpus: int = 0, npus: int = 0,
                  controller: bool = True, workdir: Optional[os.PathLike[str] | str] = None,
                  node_name: str = DEFAULT_NODE_NAME, backoff_base: Optional[float] = None,
-                 port: int = 0, controller_args: Optional[list[str]] = None) -> None:
+                 port: int = 0, controller_args: Optional[list[str]] = None,
+                 node_monitor_grace_period: Optional[str] = None, hpa_sync_period: Optional[str] = None,
+                 controlplane_args: Optional[list[str]] = None, resource_enforcer: Optional[str] = None,
+                 metrics_interval: Optional[float] = None) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
         self.node_name = node_name
@@ -232,7 +238,15 @@ class LocalCluster:
         self.kubelet = Component("kubelet", self.directory, lambda: [
             python, "-m", "trainctl.controller.local.kubelet", "--dir", str(self.directory), "--node-name", node_name,
             "--gpus", str(gpus), "--npus", str(npus), "--workdir", str(self.workdir),
-            *(["--backoff-base", str(backoff_base)] if backoff_base is not None else [])], _wait_pipe)
+            *(["--backoff-base", str(backoff_base)] if backoff_base is not None else []),
+            *(["--resource-enforcer", resource_enforcer] if resource_enforcer else []),
+            *(["--metrics-interval", str(metrics_interval)] if metrics_interval is not None else [])], _wait_pipe)
+        # kube-controller-manager's node lifecycle and HPA controllers.
+        self.controlplane = Component("controlplane", self.directory, lambda: [
+            python, "-m", "trainctl.controller.local.controlplane", "--kubeconfig", str(self.kubeconfig),
+            *(["--node-monitor-grace-period", node_monitor_grace_period] if node_monitor_grace_period else []),
+            *(["--hpa-sync-period", hpa_sync_period] if hpa_sync_period else []),
+            *(controlplane_args or [])], _wait_started)
         self.controller: Optional[Component] = None
         if controller:
             self.controller = Component("controller", self.directory, lambda: [
@@ -248,7 +262,7 @@ class LocalCluster:
 
     @property
     def components(self) -> list[Component]:
-        return [c for c in (self.apiserver, self.kubelet, self.controller) if c is not None]
+        return [c for c in (self.apiserver, self.kubelet, self.controlplane, self.controller) if c is not None]
 
     @property
     def url(self) -> str:
@@ -308,6 +322,8 @@ class LocalCluster:
             self.kubelet.launch()  # its start-up overlaps the CRD installation
             self.install_crds()
             self.kubelet.wait_ready(timeout)
+            on_step("starting the control plane")
+            self.controlplane.start(timeout)
             if self.controller is not None:
                 on_step("starting the controller")
                 self.controller.start(timeout)
@@ -357,6 +373,8 @@ def cleanup_leftovers(directory: Path) -> list[str]:
             killed.append(name)
         pid_file.unlink(missing_ok=True)
     pods = ProcessRegistry(directory / "kubelet" / "processes").kill_leftovers()
+    with contextlib.suppress(OSError):  # the cgroups of every node of this cluster
+        enforcer.remove_cluster(cluster=enforcer.cluster_key(directory))
     if pods:
         killed.append(f"{len(pods)} pod process{'es' if len(pods) > 1 else ''}")
     return killed

@@ -38,6 +38,7 @@ from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
 from ..network.proxy import ServiceProxy
+from ..resources import enforcer as enforcers
 from . import node as nodes
 from . import podspec
 from .admission import Admission
@@ -50,6 +51,7 @@ from .scheduling import Scheduler, wants_scheduling
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
 from .status import StatusWriter
+from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,9 @@ class KubeletConfig:
     heartbeat_seconds: float = 10.0
     # Pod addresses; by default this directory's slice of the pod space (network.cluster_ranges).
     pod_cidr: Optional[str] = None
+    # "cgroup-v2", "cgroup-v1" or "polling"; None: the first that works here.
+    resource_enforcer: Optional[str] = None
+    metrics_interval: float = 15.0
 
 
 def _meta(obj: Obj) -> Obj:
@@ -91,6 +96,9 @@ class Kubelet:
         self.allocatable: dict[str, Any] = nodes.capacity(config.gpus, config.npus)
         self.pods_dir = config.directory / "pods"
         self.registry = ProcessRegistry(config.directory / "kubelet" / "processes")
+        self.enforcer = enforcers.detect(cluster=enforcers.cluster_key(config.directory), node=config.node_name,
+                                         force=config.resource_enforcer)
+        log.info("resource limits: %s", self.enforcer.describe())
         self.backoff_base = config.backoff_base
         self.backoff_cap = config.backoff_cap
         # No client-side retries or rate limit: the sync loop retries what failed, and a
@@ -112,6 +120,8 @@ class Kubelet:
         self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips)
         self.hosts = HostsFile(config.directory / "network")
         self.proxy = ServiceProxy()
+        self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
+                                    node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
         self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -131,6 +141,7 @@ class Kubelet:
         self._thread = threading.Thread(target=self._sync_loop, name="kubelet-sync", daemon=True)
         self._thread.start()
         self._dirty.set()
+        self.usage.start()
 
     def stop(self, grace_cap: float = 10.0) -> None:
         """Stop every pod (SIGTERM, then SIGKILL after at most ``grace_cap`` s) and leave."""
@@ -142,7 +153,9 @@ class Kubelet:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
+        self.usage.stop()
         self.registry.kill_leftovers()
+        self.enforcer.close()
         self.heartbeat.stop()
         self.pods.stop()
         self.services.stop()

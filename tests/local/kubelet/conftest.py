@@ -33,7 +33,7 @@ def kubelet(apiserver: ApiServerHandle, tmp_path: Path) -> Iterator[Kubelet]:
     workdir = tmp_path / "work"
     workdir.mkdir()
     config = KubeletConfig(directory=apiserver.dir, kubeconfig=apiserver.kubeconfig, gpus=2, workdir=workdir,
-                           backoff_base=0.2)
+                           backoff_base=0.2, metrics_interval=1.0)
     node = Kubelet(config)
     node.start()
     try:
