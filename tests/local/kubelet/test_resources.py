@@ -6,13 +6,17 @@ from __future__ import annotations
 import subprocess
 import time
 
+import pytest
+
 from tests.support.pods import container_status, create, phase, pod, wait_pod
 
 # Writes every byte, so the memory is resident (a calloc'd buffer would not be).
 ALLOCATE_256MI = "import time; hog = b'x' * (256 << 20); time.sleep(30)"
 
 
-def test_a_container_over_its_memory_limit_is_oom_killed_and_restarted_on_failure(api, tmp_path):
+# None: the back end the machine offers (a cgroup one when the kubelet may); polling works anywhere.
+@pytest.mark.parametrize("kubelet", [None, "polling"], indirect=True)
+def test_a_container_over_its_memory_limit_is_oom_killed_and_restarted_on_failure(api, kubelet, tmp_path):
     marker = tmp_path / "attempted"
     script = (f"import pathlib, sys, time; p = pathlib.Path({str(marker)!r})\n"
               "if p.exists(): sys.exit(0)\n"
