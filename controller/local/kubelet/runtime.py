@@ -218,8 +218,8 @@ class ContainerProcess:
             return None
         # As in a container, nothing it started outlives the main process.
         self.signal_group(signal.SIGKILL)
-        self.group.close()
-        with self._finish_lock:
+        with self._finish_lock:  # stop() and the pod's thread may both wait; close once at a time
+            self.group.close()
             for pump in self._pumps:
                 pump.join(timeout=5)
             if self.finished_at is None:
