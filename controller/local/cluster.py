@@ -1,7 +1,8 @@
-"""The supervisor of an embedded cluster: API server, scheduler, kubelets and controller as processes.
+"""The supervisor of an embedded cluster: API server, scheduler, kubelets, control plane and controller.
 
 :class:`LocalCluster` starts the components on one directory (one kubelet per node, see
-:mod:`.nodes`), waits until each is
+:mod:`.nodes`; the control plane runs kube-controller-manager's node lifecycle and HPA
+controllers), waits until each is
 ready, installs the CRDs, and stops everything (pod processes included) on exit. Each
 component is its own process with a pid file and a log under the directory, so tests can
 kill and restart one alone; ``trainctl local up`` adds signal handling, crash restarts and
@@ -41,6 +42,7 @@ from .apiserver.process import PORT_FILE, wait_for_port_file
 from .kubelet.kubelet import DEFAULT_NODE_NAME
 from .kubelet.runtime import ProcessRegistry, process_start_time
 from .network import cluster_ranges
+from .resources import enforcer
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
 
@@ -222,7 +224,10 @@ class LocalCluster:
                  node_name: str = DEFAULT_NODE_NAME, backoff_base: Optional[float] = None,
                  port: int = 0, controller_args: Optional[list[str]] = None, nodes: int = 1,
                  node_names: Optional[list[str]] = None, node_cpu: Optional[str] = None,
-                 node_memory: Optional[str] = None, lease_renew_interval: Optional[float] = None) -> None:
+                 node_memory: Optional[str] = None, lease_renew_interval: Optional[float] = None,
+                 node_monitor_grace_period: Optional[str] = None, hpa_sync_period: Optional[str] = None,
+                 controlplane_args: Optional[list[str]] = None, resource_enforcer: Optional[str] = None,
+                 metrics_interval: Optional[float] = None) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
         names = node_names or ([node_name] if nodes == 1 else None)
@@ -231,6 +236,7 @@ class LocalCluster:
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
         self.lease_renew_interval = lease_renew_interval
+        self.resource_enforcer, self.metrics_interval = resource_enforcer, metrics_interval
         # The API server's port: the one asked for, else the one it first chose. Every restart
         # passes it, however the server stopped (a clean exit removes its port file), so the
         # kubeconfig the kubelet and the controller hold stays valid for the cluster's life.
@@ -241,6 +247,12 @@ class LocalCluster:
             python, "-m", "trainctl.controller.local.scheduler", "--kubeconfig", str(self.kubeconfig)], _wait_started)
         self.kubelets = {spec.name: self._kubelet(spec) for spec in self.nodes}
         self.kubelet = self.kubelets[self.node_name]
+        # kube-controller-manager's node lifecycle and HPA controllers.
+        self.controlplane = Component("controlplane", self.directory, lambda: [
+            python, "-m", "trainctl.controller.local.controlplane", "--kubeconfig", str(self.kubeconfig),
+            *(["--node-monitor-grace-period", node_monitor_grace_period] if node_monitor_grace_period else []),
+            *(["--hpa-sync-period", hpa_sync_period] if hpa_sync_period else []),
+            *(controlplane_args or [])], _wait_started)
         self.controller: Optional[Component] = None
         if controller:
             self.controller = Component("controller", self.directory, lambda: [
@@ -260,12 +272,14 @@ class LocalCluster:
             "--node-name", spec.name, "--cpu", spec.cpu, "--memory", spec.memory,
             "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir),
             *(["--backoff-base", str(self.backoff_base)] if self.backoff_base is not None else []),
-            *(["--node-lease-renew-interval", str(self.lease_renew_interval)] if self.lease_renew_interval else [])],
+            *(["--node-lease-renew-interval", str(self.lease_renew_interval)] if self.lease_renew_interval else []),
+            *(["--resource-enforcer", self.resource_enforcer] if self.resource_enforcer else []),
+            *(["--metrics-interval", str(self.metrics_interval)] if self.metrics_interval is not None else [])],
             _wait_pipe)
 
     @property
     def components(self) -> list[Component]:
-        return [c for c in (self.apiserver, self.scheduler, *self.kubelets.values(), self.controller) if c is not None]
+        return [c for c in (self.apiserver, self.scheduler, *self.kubelets.values(), self.controlplane, self.controller) if c is not None]
 
     # --- node failures (trainctl local node ...) --------------------------------------------
     def kill_node(self, name: str) -> None:
@@ -353,6 +367,8 @@ class LocalCluster:
             self.install_crds()
             for kubelet in self.kubelets.values():
                 kubelet.wait_ready(timeout)
+            on_step("starting the control plane")
+            self.controlplane.start(timeout)
             if self.controller is not None:
                 on_step("starting the controller")
                 self.controller.start(timeout)
@@ -408,6 +424,8 @@ def cleanup_leftovers(directory: Path) -> list[str]:
         pid_file.unlink(missing_ok=True)
     pods = [record for registry in (directory / "kubelet").glob("*/processes")
             for record in ProcessRegistry(registry).kill_leftovers()]
+    with contextlib.suppress(OSError):  # the cgroups of every node of this cluster
+        enforcer.remove_cluster(cluster=enforcer.cluster_key(directory))
     if pods:
         killed.append(f"{len(pods)} pod process{'es' if len(pods) > 1 else ''}")
     return killed

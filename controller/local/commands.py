@@ -84,6 +84,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="each node's allocatable memory (default: the machine's, split evenly)")
     up.add_argument("--workdir", default=None, help="directory pods run in when their workingDir does not exist "
                     "here (default: the current directory)")
+    up.add_argument("--node-monitor-grace-period", default=None, metavar="DURATION",
+                    help="a node whose Lease is not renewed for this long becomes Ready=Unknown (default 40s)")
+    up.add_argument("--hpa-sync-period", default=None, metavar="DURATION",
+                    help="how often the HorizontalPodAutoscaler controller syncs each HPA (default 15s)")
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=run_up)
 
@@ -129,6 +133,10 @@ def _kubelet_arguments(parser: argparse.ArgumentParser) -> None:
                         help="first CrashLoopBackOff delay in seconds (doubles up to 5 minutes)")
     parser.add_argument("--node-lease-renew-interval", type=_positive_float, default=10.0, metavar="SECONDS",
                         help="how often the node's Lease is renewed (Kubernetes: 10)")
+    parser.add_argument("--resource-enforcer", choices=("cgroup-v2", "cgroup-v1", "polling"), default=None,
+                        help="how limits.memory and limits.cpu are enforced (default: the first that works here)")
+    parser.add_argument("--metrics-interval", type=_positive_float, default=15.0,
+                        help="seconds between publications of the node's and its pods' metrics (default 15)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
@@ -152,7 +160,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
     config = KubeletConfig(directory=directory, kubeconfig=kubeconfig, node_name=args.node_name, gpus=args.gpus,
                            npus=args.npus, workdir=Path(args.workdir).resolve() if args.workdir else Path.cwd(),
                            backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory,
-                           heartbeat_seconds=args.node_lease_renew_interval)
+                           heartbeat_seconds=args.node_lease_renew_interval,
+                           resource_enforcer=args.resource_enforcer, metrics_interval=args.metrics_interval)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()
@@ -219,7 +228,9 @@ def run_up(args: argparse.Namespace) -> int:
     try:
         cluster = LocalCluster(directory, gpus=args.gpus, npus=args.npus, controller=not args.no_controller,
                                workdir=args.workdir, nodes=args.nodes, node_names=_names(args.node_names),
-                               node_cpu=args.node_cpu, node_memory=args.node_memory)
+                               node_cpu=args.node_cpu, node_memory=args.node_memory,
+                               node_monitor_grace_period=args.node_monitor_grace_period,
+                               hpa_sync_period=args.hpa_sync_period)
         cluster.lock()
     except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))
@@ -361,6 +372,10 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
             argv += [flag, value]
     if args.no_controller:
         argv.append("--no-controller")
+    for flag, value in (("--node-monitor-grace-period", args.node_monitor_grace_period),
+                        ("--hpa-sync-period", args.hpa_sync_period)):
+        if value:
+            argv += [flag, value]
     argv += ["--workdir", str(Path(args.workdir).resolve() if args.workdir else Path.cwd())]
     log_path = directory / "logs" / "supervisor.log"
     with open(log_path, "ab") as log:

@@ -229,6 +229,13 @@ def batches(loader: DataLoader, sampler: DistributedSampler, start_step: int) ->
 # --- the run --------------------------------------------------------------------------------
 
 
+def spin(seconds: float) -> None:
+    """Keep one core busy for ``seconds`` (load that shows in the pod's CPU usage)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        pass
+
+
 def log(event: str, **fields: Any) -> None:
     text = " ".join(f"{k}={v:.6f}" if isinstance(v, float) else f"{k}={v}" for k, v in fields.items())
     print(f"[{event}] {text}", flush=True)
@@ -246,6 +253,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--step-sleep", type=float, default=env("TRAIN_STEP_SLEEP", "0.05"),
                    help="seconds to sleep per step, standing in for real work (default 0.05)")
+    p.add_argument("--busy-steps", type=int, default=env("TRAIN_BUSY_STEPS", "0"),
+                   help="the first N steps spend --step-sleep on the CPU instead of sleeping (a CPU-bound "
+                        "phase for an autoscaler to react to)")
+    p.add_argument("--busy-while", type=Path, default=env("TRAIN_BUSY_WHILE") or None, metavar="FILE",
+                   help="steps spend --step-sleep on the CPU while FILE exists")
     p.add_argument("--checkpoint-dir", type=Path, default=env("CHECKPOINT_DIR") or None,
                    help="directory for the checkpoint (default $CHECKPOINT_DIR; none: no checkpoints)")
     p.add_argument("--checkpoint-every", type=int, default=10, help="steps between checkpoints")
@@ -324,7 +336,10 @@ def train(args: argparse.Namespace) -> float:
         loss.backward()
         optimizer.step()
         loss_value = loss.item()
-        time.sleep(args.step_sleep)
+        if step < args.busy_steps or (args.busy_while is not None and args.busy_while.exists()):
+            spin(args.step_sleep)
+        else:
+            time.sleep(args.step_sleep)
         done = step + 1
         log("step", step=done, loss=loss_value, rank=rank, world_size=world_size, restart=restart,
             step_time=time.monotonic() - began, ts=time.time())

@@ -55,16 +55,17 @@ class E2E:
 
 
 @contextlib.contextmanager
-def scratch_cluster(root: Path) -> Iterator[E2E]:
+def scratch_cluster(root: Path, **cluster_options: Any) -> Iterator[E2E]:
     """A started embedded cluster under ``root`` (state, pods' working directory, kubectl's
-    home), with the controller's metrics on a free loopback port; stopped on exit."""
+    home), with the controller's metrics on a free loopback port; stopped on exit.
+    ``cluster_options`` are more ``LocalCluster`` keyword arguments."""
     workdir = root / "work"
     workdir.mkdir()
     (workdir / "samples").symlink_to(SAMPLES, target_is_directory=True)
     (root / "home").mkdir()
     metrics_port = free_port()
     with LocalCluster(root / "cluster", workdir=workdir,
-                      controller_args=["--metrics-port", str(metrics_port)]) as cluster:
+                      controller_args=["--metrics-port", str(metrics_port)], **cluster_options) as cluster:
         api = connect(str(cluster.kubeconfig))
         try:
             yield E2E(cluster, api, Kubectl.for_kubeconfig(cluster.kubeconfig, root / "home"), metrics_port, workdir)

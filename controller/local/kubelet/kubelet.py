@@ -40,6 +40,7 @@ from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
 from ..network.proxy import ServiceProxy
 from ..scheduler.rules import is_terminal
+from ..resources import enforcer as enforcers
 from . import node as nodes
 from . import podspec
 from .admission import Admission
@@ -50,6 +51,7 @@ from .runtime import ProcessRegistry
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
 from .status import StatusWriter
+from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +76,9 @@ class KubeletConfig:
     memory: Optional[str] = None
     # Pod addresses; by default this directory's slice of the pod space (network.cluster_ranges).
     pod_cidr: Optional[str] = None
+    # "cgroup-v2", "cgroup-v1" or "polling"; None: the first that works here.
+    resource_enforcer: Optional[str] = None
+    metrics_interval: float = 15.0
 
 
 def processes_dir(directory: Path, node_name: str) -> Path:
@@ -100,6 +105,9 @@ class Kubelet:
         self.allocatable: dict[str, Any] = nodes.capacity(config.gpus, config.npus, cpu=config.cpu, memory=config.memory)
         self.pods_dir = config.directory / "pods"
         self.registry = ProcessRegistry(processes_dir(config.directory, config.node_name))
+        self.enforcer = enforcers.detect(cluster=enforcers.cluster_key(config.directory), node=config.node_name,
+                                         force=config.resource_enforcer)
+        log.info("resource limits: %s", self.enforcer.describe())
         self.backoff_base = config.backoff_base
         self.backoff_cap = config.backoff_cap
         # No client-side retries or rate limit: the sync loop retries what failed, and a
@@ -120,6 +128,8 @@ class Kubelet:
         self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips)
         self.hosts = HostsFile(config.directory / "network")
         self.proxy = ServiceProxy()
+        self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
+                                    node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
         self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
 
     # --- lifecycle ------------------------------------------------------------------------
@@ -139,6 +149,7 @@ class Kubelet:
         self._thread = threading.Thread(target=self._sync_loop, name="kubelet-sync", daemon=True)
         self._thread.start()
         self._dirty.set()
+        self.usage.start()
 
     def stop(self, grace_cap: float = 10.0) -> None:
         """Stop every pod (SIGTERM, then SIGKILL after at most ``grace_cap`` s) and leave."""
@@ -150,7 +161,9 @@ class Kubelet:
             stopper.start()
         for stopper in stoppers:
             stopper.join()
+        self.usage.stop()
         self.registry.kill_leftovers()
+        self.enforcer.close()
         self.heartbeat.stop()
         self.pods.stop()
         self.services.stop()

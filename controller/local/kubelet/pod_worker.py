@@ -20,6 +20,8 @@ from typing import Any, Optional, Protocol
 
 from trainctl.controller.kube.client import ApiError
 
+from ..resources import limits as container_limits
+from ..resources.accounting import ContainerGroup, Enforcer
 from . import paths
 from .env import ConfigError, command_line, container_env, downward_api_names
 from .runtime import ContainerProcess, ProcessRegistry, now_rfc3339
@@ -38,6 +40,7 @@ class PodContext(Protocol):
     host_ip: str
     allocatable: dict[str, Any]
     registry: ProcessRegistry
+    enforcer: Enforcer
     pods_dir: Path
     backoff_base: float
     backoff_cap: float
@@ -117,6 +120,11 @@ class PodWorker:
         self._grace = 30.0
         self._thread = threading.Thread(target=self._run, name=f"pod-{pod['metadata'].get('name')}", daemon=True)
         self.done = threading.Event()
+
+    def container_groups(self) -> dict[str, ContainerGroup]:
+        """The resource groups of the containers running now, by container name (a snapshot)."""
+        with self._lock:
+            return {name: process.group for name, process in self._processes.items()}
 
     # --- control --------------------------------------------------------------------------
     def start(self) -> None:
@@ -247,14 +255,16 @@ class PodWorker:
             with self._lock:
                 if self.stopping.is_set():
                     raise _Stopped()
+                group = self.ctx.enforcer.container(
+                    self.uid, state.name, container_limits.ContainerLimits.from_resources(spec.get("resources")))
                 process = ContainerProcess(argv, env, self.ctx.working_dir(spec), log_path, self.ctx.registry,
-                                           self.uid, state.name)
+                                           self.uid, state.name, group)
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
                 state.state = {"running": {"startedAt": process.started_at}}
                 if self.initialized and self.phase == "Pending":  # the first container runs
                     self.phase = "Running"
-        except (OSError, paths.OutsideDirectory) as exc:
+        except (OSError, ValueError, paths.OutsideDirectory) as exc:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             return self._start_failed(state, started, f"failed to start {argv[0]!r}: "
                                       f"{getattr(exc, 'strerror', None) or exc}")
@@ -264,7 +274,8 @@ class PodWorker:
         with self._lock:
             self._processes.pop(state.name, None)
             state.state = _terminated(code, process.started_at, process.finished_at or now_rfc3339(),
-                                      state.container_id)
+                                      state.container_id,
+                                      reason=container_limits.terminated_fields(code, oom_killed=process.oom_killed())["reason"])
         return code
 
     def _start_failed(self, state: ContainerState, started: str, message: str) -> int:

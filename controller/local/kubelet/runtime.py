@@ -7,7 +7,9 @@ still die with the container, as they would in a real container's PID namespace.
 stdout and stderr are written to ``DIR/pods/<uid>/<container>/<restartCount>.log`` in the
 CRI log format the API server serves ``pods/log`` from, and its process group is recorded
 under ``DIR/kubelet/processes`` so a restarted kubelet (or ``trainctl local down``) can find
-and stop whatever a crashed kubelet left behind.
+and stop whatever a crashed kubelet left behind. Each run also lives in a resource group of the
+node's enforcer (``resources``): a cgroup or a polled process tree that holds ``limits.memory``
+and ``limits.cpu`` and answers for the run's usage and for an OOM kill.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Optional
 
+from ..resources.accounting import ContainerGroup
 from . import paths
 
 
@@ -153,8 +156,9 @@ class ContainerProcess:
     """One run of one container: a process group with its output pumped to a CRI log."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log_path: Path,
-                 registry: ProcessRegistry, pod_uid: str, container: str) -> None:
+                 registry: ProcessRegistry, pod_uid: str, container: str, group: ContainerGroup) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.group = group
         self._log = open(log_path, "ab", buffering=0)
         self._log_lock = threading.Lock()
         self._registry = registry
@@ -163,15 +167,23 @@ class ContainerProcess:
         self.container_id = f"{pod_uid}/{container}/{time.time_ns()}"
         env = {**env, CONTAINER_ID_VARIABLE: self.container_id}
         # Raises OSError (e.g. FileNotFoundError) when the command cannot be started.
-        self._proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, start_new_session=True, close_fds=True)
         try:
+            self._proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                          stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
+                                          preexec_fn=group.preexec())
+        except BaseException:
+            group.close()
+            self._log.close()
+            raise
+        try:
+            group.add(self._proc.pid)
             registry.add(ProcessRecord(self._proc.pid, process_start_time(self._proc.pid) or "", pod_uid, container,
                                        self.container_id))
         except (OSError, paths.OutsideDirectory):
             # A process nobody could find after a crash must not run at all.
             self.signal_group(signal.SIGKILL)
             self._proc.wait()
+            group.close()
             for stream in (self._proc.stdout, self._proc.stderr, self._log):
                 if stream is not None:
                     stream.close()
@@ -206,7 +218,8 @@ class ContainerProcess:
             return None
         # As in a container, nothing it started outlives the main process.
         self.signal_group(signal.SIGKILL)
-        with self._finish_lock:
+        with self._finish_lock:  # stop() and the pod's thread may both wait; close once at a time
+            self.group.close()
             for pump in self._pumps:
                 pump.join(timeout=5)
             if self.finished_at is None:
@@ -215,6 +228,10 @@ class ContainerProcess:
                     self._log.close()
                 self._registry.remove(self._pod_uid, self._container)
         return exit_code(returncode)
+
+    def oom_killed(self) -> bool:
+        """Whether the run ended because it exceeded ``limits.memory`` (once it has ended)."""
+        return self.group.oom_killed()
 
     def signal_group(self, signum: int) -> None:
         signal_container(self._proc.pid, self.container_id, signum)

@@ -10,6 +10,7 @@ import sys
 from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.local.cluster import read_pid_file
 from trainctl.controller.local.kubelet.runtime import process_start_time
+from trainctl.controller.local.resources import cgroups, enforcer
 
 from tests.support.pods import main_pid, read_fifo, wait_pod
 
@@ -187,3 +188,27 @@ def test_node_commands_with_the_supervisor(tmp_path):
     finally:
         down = trainctl("down", "--dir", str(directory))
     assert down.returncode == 0, down.stderr
+
+def test_up_runs_the_control_plane_with_its_flags_and_down_removes_the_clusters_groups(tmp_path):
+    directory = tmp_path / "cluster"
+    up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", "--hpa-sync-period", "2s",
+                  "--node-monitor-grace-period", "10s", cwd=tmp_path)
+    try:
+        assert up.returncode == 0, up.stderr
+        status = trainctl("status", "--dir", str(directory))
+        assert "controlplane running" in status.stdout, status.stdout
+        pid = read_pid_file(directory / "run" / "controlplane.pid")
+        argv = open(f"/proc/{pid}/cmdline").read().split("\0")
+        assert argv[argv.index("--hpa-sync-period") + 1] == "2s"
+        assert argv[argv.index("--node-monitor-grace-period") + 1] == "10s"
+        kubelet_log = (directory / "logs" / "kubelet.log").read_text()
+        assert "resource limits: " in kubelet_log
+        groups = [hierarchy.mount / "trainctl" / enforcer.cluster_key(directory)
+                  for hierarchy in cgroups.system_hierarchies()]
+        if "resource limits: cgroup" in kubelet_log:  # the node's groups exist while it runs
+            assert any(path.is_dir() for path in groups), groups
+    finally:
+        down = trainctl("down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr
+    assert read_pid_file(directory / "run" / "controlplane.pid") is None
+    assert not [path for path in groups if path.exists()]

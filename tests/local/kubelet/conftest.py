@@ -31,11 +31,13 @@ def apiserver(tmp_path: Path) -> Iterator[ApiServerHandle]:
 
 
 @pytest.fixture
-def kubelet(apiserver: ApiServerHandle, tmp_path: Path) -> Iterator[Kubelet]:
+def kubelet(request: pytest.FixtureRequest, apiserver: ApiServerHandle, tmp_path: Path) -> Iterator[Kubelet]:
+    """Parametrize indirectly with a resource enforcer ("polling", ...) to force one."""
     workdir = tmp_path / "work"
     workdir.mkdir()
     config = KubeletConfig(directory=apiserver.dir, kubeconfig=apiserver.kubeconfig, gpus=2, workdir=workdir,
-                           backoff_base=0.2)
+                           backoff_base=0.2, metrics_interval=1.0,
+                           resource_enforcer=getattr(request, "param", None))
     node = Kubelet(config)
     node.start()
     scheduler = SchedulerComponent(KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1))

@@ -10,6 +10,7 @@ import pytest
 
 from trainctl.controller.local.kubelet import paths
 from trainctl.controller.local.kubelet.runtime import ContainerProcess, ProcessRegistry, process_start_time
+from trainctl.controller.local.resources import limits, polling
 
 CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] (.*)$")
 
@@ -17,7 +18,8 @@ CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) 
 def start(tmp_path, code, name="c"):
     registry = ProcessRegistry(tmp_path / "processes")
     process = ContainerProcess([sys.executable, "-c", textwrap.dedent(code)], dict(os.environ), str(tmp_path),
-                               tmp_path / "logs" / "0.log", registry, "uid-1", name)
+                               tmp_path / "logs" / "0.log", registry, "uid-1", name,
+                               polling.PolledGroup(limits.ContainerLimits(), on_close=lambda _group: None))
     return process, registry
 
 

@@ -1,0 +1,64 @@
+"""The kubelet's usage publisher: rates per container, PodMetrics per pod, the node as their sum."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainctl.controller.local.kubelet import usage
+from trainctl.controller.local.resources.accounting import Usage
+
+
+@dataclass
+class FakeGroup:
+    cpu_seconds: float = 0.0
+    memory_bytes: int = 0
+
+    def usage(self) -> Usage:
+        return Usage(cpu_seconds=self.cpu_seconds, memory_bytes=self.memory_bytes)
+
+
+@dataclass
+class FakeWorker:
+    name: str
+    groups: dict[str, FakeGroup]
+    namespace: str = "default"
+    pod: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.pod = {"metadata": {"name": self.name, "labels": {"app": self.name}}}
+
+    def container_groups(self) -> dict[str, FakeGroup]:
+        return dict(self.groups)
+
+
+def test_pods_get_rates_over_their_samples_and_the_node_is_their_sum(monkeypatch) -> None:
+    a, b = FakeGroup(memory_bytes=4 << 20), FakeGroup(memory_bytes=8 << 20)
+    workers = {"uid-a": FakeWorker("a", {"main": a}), "uid-b": FakeWorker("b", {"main": b})}
+    publisher = usage.UsagePublisher(client=None, node="n1", workers=lambda: workers, interval=2.0)  # type: ignore[arg-type]
+    clock = iter([100.0, 102.0])
+    monkeypatch.setattr(usage.time, "time", lambda: next(clock, 102.0))
+    publisher.sample()
+    a.cpu_seconds, b.cpu_seconds = 1.0, 0.5  # one core and half a core over 2 s
+    publisher.sample()
+    node, pods = publisher.report()
+    by_name = {pod["metadata"]["name"]: pod for pod in pods}
+    assert by_name["a"]["containers"] == [{"name": "main", "usage": {"cpu": "500000000n", "memory": "4096Ki"}}]
+    assert by_name["b"]["containers"][0]["usage"]["cpu"] == "250000000n"
+    assert by_name["a"]["metadata"]["labels"] == {"app": "a"}
+    assert node["usage"] == {"cpu": "750000000n", "memory": f"{12 << 10}Ki"}
+    assert node["window"] == "2s"
+
+
+def test_a_container_that_ended_is_forgotten_and_an_idle_node_reports_zero(monkeypatch) -> None:
+    group = FakeGroup()
+    workers = {"uid-a": FakeWorker("a", {"main": group})}
+    publisher = usage.UsagePublisher(client=None, node="n1", workers=lambda: workers, interval=2.0)  # type: ignore[arg-type]
+    publisher.sample()
+    publisher.sample()
+    workers.clear()
+    publisher.sample()
+    node, pods = publisher.report()
+    assert pods == []
+    assert publisher.history.rate(("uid-a", "main")) is None
+    assert node["usage"] == {"cpu": "0n", "memory": "0Ki"}
