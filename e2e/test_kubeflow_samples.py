@@ -6,7 +6,6 @@ what a person sees: the exit code, the summary line and the pods' logs through k
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -23,8 +22,7 @@ pytestmark = pytest.mark.e2e
     ("kubeflow/pytorch-elastic-mnist.yaml", "elastic-example-mnist", ["worker-0", "worker-1"]),
 ])
 def test_a_kubeflow_sample_runs_unchanged_with_trainctl_run(e2e: E2E, sample: str, name: str, pods: list[str]) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-    env.update(KUBECONFIG=str(e2e.cluster.kubeconfig), HOME=str(e2e.kubectl.home))
+    env = dict(e2e.kubectl.env)  # KUBECONFIG and a HOME of the cluster's own, as kubectl gets them
     done = subprocess.run(
         [sys.executable, "-m", "trainctl.controller.cli", "run", "-f", str(SAMPLES / sample), "--timeout", "240s"],
         capture_output=True,

@@ -34,18 +34,18 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from trainctl.controller.kube.client import ApiError, KubeClient
-    from trainctl.controller.launch import ClusterConfigError, connect, default_namespace, kubeconfig_path, launcher
-    from trainctl.controller.launch.kinds import JOB_KINDS
+    from trainctl.controller.launch import ClusterConfigError, connect, default_namespace, launcher
+    from trainctl.api import kinds as job_kinds
     from trainctl.controller.timeline import fetch, model, render
 
     try:
-        api = connect(kubeconfig_path())
+        api = connect()
     except ClusterConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    namespace = args.namespace or default_namespace(kubeconfig_path())
+    namespace = args.namespace or default_namespace()
     client = KubeClient.for_api_client(api, qps=0, max_attempts=launcher.MAX_ATTEMPTS)
-    kinds = [k for k in JOB_KINDS.values() if args.kind is None or k.kind == KINDS[args.kind]]
+    kinds = [k for k in job_kinds.KINDS if args.kind is None or k.kind == KINDS[args.kind]]
     try:
         found = [(kind, job) for kind in kinds if (job := _get(client, kind, namespace, args.job)) is not None]
         if not found:
@@ -72,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _get(client: Any, kind: Any, namespace: str, name: str) -> dict[str, Any] | None:
     from trainctl.controller.kube.client import ApiError
+    from trainctl.controller.kube.resources import job_resource
 
     try:
-        return client.get_or_none(kind.resource, namespace, name)
+        return client.get_or_none(job_resource(kind), namespace, name)
     except ApiError as exc:
         if exc.code == 404:  # the kind's CRD is not installed
             return None

@@ -11,6 +11,7 @@ Samples are loaded and changed with tests/support/samples.py, then applied with 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import re
@@ -140,7 +141,9 @@ class JobObserver:
             responses = list(self._responses)
             self._changed.notify_all()
         for response in responses:
-            response.shutdown()  # unblocks a thread reading it
+            # Unblocks a thread reading it; one already back in the pool has nothing to unblock.
+            with contextlib.suppress(RuntimeError, OSError):
+                response.shutdown()
 
     # --- watching ---
     def _open(self, call: Callable[..., Any], **kwargs: Any) -> Any:

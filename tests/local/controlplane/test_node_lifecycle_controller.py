@@ -83,7 +83,9 @@ def ready_status(obj: Obj) -> str:
 def test_silent_node_is_tainted_its_pods_evicted_and_it_heals(client: FakeMetricsClient) -> None:
     register(client, "worker-1")
     register(client, "worker-2")
-    bound_pod(client, "plain", [])
+    # The API server gives every pod 300 s of toleration (DefaultTolerationSeconds); one that
+    # tolerates the taint for 0 s is evicted at once.
+    bound_pod(client, "plain", [{"key": taints.UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 0}])
     bound_pod(client, "tolerating", [{"key": taints.UNREACHABLE, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 4}])
 
     config = node_lifecycle.NodeLifecycleConfig(node_monitor_grace_period=2)
