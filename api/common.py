@@ -15,11 +15,10 @@ from __future__ import annotations
 from typing import Annotated, Any, Optional, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
-from pydantic_core import PydanticCustomError
 from pydantic.alias_generators import to_camel
+from pydantic_core import PydanticCustomError
 
 from trainctl.api import constants as c
-
 
 
 def _fits(bits: int) -> AfterValidator:

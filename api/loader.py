@@ -21,7 +21,7 @@ from pydantic import ValidationError
 
 from trainctl.api import kinds
 from trainctl.api.defaults import Job
-from trainctl.api.errors import FieldError, JobInvalid, json_type, map_fields, from_validation_error, show, supported
+from trainctl.api.errors import FieldError, JobInvalid, from_validation_error, json_type, map_fields, show, supported
 
 _MAP_FIELDS = map_fields(*(k.model for k in kinds.KINDS))
 

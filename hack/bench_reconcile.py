@@ -94,7 +94,7 @@ def main() -> None:
         if args.freeze:
             gc.collect()
             gc.freeze()
-        fresh = timed(lambda job=fresh_job: reconcile(job, Observed(), NOW, whole), args.repeat)
+        fresh = timed(lambda job=fresh_job, config=whole: reconcile(job, Observed(), NOW, config), args.repeat)
         steady = timed(lambda job=subject, observed=observed: reconcile(job, observed, NOW), args.repeat)
         gc.unfreeze()
         print(

@@ -32,5 +32,7 @@ echo "== checking generated CRDs"
 .venv/bin/python hack/gen_crds.py --check
 .venv/bin/python hack/gen_builtin_schemas.py --check
 
+bash hack/lint.sh
+
 echo "== running tests"
 exec .venv/bin/python -m pytest -q "$@"

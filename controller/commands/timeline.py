@@ -33,9 +33,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from trainctl.api import kinds as job_kinds
     from trainctl.controller.kube.client import ApiError, KubeClient
     from trainctl.controller.launch import ClusterConfigError, connect, default_namespace, launcher
-    from trainctl.api import kinds as job_kinds
     from trainctl.controller.timeline import fetch, model, render
 
     try:

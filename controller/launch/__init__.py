@@ -6,7 +6,15 @@ every component uses (:mod:`trainctl.controller.kube.connect`).
 """
 
 from trainctl.controller.kube.connect import ClusterConfigError, NoClusterConfigured, connect, default_namespace
-from trainctl.controller.launch.launcher import JobExists, LaunchError, Launcher, LaunchResult, Outcome, launch, sigterm_as_interrupt
+from trainctl.controller.launch.launcher import (
+    JobExists,
+    Launcher,
+    LaunchError,
+    LaunchResult,
+    Outcome,
+    launch,
+    sigterm_as_interrupt,
+)
 from trainctl.controller.launch.progress import PlainView, ProgressView, RichView, make_view
 
 __all__ = [

@@ -64,8 +64,8 @@ def pytorchjob_launcher(
     namespace: str = "",
     manifest: str = "",
     image: str = "",
-    command: list = [],
-    args: list = [],
+    command: list = [],  # noqa: B006 - KFP reads defaults from the signature; never mutated
+    args: list = [],  # noqa: B006 - as above
     replicas: int = 1,
     min_replicas: int = 0,
     max_replicas: int = 0,
@@ -94,8 +94,8 @@ def msjob_launcher(
     namespace: str = "",
     manifest: str = "",
     image: str = "",
-    command: list = [],
-    args: list = [],
+    command: list = [],  # noqa: B006 - KFP reads defaults from the signature; never mutated
+    args: list = [],  # noqa: B006 - as above
     replicas: int = 1,
     cpu: str = "",
     memory: str = "",

@@ -118,7 +118,15 @@ def write_outputs(args: argparse.Namespace, condition: str, status: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from trainctl.controller.launch import ClusterConfigError, LaunchError, PlainView, connect, default_namespace, launch, sigterm_as_interrupt
+    from trainctl.controller.launch import (
+        ClusterConfigError,
+        LaunchError,
+        PlainView,
+        connect,
+        default_namespace,
+        launch,
+        sigterm_as_interrupt,
+    )
     from trainctl.controller.launch.manifests import ManifestInvalid
     from trainctl.controller.launch.summary import summary_lines
 

@@ -246,7 +246,7 @@ class _Pass:
         # a peer that left with a retryable code at the same moment would otherwise be
         # deleted (losing its status and log) only for the job to fail anyway.
         permanent = self.exit_code_failures()
-        restarts, lost_types = 0, []
+        restarts, lost_types = 0, list[str]()
         if not permanent:
             restarts, lost_types = self.restart_for_lost_pods()
             restarted = list(lost_types)

@@ -7,7 +7,7 @@ import pytest
 from trainctl.controller.reconcile import ReconcileConfig
 
 from tests.support.jobs import container, msjob, pytorchjob, replica
-from tests.support.reconcile import Cluster, at, by_name, env_dict, env_of
+from tests.support.reconcile import Cluster, by_name, env_dict, env_of
 
 METRICS = [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 80}}}]
 

@@ -87,7 +87,7 @@ def test_watch_observations_keep_every_restart_reason_the_api_overwrote():
         pod("w", state=running(12), last_state=terminated(2, 10, reason="Error", code=1), restarts=1),
         pod("w", state=running(22), last_state=terminated(12, 20, reason="OOMKilled", code=137), restarts=2),
     ]
-    observations = [model.PodObservation(EPOCH0 + t, "MODIFIED", p) for t, p in zip((3, 11, 21), snapshots)]
+    observations = [model.PodObservation(EPOCH0 + t, "MODIFIED", p) for t, p in zip((3, 11, 21), snapshots, strict=True)]
     (row,) = build(pod_observations=observations, now=30).rows
     assert marks(row) == [("restart", 10, "Error (exit 1)"), ("restart", 20, "OOMKilled (exit 137)")]
     assert [p for p, _, _ in phases(row)] == ["Pending", "Running", "Waiting", "Running", "Waiting", "Running"]

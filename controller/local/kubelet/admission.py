@@ -17,9 +17,9 @@ from typing import Any, Optional
 from trainctl.controller.kube.client import ApiError
 
 from ..network.ipam import PodIPAllocator
+from ..scheduler.rules import DEVICE_RESOURCES, is_terminal, pod_requests, quantity
 from .pod_worker import PodContext, PodWorker
 from .runtime import now_rfc3339
-from ..scheduler.rules import DEVICE_RESOURCES, is_terminal, pod_requests, quantity
 from .status import StatusWriter
 
 log = logging.getLogger(__name__)

@@ -39,8 +39,8 @@ from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
 from ..network.proxy import ServiceProxy
-from ..scheduler.rules import is_terminal
 from ..resources import enforcer as enforcers
+from ..scheduler.rules import is_terminal
 from . import node as nodes
 from . import podspec
 from .admission import Admission

@@ -237,7 +237,7 @@ class PodWorker:
 
     def _state_of(self, spec: Obj) -> ContainerState:
         for specs, states in ((self.init_specs, self.init_states), (self.specs, self.states)):
-            for s, st in zip(specs, states):
+            for s, st in zip(specs, states, strict=True):
                 if s is spec:
                     return st
         raise KeyError(spec.get("name"))
@@ -340,7 +340,7 @@ class PodWorker:
         threading.Thread(target=self._watch_deadline, daemon=True, name=f"deadline-{self.uid}").start()
         try:
             self._report()
-            for spec, state in zip(self.init_specs, self.init_states):
+            for spec, state in zip(self.init_specs, self.init_states, strict=True):
                 while True:
                     code = self._run_once(spec)
                     if code == 0 or self.stopping.is_set():
@@ -432,6 +432,6 @@ def qos_class(pod: Obj) -> str:
     limits = [(c.get("resources") or {}).get("limits") or {} for c in containers]
     if not any(requests) and not any(limits):
         return "BestEffort"
-    guaranteed = all(l.get("cpu") and l.get("memory") and (not r or (r.get("cpu") in (None, l["cpu"]) and
-                     r.get("memory") in (None, l["memory"]))) for r, l in zip(requests, limits))
+    guaranteed = all(lim.get("cpu") and lim.get("memory") and (not r or (r.get("cpu") in (None, lim["cpu"]) and
+                     r.get("memory") in (None, lim["memory"]))) for r, lim in zip(requests, limits, strict=True))
     return "Guaranteed" if guaranteed else "Burstable"

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 
 import psutil
 
-from .accounting import Usage, ZERO_USAGE
+from .accounting import ZERO_USAGE, Usage
 from .limits import ContainerLimits
 
 DEFAULT_INTERVAL = 0.25

@@ -17,6 +17,7 @@ import pytest
 import requests
 import yaml
 from kubernetes import client, config
+
 from trainctl.controller.local.apiserver.builtin_rules import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from kubernetes import client
+
 from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.local import metrics_publish
 

@@ -54,7 +54,7 @@ def observed(replicas: int, pods: list[Obj], metrics: list[Obj], **kwargs: Any) 
 
 def loaded(cpus: list[str]) -> tuple[list[Obj], list[Obj]]:
     names = [f"p{i}" for i in range(len(cpus))]
-    return [pod(n) for n in names], [usage(n, c) for n, c in zip(names, cpus)]
+    return [pod(n) for n in names], [usage(n, c) for n, c in zip(names, cpus, strict=True)]
 
 
 def conditions(decision: hpa.Decision) -> dict[str, tuple[str, str]]:

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from trainctl.controller.local.resources.accounting import Usage
-from trainctl.controller.local.resources.metrics import (Rate, Sample, UsageHistory, go_duration, metrics_list,
-                                                         node_metrics, pod_metrics)
+from trainctl.controller.local.resources.metrics import (
+    Rate,
+    Sample,
+    UsageHistory,
+    go_duration,
+    metrics_list,
+    node_metrics,
+    pod_metrics,
+)
 
 T0 = 1_790_000_000.0  # 2026-09-21T14:13:20Z
 
