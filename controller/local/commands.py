@@ -478,7 +478,7 @@ def run_status(args: argparse.Namespace) -> int:
         return 1
     print(f"Local cluster in {directory}: supervisor pid {supervisor}")
     specs = local_nodes.read_nodes(directory)
-    for name in ("apiserver", "scheduler", *(spec.component for spec in specs), "controller"):
+    for name in ("apiserver", "scheduler", *(spec.component for spec in specs), "controlplane", "controller"):
         pid = read_pid_file(directory / "run" / f"{name}.pid")
         print(f"  {name:<11} {'running, pid ' + str(pid) if pid else 'not running'}")
     machine = {spec.name: local_nodes.node_state(directory, spec.name) for spec in specs}
