@@ -659,7 +659,9 @@ class _Pass:
         return None
 
     def past_backoff_limit(self, limit: int, counts: dict[str, ReplicaCounts]) -> bool:
-        """Restarts so far, the kubelet's and the controller's own (#2045), against the limit."""
+        """Restarts so far, the kubelet's and the controller's own (#2045), against the limit.
+        A pod relaunched for an OOM kill counts once (in the controller's own), however often
+        the kubelet restarted it in place with the old limit before the relaunch."""
         own = self.status.get("restartCount") or 0
         kubelet = 0
         for rtype in self.types:
@@ -668,6 +670,10 @@ class _Pass:
             for pod in self.pods.of_type(rtype):  # a duplicate's restarts count too
                 status = pod.get("status") or {}
                 if status.get("phase") != "Running":
+                    continue
+                if (pod.get("metadata") or {}).get("uid") in self.oom_relaunch:
+                    # Being relaunched with more memory: its in-place OOM restarts are the
+                    # one restart the relaunch counts, not one each.
                     continue
                 for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
                     kubelet += cs.get("restartCount") or 0

@@ -104,6 +104,21 @@ def test_at_the_maximum_backoff_limit_fails_the_job_saying_memory_was_the_cause(
     assert failed["message"].endswith("replica Worker-0 was OOMKilled at the maximum memory 512Mi (trainctl.io/oom-memory-max)")
 
 
+def test_in_place_oom_restarts_before_the_relaunch_do_not_use_up_the_backoff_limit() -> None:
+    """OnFailure: the kubelet restarts an OOMKilled container in place with the old limit,
+    maybe several times, before the controller replaces the pod. Both workers: the relaunch
+    counts one restart each, not the kubelet's restarts on top."""
+    cluster = started(job("OnFailure", runPolicy={"backoffLimit": 3}))
+    terminated = {"terminated": {"exitCode": 137, "reason": "OOMKilled"}}
+    for name in ("mnist-worker-0", "mnist-worker-1"):
+        cs = {"name": "pytorch", "state": {"running": {}}, "lastState": terminated, "restartCount": 3}
+        cluster.set_phase(name, "Running", containerStatuses=[cs])
+    plan = cluster.step(at(5))
+    assert sorted(d.name for d in plan.deletes) == ["mnist-worker-0", "mnist-worker-1"]
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"]))
+    assert cluster.job["status"]["restartCount"] == 2
+
+
 def test_without_opt_in_the_reference_behaviour_stays() -> None:
     cluster = started(job("OnFailure", factor=None, maximum=None))
     killed(cluster, "mnist-worker-1", in_place=True)
