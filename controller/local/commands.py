@@ -84,6 +84,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="each node's allocatable memory (default: the machine's, split evenly)")
     up.add_argument("--workdir", default=None, help="directory pods run in when their workingDir does not exist "
                     "here (default: the current directory)")
+    up.add_argument("--node-lost-grace", default=None, metavar="DURATION",
+                    help="the controller's --node-lost-grace: replace a job's pods whose node is not Ready "
+                         "for this long (default 30s)")
     up.add_argument("--node-monitor-grace-period", default=None, metavar="DURATION",
                     help="a node whose Lease is not renewed for this long becomes Ready=Unknown (default 40s)")
     up.add_argument("--hpa-sync-period", default=None, metavar="DURATION",
@@ -230,7 +233,8 @@ def run_up(args: argparse.Namespace) -> int:
                                workdir=args.workdir, nodes=args.nodes, node_names=_names(args.node_names),
                                node_cpu=args.node_cpu, node_memory=args.node_memory,
                                node_monitor_grace_period=args.node_monitor_grace_period,
-                               hpa_sync_period=args.hpa_sync_period)
+                               hpa_sync_period=args.hpa_sync_period,
+                               controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None)
         cluster.lock()
     except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))
@@ -373,7 +377,8 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
     if args.no_controller:
         argv.append("--no-controller")
     for flag, value in (("--node-monitor-grace-period", args.node_monitor_grace_period),
-                        ("--hpa-sync-period", args.hpa_sync_period)):
+                        ("--hpa-sync-period", args.hpa_sync_period),
+                        ("--node-lost-grace", args.node_lost_grace)):
         if value:
             argv += [flag, value]
     argv += ["--workdir", str(Path(args.workdir).resolve() if args.workdir else Path.cwd())]

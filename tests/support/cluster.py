@@ -58,14 +58,15 @@ class E2E:
 def scratch_cluster(root: Path, **cluster_options: Any) -> Iterator[E2E]:
     """A started embedded cluster under ``root`` (state, pods' working directory, kubectl's
     home), with the controller's metrics on a free loopback port; stopped on exit.
-    ``cluster_options`` are more ``LocalCluster`` keyword arguments."""
+    ``cluster_options`` are more ``LocalCluster`` keyword arguments (``controller_args`` are
+    added to the metrics port's)."""
     workdir = root / "work"
     workdir.mkdir()
     (workdir / "samples").symlink_to(SAMPLES, target_is_directory=True)
     (root / "home").mkdir()
     metrics_port = free_port()
-    with LocalCluster(root / "cluster", workdir=workdir,
-                      controller_args=["--metrics-port", str(metrics_port)], **cluster_options) as cluster:
+    controller_args = ["--metrics-port", str(metrics_port), *cluster_options.pop("controller_args", [])]
+    with LocalCluster(root / "cluster", workdir=workdir, controller_args=controller_args, **cluster_options) as cluster:
         api = connect(str(cluster.kubeconfig))
         try:
             yield E2E(cluster, api, Kubectl.for_kubeconfig(cluster.kubeconfig, root / "home"), metrics_port, workdir)
