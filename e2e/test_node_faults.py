@@ -102,3 +102,17 @@ def test_elastic_job_survives_the_node_of_worker_0_dying(nodes_env: E2E) -> None
         assert len(run.uids(W0)) == 2 and len(run.uids(W1)) == 1, run.dump()
         named = [e for e in job_events(nodes_env, ELASTIC) if W0 in (e.message or "") and lost_node in (e.message or "")]
         assert named, [e.message for e in job_events(nodes_env, ELASTIC)]
+
+
+def test_a_static_job_spread_over_three_nodes_trains_together(nodes_env: E2E) -> None:
+    """Each node hands out addresses from its own slice of the pod range, and a kubelet
+    resolves a Service whose pod runs on another node from that pod's reported address."""
+    with nodes_env.run(load_sample("pytorch/ddp.yaml")) as run:
+        finished = run.wait_succeeded(timeout=300)
+        assert condition(finished, "Succeeded")
+        pods = [run.pods[name] for name in ("pytorch-ddp-master-0", "pytorch-ddp-worker-0", "pytorch-ddp-worker-1")]
+        assert len({p["spec"]["nodeName"] for p in pods}) > 1, run.dump()
+        assert len({p["status"]["podIP"] for p in pods}) == 3, run.dump()
+        done = run.events("done")
+        assert sorted(ln.int("rank") for ln in done) == [0, 1, 2], run.dump()
+        assert {ln.int("world_size") for ln in done} == {3}, run.dump()

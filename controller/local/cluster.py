@@ -41,7 +41,7 @@ from . import nodes as local_nodes
 from .apiserver.process import PORT_FILE, wait_for_port_file
 from .kubelet.kubelet import DEFAULT_NODE_NAME
 from .kubelet.runtime import ProcessRegistry, process_start_time
-from .network import cluster_ranges
+from .network import cluster_ranges, node_pod_cidr
 from .resources import enforcer
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
@@ -267,10 +267,16 @@ class LocalCluster:
         return self.directory / "kubeconfig"
 
     def _kubelet(self, spec: local_nodes.NodeSpec) -> Component:
+        # One node: the cluster's whole pod range; several: a slice each, never overlapping.
+        index = [s.name for s in self.nodes].index(spec.name)
+        try:
+            pod_cidr = ["--pod-cidr", node_pod_cidr(self.directory, index)] if len(self.nodes) > 1 else []
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
         return Component(spec.component, self.directory, lambda: [
             sys.executable, "-m", "trainctl.controller.local.kubelet", "--dir", str(self.directory),
             "--node-name", spec.name, "--cpu", spec.cpu, "--memory", spec.memory,
-            "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir),
+            "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir), *pod_cidr,
             *(["--backoff-base", str(self.backoff_base)] if self.backoff_base is not None else []),
             *(["--node-lease-renew-interval", str(self.lease_renew_interval)] if self.lease_renew_interval else []),
             *(["--resource-enforcer", self.resource_enforcer] if self.resource_enforcer else []),

@@ -117,7 +117,9 @@ class ServiceNames:
         for pod in selected:
             if is_terminal(pod) or _meta(pod).get("deletionTimestamp"):
                 continue
-            address = self._ips.lookup(_meta(pod).get("uid", ""))
+            # This node's pods from its own allocator (known before their status says so);
+            # another node's from the address its kubelet reported.
+            address = self._ips.lookup(_meta(pod).get("uid", "")) or (pod.get("status") or {}).get("podIP")
             if address:
                 candidates.append((_meta(pod).get("name", ""), address))
         if candidates:

@@ -34,3 +34,16 @@ def cluster_ranges(directory: Path) -> tuple[str, str]:
     the ClusterIPs the API server stored stay valid when the cluster starts again."""
     key = str(Path(directory).resolve()).encode()
     return _slice(POD_SPACE, POD_PREFIX, b"pods:" + key), _slice(SERVICE_SPACE, SERVICE_PREFIX, b"services:" + key)
+
+
+NODE_POD_PREFIX = 24  # a node's share of its cluster's pod range: 254 pods, 16 nodes
+
+
+def node_pod_cidr(directory: Path, index: int) -> str:
+    """The pod range of the cluster's ``index``-th node (0-based), as a real cluster gives
+    each Node a podCIDR of its own: kubelets on one machine must never hand two pods the
+    same loopback address."""
+    slices = list(ipaddress.ip_network(cluster_ranges(directory)[0]).subnets(new_prefix=NODE_POD_PREFIX))
+    if not 0 <= index < len(slices):
+        raise ValueError(f"a local cluster has at most {len(slices)} nodes")
+    return str(slices[index])
