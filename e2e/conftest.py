@@ -20,7 +20,10 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="session")
 def cluster_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
-    with scratch_cluster(tmp_path_factory.mktemp("e2e")) as env:
+    # No HPA controller here: it would rescale elastic.yaml's jobs while tests scale them by
+    # hand (its scale-down window remembers a scale-up for 5 min, as on a real cluster).
+    # e2e/test_hpa.py runs a cluster of its own with one.
+    with scratch_cluster(tmp_path_factory.mktemp("e2e"), controlplane_args=["--controllers", "node-lifecycle"]) as env:
         yield env
 
 
