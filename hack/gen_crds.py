@@ -12,7 +12,16 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+
+try:
+    import trainctl  # noqa: F401  (installed: pip install -e .)
+except ImportError:
+    # A plain checkout: api/ and controller/ install as trainctl.api and trainctl.controller
+    # (setup.py's package_dir); a namespace package rooted at the checkout maps them the same way.
+    import types
+
+    sys.modules["trainctl"] = types.ModuleType("trainctl")
+    sys.modules["trainctl"].__path__ = [str(ROOT)]
 
 from trainctl.api.crd import crds, render  # noqa: E402
 
