@@ -174,7 +174,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
     kubelet: Optional[Kubelet] = None
     try:
         try:
-            kubelet = Kubelet(config)
+            kubelet = node = Kubelet(config)
+            signal.signal(signal.SIGCONT, lambda _signum, _frame: node.thawed())
             kubelet.start()
         except _Shutdown:
             raise

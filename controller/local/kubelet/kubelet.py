@@ -42,7 +42,7 @@ from ..network.proxy import ServiceProxy
 from ..resources import enforcer as enforcers
 from ..scheduler.rules import is_terminal
 from . import node as nodes
-from . import podspec
+from . import podspec, thaw
 from .admission import Admission
 from .deletion import Terminator, grace_seconds
 from .heartbeat import NodeHeartbeat
@@ -115,6 +115,7 @@ class Kubelet:
         self.client = KubeClient.from_kubeconfig(str(config.kubeconfig), qps=0, max_attempts=1, pool_size=8)
         self._dirty = threading.Event()
         self._stopped = threading.Event()
+        self._thawed = threading.Event()
         self._changed = threading.Condition()
         self._thread: Optional[threading.Thread] = None
         self.step_errors: list[str] = []  # per-pod steps that raised: kubelet bugs, never input
@@ -172,6 +173,12 @@ class Kubelet:
         self.client.close()
         self.proxy.stop()
 
+    def thawed(self) -> None:
+        """SIGCONT arrived: the node was frozen and its pods' processes still are (see
+        :mod:`.thaw`). Called from a signal handler, so it only takes note."""
+        self._thawed.set()
+        self._dirty.set()
+
     @property
     def workers(self) -> dict[str, PodWorker]:
         """The pods running here, by uid (a snapshot)."""
@@ -199,6 +206,9 @@ class Kubelet:
             if self._stopped.is_set():
                 break
             self._dirty.clear()
+            if self._thawed.is_set():
+                self._thawed.clear()
+                self._step("resume after a freeze", None, self._resume_after_freeze)
             try:
                 self.sync()
             except Exception:
@@ -208,6 +218,15 @@ class Kubelet:
                 self._dirty.set()
             with self._changed:
                 self._changed.notify_all()
+
+    def _resume_after_freeze(self) -> None:
+        """Kill the processes of pods deleted while the node was frozen, then resume the rest."""
+        present = thaw.bound_pod_uids(self.client, self.node_name)
+        if present is not None:
+            self.terminator.kill_vanished(present, self.admission.workers())
+        resumed = thaw.resume(thaw.to_resume(self.registry.records(), present))
+        log.info("thawed: resumed %d process group(s)%s", resumed,
+                 "" if present is not None else " (the API server did not answer: all of them)")
 
     def _listed_pods(self) -> tuple[dict[str, Obj], list[Obj]]:
         """Every cached pod with a name and uid, by uid; and those the kubelet can look into.
