@@ -20,6 +20,7 @@ what happens after a crash does not depend on timing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -34,7 +35,7 @@ from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
 
-from ..network import HOST_IP, cluster_ranges
+from ..network import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
 from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
@@ -126,8 +127,14 @@ class Kubelet:
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds)
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self._dirty.set)
-        self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips)
-        self.hosts = HostsFile(config.directory / "network")
+        # On a cluster of several nodes each node serves the ClusterIPs at addresses of its
+        # own, so its pods' names resolve to its own proxy and its own hosts file.
+        node_services = node_service_cidr(config.directory, config.pod_cidr) if config.pod_cidr else None
+        service_address = functools.partial(node_service_address, service_cidr=cluster_ranges(config.directory)[1],
+                                            node_cidr=node_services)
+        self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips, service_address)
+        network_dir = config.directory / "network"
+        self.hosts = HostsFile(network_dir / "nodes" / config.node_name if node_services else network_dir)
         self.proxy = ServiceProxy()
         self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
                                     node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
