@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any, Optional
 
 from trainctl.api import crd as api_crd
+from trainctl.controller.commands.run import parse_duration
 from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.resources import CRDS
 
@@ -235,6 +236,10 @@ class LocalCluster:
         self.node_name = self.nodes[0].name
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
+        if lease_renew_interval is None and node_monitor_grace_period:
+            # As the real kubelet renews every quarter of a lease that lasts the grace period:
+            # renewing only as often as the grace lets a healthy node go Unknown between beats.
+            lease_renew_interval = parse_duration(node_monitor_grace_period) / 4
         self.lease_renew_interval = lease_renew_interval
         self.resource_enforcer, self.metrics_interval = resource_enforcer, metrics_interval
         # The API server's port: the one asked for, else the one it first chose. Every restart

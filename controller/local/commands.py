@@ -15,6 +15,7 @@ import argparse
 import contextlib
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -174,7 +175,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
     kubelet: Optional[Kubelet] = None
     try:
         try:
-            kubelet = Kubelet(config)
+            kubelet = node = Kubelet(config)
+            signal.signal(signal.SIGCONT, lambda _signum, _frame: node.thawed())
             kubelet.start()
         except _Shutdown:
             raise
@@ -186,8 +188,7 @@ def run_kubelet(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):
                 os.write(args.ready_fd, b"ready\n")
                 os.close(args.ready_fd)
-        while True:
-            signal.pause()
+        _wait_for_signals()
     except _Shutdown:
         pass
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -195,6 +196,21 @@ def run_kubelet(args: argparse.Namespace) -> int:
     if kubelet is not None:
         kubelet.stop()
     return 0
+
+
+def _wait_for_signals() -> None:
+    """Run the main thread's signal handlers as signals come, for ever (until one raises).
+
+    Not ``signal.pause()``: the kernel may deliver a signal to any of the kubelet's threads,
+    and then the main thread would sleep on with the handler pending (a thawed node's SIGCONT
+    must reach :meth:`Kubelet.thawed` at once). The wakeup fd is written whichever thread the
+    signal hit, and the handlers run as soon as the main thread wakes."""
+    readable, writable = os.pipe()
+    os.set_blocking(writable, False)
+    signal.set_wakeup_fd(writable)
+    while True:
+        select.select([readable], [], [])
+        os.read(readable, 512)
 
 
 def main_kubelet(argv: Optional[list[str]] = None) -> int:

@@ -4,8 +4,10 @@ Each node is one kubelet process (``run/kubelet*.pid``) and the process groups o
 (recorded under ``kubelet/<node>/processes``). ``run/nodes.json`` maps node names to their
 kubelet component; ``run/nodes/<node>`` holds what the user did to a node (``killed`` or
 ``frozen``), so the supervisor does not restart a killed kubelet and ``trainctl local
-status`` can say it. Freezing uses SIGSTOP/SIGCONT on the kubelet and every recorded pod
-process (the cgroup freezer is not used: signals work without privileges).
+status`` can say it. Freezing uses SIGSTOP on the kubelet and every recorded pod process
+(the cgroup freezer is not used: signals work without privileges). Thawing resumes the
+kubelet first and lets it resume the pods that are still in the API and kill those deleted
+meanwhile (:mod:`.kubelet.thaw`), so a replaced pod's old process never runs again.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 import math
 import os
 import signal
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +24,11 @@ from typing import Optional
 
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from .kubelet.node import memory_kib
-from .kubelet.runtime import ProcessRegistry, signal_container
+from .kubelet.runtime import ProcessRegistry, process_stopped, signal_container
 
 NODES_FILE = Path("run") / "nodes.json"
 KILLED, FROZEN = "killed", "frozen"
+THAW_SECONDS = 15.0  # how long a thawed kubelet may take to sort out its pods before all resume
 
 
 class NodeError(Exception):
@@ -105,17 +109,30 @@ def set_state(directory: Path, name: str, state: str) -> None:
     path.write_text(state + "\n")
 
 
-def _signal_node(directory: Path, spec: NodeSpec, signum: int) -> int:
-    """Signal the node's kubelet, then every recorded process group of its pods; how many."""
+def _signal_kubelet(directory: Path, spec: NodeSpec, signum: int) -> bool:
     from .cluster import signal_pid_file
 
-    count = 1 if signal_pid_file(directory / "run" / f"{spec.component}.pid", signum) is not None else 0
-    registry = ProcessRegistry(processes_dir(directory, spec.name))
-    for record in registry.records():
+    return signal_pid_file(directory / "run" / f"{spec.component}.pid", signum) is not None
+
+
+def _signal_pods(directory: Path, spec: NodeSpec, signum: int) -> int:
+    """Signal every recorded process group of the node's pods; how many."""
+    count = 0
+    for record in ProcessRegistry(processes_dir(directory, spec.name)).records():
         if record.alive():
             signal_container(record.pid, record.container_id, signum)
             count += 1
     return count
+
+
+def _signal_node(directory: Path, spec: NodeSpec, signum: int) -> int:
+    """Signal the node's kubelet, then every recorded process group of its pods; how many."""
+    return int(_signal_kubelet(directory, spec, signum)) + _signal_pods(directory, spec, signum)
+
+
+def _pods_stopped(directory: Path, spec: NodeSpec) -> bool:
+    return any(record.alive() and process_stopped(record.pid)
+               for record in ProcessRegistry(processes_dir(directory, spec.name)).records())
 
 
 def kill_node(directory: Path, name: str) -> int:
@@ -137,11 +154,19 @@ def freeze_node(directory: Path, name: str) -> int:
     return _signal_node(directory, spec, signal.SIGSTOP)
 
 
-def thaw_node(directory: Path, name: str) -> int:
-    """The machine resumes: SIGCONT to the kubelet and every process of its pods."""
+def thaw_node(directory: Path, name: str, timeout: float = THAW_SECONDS) -> int:
+    """The machine resumes: SIGCONT to the kubelet, which resumes its pods' processes or kills
+    those of pods deleted meanwhile; after ``timeout`` (a kubelet that is gone or stuck),
+    SIGCONT to whatever is still stopped. Returns how many processes were signalled here."""
     spec = find_node(directory, name)
     if node_state(directory, name) != FROZEN:
         raise NodeError(f"node {name} is not frozen")
-    count = _signal_node(directory, spec, signal.SIGCONT)
+    count = 0
+    if _signal_kubelet(directory, spec, signal.SIGCONT):
+        count = 1
+        deadline = time.monotonic() + timeout
+        while _pods_stopped(directory, spec) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    count += _signal_pods(directory, spec, signal.SIGCONT)
     set_state(directory, name, "")
     return count

@@ -5,7 +5,7 @@ trainctl.controller.local.kubelet``), one per node, so the fault tests and ``tra
 can kill, freeze and restart it alone; pods reach it through the cluster's scheduler
 (:mod:`trainctl.controller.local.scheduler`). Modules:
 ``node`` and ``heartbeat`` (the Node and its Lease), ``podspec`` (what the kubelet can run), ``admission`` (workers, devices,
-rejections), ``deletion``, ``status`` (status writes), ``service_names`` and ``service_rules``
+rejections), ``deletion``, ``thaw`` (a frozen node resuming), ``status`` (status writes), ``service_names`` and ``service_rules``
 (Service names, proxy rules, hosts file), ``env`` (environment and command line), ``runtime``
 (process groups and CRI logs), ``paths`` (files stay in the directory), ``pod_worker`` (one
 pod's life), ``kubelet`` (the loop that composes them). It

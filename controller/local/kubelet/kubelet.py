@@ -20,6 +20,7 @@ what happens after a crash does not depend on timing.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
@@ -34,7 +35,7 @@ from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.kube.informer import Informer
 from trainctl.controller.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
 
-from ..network import HOST_IP, cluster_ranges
+from ..network import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
 from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
@@ -42,7 +43,7 @@ from ..network.proxy import ServiceProxy
 from ..resources import enforcer as enforcers
 from ..scheduler.rules import is_terminal
 from . import node as nodes
-from . import podspec
+from . import podspec, thaw
 from .admission import Admission
 from .deletion import Terminator, grace_seconds
 from .heartbeat import NodeHeartbeat
@@ -115,6 +116,7 @@ class Kubelet:
         self.client = KubeClient.from_kubeconfig(str(config.kubeconfig), qps=0, max_attempts=1, pool_size=8)
         self._dirty = threading.Event()
         self._stopped = threading.Event()
+        self._thawed = threading.Event()
         self._changed = threading.Condition()
         self._thread: Optional[threading.Thread] = None
         self.step_errors: list[str] = []  # per-pod steps that raised: kubelet bugs, never input
@@ -125,8 +127,14 @@ class Kubelet:
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds)
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self._dirty.set)
-        self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips)
-        self.hosts = HostsFile(config.directory / "network")
+        # On a cluster of several nodes each node serves the ClusterIPs at addresses of its
+        # own, so its pods' names resolve to its own proxy and its own hosts file.
+        node_services = node_service_cidr(config.directory, config.pod_cidr) if config.pod_cidr else None
+        service_address = functools.partial(node_service_address, service_cidr=cluster_ranges(config.directory)[1],
+                                            node_cidr=node_services)
+        self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips, service_address)
+        network_dir = config.directory / "network"
+        self.hosts = HostsFile(network_dir / "nodes" / config.node_name if node_services else network_dir)
         self.proxy = ServiceProxy()
         self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
                                     node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
@@ -172,6 +180,12 @@ class Kubelet:
         self.client.close()
         self.proxy.stop()
 
+    def thawed(self) -> None:
+        """SIGCONT arrived: the node was frozen and its pods' processes still are (see
+        :mod:`.thaw`). Called from a signal handler, so it only takes note."""
+        self._thawed.set()
+        self._dirty.set()
+
     @property
     def workers(self) -> dict[str, PodWorker]:
         """The pods running here, by uid (a snapshot)."""
@@ -199,6 +213,9 @@ class Kubelet:
             if self._stopped.is_set():
                 break
             self._dirty.clear()
+            if self._thawed.is_set():
+                self._thawed.clear()
+                self._step("resume after a freeze", None, self._resume_after_freeze)
             try:
                 self.sync()
             except Exception:
@@ -208,6 +225,15 @@ class Kubelet:
                 self._dirty.set()
             with self._changed:
                 self._changed.notify_all()
+
+    def _resume_after_freeze(self) -> None:
+        """Kill the processes of pods deleted while the node was frozen, then resume the rest."""
+        present = thaw.bound_pod_uids(self.client, self.node_name)
+        if present is not None:
+            self.terminator.kill_vanished(present, self.admission.workers())
+        resumed = thaw.resume(thaw.to_resume(self.registry.records(), present))
+        log.info("thawed: resumed %d process group(s)%s", resumed,
+                 "" if present is not None else " (the API server did not answer: all of them)")
 
     def _listed_pods(self) -> tuple[dict[str, Obj], list[Obj]]:
         """Every cached pod with a name and uid, by uid; and those the kubelet can look into.

@@ -46,15 +46,26 @@ def exit_code(returncode: int) -> int:
     return 128 - returncode if returncode < 0 else returncode
 
 
-def process_start_time(pid: int) -> Optional[str]:
-    """The kernel's start time of a live ``pid`` (field 22 of /proc/pid/stat), to detect pid
-    reuse; None when there is no such process or it is a zombie (dead, not yet reaped)."""
+def _stat(pid: int) -> list[str]:
+    """The fields of /proc/pid/stat after the command name (state first); [] without the process."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[1].split()
-    return None if fields[0] in ("Z", "X") else fields[19]
+        return []
+    return stat.rsplit(")", 1)[1].split()
+
+
+def process_start_time(pid: int) -> Optional[str]:
+    """The kernel's start time of a live ``pid`` (field 22 of /proc/pid/stat), to detect pid
+    reuse; None when there is no such process or it is a zombie (dead, not yet reaped)."""
+    fields = _stat(pid)
+    return None if not fields or fields[0] in ("Z", "X") else fields[19]
+
+
+def process_stopped(pid: int) -> bool:
+    """Whether ``pid`` is stopped by a signal (SIGSTOP: a frozen node)."""
+    fields = _stat(pid)
+    return bool(fields) and fields[0] in ("T", "t")
 
 
 CONTAINER_ID_VARIABLE = "TRAINCTL_CONTAINER_ID"

@@ -1,6 +1,7 @@
 """What a Service name reaches, for the names in a container's env and command line.
 
-A ClusterIP Service resolves to its cluster IP, an ExternalName Service to its external
+A ClusterIP Service resolves to its cluster IP (on a cluster of several nodes, to this
+node's address for it: see :func:`~..network.node_service_cidr`), an ExternalName Service to its external
 name, a headless Service to the IP of its first live selected pod. A name that will
 resolve but cannot yet (no cluster IP, no pod, or a sibling pod of the same controller
 whose Service is not created yet) is :class:`~..network.names.Pending`: the container
@@ -9,6 +10,7 @@ waits for it, as a job's pods wait for their rendezvous address.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Optional
 
 from trainctl.controller.kube.client import KubeClient
@@ -60,11 +62,13 @@ class PodIndex:
 class ServiceNames:
     """Resolves Service names from the kubelet's caches (and the API, for a fresh Service)."""
 
-    def __init__(self, client: KubeClient, pods: Store, services: Store, ips: PodIPAllocator) -> None:
+    def __init__(self, client: KubeClient, pods: Store, services: Store, ips: PodIPAllocator,
+                 service_address: Callable[[str], str] = str) -> None:
         self._client = client
         self._pods = pods
         self._services = services
         self._ips = ips
+        self.service_address = service_address  # this node's address of a ClusterIP (its own proxy's)
 
     def resolve(self, namespace: str, name: str, owner: Optional[str] = None, fresh: bool = False,
                 index: Optional[PodIndex] = None) -> Resolution:
@@ -86,7 +90,7 @@ class ServiceNames:
             return spec.get("externalName") or None
         cluster_ip = spec.get("clusterIP")
         if cluster_ip and cluster_ip != "None":
-            return cluster_ip
+            return self.service_address(cluster_ip)
         if cluster_ip == "None":
             if not spec.get("selector"):
                 return None

@@ -90,6 +90,9 @@ class ServiceRules:
                     target = target_port(port, pod)
                     if target:
                         backends.append((pod["status"]["podIP"], target))
+                # This node's address for the ClusterIP is its own; the ClusterIP itself goes
+                # to whichever node's proxy listens first (for clients outside the pods).
+                rules[(self._names.service_address(cluster_ip), number)] = backends
                 rules[(cluster_ip, number)] = backends
         self._hosts.write(addresses)
         self._proxy.update(rules)

@@ -10,6 +10,7 @@ Nothing outside the cluster directory is changed. docs/local-cluster.md has the 
 import hashlib
 import ipaddress
 from pathlib import Path
+from typing import Optional
 
 # Pods get addresses from POD_SPACE and ClusterIPs come from SERVICE_SPACE. Every cluster
 # directory takes its own slice of each (see cluster_ranges), so clusters running side by
@@ -47,3 +48,40 @@ def node_pod_cidr(directory: Path, index: int) -> str:
     if not 0 <= index < len(slices):
         raise ValueError(f"a local cluster has at most {len(slices)} nodes")
     return str(slices[index])
+
+
+# A node's own addresses for the cluster's ClusterIPs, as each real node has a kube-proxy of
+# its own: kubelets on one machine cannot all listen on one ClusterIP, and the one that got
+# it would carry every node's traffic (a frozen node would cut every Service). Each cluster
+# takes a run of consecutive /22 slices of this space, one per node.
+NODE_SERVICE_SPACE = "127.64.0.0/11"
+
+
+def node_service_cidr(directory: Path, pod_cidr: str) -> Optional[str]:
+    """Where the node whose pod range is ``pod_cidr`` serves its cluster's ClusterIPs; None
+    for a cluster of one node (its pod range is the whole cluster's), which serves the
+    ClusterIPs themselves."""
+    pods, services = (ipaddress.ip_network(cidr) for cidr in cluster_ranges(directory))
+    node = ipaddress.ip_network(pod_cidr)
+    if node == pods or not node.subnet_of(pods):
+        return None
+    index = (int(node.network_address) - int(pods.network_address)) >> (32 - NODE_POD_PREFIX)
+    space = ipaddress.ip_network(NODE_SERVICE_SPACE)
+    slices = 2 ** (services.prefixlen - space.prefixlen)
+    first = int.from_bytes(hashlib.sha256(b"node-services:" + str(Path(directory).resolve()).encode()).digest()[:8], "big")
+    size = services.num_addresses
+    return str(ipaddress.ip_network((int(space.network_address) + (first + index) % slices * size, services.prefixlen)))
+
+
+def node_service_address(cluster_ip: str, service_cidr: str, node_cidr: Optional[str]) -> str:
+    """The node's address for ``cluster_ip``: the same offset in the node's range (the
+    ClusterIP itself without one, or for an address outside the cluster's service range)."""
+    if node_cidr is None:
+        return cluster_ip
+    try:
+        address, services = ipaddress.ip_address(cluster_ip), ipaddress.ip_network(service_cidr)
+    except ValueError:
+        return cluster_ip
+    if address not in services:
+        return cluster_ip
+    return str(ipaddress.ip_network(node_cidr).network_address + (int(address) - int(services.network_address)))

@@ -179,6 +179,46 @@ def test_kill_then_start_a_node(cluster, api, tmp_path):
     wait_for(lambda: ready(api, name) == "True", what="the booted node to be Ready")
 
 
+def ticker_pod(name, path):
+    """A pod that appends the time to ``path`` every 20 ms: a file that shows when it ran."""
+    script = f"import time\nwhile True:\n    open({str(path)!r}, 'a').write(f'{{time.time()}}\\n')\n    time.sleep(0.02)"
+    return pod(name, script)
+
+
+def ticks(path):
+    return [float(line) for line in path.read_text().split()]
+
+
+def test_thaw_resumes_the_pods_still_there_and_never_runs_a_deleted_one(cluster, api, tmp_path):
+    """A real machine resumes every process at once and its kubelet kills a deleted pod's
+    processes a moment later; the embedded node resumes its kubelet first, so that moment
+    never comes: the deleted pod does not run again, the other pod runs on."""
+    name = "trainctl-local-3"
+    files = {which: tmp_path / f"{which}.ticks" for which in ("kept", "gone")}
+    pids = {}
+    for which, path in files.items():
+        api.create(PODS, with_spec(ticker_pod(which, path), nodeName=name))
+        pids[which] = main_pid(wait_pod(api, which, lambda p: main_pid(p) is not None))
+        wait_for(lambda path=path: path.exists() and ticks(path), timeout=20, what=f"{which} to tick")
+    cluster.freeze_node(name)
+    try:
+        api.delete(PODS, "default", "gone", grace_period_seconds=0)
+        wait_pod_gone(api, "gone")
+        time.sleep(0.5)  # a tick in flight at the freeze lands before this
+        thawed_at = time.time()
+    finally:
+        cluster.thaw_node(name)
+    # The kubelet resumed the kept pod itself: thaw did not wait for its fallback.
+    assert time.time() - thawed_at < local_nodes.THAW_SECONDS / 2
+    assert process_start_time(pids["gone"]) is None, "thaw returns once the deleted pod's processes are gone"
+    assert [t for t in ticks(files["gone"]) if t >= thawed_at] == []
+    wait_for(lambda: any(t >= thawed_at for t in ticks(files["kept"])), timeout=10, what="the kept pod to run on")
+    wait_for(lambda: ready(api, name) == "True", timeout=20, what="the thawed node to be Ready")
+    wait_for(lambda: not any(t["key"] == "node.kubernetes.io/unreachable"
+                             for t in api.get(NODES, None, name)["spec"].get("taints") or []),
+             timeout=20, what="the unreachable taint to go")
+
+
 def test_freeze_lease_stops_node_goes_unknown_and_thaw_kills_what_was_deleted(cluster, api, tmp_path):
     name = "trainctl-local-3"
     fifo = tmp_path / "frozen.ready"

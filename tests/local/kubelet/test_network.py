@@ -1,8 +1,16 @@
-"""Address ranges per cluster directory and pod IP allocation."""
+"""Address ranges per cluster directory and node, and pod IP allocation."""
 
 import ipaddress
 
-from trainctl.controller.local.network import POD_SPACE, SERVICE_SPACE, cluster_ranges
+from trainctl.controller.local.network import (
+    NODE_SERVICE_SPACE,
+    POD_SPACE,
+    SERVICE_SPACE,
+    cluster_ranges,
+    node_pod_cidr,
+    node_service_address,
+    node_service_cidr,
+)
 from trainctl.controller.local.network.ipam import PodIPAllocator
 
 
@@ -13,6 +21,26 @@ def test_each_directory_gets_its_own_stable_slices(tmp_path):
     assert ipaddress.ip_network(pods_a).subnet_of(ipaddress.ip_network(POD_SPACE))
     assert ipaddress.ip_network(services_a).subnet_of(ipaddress.ip_network(SERVICE_SPACE))
     assert not ipaddress.ip_network(pods_a).overlaps(ipaddress.ip_network(pods_b))
+
+
+def test_each_node_of_a_cluster_serves_the_cluster_ips_at_addresses_of_its_own(tmp_path):
+    pods, services = cluster_ranges(tmp_path)
+    ranges = [node_service_cidr(tmp_path, node_pod_cidr(tmp_path, index)) for index in range(16)]
+    assert all(ipaddress.ip_network(r).subnet_of(ipaddress.ip_network(NODE_SERVICE_SPACE)) for r in ranges)
+    assert len(set(ranges)) == 16 and all(ipaddress.ip_network(r).prefixlen == 22 for r in ranges)
+    assert ranges[0] == node_service_cidr(tmp_path, node_pod_cidr(tmp_path, 0))
+    cluster_ip = str(ipaddress.ip_network(services).network_address + 7)
+    assert node_service_address(cluster_ip, services, ranges[2]) == str(ipaddress.ip_network(ranges[2]).network_address + 7)
+
+
+def test_a_cluster_of_one_node_serves_the_cluster_ips_themselves(tmp_path):
+    pods, services = cluster_ranges(tmp_path)
+    assert node_service_cidr(tmp_path, pods) is None
+    assert node_service_cidr(tmp_path, "10.0.0.0/24") is None  # a pod range of its own choosing
+    cluster_ip = str(ipaddress.ip_network(services).network_address + 7)
+    assert node_service_address(cluster_ip, services, None) == cluster_ip
+    node = node_service_cidr(tmp_path, node_pod_cidr(tmp_path, 1))
+    assert node_service_address("10.1.2.3", services, node) == "10.1.2.3"  # not from this cluster's range
 
 
 def test_allocation_is_stable_per_pod_and_does_not_reuse_a_freed_address_at_once():
