@@ -31,6 +31,7 @@ from .accounting import Usage
 from .limits import ContainerLimits
 
 CFS_PERIOD_US = 100_000
+OOM_KILL_COUNTED_WITHIN = 2.0  # seconds from a v1 OOM notification to its kill in memory.oom_control
 V1_CONTROLLERS = ("memory", "cpu", "cpuacct")
 V2_CONTROLLERS = ("memory", "cpu")
 ENABLE_V2_CONTROLLERS = " ".join(f"+{controller}" for controller in V2_CONTROLLERS)
@@ -244,13 +245,18 @@ class CgroupV1Group(_CgroupGroup):
         try:
             while True:
                 os.eventfd_read(event)
+                # The notification comes as the OOM killer starts; its kill is counted a
+                # moment later (or never, when memory was freed meanwhile).
+                deadline = time.monotonic() + OOM_KILL_COUNTED_WITHIN
+                while self._final is None and self._memory.is_dir() and time.monotonic() < deadline:
+                    with contextlib.suppress(OSError):
+                        if self._read_oom_killed():
+                            for directory in self.directories:
+                                _kill_all(directory)
+                            return
+                    time.sleep(0.01)
                 if self._final is not None or not self._memory.is_dir():
                     return  # closed: the wake-up of the group's removal
-                with contextlib.suppress(OSError):
-                    if self._read_oom_killed():
-                        for directory in self.directories:
-                            _kill_all(directory)
-                        return
         finally:
             os.close(event)
             os.close(control)
