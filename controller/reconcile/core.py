@@ -397,7 +397,7 @@ class _Pass:
         active = succeeded = failed = 0
         duplicated = self.pods.duplicated(rtype)
         for index, pod in self.pods.slots(rtype).items():
-            if index in duplicated or (pod.get("metadata") or {}).get("uid") in self.oom_relaunch or self.is_lost(pod):
+            if index in duplicated or self.is_oom_relaunched(pod) or self.is_lost(pod):
                 continue  # replaced by the controller (more memory, a lost node): neither up nor failed
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running":
@@ -548,6 +548,11 @@ class _Pass:
                         f"({c.ANNOTATION_OOM_MEMORY_MAX})"
                     )
 
+    def is_oom_relaunched(self, pod: dict[str, Any]) -> bool:
+        """Whether ``pod`` is replaced for an OOM kill, in this pass or by a delete under way."""
+        uid = (pod.get("metadata") or {}).get("uid")
+        return uid in self.oom_relaunch or uid in self.oom_replacing
+
     def relaunch_oom_killed(self, rtype: str, pod: dict[str, Any]) -> bool:
         """Replace an OOMKilled pod; its replacement gets the grown limit from the status."""
         decided = self.oom_relaunch.get((pod.get("metadata") or {}).get("uid", ""))
@@ -680,8 +685,7 @@ class _Pass:
                 status = pod.get("status") or {}
                 if status.get("phase") != "Running":
                     continue
-                uid = (pod.get("metadata") or {}).get("uid")
-                if uid in self.oom_relaunch or uid in self.oom_replacing:
+                if self.is_oom_relaunched(pod):
                     continue
                 for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
                     kubelet += cs.get("restartCount") or 0

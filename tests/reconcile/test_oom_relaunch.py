@@ -203,3 +203,18 @@ def test_invalid_annotations_warn_and_change_nothing() -> None:
 def test_format_memory(size: int, text: str) -> None:
     assert oom.format_memory(size) == text
     assert oom.parse_memory(text) == size
+
+
+@pytest.mark.parametrize(("restart", "in_place", "backoff"), [("Never", False, 6), ("ExitCode", False, 6), ("OnFailure", True, 0)])
+def test_an_oom_killed_pod_being_deleted_for_its_relaunch_is_neither_failed_nor_active(
+        restart: str, in_place: bool, backoff: int) -> None:
+    cluster = started(job(restart, runPolicy={"backoffLimit": backoff}))
+    killed(cluster, "mnist-worker-1", in_place=in_place)
+    plan = cluster.reconcile(at(5))
+    assert [d.name for d in plan.deletes] == ["mnist-worker-1"]
+    cluster.job["status"] = plan.status
+    cluster.pods["mnist-worker-1"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:05Z"
+    cluster.step(at(6))
+    status = cluster.job["status"]
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(status)), status["conditions"]
+    assert status["replicaStatuses"]["Worker"].get("failed", 0) == 0, status["replicaStatuses"]
