@@ -2,8 +2,8 @@
 
 An elastic job that opts into OOM relaunch (samples/pytorch/elastic-oom.yaml) needs more
 memory than its first limit: the kubelet kills its container as OOMKilled, and the controller
-replaces the pod with 1.5 times the limit (an annotation on the new pod, an
-OOMMemoryIncreased Event, status.oomMemory), which is enough: the job finishes at
+replaces the pod with 1.5 times the limit whatever the restart policy (OnFailure, Never): an
+annotation on the new pod, an OOMMemoryIncreased Event, status.oomMemory. That is enough: the job finishes at
 WORLD_SIZE=2 with no duplicate rank, each relaunch counted once in status.restartCount and
 none of them failing the job. The test prints the seconds from the OOM kill to the relaunched
 worker's first step at WORLD_SIZE=2, and where they go. Without the opt-in, or with the
@@ -27,7 +27,7 @@ from tests.support.cluster import E2E
 from tests.support.conditions import condition
 from tests.support.observer import JobObserver, LogLine
 from tests.support.pods import container_status
-from tests.support.samples import load_sample, set_arg
+from tests.support.samples import load_sample, set_arg, set_restart_policy
 
 pytestmark = pytest.mark.e2e
 
@@ -65,26 +65,44 @@ def _job_events(e2e: E2E, run: JobObserver, reason: str) -> list[dict[str, Any]]
 
 
 class OOMKills:
-    """Every pod instance the test saw OOMKilled, and when (the controller deletes it soon after)."""
+    """Every pod instance the test saw OOMKilled, when, and when its deletion was seen to
+    start (the controller deletes it soon after) and to end."""
 
     def __init__(self, run: JobObserver) -> None:
         self.run = run
         self.pods: dict[str, dict[str, Any]] = {}
         self.seen_at: dict[str, float] = {}
+        self.deleting_at: dict[str, float] = {}
+        self.gone_at: dict[str, float] = {}
+        self.grace: dict[str, int | None] = {}  # the delete's gracePeriodSeconds
 
     def record(self) -> None:
-        for pod in list(self.run.pods.values()):
-            uid = pod["metadata"]["uid"]
+        now = time.monotonic()
+        current = {pod["metadata"]["uid"]: pod for pod in list(self.run.pods.values())}
+        for uid, pod in current.items():
             if uid not in self.pods and _oom_killed(pod):
-                self.pods[uid], self.seen_at[uid] = pod, time.monotonic()
+                self.pods[uid], self.seen_at[uid] = pod, now
+            if uid in self.pods and pod["metadata"].get("deletionTimestamp") and uid not in self.deleting_at:
+                self.deleting_at[uid], self.grace[uid] = now, pod["metadata"].get("deletionGracePeriodSeconds")
+        for uid in self.pods.keys() - current.keys():
+            self.gone_at.setdefault(uid, now)
+
+    def timeline(self, uid: str) -> str:
+        seen = self.seen_at[uid]
+        return (f"deleting +{self.deleting_at.get(uid, float('nan')) - seen:.1f}s, "
+                f"gone +{self.gone_at.get(uid, float('nan')) - seen:.1f}s")
 
     def of(self, name: str) -> list[dict[str, Any]]:
         return [pod for pod in self.pods.values() if pod["metadata"]["name"] == name]
 
 
-def test_oom_killed_workers_are_relaunched_with_more_memory_and_the_job_succeeds(e2e: E2E) -> None:
+@pytest.mark.parametrize("restart_policy", ["OnFailure", "Never"])
+def test_oom_killed_workers_are_relaunched_with_more_memory_and_the_job_succeeds(e2e: E2E, restart_policy: str) -> None:
+    """OnFailure: the kubelet restarts the container in place with the old limit, the
+    controller replaces the pod all the same. Never: the pod fails, and is replaced."""
     job = load_sample("pytorch/elastic-oom.yaml")
     set_arg(job, "--steps", "150")
+    set_restart_policy(job, restart_policy)
     workers = [f"{OOM_JOB}-worker-0", f"{OOM_JOB}-worker-1"]
     with e2e.run(job) as run:
         kills = OOMKills(run)
@@ -115,9 +133,12 @@ def test_oom_killed_workers_are_relaunched_with_more_memory_and_the_job_succeeds
             assert [ln.uid for ln in run.events("holding", pod=worker)][-1] == new_uid, run.dump()
             kill = kills.seen_at[first_uid]
             start = [ln for ln in run.events("start", pod=worker) if ln.uid == new_uid][0]
-            print(f"\n[e2e] {worker} OOMKilled (seen) -> relaunched pod seen {run.first_seen[new_uid] - kill:.1f}s, "
-                  f"train.py started {start.at - kill:.1f}s, first step at world_size=2 {trains[worker].at - kill:.1f}s")
+            print(f"\n[e2e] {restart_policy}: {worker} OOMKilled (seen) -> old pod {kills.timeline(first_uid)}, "
+                  f"relaunched pod seen +{run.first_seen[new_uid] - kill:.1f}s, train.py started +{start.at - kill:.1f}s, "
+                  f"first step at world_size=2 +{trains[worker].at - kill:.1f}s")
             assert trains[worker].at - kill < RELAUNCH_BOUND
+            # the relaunch does not wait for the pod's own 30 s grace period (a restart in place at the old limit)
+            assert kills.grace.get(first_uid, 1) == 1, kills.grace
 
         assert condition(finished, "Succeeded")
         status = finished["status"]

@@ -435,7 +435,7 @@ class _Pass:
 
     def delete(
         self, obj: dict[str, Any], *, kind: str = "Pod", with_service: bool = True, as_observed: bool = False,
-        cause: Optional[str] = None,
+        cause: Optional[str] = None, grace_seconds: Optional[int] = None,
     ) -> None:
         """Delete a live object (and a pod's same-named Service); terminating ones are left.
 
@@ -445,7 +445,7 @@ class _Pass:
         if is_terminating(obj) or self.is_lost(obj) or self.is_deleting(obj):
             return  # a lost pod has its force-delete already
         self.deleting.add((obj.get("metadata") or {}).get("uid"))
-        self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed, cause=cause))
+        self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed, cause=cause, grace_seconds=grace_seconds))
         if with_service:
             service = self.services.by_name.get((obj.get("metadata") or {}).get("name", ""))
             if service is not None and service is not obj and not is_terminating(service):
@@ -567,7 +567,7 @@ class _Pass:
         self.oom_memory[key] = {"memory": memory, "previous": previous, "relaunches": relaunches}
         name = pod["metadata"].get("name", "")
         cause = f"to be recreated with memory {memory}: OOMKilled at {previous} on node {node_of(pod)}"
-        self.delete(pod, with_service=False, cause=cause)
+        self.delete(pod, with_service=False, cause=cause, grace_seconds=oom.RELAUNCH_GRACE_SECONDS)
         self.plan.events.append(Event(
             "Normal", "OOMMemoryIncreased",
             f"Pod {name} was OOMKilled with memory limit {previous}: replica {key} is relaunched with {memory}",
@@ -742,7 +742,7 @@ def failure_cause(pod: dict[str, Any], code: int) -> str:
 
 
 def _typed_ref(obj: dict[str, Any], kind: str, api_version: str = "v1", *, force: bool = False,
-               as_observed: bool = False, cause: Optional[str] = None) -> ObjectRef:
+               as_observed: bool = False, cause: Optional[str] = None, grace_seconds: Optional[int] = None) -> ObjectRef:
     """A reference to an observed object; items of a list response carry no apiVersion/kind."""
     typed = {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
-    return ref(typed, force=force, as_observed=as_observed, cause=cause)
+    return ref(typed, force=force, as_observed=as_observed, cause=cause, grace_seconds=grace_seconds)

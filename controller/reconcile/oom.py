@@ -27,6 +27,11 @@ from typing import Any, Optional
 from trainctl.api import constants as c
 
 OOM_KILLED = "OOMKilled"
+# The grace period of the OOMKilled pod's delete. What runs in it, if anything, is the
+# kubelet's restart in place at the limit that just failed: nothing worth the pod's own grace
+# period, and a launcher that handles SIGTERM late (torchrun in a rendezvous) must not hold
+# the replacement up for it. The pod still goes only once the kubelet has stopped it.
+RELAUNCH_GRACE_SECONDS = 1
 _MI = 1024 * 1024
 
 

@@ -57,7 +57,7 @@ def test_oom_killed_replica_is_relaunched_with_more_memory(restart: str, in_plac
     killed(cluster, "mnist-worker-1", in_place=in_place)
     plan = cluster.step(at(5))
     (deleted,) = plan.deletes
-    assert deleted.name == "mnist-worker-1" and not deleted.force
+    assert deleted.name == "mnist-worker-1" and not deleted.force and deleted.grace_seconds == 1
     assert "OOMKilled at 512Mi" in delete_events(deleted).success.message
     increased = [e for e in plan.events if e.reason == "OOMMemoryIncreased"]
     assert [e.message for e in increased] == [
