@@ -127,7 +127,7 @@ class _Pass:
         self.oom_policy, problem = oom.policy(self.annotations, self.config.oom_memory_factor, self.config.oom_memory_max)
         if problem is not None:
             self.warnings.setdefault("InvalidOOMMemory", Event("Warning", "InvalidOOMMemory", problem))
-        self.oom_memory: dict[str, dict[str, str]] = dict(self.old_status.get("oomMemory") or {})
+        self.oom_memory: dict[str, dict[str, Any]] = dict(self.old_status.get("oomMemory") or {})
         self.oom_relaunch: dict[str, tuple[str, int, int, int]] = {}  # uid -> (type, index, limit, new limit)
         self.oom_replacing: set[str] = set()  # uids of OOMKilled pods already being deleted for a relaunch
         self.oom_at_max: list[str] = []  # why memory ended a replica, for the failure message
@@ -561,7 +561,7 @@ class _Pass:
         _, index, limit, grown = decided
         key, previous, memory = f"{rtype}-{index}", oom.format_memory(limit), oom.format_memory(grown)
         recorded = self.oom_memory.get(key) or {}
-        relaunches = recorded.get("relaunches") or 0
+        relaunches = int(recorded.get("relaunches") or 0)
         if (recorded.get("memory"), recorded.get("previous")) != (memory, previous):
             relaunches += 1  # else this kill was counted in a pass whose delete is not seen yet
         self.oom_memory[key] = {"memory": memory, "previous": previous, "relaunches": relaunches}
