@@ -198,6 +198,13 @@ class OOMMemory(WireModel):
 
     memory: Optional[str] = None
     previous: Optional[str] = None
+    relaunches: Optional[NonNegativeInt32] = Field(
+        None,
+        description=(
+            "trainctl: how often the replica was relaunched with more memory; counted in restartCount, "
+            "not against backoffLimit."
+        ),
+    )
 
 
 class JobStatus(WireModel):

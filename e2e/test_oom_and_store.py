@@ -1,26 +1,39 @@
-"""Faults beyond a killed process, with real torch: a lost rendezvous store.
+"""Faults beyond a killed process, with real torch: a worker out of memory, a lost rendezvous store.
 
-The store pod trainctl hosts for an elastic job (``<job>-rdzv``), force-deleted
-mid-training, costs each worker at most one restart, and the job finishes at WORLD_SIZE=2
-with no duplicate rank. test_pytorch_elastic.py covers killed worker processes and pods,
-and scaling.
+An elastic job that opts into OOM relaunch (samples/pytorch/elastic-oom.yaml) needs more
+memory than its first limit: the kubelet kills its container as OOMKilled, and the controller
+replaces the pod with 1.5 times the limit whatever the restart policy (OnFailure, Never): an
+annotation on the new pod, an OOMMemoryIncreased Event, status.oomMemory. That is enough: the job finishes at
+WORLD_SIZE=2 with no duplicate rank, each relaunch counted once in status.restartCount and
+none of them failing the job. The test prints the seconds from the OOM kill to the relaunched
+worker's first step at WORLD_SIZE=2, and where they go. Without the opt-in, or with the
+maximum already reached, an OOMKilled worker keeps its limit and backoffLimit fails the job
+(naming memory in the second case). The store pod trainctl hosts for an elastic job
+(``<job>-rdzv``), force-deleted mid-training, costs each worker at most one restart, and the
+job finishes at WORLD_SIZE=2 with no duplicate rank. test_pytorch_elastic.py covers killed
+worker processes and pods, and scaling.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 
+from trainctl.api import constants as c
+
 from tests.support.cluster import E2E
 from tests.support.conditions import condition
-from tests.support.observer import LogLine
+from tests.support.observer import JobObserver, LogLine
 from tests.support.pods import container_status
-from tests.support.samples import load_sample, set_arg
+from tests.support.samples import load_sample, set_arg, set_restart_policy
 
 pytestmark = pytest.mark.e2e
 
+OOM_JOB = "pytorch-elastic-oom"
 STORE_JOB = "pytorch-elastic"
+RELAUNCH_BOUND = 120.0  # seconds: an OOM kill, a new pod, torch imports and a rendezvous on a loaded machine
 RECOVERY_BOUND = 60.0  # seconds: the workers train again after the store pod is lost
 
 
@@ -28,6 +41,152 @@ def _step(pod: str, world_size: int):
     def match(line: LogLine) -> bool:
         return line.pod == pod and line.event == "step" and line.int("world_size") == world_size
     return match
+
+
+def _oom_killed(pod: dict[str, Any]) -> dict[str, Any] | None:
+    """The container's OOMKilled termination (its state, or lastState after a restart in place)."""
+    status = container_status(pod)
+    for key in ("state", "lastState"):
+        terminated = (status.get(key) or {}).get("terminated") or {}
+        if terminated.get("reason") == "OOMKilled":
+            return terminated
+    return None
+
+
+def _memory(pod: dict[str, Any], kind: str = "limits") -> str:
+    return pod["spec"]["containers"][0]["resources"][kind]["memory"]
+
+
+def _job_events(e2e: E2E, run: JobObserver, reason: str) -> list[dict[str, Any]]:
+    """This run's job's Events of ``reason`` (an earlier test's job of the same name had its own)."""
+    uid = run.job["metadata"]["uid"]
+    events = e2e.kubectl.json("get", "events", "--field-selector", f"involvedObject.uid={uid}")["items"]
+    return [e for e in events if e.get("reason") == reason]
+
+
+class OOMKills:
+    """Every pod instance the test saw OOMKilled, when, and when its deletion was seen to
+    start (the controller deletes it soon after) and to end."""
+
+    def __init__(self, run: JobObserver) -> None:
+        self.run = run
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.seen_at: dict[str, float] = {}
+        self.deleting_at: dict[str, float] = {}
+        self.gone_at: dict[str, float] = {}
+        self.grace: dict[str, int | None] = {}  # the delete's gracePeriodSeconds
+
+    def record(self) -> None:
+        now = time.monotonic()
+        current = {pod["metadata"]["uid"]: pod for pod in list(self.run.pods.values())}
+        for uid, pod in current.items():
+            if uid not in self.pods and _oom_killed(pod):
+                self.pods[uid], self.seen_at[uid] = pod, now
+            if uid in self.pods and pod["metadata"].get("deletionTimestamp") and uid not in self.deleting_at:
+                self.deleting_at[uid], self.grace[uid] = now, pod["metadata"].get("deletionGracePeriodSeconds")
+        for uid in self.pods.keys() - current.keys():
+            self.gone_at.setdefault(uid, now)
+
+    def timeline(self, uid: str) -> str:
+        seen = self.seen_at[uid]
+        return (f"deleting +{self.deleting_at.get(uid, float('nan')) - seen:.1f}s, "
+                f"gone +{self.gone_at.get(uid, float('nan')) - seen:.1f}s")
+
+    def of(self, name: str) -> list[dict[str, Any]]:
+        return [pod for pod in self.pods.values() if pod["metadata"]["name"] == name]
+
+
+@pytest.mark.parametrize("restart_policy", ["OnFailure", "Never"])
+def test_oom_killed_workers_are_relaunched_with_more_memory_and_the_job_succeeds(e2e: E2E, restart_policy: str) -> None:
+    """OnFailure: the kubelet restarts the container in place with the old limit, the
+    controller replaces the pod all the same. Never: the pod fails, and is replaced."""
+    job = load_sample("pytorch/elastic-oom.yaml")
+    set_arg(job, "--steps", "150")
+    set_restart_policy(job, restart_policy)
+    workers = [f"{OOM_JOB}-worker-0", f"{OOM_JOB}-worker-1"]
+    with e2e.run(job) as run:
+        kills = OOMKills(run)
+
+        def relaunched(worker: str):
+            def check() -> dict[str, Any] | None:
+                kills.record()
+                pod = run.pods.get(worker)
+                return pod if pod and (pod["metadata"].get("annotations") or {}).get(c.ANNOTATION_OOM_MEMORY) else None
+            return check
+
+        new_pods = {w: run.wait_for(f"{w} relaunched with more memory", relaunched(w), RELAUNCH_BOUND) for w in workers}
+        trains = {w: run.wait_line(f"the relaunched {w} training at world_size=2",
+                                   lambda ln, w=w: _step(w, 2)(ln) and ln.uid == new_pods[w]["metadata"]["uid"],
+                                   RELAUNCH_BOUND) for w in workers}
+        finished = run.wait_succeeded(timeout=300)
+
+        for worker in workers:
+            first_uid, new_uid = run.uids(worker)[0], new_pods[worker]["metadata"]["uid"]
+            assert new_uid != first_uid and run.uids(worker) == [first_uid, new_uid], run.dump()
+            [killed] = kills.of(worker)
+            assert killed["metadata"]["uid"] == first_uid, run.dump()
+            terminated = _oom_killed(killed)
+            assert terminated["exitCode"] == 137 and _memory(killed) == "512Mi", container_status(killed)
+            new = new_pods[worker]
+            assert new["metadata"]["annotations"][c.ANNOTATION_OOM_MEMORY] == "512Mi -> 768Mi"
+            assert (_memory(new), _memory(new, "requests")) == ("768Mi", "768Mi"), new["spec"]
+            assert [ln.uid for ln in run.events("holding", pod=worker)][-1] == new_uid, run.dump()
+            kill = kills.seen_at[first_uid]
+            start = [ln for ln in run.events("start", pod=worker) if ln.uid == new_uid][0]
+            print(f"\n[e2e] {restart_policy}: {worker} OOMKilled (seen) -> old pod {kills.timeline(first_uid)}, "
+                  f"relaunched pod seen +{run.first_seen[new_uid] - kill:.1f}s, train.py started +{start.at - kill:.1f}s, "
+                  f"first step at world_size=2 +{trains[worker].at - kill:.1f}s")
+            assert trains[worker].at - kill < RELAUNCH_BOUND
+            # the relaunch does not wait for the pod's own 30 s grace period (a restart in place at the old limit)
+            assert kills.grace.get(first_uid, 1) == 1, kills.grace
+
+        assert condition(finished, "Succeeded")
+        status = finished["status"]
+        assert status["oomMemory"] == {f"Worker-{i}": {"memory": "768Mi", "previous": "512Mi", "relaunches": 1}
+                                       for i in range(2)}, status
+        assert status["restartCount"] == 2, status  # one relaunch per replica, and nothing else
+        events = _job_events(e2e, run, "OOMMemoryIncreased")
+        assert sorted(e["message"] for e in events) == [
+            f"Pod {w} was OOMKilled with memory limit 512Mi: replica Worker-{i} is relaunched with 768Mi"
+            for i, w in enumerate(workers)], events
+        done = run.events("done")
+        assert {ln.pod for ln in done} == set(workers) and {ln.int("world_size") for ln in done} == {2}, run.dump()
+        assert all(ln.uid == new_pods[ln.pod]["metadata"]["uid"] for ln in done), run.dump()
+        ranks = [ln.int("rank") for ln in done]
+        assert sorted(ranks) == [0, 1], f"ranks {ranks}"
+
+
+@pytest.mark.parametrize("opt_in", ["none", "at-maximum"])
+def test_an_oom_killed_worker_without_room_to_grow_keeps_its_limit_and_fails_the_job(e2e: E2E, opt_in: str) -> None:
+    """No opt-in: the reference behaviour. A maximum of 512Mi, the first limit: the OOM follows
+    the restart policy and backoffLimit, and the failure says memory was the cause."""
+    job = load_sample("pytorch/elastic-oom.yaml")
+    annotations = job["metadata"]["annotations"]
+    if opt_in == "none":
+        del annotations[c.ANNOTATION_OOM_MEMORY_FACTOR], annotations[c.ANNOTATION_OOM_MEMORY_MAX]
+    else:
+        annotations[c.ANNOTATION_OOM_MEMORY_MAX] = "512Mi"
+    job["spec"]["runPolicy"]["backoffLimit"] = 1
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 1
+    worker = f"{OOM_JOB}-worker-0"
+    with e2e.run(job) as run:
+        kills = OOMKills(run)
+        outcome = run.wait_for("the job finished", lambda: kills.record() or next(
+            (t for t in ("Succeeded", "Failed") if condition(run.job, t)), None), RELAUNCH_BOUND)
+        kills.record()
+
+        assert outcome == "Failed", run.dump()
+        [killed] = kills.of(worker) or [None]
+        assert killed is not None, f"{worker} was seen OOMKilled\n{run.dump()}"
+        assert run.uids(worker) == [killed["metadata"]["uid"]], f"{worker} was replaced\n{run.dump()}"
+        assert _memory(killed) == "512Mi" and _oom_killed(killed)["exitCode"] == 137, killed
+        assert c.ANNOTATION_OOM_MEMORY not in (killed["metadata"].get("annotations") or {})
+        assert not _job_events(e2e, run, "OOMMemoryIncreased")
+        assert not run.job["status"].get("oomMemory"), run.job["status"]
+        failed = next(cd for cd in run.job["status"]["conditions"] if cd["type"] == "Failed")
+        assert "backoff limit" in failed["message"]
+        names_memory = "replica Worker-0 was OOMKilled at the maximum memory 512Mi (trainctl.io/oom-memory-max)"
+        assert (names_memory in failed["message"]) == (opt_in == "at-maximum"), failed["message"]
 
 
 def test_losing_the_rendezvous_store_pod_costs_each_worker_at_most_one_restart(e2e: E2E) -> None:

@@ -524,7 +524,7 @@ class Manager:
                     ref.name,
                     uid=ref.uid,
                     resource_version=ref.resource_version,
-                    grace_period_seconds=0 if ref.force else None,
+                    grace_period_seconds=0 if ref.force else ref.grace_seconds,
                 )
                 if gone:
                     announced.append((plans.delete_events(ref), None))

@@ -49,7 +49,8 @@ def owner_reference(api_version: str, kind: str, name: str, uid: str) -> dict[st
     }
 
 
-def ref(obj: dict[str, Any], *, force: bool = False, as_observed: bool = False, cause: Optional[str] = None) -> ObjectRef:
+def ref(obj: dict[str, Any], *, force: bool = False, as_observed: bool = False, cause: Optional[str] = None,
+        grace_seconds: Optional[int] = None) -> ObjectRef:
     """A reference to delete ``obj``; ``as_observed``: only while it is the version seen here."""
     meta = obj.get("metadata") or {}
     return ObjectRef(
@@ -59,6 +60,7 @@ def ref(obj: dict[str, Any], *, force: bool = False, as_observed: bool = False, 
         name=meta.get("name", ""),
         uid=meta.get("uid"),
         force=force,
+        grace_seconds=grace_seconds,
         resource_version=meta.get("resourceVersion") if as_observed else None,
         cause=cause,
     )

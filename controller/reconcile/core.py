@@ -127,8 +127,9 @@ class _Pass:
         self.oom_policy, problem = oom.policy(self.annotations, self.config.oom_memory_factor, self.config.oom_memory_max)
         if problem is not None:
             self.warnings.setdefault("InvalidOOMMemory", Event("Warning", "InvalidOOMMemory", problem))
-        self.oom_memory: dict[str, dict[str, str]] = dict(self.old_status.get("oomMemory") or {})
+        self.oom_memory: dict[str, dict[str, Any]] = dict(self.old_status.get("oomMemory") or {})
         self.oom_relaunch: dict[str, tuple[str, int, int, int]] = {}  # uid -> (type, index, limit, new limit)
+        self.oom_replacing: set[str] = set()  # uids of OOMKilled pods already being deleted for a relaunch
         self.oom_at_max: list[str] = []  # why memory ended a replica, for the failure message
         if self.oom_policy is not None:
             self.find_oom_killed(self.oom_policy)
@@ -396,7 +397,7 @@ class _Pass:
         active = succeeded = failed = 0
         duplicated = self.pods.duplicated(rtype)
         for index, pod in self.pods.slots(rtype).items():
-            if index in duplicated or (pod.get("metadata") or {}).get("uid") in self.oom_relaunch or self.is_lost(pod):
+            if index in duplicated or self.is_oom_relaunched(pod) or self.is_lost(pod):
                 continue  # replaced by the controller (more memory, a lost node): neither up nor failed
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running":
@@ -434,7 +435,7 @@ class _Pass:
 
     def delete(
         self, obj: dict[str, Any], *, kind: str = "Pod", with_service: bool = True, as_observed: bool = False,
-        cause: Optional[str] = None,
+        cause: Optional[str] = None, grace_seconds: Optional[int] = None,
     ) -> None:
         """Delete a live object (and a pod's same-named Service); terminating ones are left.
 
@@ -444,7 +445,7 @@ class _Pass:
         if is_terminating(obj) or self.is_lost(obj) or self.is_deleting(obj):
             return  # a lost pod has its force-delete already
         self.deleting.add((obj.get("metadata") or {}).get("uid"))
-        self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed, cause=cause))
+        self.plan.deletes.append(_typed_ref(obj, kind, as_observed=as_observed, cause=cause, grace_seconds=grace_seconds))
         if with_service:
             service = self.services.by_name.get((obj.get("metadata") or {}).get("name", ""))
             if service is not None and service is not obj and not is_terminating(service):
@@ -530,19 +531,27 @@ class _Pass:
         for rtype in self.types:
             duplicated = self.pods.duplicated(rtype)
             for index, pod in self.pods.slots(rtype).items():
-                if index in duplicated or is_terminating(pod) or self.is_lost(pod) or not oom.oom_killed(pod, container):
+                if index in duplicated or self.is_lost(pod) or not oom.oom_killed(pod, container):
                     continue
                 limit = oom.memory_limit(pod.get("spec") or {}, container)
                 if limit is None:
                     continue  # no memory limit: nothing to grow
                 grown = oom.grown(limit, policy)
-                if grown > limit:
-                    self.oom_relaunch[pod["metadata"].get("uid", "")] = (rtype, index, limit, grown)
-                else:
+                uid = pod["metadata"].get("uid", "")
+                if grown > limit and is_terminating(pod):
+                    self.oom_replacing.add(uid)
+                elif grown > limit:
+                    self.oom_relaunch[uid] = (rtype, index, limit, grown)
+                elif not is_terminating(pod):
                     self.oom_at_max.append(
                         f"replica {rtype}-{index} was OOMKilled at the maximum memory {oom.format_memory(limit)} "
                         f"({c.ANNOTATION_OOM_MEMORY_MAX})"
                     )
+
+    def is_oom_relaunched(self, pod: dict[str, Any]) -> bool:
+        """Whether ``pod`` is replaced for an OOM kill, in this pass or by a delete under way."""
+        uid = (pod.get("metadata") or {}).get("uid")
+        return uid in self.oom_relaunch or uid in self.oom_replacing
 
     def relaunch_oom_killed(self, rtype: str, pod: dict[str, Any]) -> bool:
         """Replace an OOMKilled pod; its replacement gets the grown limit from the status."""
@@ -551,10 +560,14 @@ class _Pass:
             return False
         _, index, limit, grown = decided
         key, previous, memory = f"{rtype}-{index}", oom.format_memory(limit), oom.format_memory(grown)
-        self.oom_memory[key] = {"memory": memory, "previous": previous}
+        recorded = self.oom_memory.get(key) or {}
+        relaunches = int(recorded.get("relaunches") or 0)
+        if (recorded.get("memory"), recorded.get("previous")) != (memory, previous):
+            relaunches += 1  # else this kill was counted in a pass whose delete is not seen yet
+        self.oom_memory[key] = {"memory": memory, "previous": previous, "relaunches": relaunches}
         name = pod["metadata"].get("name", "")
         cause = f"to be recreated with memory {memory}: OOMKilled at {previous} on node {node_of(pod)}"
-        self.delete(pod, with_service=False, cause=cause)
+        self.delete(pod, with_service=False, cause=cause, grace_seconds=oom.RELAUNCH_GRACE_SECONDS)
         self.plan.events.append(Event(
             "Normal", "OOMMemoryIncreased",
             f"Pod {name} was OOMKilled with memory limit {previous}: replica {key} is relaunched with {memory}",
@@ -660,9 +673,10 @@ class _Pass:
 
     def past_backoff_limit(self, limit: int, counts: dict[str, ReplicaCounts]) -> bool:
         """Restarts so far, the kubelet's and the controller's own (#2045), against the limit.
-        A pod relaunched for an OOM kill counts once (in the controller's own), however often
-        the kubelet restarted it in place with the old limit before the relaunch."""
-        own = self.status.get("restartCount") or 0
+        OOM kills that a relaunch with more memory handles do not count: neither the relaunch
+        (it is in restartCount all the same) nor the kubelet's in-place restarts of the
+        OOMKilled pod with the old limit, before or while the relaunch deletes it."""
+        own = max(0, (self.status.get("restartCount") or 0) - oom.relaunches(self.oom_memory))
         kubelet = 0
         for rtype in self.types:
             if self.specs[rtype].restart_policy == "Never":
@@ -671,9 +685,7 @@ class _Pass:
                 status = pod.get("status") or {}
                 if status.get("phase") != "Running":
                     continue
-                if (pod.get("metadata") or {}).get("uid") in self.oom_relaunch:
-                    # Being relaunched with more memory: its in-place OOM restarts are the
-                    # one restart the relaunch counts, not one each.
+                if self.is_oom_relaunched(pod):
                     continue
                 for cs in (status.get("containerStatuses") or []) + (status.get("initContainerStatuses") or []):
                     kubelet += cs.get("restartCount") or 0
@@ -730,7 +742,7 @@ def failure_cause(pod: dict[str, Any], code: int) -> str:
 
 
 def _typed_ref(obj: dict[str, Any], kind: str, api_version: str = "v1", *, force: bool = False,
-               as_observed: bool = False, cause: Optional[str] = None) -> ObjectRef:
+               as_observed: bool = False, cause: Optional[str] = None, grace_seconds: Optional[int] = None) -> ObjectRef:
     """A reference to an observed object; items of a list response carry no apiVersion/kind."""
     typed = {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
-    return ref(typed, force=force, as_observed=as_observed, cause=cause)
+    return ref(typed, force=force, as_observed=as_observed, cause=cause, grace_seconds=grace_seconds)

@@ -11,6 +11,10 @@ the job's status (``status.oomMemory``, keyed like ``Worker-1``): the replacemen
 in a later pass, once the old pod is gone, and a controller restart must not forget it.
 The new value is computed from the OOMKilled pod's own limit, so seeing that pod again in
 another pass decides the same value: nothing grows twice for one kill.
+
+A relaunch is a restart of the replica (``status.restartCount``), but OOM kills a relaunch
+handles must not fail the job: the status counts the relaunches per replica, and
+backoffLimit leaves them out. Once the maximum is reached, OOMs count as any failure.
 """
 
 from __future__ import annotations
@@ -23,6 +27,11 @@ from typing import Any, Optional
 from trainctl.api import constants as c
 
 OOM_KILLED = "OOMKilled"
+# The grace period of the OOMKilled pod's delete. What runs in it, if anything, is the
+# kubelet's restart in place at the limit that just failed: nothing worth the pod's own grace
+# period, and a launcher that handles SIGTERM late (torchrun in a rendezvous) must not hold
+# the replacement up for it. The pod still goes only once the kubelet has stopped it.
+RELAUNCH_GRACE_SECONDS = 1
 _MI = 1024 * 1024
 
 
@@ -82,6 +91,11 @@ def oom_killed(pod: dict[str, Any], container: str) -> bool:
             if ((state or {}).get("terminated") or {}).get("reason") == OOM_KILLED:
                 return True
     return False
+
+
+def relaunches(oom_memory: dict[str, dict[str, Any]]) -> int:
+    """How many relaunches with more memory ``status.oomMemory`` records, over all replicas."""
+    return sum(int((entry or {}).get("relaunches") or 0) for entry in oom_memory.values())
 
 
 def memory_limit(pod_or_template_spec: dict[str, Any], container: str) -> Optional[int]:

@@ -30,6 +30,8 @@ class ObjectRef:
     uid: Optional[str] = None
     # Force-delete (gracePeriodSeconds=0), used for pods stuck terminating on a lost node.
     force: bool = False
+    # A graceful delete's gracePeriodSeconds; None: the pod's own terminationGracePeriodSeconds.
+    grace_seconds: Optional[int] = None
     # Delete only the version the decision was made on: a 409 when the object changed since
     # (a pod that was Running in the cache may have finished), and the job is reconciled again.
     resource_version: Optional[str] = None

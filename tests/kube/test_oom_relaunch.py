@@ -47,5 +47,5 @@ def test_an_oom_killed_worker_comes_back_with_more_memory(kube, start_manager, p
     assert relaunched["metadata"]["annotations"]["trainctl.io/oom-memory"] == "512Mi -> 768Mi"
     assert [e["message"] for e in increased] == [
         "Pod oom-worker-0 was OOMKilled with memory limit 512Mi: replica Worker-0 is relaunched with 768Mi"]
-    assert stored["oomMemory"] == {"Worker-0": {"memory": "768Mi", "previous": "512Mi"}}
+    assert stored["oomMemory"] == {"Worker-0": {"memory": "768Mi", "previous": "512Mi", "relaunches": 1}}
     assert stored["restartCount"] == 1

@@ -57,7 +57,7 @@ def test_oom_killed_replica_is_relaunched_with_more_memory(restart: str, in_plac
     killed(cluster, "mnist-worker-1", in_place=in_place)
     plan = cluster.step(at(5))
     (deleted,) = plan.deletes
-    assert deleted.name == "mnist-worker-1" and not deleted.force
+    assert deleted.name == "mnist-worker-1" and not deleted.force and deleted.grace_seconds == 1
     assert "OOMKilled at 512Mi" in delete_events(deleted).success.message
     increased = [e for e in plan.events if e.reason == "OOMMemoryIncreased"]
     assert [e.message for e in increased] == [
@@ -70,7 +70,7 @@ def test_oom_killed_replica_is_relaunched_with_more_memory(restart: str, in_plac
     assert memory_of(pod) == {"limits": {"memory": "768Mi"}, "requests": {"memory": "384Mi"}}
     assert pod["metadata"]["annotations"]["trainctl.io/oom-memory"] == "512Mi -> 768Mi"
     assert cluster.job["status"]["restartCount"] == 1
-    assert cluster.job["status"]["oomMemory"] == {"Worker-1": {"memory": "768Mi", "previous": "512Mi"}}
+    assert cluster.job["status"]["oomMemory"] == {"Worker-1": {"memory": "768Mi", "previous": "512Mi", "relaunches": 1}}
     # The other replica keeps its template's memory.
     assert memory_of(cluster.pods["mnist-worker-0"])["limits"]["memory"] == "512Mi"
 
@@ -119,6 +119,48 @@ def test_in_place_oom_restarts_before_the_relaunch_do_not_use_up_the_backoff_lim
     assert cluster.job["status"]["restartCount"] == 2
 
 
+def running(cluster: Cluster, name: str, *, restarts: int, last: str = "OOMKilled", code: int = 137) -> None:
+    cs = {"name": "pytorch", "state": {"running": {}}, "restartCount": restarts,
+          "lastState": {"terminated": {"exitCode": code, "reason": last}}}
+    cluster.set_phase(name, "Running", containerStatuses=[cs])
+
+
+def test_relaunches_count_as_restarts_but_not_against_the_backoff_limit() -> None:
+    """Both workers OOMKilled once: two restarts in status.restartCount, and a backoffLimit
+    of 2 is still untouched; a crash after that counts as usual."""
+    cluster = started(job("OnFailure", runPolicy={"backoffLimit": 2}))
+    for name in ("mnist-worker-0", "mnist-worker-1"):
+        killed(cluster, name, in_place=True)
+    cluster.step(at(5))
+    cluster.step(at(6))
+    cluster.set_all("Running")
+    cluster.step(at(7))
+    status = cluster.job["status"]
+    assert status["restartCount"] == 2
+    assert {key: entry["relaunches"] for key, entry in status["oomMemory"].items()} == {"Worker-0": 1, "Worker-1": 1}
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(status))
+    running(cluster, "mnist-worker-0", restarts=2, last="Error", code=1)
+    cluster.step(at(8))
+    failed = next(c for c in cluster.job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True" and "backoff limit" in failed["message"]
+
+
+def test_an_oom_killed_pod_being_deleted_for_its_relaunch_does_not_count_its_restarts() -> None:
+    """The graceful delete takes a while; meanwhile the kubelet may restart the container in
+    place again (the old limit, OOMKilled again): the pod is Terminating but still Running."""
+    cluster = started(job("OnFailure", runPolicy={"backoffLimit": 2}))
+    killed(cluster, "mnist-worker-1", in_place=True)
+    plan = cluster.reconcile(at(5))
+    assert [d.name for d in plan.deletes] == ["mnist-worker-1"]
+    cluster.job["status"] = plan.status
+    running(cluster, "mnist-worker-1", restarts=3)
+    cluster.pods["mnist-worker-1"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:05Z"
+    plan = cluster.step(at(6))
+    assert plan.deletes == [] and plan.creates == []
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"]))
+    assert cluster.job["status"]["restartCount"] == 1
+
+
 def test_without_opt_in_the_reference_behaviour_stays() -> None:
     cluster = started(job("OnFailure", factor=None, maximum=None))
     killed(cluster, "mnist-worker-1", in_place=True)
@@ -161,3 +203,18 @@ def test_invalid_annotations_warn_and_change_nothing() -> None:
 def test_format_memory(size: int, text: str) -> None:
     assert oom.format_memory(size) == text
     assert oom.parse_memory(text) == size
+
+
+@pytest.mark.parametrize(("restart", "in_place", "backoff"), [("Never", False, 6), ("ExitCode", False, 6), ("OnFailure", True, 0)])
+def test_an_oom_killed_pod_being_deleted_for_its_relaunch_is_neither_failed_nor_active(
+        restart: str, in_place: bool, backoff: int) -> None:
+    cluster = started(job(restart, runPolicy={"backoffLimit": backoff}))
+    killed(cluster, "mnist-worker-1", in_place=in_place)
+    plan = cluster.reconcile(at(5))
+    assert [d.name for d in plan.deletes] == ["mnist-worker-1"]
+    cluster.job["status"] = plan.status
+    cluster.pods["mnist-worker-1"]["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:05Z"
+    cluster.step(at(6))
+    status = cluster.job["status"]
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(status)), status["conditions"]
+    assert status["replicaStatuses"]["Worker"].get("failed", 0) == 0, status["replicaStatuses"]

@@ -258,6 +258,15 @@ class JobObserver:
                                       container=container, follow=True, timestamps=True, _request_timeout=(5, None))
             except _STREAM_ERRORS:
                 response = None
+            if response is not None and self._replaced(name, instance[0]):
+                # Logs are read by pod name: this stream is of the pod that took over the name
+                # (an OOM relaunch, say), whose own follower reads it.
+                response.close()  # unread: its connection must not go back to the pool
+                self._close(response)
+                with self._changed:
+                    self._drained.add(instance)
+                    self._changed.notify_all()
+                return
             if response is not None:
                 try:
                     for stamped in _lines(response):
@@ -282,6 +291,14 @@ class JobObserver:
                     self._changed.notify_all()
                     return
             self._stopped.wait(0.2)  # cut while it runs (the API server restarting?): read on
+
+    def _replaced(self, name: str, uid: str) -> bool:
+        """Whether pod ``name`` is, now that a log stream of it is open, no longer ``uid``."""
+        try:
+            current = self._core.read_namespaced_pod(name, self.namespace, _request_timeout=5)
+        except _STREAM_ERRORS:
+            return False  # gone: the stream opened before was of the one that is gone
+        return current.metadata.uid != uid
 
     def _container(self, pod: Obj) -> str:
         names = [ct["name"] for ct in pod["spec"]["containers"]]

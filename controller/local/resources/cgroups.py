@@ -9,8 +9,11 @@ cgroup v2 (the unified hierarchy, needs the ``memory`` and ``cpu`` controllers a
 its root): ``memory.max``, ``memory.oom.group`` (the whole container dies, as on Kubernetes),
 ``cpu.max``; ``memory.events`` ``oom_kill``, ``cpu.stat`` ``usage_usec``, ``memory.current``.
 cgroup v1: ``memory.limit_in_bytes``, ``memory.swappiness`` 0, ``cpu.cfs_quota_us``;
-``memory.oom_control`` ``oom_kill``, ``cpuacct.usage``, ``memory.usage_in_bytes``. The memory
-reported is the working set (usage minus inactive file cache), as cAdvisor computes it.
+``memory.oom_control`` ``oom_kill``, ``cpuacct.usage``, ``memory.usage_in_bytes``. v1 has no
+``memory.oom.group``: the kernel kills one process (a launcher's child, say) and the rest
+would run on, so an OOM notification (``cgroup.event_control``) makes the kubelet kill the
+whole container at once, as on v2. The memory reported is the working set (usage minus
+inactive file cache), as cAdvisor computes it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +31,7 @@ from .accounting import Usage
 from .limits import ContainerLimits
 
 CFS_PERIOD_US = 100_000
+OOM_KILL_COUNTED_WITHIN = 2.0  # seconds from a v1 OOM notification to its kill in memory.oom_control
 V1_CONTROLLERS = ("memory", "cpu", "cpuacct")
 V2_CONTROLLERS = ("memory", "cpu")
 ENABLE_V2_CONTROLLERS = " ".join(f"+{controller}" for controller in V2_CONTROLLERS)
@@ -210,9 +215,51 @@ class CgroupV1Group(_CgroupGroup):
             with contextlib.suppress(OSError):  # refused when the parent has children in use
                 _write(memory / "memory.swappiness", "0")
             _write(memory / "memory.limit_in_bytes", str(limits.memory_bytes))
+            self._watch_oom()
         if limits.cpu_millicores is not None:
             _write(cpu / "cpu.cfs_period_us", str(CFS_PERIOD_US))
             _write(cpu / "cpu.cfs_quota_us", str(cfs_quota_us(limits.cpu_millicores)))
+
+    def _watch_oom(self) -> None:
+        """Kill the whole container on its first OOM kill (v2's ``memory.oom.group``).
+
+        The eventfd fires on an OOM and when the group is removed; without notifications
+        (an old kernel) the container lives on as it would on such a node."""
+        try:
+            event = os.eventfd(0, os.EFD_CLOEXEC)
+        except (AttributeError, OSError):
+            return
+        control = -1
+        try:
+            control = os.open(self._memory / "memory.oom_control", os.O_RDONLY | os.O_CLOEXEC)
+            _write(self._memory / "cgroup.event_control", f"{event} {control}")
+        except OSError:
+            os.close(event)
+            if control >= 0:
+                os.close(control)
+            return
+        threading.Thread(target=self._on_oom, args=(event, control), daemon=True,
+                         name=f"oom-{self._memory.parent.name}-{self._memory.name}").start()
+
+    def _on_oom(self, event: int, control: int) -> None:
+        try:
+            while True:
+                os.eventfd_read(event)
+                # The notification comes as the OOM killer starts; its kill is counted a
+                # moment later (or never, when memory was freed meanwhile).
+                deadline = time.monotonic() + OOM_KILL_COUNTED_WITHIN
+                while self._final is None and self._memory.is_dir() and time.monotonic() < deadline:
+                    with contextlib.suppress(OSError):
+                        if self._read_oom_killed():
+                            for directory in self.directories:
+                                _kill_all(directory)
+                            return
+                    time.sleep(0.01)
+                if self._final is not None or not self._memory.is_dir():
+                    return  # closed: the wake-up of the group's removal
+        finally:
+            os.close(event)
+            os.close(control)
 
     def _read_usage(self) -> Usage:
         return v1_usage(memory=self._memory, cpuacct=self._cpuacct)

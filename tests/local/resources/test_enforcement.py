@@ -44,6 +44,22 @@ def test_a_process_that_leaves_the_session_still_counts_against_the_limit(node_e
 
 
 @pytest.mark.parametrize("node_enforcer", BACKENDS, indirect=True)
+def test_an_oom_kill_of_one_process_ends_the_whole_container(node_enforcer, start) -> None:
+    """A launcher (torchrun) whose child ran out of memory would restart it with the same
+    limit: as with v2's memory.oom.group, the container dies as a whole and is OOMKilled."""
+    group = node_enforcer.container("pod-1", "main", LIMIT_64MI)
+    launcher = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', sys.argv[1], '8', '0.02', '1536'],"
+                " start_new_session=True).wait(); time.sleep(60)")
+    process = start(group, launcher, ALLOCATOR)
+    began = time.monotonic()
+
+    assert process.wait(timeout=60) == -signal.SIGKILL
+    assert time.monotonic() - began < 30
+    assert group.oom_killed()
+    group.close()
+
+
+@pytest.mark.parametrize("node_enforcer", BACKENDS, indirect=True)
 def test_a_container_under_its_limit_runs_to_completion(node_enforcer, start) -> None:
     group = node_enforcer.container("pod-1", "main", LIMIT_64MI)
     process = start(group, ALLOCATOR, 8, 0.1, 16)
