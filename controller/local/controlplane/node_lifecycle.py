@@ -101,6 +101,9 @@ class Plan:
     state: State = field(default_factory=State)
     # Seconds until the earliest scheduled eviction is due (None: nothing scheduled).
     next_eviction_in: Optional[float] = None
+    # Seconds until the grace period of the first node still judged Ready runs out, so the
+    # next pass can judge it then rather than up to a monitor period later (None: no such node).
+    next_verdict_in: Optional[float] = None
 
 
 def condition(obj: Obj, kind: str) -> Optional[Obj]:
@@ -225,6 +228,7 @@ def reconcile(
     node_taints: list[Obj] = []
     events: list[tuple[Obj, Event]] = []
     judged: dict[str, Obj] = {}  # node name -> the node as this pass leaves it
+    verdicts: list[float] = []  # seconds until a Ready node's grace runs out
 
     for node in nodes:
         name = node["metadata"]["name"]
@@ -233,7 +237,10 @@ def reconcile(
         ready = condition(node, "Ready")
         grace = config.node_monitor_grace_period if ready else config.node_startup_grace_period
         node = copy.deepcopy(node)
-        if now > seen.probe_time + timedelta(seconds=grace):
+        expires = seen.probe_time + timedelta(seconds=grace)
+        if now <= expires and (ready is None or ready.get("status") == "True"):
+            verdicts.append((expires - now).total_seconds())
+        if now > expires:
             status = _mark_unknown(node, now)
             if status is not None:
                 node["status"] = status
@@ -295,6 +302,7 @@ def reconcile(
         evictions=tuple(evictions), events=tuple(events),
         state=State(health, scheduled, buckets, zones.all_fully_disrupted),
         next_eviction_in=max(0.0, min(due)) if due else None,
+        next_verdict_in=min(verdicts) if verdicts else None,
     )
 
 

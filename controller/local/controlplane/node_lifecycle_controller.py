@@ -1,8 +1,9 @@
 """The node lifecycle controller: the loop around :mod:`.node_lifecycle`'s decision.
 
 Informers keep Nodes, node Leases (``kube-node-lease``) and bound pods cached; every node
-monitor period (5 s, kube's ``--node-monitor-period``), and when a scheduled eviction falls
-due, one pass decides and applies: node status writes (conditional on the resourceVersion
+monitor period (5 s, kube's ``--node-monitor-period``), when a scheduled eviction falls
+due, and just after a node's grace period runs out without a sign of life (so a dead node is
+judged at the grace period, not up to a monitor period later), one pass decides and applies: node status writes (conditional on the resourceVersion
 decided on, so a kubelet's concurrent write wins and the next pass looks again), taint
 changes, pod status writes, graceful deletes, Events.
 """
@@ -24,6 +25,7 @@ log = logging.getLogger("trainctl.controlplane.nodes")
 
 NODE_COMPONENT = "node-controller"
 EVICTION_COMPONENT = "taint-eviction-controller"
+VERDICT_MARGIN = 0.05  # seconds
 
 
 class NodeLifecycleController:
@@ -52,14 +54,16 @@ class NodeLifecycleController:
         self.loop.stop()
 
     def sync(self) -> Optional[float]:
-        """One pass over every node; returns when the next eviction falls due."""
+        """One pass over every node; returns how soon the next pass is needed."""
         now = self.clock()
         plan = node_lifecycle.reconcile(
             self.nodes.store.list(), self.leases.store.list(), self.pods.store.list(), self.state, now, self.config
         )
         self.state = plan.state
         self.apply(plan, now)
-        return plan.next_eviction_in
+        due = [t for t in (plan.next_eviction_in, plan.next_verdict_in) if t is not None]
+        # the verdict is "grace exceeded", so look a moment after the grace runs out
+        return min(due) + VERDICT_MARGIN if due else None
 
     def apply(self, plan: node_lifecycle.Plan, now: datetime) -> None:
         versions: dict[str, str] = {}  # node name -> resourceVersion after our status write

@@ -123,6 +123,19 @@ def test_grace_period_is_settable() -> None:
     assert len(judge(nodes, leases, [], first.state, at(11), short).node_statuses) == 1
 
 
+def test_the_next_pass_is_asked_for_when_a_ready_nodes_grace_runs_out() -> None:
+    nodes, leases = [node()], [lease("n1", T0)]
+    short = nl.NodeLifecycleConfig(node_monitor_grace_period=10)
+    first = nl.reconcile(nodes, leases, [], nl.State(), at(0), short)
+    assert first.next_verdict_in == 10
+    later = nl.reconcile(nodes, leases, [], first.state, at(7), short)
+    assert later.next_verdict_in == 3
+    expired = nl.reconcile(nodes, leases, [], later.state, at(11), short)
+    assert len(expired.node_statuses) == 1
+    assert expired.next_verdict_in is None  # judged Unknown now: nothing more to wait for
+    assert nl.reconcile(applied(nodes, expired), leases, [], expired.state, at(12), short).next_verdict_in is None
+
+
 def test_pods_on_an_unknown_node_are_marked_not_ready() -> None:
     _, _, plan = lost_node_after_grace()
     by_name = {p["metadata"]["name"]: p for p in plan.pod_statuses}
