@@ -572,7 +572,7 @@ def _new_uid(run: TimedObserver, pod: str, old: set[str], timeout: float = PHASE
     return _wait(run, f"a replacement {pod}", lambda: next((u for u in run.uids(pod) if u not in old), None), timeout)
 
 
-def _recovery(run: TimedObserver, fault: float, pod: str, after: float, world_size: int, *,
+def _recovery(run: TimedObserver, fault: float, pod: str, after: float, world_size: Optional[int], *,
               uid: Optional[str] = None, detected: Optional[float] = None, lost_uid: Optional[str] = None,
               step: Optional[LogLine] = None) -> dict[str, float]:
     """Seconds from ``fault`` to each milestone of ``pod``'s recovery that was seen."""
@@ -619,14 +619,17 @@ def _lose_worker_0_node(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: 
         notes["shared_node"] = True  # the fault then takes more than worker-0
     t0 = time.monotonic()
     fault(lost)
-    survived = _wait(run, f"{w1} training again", functools.partial(_fresh_step, run, w1, t0, 1))
+    # At any size: a dead peer's sockets close, so the survivor re-forms alone (WORLD_SIZE=1);
+    # a frozen peer's stay open, so the survivor waits in its collective for the replacement.
+    survived = _wait(run, f"{w1} training again", functools.partial(_fresh_step, run, w1, t0))
+    notes["survivor_world_size"] = int(survived.fields["world_size"])
     uid = _new_uid(run, w0, {lost_uid})
     rejoined = _wait(run, "the replacement training at 2", lambda: _fresh_step(run, w0, t0, 2, uid=uid))
     notes["replacement_node"] = run.pods[w0]["spec"]["nodeName"]
     if notes["replacement_node"] == lost:
         raise TimeoutError(f"the replacement {w0} landed on the lost node {lost}")
     breakdown = {
-        "survivor": _recovery(run, t0, w1, t0, 1, step=survived),
+        "survivor": _recovery(run, t0, w1, t0, notes["survivor_world_size"], step=survived),
         "replacement": _recovery(run, t0, w0, t0, 2, uid=uid, detected=nodes.not_ready.get(lost),
                                  lost_uid=lost_uid, step=rejoined),
     }
@@ -644,7 +647,7 @@ def _duplicate_ranks(run: TimedObserver) -> dict[str, list[int]]:
     """Rendezvous rounds in which two processes claimed one rank. A round is what its [start]
     lines share: the WORLD_SIZE and the fresh MASTER_PORT torchrun picks for it."""
     ranks: dict[str, list[int]] = {}
-    for line in run.events("start"):
+    for line in {(line.uid, line.text): line for line in run.events("start")}.values():  # a log read twice is one start
         key = f"{line.fields['MASTER_PORT']}/{line.fields['WORLD_SIZE']}"
         ranks.setdefault(key, []).append(line.int("RANK"))
     return {key: found for key, found in ranks.items()
@@ -656,7 +659,7 @@ def measure_node_freeze(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: 
     finish, and the frozen pod's processes must neither print again nor share a rank."""
     t0, lost, times, notes = _lose_worker_0_node(bench, run, nodes, args, bench.cluster.freeze_node)
     time.sleep(max(0.0, t0 + FREEZE_SECONDS - time.monotonic()))
-    thawed = time.monotonic()
+    thawed, thawed_wall = time.monotonic(), time.time()
     bench.cluster.thaw_node(lost)
     notes["running_at_thaw"] = run.job is not None and not any(
         condition(run.job, kind) for kind in ("Succeeded", "Failed"))
@@ -666,9 +669,14 @@ def measure_node_freeze(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: 
         raise TimeoutError(str(e)) from None
     times["thawed → job finished"] = time.monotonic() - thawed
     lost_uid = notes["lost_uid"]
-    ghosts = [line.text for line in run.lines if line.uid == lost_uid and line.at >= thawed]
+    # Steps the frozen pod's processes printed after the thaw (train.py stamps each with its
+    # wall clock; lines printed before the freeze may still arrive late).
+    ghosts = [line.text for line in run.lines if line.uid == lost_uid and line.event == "step"
+              and float(line.fields.get("ts", 0)) >= thawed_wall]
+    late = [line.text for line in run.lines if line.uid == lost_uid and line.at >= thawed]
     duplicates = _duplicate_ranks(run)
-    notes.update(outcome=outcome, lines_from_frozen_pod_after_thaw=len(ghosts), duplicate_ranks=duplicates,
+    notes.update(outcome=outcome, steps_of_frozen_pod_after_thaw=len(ghosts), duplicate_ranks=duplicates,
+                 lines_of_frozen_pod_read_after_thaw=len(late), first_late_lines=late[:3], last_late_line=late[-1:],
                  restart_count=(run.job or {}).get("status", {}).get("restartCount"),
                  pods_created=len(run.created))
     return Outcome(times, notes.pop("breakdown"), notes,
@@ -696,20 +704,22 @@ def measure_static_node_kill(bench: E2E, run: TimedObserver, nodes: NodeWatch, a
     victim = next((w for w in workers if layout[w] != layout[master]), workers[0])
     lost, lost_uid = layout[victim], run.pods[victim]["metadata"]["uid"]
     notes: dict[str, object] = {"layout": layout, "victim": victim}
+    before = {pod: set(run.uids(pod)) for pod in (master, *workers)}
     t0 = time.monotonic()
     bench.cluster.kill_node(lost)
-    uid = _new_uid(run, victim, {lost_uid})
+    _new_uid(run, victim, {lost_uid})
     steps = {pod: _wait(run, f"{pod} training again", functools.partial(_fresh_step, run, pod, t0, 3))
              for pod in (master, *workers)}
     # The survivors' first collective after the loss fails or hangs; how they got out of it:
     notes["survivor_restarts"] = {pod: {"pods": len(run.uids(pod)), "container": container_status(run.pods[pod]).get(
         "restartCount", 0)} for pod in (master, *workers) if pod != victim}
     notes["replacement_node"] = run.pods[victim]["spec"]["nodeName"]
-    breakdown = {"replacement": _recovery(run, t0, victim, t0, 3, uid=uid, detected=nodes.not_ready.get(lost),
+    breakdown = {"replacement": _recovery(run, t0, victim, t0, 3, uid=steps[victim].uid, detected=nodes.not_ready.get(lost),
                                           lost_uid=lost_uid, step=steps[victim])}
     for pod in (master, *workers):
         if pod != victim:
-            breakdown[pod.removeprefix(STATIC_JOB + "-")] = _recovery(run, t0, pod, t0, 3, step=steps[pod])
+            fresh = steps[pod].uid if steps[pod].uid not in before[pod] else None  # recreated, or restarted in place
+            breakdown[pod.removeprefix(STATIC_JOB + "-")] = _recovery(run, t0, pod, t0, 3, uid=fresh, step=steps[pod])
     return Outcome({"all train again": max(line.at for line in steps.values()) - t0}, breakdown, notes)
 
 
@@ -769,33 +779,39 @@ def _memory_limit(pod: dict) -> str:
 
 def measure_oom(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
     """The OOM sample: each Worker holds more than its first memory limit, is OOMKilled, and
-    (opted in) relaunched with more memory. Timed from the OOMKilled status, per Worker;
-    the headline is the slower Worker."""
+    (opted in) relaunched with more memory. Timed from the watch event that showed the
+    OOMKilled status, per Worker; the headline is the slower Worker. A stall reports the
+    milestones the relaunch did reach."""
     workers = [f"{OOM_JOB}-worker-0", f"{OOM_JOB}-worker-1"]
     times: dict[str, float] = {}
     breakdown: dict[str, dict[str, float]] = {}
     notes: dict[str, object] = {}
-    killed_at: dict[str, tuple[float, str]] = {}
 
     def oom_killed(pod: str) -> Optional[tuple[float, str]]:
-        for name, uid in run.created:
-            for (seen_uid, instance), reason in run.reasons.items():
-                if name == pod and seen_uid == uid and reason == "OOMKilled":
-                    return run.seen[(uid, f"terminated/{instance}")], uid
-        return None
+        uids = set(run.uids(pod))
+        return next(((run.seen[(uid, f"terminated/{instance}")], uid) for (uid, instance), reason in run.reasons.items()
+                     if uid in uids and reason == "OOMKilled"), None)
 
-    for pod in workers:
-        killed_at[pod] = _wait(run, f"{pod} OOMKilled", functools.partial(oom_killed, pod))
+    killed_at = {pod: _wait(run, f"{pod} OOMKilled", functools.partial(oom_killed, pod)) for pod in workers}
     for pod in workers:
         t0, oom_uid = killed_at[pod]
-        uid = _new_uid(run, pod, {oom_uid}, timeout=PHASE_TIMEOUT)
-        step = _wait(run, f"{pod} relaunched and training", functools.partial(_fresh_step, run, pod, t0, uid=uid))
+        name = pod.removeprefix(OOM_JOB + "-")
+        started = [line.at for line in run.lines if line.uid == oom_uid and line.event == "start" and line.at <= t0]
+        if started:  # train.py allocates right after its [start] line: the kill is between the two
+            notes[f"{name}_start_line_to_oom_seen_s"] = round(t0 - started[-1], 2)
+        try:
+            uid = _new_uid(run, pod, {oom_uid})
+            step = _wait(run, f"{pod} relaunched and training", functools.partial(_fresh_step, run, pod, t0, uid=uid))
+        except TimeoutError as e:
+            fresh = [u for u in run.uids(pod) if u != oom_uid]
+            reached = _recovery(run, t0, pod, t0, None, uid=fresh[0] if fresh else None, lost_uid=oom_uid)
+            raise TimeoutError(f"{e}\n--- {pod} relaunch reached (seconds after OOMKilled seen): {reached}") from None
         relaunched = run.pods[pod]
         annotations = relaunched["metadata"].get("annotations") or {}
-        notes[f"{pod}_memory"] = f"{_memory_limit(relaunched)} ({annotations.get(c.ANNOTATION_OOM_MEMORY, 'no annotation')})"
-        breakdown[pod.removeprefix(OOM_JOB + "-")] = _recovery(
-            run, t0, pod, t0, int(step.fields["world_size"]), uid=uid, detected=t0, lost_uid=oom_uid, step=step)
-        times[f"{pod.removeprefix(OOM_JOB + '-')} relaunched and training"] = step.at - t0
+        notes[f"{name}_memory"] = f"{_memory_limit(relaunched)} ({annotations.get(c.ANNOTATION_OOM_MEMORY, 'no annotation')})"
+        breakdown[name] = _recovery(run, t0, pod, t0, int(step.fields["world_size"]), uid=uid,
+                                    lost_uid=oom_uid, step=step)
+        times[f"{name} relaunched and training"] = step.at - t0
     times["OOMKilled → relaunched and training"] = max(times.values())
     notes["pods_created"] = [(name, uid[:8]) for name, uid in run.created]
     return Outcome(times, breakdown, notes)
