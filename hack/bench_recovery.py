@@ -516,6 +516,12 @@ class NodeWatch:
                     if ready is not None and ready.status != "True":
                         self.not_ready.setdefault(node.metadata.name, time.monotonic())
 
+    def since(self, start: float) -> str:
+        """Which nodes went not Ready, seconds after ``start``: a node other than the one a phase
+        broke is a flap (its lease renewed late), and skews the run."""
+        seen = ", ".join(f"{node} {at - start:.1f} s" for node, at in sorted(self.not_ready.items()))
+        return f"not Ready after the job was applied: {seen or 'none'}"
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
@@ -862,13 +868,15 @@ def run_fault_phase(phase: FaultPhase, args: argparse.Namespace) -> tuple[list[O
             job = phase.job(args)
             run = TimedObserver(bench.api, kind_of(job), job["metadata"]["name"]).start()
             stack.callback(run.__exit__, None, None, None)
+            applied = time.monotonic()
             bench.kubectl.apply(job)
             try:
                 outcome = phase.measure(bench, run, nodes, args)
             except TimeoutError as e:
                 stalls += 1
-                report_stall(f"{phase.name} run {repetition}", e)
+                report_stall(f"{phase.name} run {repetition}", TimeoutError(f"{e}\n--- {nodes.since(applied)}"))
                 continue
+            outcome.notes["nodes"] = nodes.since(applied)
         outcomes.append(outcome)
         verdict = "" if outcome.verdict is None else f" ok={'yes' if outcome.verdict else 'no'}"
         print(f"{phase.name} run {repetition}:{verdict} " + ", ".join(f"{k} {v:.2f}" for k, v in outcome.times.items())
@@ -984,7 +992,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help=f"what to measure, repeatable (default: {BASIC_PHASES}); {BASIC_PHASES}: cold start, worker "
                         "SIGKILL, pod lost, on torchrun and one cluster; faults: all of "
                         f"{', '.join(FAULT_PHASES)}, each run on a fresh 3-node cluster")
-    p.add_argument("--freeze-steps", type=int, default=2000,
+    p.add_argument("--freeze-steps", type=int, default=1400,
                    help="node-freeze: training steps, enough to outlast the freeze (the job must finish)")
     p.add_argument("--store-window", type=float, default=60.0,
                    help="store-lost: seconds to wait for a worker to restart before timing its longest pause instead")
