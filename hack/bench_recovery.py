@@ -32,7 +32,26 @@ Back-ends:
   the c10d store in.  With ``--mindspore-python`` the cluster also runs the CPU MSJob
   sample, timed from creation to its Succeeded condition, alternating with by-hand runs.
 
-Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun --backend cluster] [--mindspore-python PY] [--json FILE]``
+Fault phases (issue 13, ``--phase``; cluster back-end only): each repetition gets a fresh
+three-node cluster started as ``trainctl local up --nodes 3 --node-monitor-grace-period 10s
+--node-lost-grace 5s`` starts one (2 CPUs per node, so a replacement fits on the survivors),
+and is timed from the fault to training again, the first ``[step]`` at the new WORLD_SIZE:
+
+- ``node-kill``: elastic sample, the node of worker-0 killed → the survivor trains again;
+  the replacement trains at full size on another node;
+- ``node-freeze``: the same node frozen for 60 s, then thawed → the job completes, and the
+  frozen pod's processes neither print a step after the thaw nor share a rank;
+- ``static-node-kill``: ``samples/pytorch/ddp.yaml`` (Master + 2 Workers), the node of a
+  Worker killed → all three train again;
+- ``store-lost``: the elastic job's ``<job>-rdzv`` pod force-deleted → both workers train again;
+- ``oom``: ``samples/pytorch/elastic-oom.yaml``, timed from the OOMKilled status → the
+  relaunched pod (more memory) trains.
+
+Each phase also says where the seconds went: the milestones of MILESTONES, from watch events
+(pods) and polling (Node Ready conditions), timed when the bench saw them, and the training
+script's lines. ``--phase faults`` selects all five; the default is ``basic`` (the above).
+
+Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun --backend cluster] [--phase basic|faults|NAME ...] [--mindspore-python PY] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -546,6 +565,7 @@ class FaultPhase:
     goals: dict[str, Optional[float]]  # headline -> goal in seconds (None: no time goal)
     measure: Callable[[E2E, TimedObserver, NodeWatch, argparse.Namespace], Outcome]
     job: Callable[[argparse.Namespace], dict]
+    question: str = ""  # a yes/no result (Outcome.verdict) besides the times; a stalled run is a no
 
 
 def _started(run: TimedObserver, pod: str, after: float, world_size: Optional[int] = None,
@@ -829,7 +849,8 @@ FAULT_PHASES = {phase.name: phase for phase in (
                measure_node_kill, lambda args: _elastic_job(args, args.steps)),
     FaultPhase("node-freeze", f"elastic job, node of worker-0 frozen {FREEZE_SECONDS:.0f} s, then thawed",
                {"survivors train again": None, "replacement trains at full size": None, "thawed → job finished": None},
-               measure_node_freeze, lambda args: _elastic_job(args, args.freeze_steps)),
+               measure_node_freeze, lambda args: _elastic_job(args, args.freeze_steps),
+               "job completes, no duplicate rank"),
     FaultPhase("static-node-kill", "static job (Master + 2 Workers), node of a Worker killed",
                {"all train again": 30.0}, measure_static_node_kill, _static_job),
     FaultPhase("store-lost", "rendezvous store pod force-deleted",
@@ -898,34 +919,37 @@ def print_fault_tables(results: dict[str, tuple[list[Outcome], int]], runs: int)
         phase = FAULT_PHASES[name]
         for headline, goal in phase.goals.items():
             values = [o.times[headline] for o in outcomes if headline in o.times]
-            verdict = ""
-            if goal is not None and values:
-                verdict = "met" if statistics.median(values) <= goal else "missed"
+            verdict = ""  # a stalled run misses every goal of its phase
+            if goal is not None:
+                verdict = "met" if values and not stalls and statistics.median(values) <= goal else "missed"
             print(f"| {phase.title}: {headline} | {'' if goal is None else f'≤ {goal:.0f} s'} | {_cell(values)} "
                   f"| {len(values)}{f' ({stalls} stalled)' if stalls else ''} | {verdict} |")
-        verdicts = [o.verdict for o in outcomes if o.verdict is not None]
-        if verdicts:
-            print(f"| {phase.title}: job completes, no duplicate rank | yes | "
-                  f"{'yes' if all(verdicts) else 'no'} ({sum(verdicts)} of {len(verdicts)}) | {len(verdicts)} | "
-                  f"{'met' if all(verdicts) and not stalls else 'missed'} |")
-    for name, (outcomes, _) in results.items():
-        recoveries = sorted({r for o in outcomes for r in o.breakdown})
-        if not recoveries:
-            continue
-        print()
-        print(f"{FAULT_PHASES[name].title}: seconds from the fault to each milestone (and since the previous one)")
-        print("| milestone | " + " | ".join(recoveries) + " |")
-        print("|---|" + "---|" * len(recoveries))
-        for milestone in MILESTONES:
-            cells = []
-            for recovery in recoveries:
-                marks = [o.breakdown.get(recovery, {}) for o in outcomes]
-                at = [m[milestone] for m in marks if milestone in m]
-                gaps = [m[milestone] - max((v for k, v in m.items() if MILESTONES.index(k) < MILESTONES.index(milestone)),
-                                           default=0.0) for m in marks if milestone in m]
-                cells.append(f"{statistics.median(at):.2f} (+{statistics.median(gaps):.2f})" if at else "")
-            if any(cells):
-                print(f"| {milestone} | " + " | ".join(cells) + " |")
+        if phase.question:
+            yes = sum(bool(o.verdict) for o in outcomes)
+            print(f"| {phase.title}: {phase.question} | yes | {yes} of {len(outcomes) + stalls} | "
+                  f"{len(outcomes)}{f' ({stalls} stalled)' if stalls else ''} | "
+                  f"{'met' if yes == len(outcomes) + stalls else 'missed'} |")
+    rows = [(name, recovery, [o.breakdown.get(recovery, {}) for o in outcomes])
+            for name, (outcomes, _) in results.items() for recovery in sorted({r for o in outcomes for r in o.breakdown})]
+    if not rows:
+        return
+    print()
+    print("where the seconds go: median seconds from the fault to each milestone (and since the one before)")
+    print("| phase: recovery | " + " | ".join(MILESTONES) + " |")
+    print("|---|" + "---|" * len(MILESTONES))
+    for name, recovery, marks in rows:
+        print(f"| {name}: {recovery} | " + " | ".join(_milestone_cell(marks, milestone) for milestone in MILESTONES) + " |")
+
+
+def _milestone_cell(marks: list[dict[str, float]], milestone: str) -> str:
+    """Median time of ``milestone`` over the runs that saw it, and the median gap to the milestone before it."""
+    at = [m[milestone] for m in marks if milestone in m]
+    if not at:
+        return ""
+    earlier = MILESTONES[:MILESTONES.index(milestone)]
+    gaps = [m[milestone] - max((m[k] for k in earlier if k in m), default=m[milestone]) for m in marks if milestone in m]
+    return f"{statistics.median(at):.2f} (+{statistics.median(gaps):.2f})" if any(k in m for m in marks for k in earlier) \
+        else f"{statistics.median(at):.2f}"
 
 
 def fault_results_json(results: dict[str, tuple[list[Outcome], int]]) -> dict[str, object]:

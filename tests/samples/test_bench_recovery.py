@@ -145,7 +145,15 @@ def test_two_processes_claiming_one_rank_of_a_round_are_duplicates(bench):
 def test_the_fault_tables_show_medians_goals_and_the_breakdown(bench, capsys):
     outcomes = [bench.Outcome({"all workers train again": t}, {"worker-0": {"worker start": t - 2, "first step": t}}, {})
                 for t in (4.0, 12.0, 6.0)]
-    bench.print_fault_tables({"store-lost": (outcomes, 1)}, 4)
+    bench.print_fault_tables({"store-lost": (outcomes, 0)}, 3)
     out = capsys.readouterr().out
-    assert "| ≤ 10 s | 6.00 (4.00–12.00) | 3 (1 stalled) | met |" in out
-    assert "| worker start | 4.00 (+4.00) |" in out and "| first step | 6.00 (+2.00) |" in out
+    assert "| ≤ 10 s | 6.00 (4.00–12.00) | 3 | met |" in out
+    assert "| store-lost: worker-0 |  |  |  |  |  | 4.00 |  | 6.00 (+2.00) |" in out
+
+
+def test_a_stalled_run_misses_the_goal_and_answers_no(bench, capsys):
+    done = bench.Outcome({"survivors train again": 5.0}, {}, {}, verdict=True)
+    bench.print_fault_tables({"node-freeze": ([done], 1), "store-lost": ([], 2)}, 2)
+    out = capsys.readouterr().out
+    assert "job completes, no duplicate rank | yes | 1 of 2 | 1 (1 stalled) | missed |" in out
+    assert "all workers train again | ≤ 10 s | – | 0 (2 stalled) | missed |" in out
