@@ -33,8 +33,8 @@ Back-ends:
   sample, timed from creation to its Succeeded condition, alternating with by-hand runs.
 
 Fault phases (issue 13, ``--phase``; cluster back-end only): each repetition gets a fresh
-three-node cluster started as ``trainctl local up --nodes 3 --node-monitor-grace-period 10s
---node-lost-grace 5s`` starts one (2 CPUs per node, so a replacement fits on the survivors),
+three-node cluster, the kind ``trainctl local up --nodes 3 --node-monitor-grace-period 10s
+--node-lost-grace 5s`` starts (2 CPUs per node, so a replacement fits on the survivors),
 and is timed from the fault to training again, the first ``[step]`` at the new WORLD_SIZE:
 
 - ``node-kill``: elastic sample, the node of worker-0 killed → the survivor trains again;
@@ -49,7 +49,8 @@ and is timed from the fault to training again, the first ``[step]`` at the new W
 
 Each phase also says where the seconds went: the milestones of MILESTONES, from watch events
 (pods) and polling (Node Ready conditions), timed when the bench saw them, and the training
-script's lines. ``--phase faults`` selects all five; the default is ``basic`` (the above).
+script's lines. ``--phase faults`` selects all five; the default is ``basic`` (the
+measurements above).
 
 Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun --backend cluster] [--phase basic|faults|NAME ...] [--mindspore-python PY] [--json FILE]``
 """
@@ -456,8 +457,8 @@ def mindspore_by_hand_once(python: str, run: int, walls: list[tuple[float, float
 # --- issue 13: faults on a three-node cluster ---------------------------------------------------
 #
 # Each repetition of a fault phase gets a fresh three-node cluster (a killed node stays dead),
-# started as `trainctl local up --nodes 3 --node-monitor-grace-period 10s --node-lost-grace 5s`
-# starts one, with 2 CPUs per node so that a replacement always fits on the survivors.
+# the kind `trainctl local up --nodes 3 --node-monitor-grace-period 10s --node-lost-grace 5s`
+# starts, with 2 CPUs per node so that a replacement always fits on the survivors.
 FAULT_CLUSTER = {"nodes": 3, "node_cpu": "2", "node_monitor_grace_period": "10s",
                  "controller_args": ["--node-lost-grace", "5s"]}
 STATIC_JOB = "pytorch-ddp"
@@ -622,6 +623,20 @@ def _layout(run: TimedObserver) -> dict[str, str]:
     return {pod: (obj.get("spec") or {}).get("nodeName", "") for pod, obj in sorted(run.pods.items())}
 
 
+def _proxied_by(bench: E2E, service: str) -> str:
+    """The node whose kubelet listens on ``service``'s ClusterIP. Every kubelet's userspace
+    proxy tries to, but only one can bind an address, and a frozen one still accepts."""
+    import psutil
+    from kubernetes import client
+
+    spec = client.CoreV1Api(bench.api).read_namespaced_service(service, "default").spec
+    frontends = {(spec.cluster_ip, port.port) for port in spec.ports or []}
+    kubelets = {kubelet.pid: name for name, kubelet in bench.cluster.kubelets.items()}
+    owners = {kubelets.get(conn.pid, f"pid {conn.pid}") for conn in psutil.net_connections("tcp")
+              if conn.status == psutil.CONN_LISTEN and (conn.laddr.ip, conn.laddr.port) in frontends}
+    return ",".join(sorted(owners)) or "nobody"
+
+
 def _elastic_job(args: argparse.Namespace, steps: int) -> dict:
     from tests.support.samples import load_sample, set_arg
 
@@ -640,7 +655,7 @@ def _lose_worker_0_node(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: 
     _training(run, [w0, w1], 2, 0.0)
     time.sleep(args.pause)
     lost, lost_uid = _node(run, w0), run.pods[w0]["metadata"]["uid"]
-    notes: dict[str, object] = {"layout": _layout(run)}
+    notes: dict[str, object] = {"layout": _layout(run), "store_service_proxied_by": _proxied_by(bench, f"{ELASTIC_JOB}-rdzv")}
     if lost in (_node(run, w1), _node(run, f"{ELASTIC_JOB}-rdzv")):
         notes["shared_node"] = True  # the fault then takes more than worker-0
     t0 = time.monotonic()
@@ -760,7 +775,7 @@ def measure_store_lost(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: a
     _training(run, workers, 2, 0.0)
     time.sleep(args.pause)
     store_uid = _wait(run, "the store pod", lambda: run.pods.get(store))["metadata"]["uid"]
-    notes: dict[str, object] = {"layout": _layout(run)}
+    notes: dict[str, object] = {"layout": _layout(run), "store_service_proxied_by": _proxied_by(bench, store)}
     t0 = time.monotonic()
     bench.kubectl("delete", "pod", store, "--force", "--grace-period=0", "--wait=false")
     uid = _new_uid(run, store, {store_uid})
@@ -939,6 +954,8 @@ def print_fault_tables(results: dict[str, tuple[list[Outcome], int]], runs: int)
     print("|---|" + "---|" * len(MILESTONES))
     for name, recovery, marks in rows:
         print(f"| {name}: {recovery} | " + " | ".join(_milestone_cell(marks, milestone) for milestone in MILESTONES) + " |")
+    print()
+    print("; ".join(f"{milestone}: {meaning}" for milestone, meaning in MILESTONE_HELP.items()))
 
 
 def _milestone_cell(marks: list[dict[str, float]], milestone: str) -> str:
