@@ -637,6 +637,11 @@ def _proxied_by(bench: E2E, service: str) -> str:
     return ",".join(sorted(owners)) or "nobody"
 
 
+def _before_fault(what: str, notes: dict[str, object]) -> None:
+    """Say what is about to break, and how things stood: the explanation of a run that stalls."""
+    print(f"  {what}: {notes}", flush=True)
+
+
 def _elastic_job(args: argparse.Namespace, steps: int) -> dict:
     from tests.support.samples import load_sample, set_arg
 
@@ -658,6 +663,7 @@ def _lose_worker_0_node(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: 
     notes: dict[str, object] = {"layout": _layout(run), "store_service_proxied_by": _proxied_by(bench, f"{ELASTIC_JOB}-rdzv")}
     if lost in (_node(run, w1), _node(run, f"{ELASTIC_JOB}-rdzv")):
         notes["shared_node"] = True  # the fault then takes more than worker-0
+    _before_fault(f"breaking {lost}", notes)
     t0 = time.monotonic()
     fault(lost)
     # At any size: a dead peer's sockets close, so the survivor re-forms alone (WORLD_SIZE=1);
@@ -746,6 +752,7 @@ def measure_static_node_kill(bench: E2E, run: TimedObserver, nodes: NodeWatch, a
     lost, lost_uid = layout[victim], run.pods[victim]["metadata"]["uid"]
     notes: dict[str, object] = {"layout": layout, "victim": victim}
     before = {pod: set(run.uids(pod)) for pod in (master, *workers)}
+    _before_fault(f"killing {lost}", notes)
     t0 = time.monotonic()
     bench.cluster.kill_node(lost)
     _new_uid(run, victim, {lost_uid})
@@ -776,6 +783,7 @@ def measure_store_lost(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: a
     time.sleep(args.pause)
     store_uid = _wait(run, "the store pod", lambda: run.pods.get(store))["metadata"]["uid"]
     notes: dict[str, object] = {"layout": _layout(run), "store_service_proxied_by": _proxied_by(bench, store)}
+    _before_fault(f"deleting {store}", notes)
     t0 = time.monotonic()
     bench.kubectl("delete", "pod", store, "--force", "--grace-period=0", "--wait=false")
     uid = _new_uid(run, store, {store_uid})
