@@ -6,6 +6,7 @@ the rules that turn log lines into those timings, so a number can't come from th
 
 from __future__ import annotations
 
+import itertools
 import threading
 
 import pytest
@@ -94,11 +95,11 @@ def pod_obj(uid, *, node=None, state=None, last=None, restarts=0, deleting=False
 
 def test_pod_milestones_keep_the_time_they_were_first_seen(bench, monkeypatch):
     run = observer(bench)
-    clock = iter([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+    clock = itertools.count(1.0)  # every reading of the clock is a second later
     monkeypatch.setattr(bench.time, "monotonic", lambda: next(clock))
     monkeypatch.setattr(run, "_follow_logs", lambda *_: None)  # no API server to stream logs from
-    run._on_pod("ADDED", pod_obj("u1"))  # 1.0 (first_seen)
-    run._on_pod("MODIFIED", pod_obj("u1", node="n1"))  # 2.0, 3.0 (first_seen, then bound)
+    run._on_pod("ADDED", pod_obj("u1"))
+    run._on_pod("MODIFIED", pod_obj("u1", node="n1"))
     run._on_pod("MODIFIED", pod_obj("u1", node="n1", state={"running": {}}))
     run._on_pod("MODIFIED", pod_obj("u1", node="n1", state={"running": {}}, restarts=1,
                                     last={"terminated": {"reason": "OOMKilled"}}))
