@@ -670,9 +670,12 @@ def _lose_worker_0_node(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: 
     # a frozen peer's stay open, so the survivor waits in its collective for the replacement.
     survived = _wait(run, f"{w1} training again", functools.partial(_fresh_step, run, w1, t0))
     notes["survivor_world_size"] = int(survived.fields["world_size"])
-    uid = _new_uid(run, w0, {lost_uid})
-    rejoined = _wait(run, "the replacement training at 2", lambda: _fresh_step(run, w0, t0, 2, uid=uid))
+    # Whichever replacement trains (the controller may replace a replacement).
+    rejoined = _wait(run, "a replacement training at 2", lambda: next(
+        (step for uid in run.uids(w0) if uid != lost_uid for step in [_fresh_step(run, w0, t0, 2, uid=uid)] if step), None))
+    uid = rejoined.uid
     notes["replacement_node"] = run.pods[w0]["spec"]["nodeName"]
+    notes["replacements"] = len(run.uids(w0)) - 1
     if notes["replacement_node"] == lost:
         raise TimeoutError(f"the replacement {w0} landed on the lost node {lost}")
     breakdown = {
