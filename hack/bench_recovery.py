@@ -32,7 +32,27 @@ Back-ends:
   the c10d store in.  With ``--mindspore-python`` the cluster also runs the CPU MSJob
   sample, timed from creation to its Succeeded condition, alternating with by-hand runs.
 
-Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun --backend cluster] [--mindspore-python PY] [--json FILE]``
+Fault phases (issue 13, ``--phase``; cluster back-end only): each repetition gets a fresh
+three-node cluster, the kind ``trainctl local up --nodes 3 --node-monitor-grace-period 10s
+--node-lost-grace 5s`` starts (2 CPUs per node, so a replacement fits on the survivors),
+and is timed from the fault to training again, the first ``[step]`` at the new WORLD_SIZE:
+
+- ``node-kill``: elastic sample, the node of worker-0 killed → the survivor trains again;
+  the replacement trains at full size on another node;
+- ``node-freeze``: the same node frozen for 60 s, then thawed → the job completes, and the
+  frozen pod's processes neither print a step after the thaw nor share a rank;
+- ``static-node-kill``: ``samples/pytorch/ddp.yaml`` (Master + 2 Workers), the node of a
+  Worker killed → all three train again;
+- ``store-lost``: the elastic job's ``<job>-rdzv`` pod force-deleted → both workers train again;
+- ``oom``: ``samples/pytorch/elastic-oom.yaml``, timed from the OOMKilled status → the
+  relaunched pod (more memory) trains.
+
+Each phase also says where the seconds went: the milestones of MILESTONES, from watch events
+(pods) and polling (Node Ready conditions), timed when the bench saw them, and the training
+script's lines. ``--phase faults`` selects all five; the default is ``basic`` (the
+measurements above).
+
+Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun --backend cluster] [--phase basic|faults|NAME ...] [--mindspore-python PY] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -57,7 +77,12 @@ from typing import TYPE_CHECKING, Callable, Iterator, Optional, Protocol
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests.support, when run as `python hack/bench_recovery.py`
 
+from trainctl.api import constants as c  # noqa: E402
+
+from tests.support.conditions import condition  # noqa: E402
 from tests.support.net import free_port  # noqa: E402
+from tests.support.observer import JobObserver, LogLine  # noqa: E402
+from tests.support.pods import container_status  # noqa: E402
 
 if TYPE_CHECKING:
     from tests.support.cluster import E2E
@@ -429,6 +454,537 @@ def mindspore_by_hand_once(python: str, run: int, walls: list[tuple[float, float
     return True
 
 
+# --- issue 13: faults on a three-node cluster ---------------------------------------------------
+#
+# Each repetition of a fault phase gets a fresh three-node cluster (a killed node stays dead),
+# the kind `trainctl local up --nodes 3 --node-monitor-grace-period 10s --node-lost-grace 5s`
+# starts, with 2 CPUs per node so that a replacement always fits on the survivors.
+FAULT_CLUSTER = {"nodes": 3, "node_cpu": "2", "node_monitor_grace_period": "10s",
+                 "controller_args": ["--node-lost-grace", "5s"]}
+STATIC_JOB = "pytorch-ddp"
+OOM_JOB = "pytorch-elastic-oom"
+FREEZE_SECONDS = 60.0
+# The milestones of a recovery, in the order they happen; a phase reports those it saw.
+MILESTONES = ("detection", "deletion", "created", "scheduling", "start", "worker start", "rendezvous", "first step")
+MILESTONE_HELP = {
+    "detection": "the node seen not Ready (or the fault seen in a pod status)",
+    "deletion": "the lost pod seen deleting or gone",
+    "created": "its replacement seen",
+    "scheduling": "the replacement bound to a node",
+    "start": "its container running",
+    "worker start": "train.py's [start] line (after torchrun's rendezvous, elastic)",
+    "rendezvous": "the process group formed ([resume] line)",
+    "first step": "the first [step] at the new WORLD_SIZE",
+}
+
+
+class TimedObserver(JobObserver):
+    """A :class:`JobObserver` that also notes when each pod milestone was first seen.
+
+    ``seen[(uid, milestone)]`` is the ``time.monotonic()`` of the watch event that first
+    showed it: ``bound``, ``running/N`` and ``terminated/N`` (container instance N),
+    ``deleting``, ``deleted``. API timestamps have whole-second precision; watch events
+    arrive milliseconds after the API server stored the change.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.seen: dict[tuple[str, str], float] = {}
+        self.reasons: dict[tuple[str, int], str] = {}  # (uid, instance) -> why it terminated
+
+    def _on_pod(self, event: str, pod: dict) -> None:
+        with self._changed:
+            super()._on_pod(event, pod)
+            now, uid = time.monotonic(), pod["metadata"]["uid"]
+            status = container_status(pod)
+            restarts = int(status.get("restartCount") or 0)
+            marks = []
+            if (pod.get("spec") or {}).get("nodeName"):
+                marks.append("bound")
+            for instance, state in ((restarts, status.get("state") or {}),
+                                    (restarts - 1, status.get("lastState") or {})):
+                if "running" in state and instance == restarts:
+                    marks.append(f"running/{instance}")
+                if "terminated" in state and instance >= 0:
+                    marks.append(f"terminated/{instance}")
+                    self.reasons.setdefault((uid, instance), state["terminated"].get("reason") or "")
+            if pod["metadata"].get("deletionTimestamp") or event == "DELETED":
+                marks.append("deleting")
+            if event == "DELETED":
+                marks.append("deleted")
+            for mark in marks:
+                self.seen.setdefault((uid, mark), now)
+
+
+class NodeWatch:
+    """When each node was first seen not Ready, by polling the Nodes (a handful) 4 times a second."""
+
+    def __init__(self, api) -> None:
+        from kubernetes import client
+
+        self._core = client.CoreV1Api(api)
+        self.not_ready: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="node-watch", daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(0.25):
+            with contextlib.suppress(Exception):  # the API server is busy: ask again
+                for node in self._core.list_node(_request_timeout=5).items:
+                    ready = next((c for c in node.status.conditions or [] if c.type == "Ready"), None)
+                    if ready is not None and ready.status != "True":
+                        self.not_ready.setdefault(node.metadata.name, time.monotonic())
+
+    def since(self, start: float) -> str:
+        """Which nodes went not Ready, seconds after ``start``: a node other than the one a phase
+        broke is a flap (its lease renewed late), and skews the run."""
+        seen = ", ".join(f"{node} {at - start:.1f} s" for node, at in sorted(self.not_ready.items()))
+        return f"not Ready after the job was applied: {seen or 'none'}"
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One repetition of a fault phase: its headline times, where they went, and what else was seen."""
+
+    times: dict[str, float]  # headline -> seconds from the fault
+    breakdown: dict[str, dict[str, float]]  # recovery -> milestone -> seconds from the fault
+    notes: dict[str, object]
+    verdict: Optional[bool] = None  # phases with a yes/no result
+
+
+@dataclasses.dataclass(frozen=True)
+class FaultPhase:
+    """A fault phase: its CLI name, its headlines with their goals, and how to run it once."""
+
+    name: str
+    title: str
+    goals: dict[str, Optional[float]]  # headline -> goal in seconds (None: no time goal)
+    measure: Callable[[E2E, TimedObserver, NodeWatch, argparse.Namespace], Outcome]
+    job: Callable[[argparse.Namespace], dict]
+    question: str = ""  # a yes/no result (Outcome.verdict) besides the times; a stalled run is a no
+
+
+def _started(run: TimedObserver, pod: str, after: float, world_size: Optional[int] = None,
+             uid: Optional[str] = None, event: str = "start") -> Optional[LogLine]:
+    """The first ``event`` line of ``pod`` read after ``after`` (at ``world_size``, from ``uid``)."""
+    for line in run.lines:
+        if (line.pod == pod and line.event == event and line.at >= after and (uid is None or line.uid == uid)
+                and (world_size is None or int(line.fields.get("world_size", line.fields.get("WORLD_SIZE", -1))) == world_size)):
+            return line
+    return None
+
+
+def _wait(run: TimedObserver, what: str, check: Callable[[], object], timeout: float = PHASE_TIMEOUT):
+    try:
+        return run.wait_for(what, check, timeout)
+    except AssertionError as e:  # the observer's timeout, with the job's status and log tails
+        raise TimeoutError(str(e)) from None
+
+
+def _training(run: TimedObserver, pods: list[str], world_size: int, began: float) -> None:
+    for pod in pods:
+        _wait(run, f"{pod} training at {world_size}", functools.partial(_fresh_step, run, pod, began, world_size))
+
+
+def _node(run: TimedObserver, pod: str) -> str:
+    return _wait(run, f"{pod} bound", lambda: (run.pods.get(pod) or {}).get("spec", {}).get("nodeName"))
+
+
+def _new_uid(run: TimedObserver, pod: str, old: set[str], timeout: float = PHASE_TIMEOUT) -> str:
+    return _wait(run, f"a replacement {pod}", lambda: next((u for u in run.uids(pod) if u not in old), None), timeout)
+
+
+def _recovery(run: TimedObserver, fault: float, pod: str, after: float, world_size: Optional[int], *,
+              uid: Optional[str] = None, detected: Optional[float] = None, lost_uid: Optional[str] = None,
+              step: Optional[LogLine] = None) -> dict[str, float]:
+    """Seconds from ``fault`` to each milestone of ``pod``'s recovery that was seen."""
+    at: dict[str, Optional[float]] = {"detection": detected}
+    if lost_uid is not None:
+        at["deletion"] = run.seen.get((lost_uid, "deleting"))
+    if uid is not None:
+        at["created"] = run.first_seen.get(uid)
+        at["scheduling"] = run.seen.get((uid, "bound"))
+        at["start"] = run.seen.get((uid, "running/0"))
+    started = _started(run, pod, after, world_size, uid)
+    at["worker start"] = started.at if started else None
+    resumed = _started(run, pod, started.at if started else after, world_size, uid, event="resume")
+    at["rendezvous"] = resumed.at if resumed else None
+    step = step or _fresh_step(run, pod, after, world_size, uid=uid)
+    at["first step"] = step.at if step else None
+    return {name: round(when - fault, 2) for name, when in at.items() if when is not None}
+
+
+def _layout(run: TimedObserver) -> dict[str, str]:
+    return {pod: (obj.get("spec") or {}).get("nodeName", "") for pod, obj in sorted(run.pods.items())}
+
+
+def _proxied_by(bench: E2E, service: str) -> str:
+    """The node whose kubelet listens on ``service``'s ClusterIP. Every kubelet's userspace
+    proxy tries to, but only one can bind an address, and a frozen one still accepts."""
+    import psutil
+    from kubernetes import client
+
+    spec = client.CoreV1Api(bench.api).read_namespaced_service(service, "default").spec
+    frontends = {(spec.cluster_ip, port.port) for port in spec.ports or []}
+    kubelets = {kubelet.pid: name for name, kubelet in bench.cluster.kubelets.items()}
+    owners = {kubelets.get(conn.pid, f"pid {conn.pid}") for conn in psutil.net_connections("tcp")
+              if conn.status == psutil.CONN_LISTEN and (conn.laddr.ip, conn.laddr.port) in frontends}
+    return ",".join(sorted(owners)) or "nobody"
+
+
+def _before_fault(what: str, notes: dict[str, object]) -> None:
+    """Say what is about to break, and how things stood: the explanation of a run that stalls."""
+    print(f"  {what}: {notes}", flush=True)
+
+
+def _elastic_job(args: argparse.Namespace, steps: int) -> dict:
+    from tests.support.samples import load_sample, set_arg
+
+    job = load_sample("pytorch/elastic.yaml")
+    for flag, value in (("--steps", steps), ("--step-sleep", args.step_sleep),
+                        ("--checkpoint-every", args.checkpoint_every)):
+        set_arg(job, flag, str(value))
+    return job
+
+
+def _lose_worker_0_node(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace,
+                        fault: Callable[[str], None]) -> tuple[float, str, dict[str, float], dict[str, object]]:
+    """Break the node of worker-0 of a training elastic job; wait for the survivor and the
+    replacement to train. The fault's time, the lost node, the headline times and notes."""
+    w0, w1 = f"{ELASTIC_JOB}-worker-0", f"{ELASTIC_JOB}-worker-1"
+    _training(run, [w0, w1], 2, 0.0)
+    time.sleep(args.pause)
+    lost, lost_uid = _node(run, w0), run.pods[w0]["metadata"]["uid"]
+    notes: dict[str, object] = {"layout": _layout(run), "store_service_proxied_by": _proxied_by(bench, f"{ELASTIC_JOB}-rdzv")}
+    if lost in (_node(run, w1), _node(run, f"{ELASTIC_JOB}-rdzv")):
+        notes["shared_node"] = True  # the fault then takes more than worker-0
+    _before_fault(f"breaking {lost}", notes)
+    t0 = time.monotonic()
+    fault(lost)
+    # At any size: a dead peer's sockets close, so the survivor re-forms alone (WORLD_SIZE=1);
+    # a frozen peer's stay open, so the survivor waits in its collective for the replacement.
+    survived = _wait(run, f"{w1} training again", functools.partial(_fresh_step, run, w1, t0))
+    notes["survivor_world_size"] = int(survived.fields["world_size"])
+    # Whichever replacement trains (the controller may replace a replacement).
+    rejoined = _wait(run, "a replacement training at 2", lambda: next(
+        (step for uid in run.uids(w0) if uid != lost_uid for step in [_fresh_step(run, w0, t0, 2, uid=uid)] if step), None))
+    uid = rejoined.uid
+    notes["replacement_node"] = run.pods[w0]["spec"]["nodeName"]
+    notes["replacements"] = len(run.uids(w0)) - 1
+    if notes["replacement_node"] == lost:
+        raise TimeoutError(f"the replacement {w0} landed on the lost node {lost}")
+    breakdown = {
+        "survivor": _recovery(run, t0, w1, t0, notes["survivor_world_size"], step=survived),
+        "replacement": _recovery(run, t0, w0, t0, 2, uid=uid, detected=nodes.not_ready.get(lost),
+                                 lost_uid=lost_uid, step=rejoined),
+    }
+    times = {"survivors train again": survived.at - t0, "replacement trains at full size": rejoined.at - t0}
+    return t0, lost, times, {**notes, "breakdown": breakdown, "lost_uid": lost_uid}
+
+
+def measure_node_kill(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
+    """Elastic job, the node of worker-0 killed (kubelet and pod processes SIGKILLed)."""
+    _, _, times, notes = _lose_worker_0_node(bench, run, nodes, args, bench.cluster.kill_node)
+    return Outcome(times, notes.pop("breakdown"), notes)
+
+
+def _duplicate_ranks(run: TimedObserver) -> dict[str, list[int]]:
+    """Rendezvous rounds in which two processes claimed one rank. A round is what its [start]
+    lines share: the WORLD_SIZE and the fresh MASTER_PORT torchrun picks for it."""
+    ranks: dict[str, list[int]] = {}
+    for line in {(line.uid, line.text): line for line in run.events("start")}.values():  # a log read twice is one start
+        key = f"{line.fields['MASTER_PORT']}/{line.fields['WORLD_SIZE']}"
+        ranks.setdefault(key, []).append(line.int("RANK"))
+    return {key: found for key, found in ranks.items()
+            if len(found) != len(set(found)) or len(found) > int(key.split("/")[1])}
+
+
+def measure_node_freeze(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
+    """Elastic job, the node of worker-0 frozen (SIGSTOP) for 60 s, then thawed: the job must
+    finish, and the frozen pod's processes must neither print again nor share a rank."""
+    t0, lost, times, notes = _lose_worker_0_node(bench, run, nodes, args, bench.cluster.freeze_node)
+    time.sleep(max(0.0, t0 + FREEZE_SECONDS - time.monotonic()))
+    thawed, thawed_wall = time.monotonic(), time.time()
+    bench.cluster.thaw_node(lost)
+    notes["running_at_thaw"] = run.job is not None and not any(
+        condition(run.job, kind) for kind in ("Succeeded", "Failed"))
+    try:
+        outcome = run.wait_finished(PHASE_TIMEOUT * 3)
+    except AssertionError as e:
+        raise TimeoutError(str(e)) from None
+    times["thawed → job finished"] = time.monotonic() - thawed
+    lost_uid = notes["lost_uid"]
+    # Steps the frozen pod's processes printed after the thaw (train.py stamps each with its
+    # wall clock; lines printed before the freeze may still arrive late).
+    ghosts = [line.text for line in run.lines if line.uid == lost_uid and line.event == "step"
+              and float(line.fields.get("ts", 0)) >= thawed_wall]
+    late = [line.text for line in run.lines if line.uid == lost_uid and line.at >= thawed]
+    duplicates = _duplicate_ranks(run)
+    notes.update(outcome=outcome, steps_of_frozen_pod_after_thaw=len(ghosts), duplicate_ranks=duplicates,
+                 lines_of_frozen_pod_read_after_thaw=len(late), first_late_lines=late[:3], last_late_line=late[-1:],
+                 restart_count=(run.job or {}).get("status", {}).get("restartCount"),
+                 pods_created=len(run.created))
+    return Outcome(times, notes.pop("breakdown"), notes,
+                   verdict=outcome == "Succeeded" and not ghosts and not duplicates)
+
+
+def _static_job(args: argparse.Namespace) -> dict:
+    from tests.support.samples import load_sample, set_arg
+
+    job = load_sample("pytorch/ddp.yaml")
+    for flag, value in (("--steps", args.steps), ("--step-sleep", args.step_sleep),
+                        ("--checkpoint-every", args.checkpoint_every)):
+        set_arg(job, flag, str(value))
+    return job
+
+
+def measure_static_node_kill(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
+    """Static job (Master + 2 Workers), the node of a Worker killed: all three train again.
+    The Worker is one that does not share its node with the Master, if there is one."""
+    master = f"{STATIC_JOB}-master-0"
+    workers = [f"{STATIC_JOB}-worker-0", f"{STATIC_JOB}-worker-1"]
+    _training(run, [master, *workers], 3, 0.0)
+    time.sleep(args.pause)
+    layout = _layout(run)
+    victim = next((w for w in workers if layout[w] != layout[master]), workers[0])
+    lost, lost_uid = layout[victim], run.pods[victim]["metadata"]["uid"]
+    notes: dict[str, object] = {"layout": layout, "victim": victim}
+    before = {pod: set(run.uids(pod)) for pod in (master, *workers)}
+    _before_fault(f"killing {lost}", notes)
+    t0 = time.monotonic()
+    bench.cluster.kill_node(lost)
+    _new_uid(run, victim, {lost_uid})
+    steps = {pod: _wait(run, f"{pod} training again", functools.partial(_fresh_step, run, pod, t0, 3))
+             for pod in (master, *workers)}
+    # The survivors' first collective after the loss fails or hangs; how they got out of it:
+    notes["survivor_restarts"] = {pod: {"pods": len(run.uids(pod)), "container": container_status(run.pods[pod]).get(
+        "restartCount", 0)} for pod in (master, *workers) if pod != victim}
+    notes["replacement_node"] = run.pods[victim]["spec"]["nodeName"]
+    breakdown = {"replacement": _recovery(run, t0, victim, t0, 3, uid=steps[victim].uid, detected=nodes.not_ready.get(lost),
+                                          lost_uid=lost_uid, step=steps[victim])}
+    for pod in (master, *workers):
+        if pod != victim:
+            fresh = steps[pod].uid if steps[pod].uid not in before[pod] else None  # recreated, or restarted in place
+            breakdown[pod.removeprefix(STATIC_JOB + "-")] = _recovery(run, t0, pod, t0, 3, uid=fresh, step=steps[pod])
+    return Outcome({"all train again": max(line.at for line in steps.values()) - t0}, breakdown, notes)
+
+
+def measure_store_lost(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
+    """Elastic job, its rendezvous store pod force-deleted: both workers train again.
+
+    "Again" is the first step of a worker process that started after the loss; a worker that
+    did not restart (its agent never needed the store) counts its longest pause between two
+    steps in the window instead."""
+    workers = [f"{ELASTIC_JOB}-worker-0", f"{ELASTIC_JOB}-worker-1"]
+    store = f"{ELASTIC_JOB}-rdzv"
+    _training(run, workers, 2, 0.0)
+    time.sleep(args.pause)
+    store_uid = _wait(run, "the store pod", lambda: run.pods.get(store))["metadata"]["uid"]
+    notes: dict[str, object] = {"layout": _layout(run), "store_service_proxied_by": _proxied_by(bench, store)}
+    _before_fault(f"deleting {store}", notes)
+    t0 = time.monotonic()
+    bench.kubectl("delete", "pod", store, "--force", "--grace-period=0", "--wait=false")
+    uid = _new_uid(run, store, {store_uid})
+    _wait(run, "the new store running", lambda: run.seen.get((uid, "running/0")))
+    window = args.store_window
+    steps: dict[str, LogLine] = {}
+    for pod in workers:
+        with contextlib.suppress(TimeoutError):
+            steps[pod] = _wait(run, f"{pod} restarted and training", functools.partial(_fresh_step, run, pod, t0, 2),
+                               max(0.0, t0 + window - time.monotonic()))
+    times: dict[str, float] = {}
+    breakdown: dict[str, dict[str, float]] = {}
+    store_marks = {"deletion": run.seen.get((store_uid, "deleting")), "created": run.first_seen.get(uid),
+                   "scheduling": run.seen.get((uid, "bound")), "start": run.seen.get((uid, "running/0"))}
+    breakdown["store"] = {k: round(v - t0, 2) for k, v in store_marks.items() if v is not None}
+    stalls: dict[str, float] = {}
+    for pod in workers:
+        if pod in steps:
+            breakdown[pod.removeprefix(ELASTIC_JOB + "-")] = _recovery(run, t0, pod, t0, 2, step=steps[pod])
+            stalls[pod] = steps[pod].at - t0
+        else:  # never restarted: the longest pause between its steps around the loss
+            at = [line.at for line in run.lines if line.pod == pod and line.event == "step" and line.at >= t0 - 1]
+            stalls[pod] = max((b - a for a, b in zip(at, at[1:], strict=False)), default=float("nan"))
+            notes[f"{pod}_restarted"] = False
+    times["all workers train again"] = max(stalls.values())
+    notes["worker_starts_after_loss"] = {pod: len(run.events("start", pod=pod, since=t0)) for pod in workers}
+    return Outcome(times, breakdown, notes)
+
+
+def _oom_job(args: argparse.Namespace) -> dict:
+    from tests.support.samples import load_sample, set_arg
+
+    job = load_sample("pytorch/elastic-oom.yaml")
+    set_arg(job, "--steps", str(args.steps))
+    set_arg(job, "--step-sleep", str(args.step_sleep))
+    return job
+
+
+def _memory_limit(pod: dict) -> str:
+    return ((pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}).get("memory", "")
+
+
+def measure_oom(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
+    """The OOM sample: each Worker holds more than its first memory limit, is OOMKilled, and
+    (opted in) relaunched with more memory. Timed from the watch event that showed the
+    OOMKilled status, per Worker; the headline is the slower Worker. A stall reports the
+    milestones the relaunch did reach."""
+    workers = [f"{OOM_JOB}-worker-0", f"{OOM_JOB}-worker-1"]
+    times: dict[str, float] = {}
+    breakdown: dict[str, dict[str, float]] = {}
+    notes: dict[str, object] = {}
+
+    def oom_killed(pod: str) -> Optional[tuple[float, str]]:
+        uids = set(run.uids(pod))
+        return next(((run.seen[(uid, f"terminated/{instance}")], uid) for (uid, instance), reason in run.reasons.items()
+                     if uid in uids and reason == "OOMKilled"), None)
+
+    killed_at = {pod: _wait(run, f"{pod} OOMKilled", functools.partial(oom_killed, pod)) for pod in workers}
+    for pod in workers:
+        t0, oom_uid = killed_at[pod]
+        name = pod.removeprefix(OOM_JOB + "-")
+        started = [line.at for line in run.lines if line.uid == oom_uid and line.event == "start" and line.at <= t0]
+        if started:  # train.py allocates right after its [start] line: the kill is between the two
+            notes[f"{name}_start_line_to_oom_seen_s"] = round(t0 - started[-1], 2)
+        try:
+            uid = _new_uid(run, pod, {oom_uid})
+            step = _wait(run, f"{pod} relaunched and training", functools.partial(_fresh_step, run, pod, t0, uid=uid))
+        except TimeoutError as e:
+            fresh = [u for u in run.uids(pod) if u != oom_uid]
+            reached = _recovery(run, t0, pod, t0, None, uid=fresh[0] if fresh else None, lost_uid=oom_uid)
+            raise TimeoutError(f"{e}\n--- {pod} relaunch reached (seconds after OOMKilled seen): {reached}") from None
+        relaunched = run.pods[pod]
+        annotations = relaunched["metadata"].get("annotations") or {}
+        notes[f"{name}_memory"] = f"{_memory_limit(relaunched)} ({annotations.get(c.ANNOTATION_OOM_MEMORY, 'no annotation')})"
+        breakdown[name] = _recovery(run, t0, pod, t0, int(step.fields["world_size"]), uid=uid,
+                                    lost_uid=oom_uid, step=step)
+        times[f"{name} relaunched and training"] = step.at - t0
+    times["OOMKilled → relaunched and training"] = max(times.values())
+    notes["pods_created"] = [(name, uid[:8]) for name, uid in run.created]
+    return Outcome(times, breakdown, notes)
+
+
+FAULT_PHASES = {phase.name: phase for phase in (
+    FaultPhase("node-kill", "elastic job, node of worker-0 killed",
+               {"survivors train again": 10.0, "replacement trains at full size": 25.0},
+               measure_node_kill, lambda args: _elastic_job(args, args.steps)),
+    FaultPhase("node-freeze", f"elastic job, node of worker-0 frozen {FREEZE_SECONDS:.0f} s, then thawed",
+               {"survivors train again": None, "replacement trains at full size": None, "thawed → job finished": None},
+               measure_node_freeze, lambda args: _elastic_job(args, args.freeze_steps),
+               "job completes, no duplicate rank"),
+    FaultPhase("static-node-kill", "static job (Master + 2 Workers), node of a Worker killed",
+               {"all train again": 30.0}, measure_static_node_kill, _static_job),
+    FaultPhase("store-lost", "rendezvous store pod force-deleted",
+               {"all workers train again": 10.0}, measure_store_lost, lambda args: _elastic_job(args, args.steps)),
+    FaultPhase("oom", "worker OOMKilled, opted in to a relaunch with more memory",
+               {"OOMKilled → relaunched and training": 10.0}, measure_oom, _oom_job),
+)}
+BASIC_PHASES = "basic"  # the pod-level phases above (and MindSpore): cold start, worker SIGKILL, pod lost
+
+
+def report_stall(what: str, error: TimeoutError) -> None:
+    """A stall is a result, not a reason to stop: the caller counts it and runs again; the
+    diagnosis (job status, pods, log tails) goes to stderr, its first line to stdout."""
+    print(f"{what}: STALLED: {error}", file=sys.stderr, flush=True)
+    print(f"{what}: stalled ({str(error).splitlines()[0]})", flush=True)
+
+
+def run_fault_phase(phase: FaultPhase, args: argparse.Namespace) -> tuple[list[Outcome], int]:
+    """``args.runs`` repetitions of ``phase``, each on a fresh three-node cluster; the outcomes
+    and how many runs stalled (a stall is a result: its diagnosis goes to stderr)."""
+    from trainctl.controller.launch.kinds import kind_of
+    from trainctl.controller.local.cluster import ClusterError
+
+    from tests.support.cluster import scratch_cluster
+
+    outcomes: list[Outcome] = []
+    stalls = 0
+    for repetition in range(1, args.runs + 1):
+        with tempfile.TemporaryDirectory(prefix="bench-faults-") as root, contextlib.ExitStack() as stack:
+            try:
+                bench = stack.enter_context(scratch_cluster(Path(root), **FAULT_CLUSTER))
+            except ClusterError as e:
+                raise SystemExit(f"bench_recovery: {e}") from None
+            nodes = NodeWatch(bench.api)
+            stack.callback(nodes.close)
+            job = phase.job(args)
+            run = TimedObserver(bench.api, kind_of(job), job["metadata"]["name"]).start()
+            stack.callback(run.__exit__, None, None, None)
+            applied = time.monotonic()
+            bench.kubectl.apply(job)
+            try:
+                outcome = phase.measure(bench, run, nodes, args)
+            except TimeoutError as e:
+                stalls += 1
+                report_stall(f"{phase.name} run {repetition}", TimeoutError(f"{e}\n--- {nodes.since(applied)}"))
+                continue
+            outcome.notes["nodes"] = nodes.since(applied)
+        outcomes.append(outcome)
+        verdict = "" if outcome.verdict is None else f" ok={'yes' if outcome.verdict else 'no'}"
+        print(f"{phase.name} run {repetition}:{verdict} " + ", ".join(f"{k} {v:.2f}" for k, v in outcome.times.items())
+              + f"  {outcome.breakdown}  {outcome.notes}", flush=True)
+    return outcomes, stalls
+
+
+def _cell(values: list[float]) -> str:
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})" if values else "–"
+
+
+def print_fault_tables(results: dict[str, tuple[list[Outcome], int]], runs: int) -> None:
+    """The results table (one row per headline) and, per phase, where the seconds went."""
+    print()
+    print(f"issue-13 fault phases on a 3-node cluster, median (min–max) seconds over {runs} run(s)")
+    print("| phase | goal | measured | runs | |")
+    print("|---|---|---|---|---|")
+    for name, (outcomes, stalls) in results.items():
+        phase = FAULT_PHASES[name]
+        for headline, goal in phase.goals.items():
+            values = [o.times[headline] for o in outcomes if headline in o.times]
+            verdict = ""  # a stalled run misses every goal of its phase
+            if goal is not None:
+                verdict = "met" if values and not stalls and statistics.median(values) <= goal else "missed"
+            print(f"| {phase.title}: {headline} | {'' if goal is None else f'≤ {goal:.0f} s'} | {_cell(values)} "
+                  f"| {len(values)}{f' ({stalls} stalled)' if stalls else ''} | {verdict} |")
+        if phase.question:
+            yes = sum(bool(o.verdict) for o in outcomes)
+            print(f"| {phase.title}: {phase.question} | yes | {yes} of {len(outcomes) + stalls} | "
+                  f"{len(outcomes)}{f' ({stalls} stalled)' if stalls else ''} | "
+                  f"{'met' if yes == len(outcomes) + stalls else 'missed'} |")
+    rows = [(name, recovery, [o.breakdown.get(recovery, {}) for o in outcomes])
+            for name, (outcomes, _) in results.items() for recovery in sorted({r for o in outcomes for r in o.breakdown})]
+    if not rows:
+        return
+    print()
+    print("where the seconds go: median seconds from the fault to each milestone (and since the one before)")
+    print("| phase: recovery | " + " | ".join(MILESTONES) + " |")
+    print("|---|" + "---|" * len(MILESTONES))
+    for name, recovery, marks in rows:
+        print(f"| {name}: {recovery} | " + " | ".join(_milestone_cell(marks, milestone) for milestone in MILESTONES) + " |")
+    print()
+    print("; ".join(f"{milestone}: {meaning}" for milestone, meaning in MILESTONE_HELP.items()))
+
+
+def _milestone_cell(marks: list[dict[str, float]], milestone: str) -> str:
+    """Median time of ``milestone`` over the runs that saw it, and the median gap to the milestone before it."""
+    at = [m[milestone] for m in marks if milestone in m]
+    if not at:
+        return ""
+    earlier = MILESTONES[:MILESTONES.index(milestone)]
+    gaps = [m[milestone] - max((m[k] for k in earlier if k in m), default=m[milestone]) for m in marks if milestone in m]
+    return f"{statistics.median(at):.2f} (+{statistics.median(gaps):.2f})" if any(k in m for m in marks for k in earlier) \
+        else f"{statistics.median(at):.2f}"
+
+
+def fault_results_json(results: dict[str, tuple[list[Outcome], int]]) -> dict[str, object]:
+    return {name: {"stalled": stalls, "runs": [dataclasses.asdict(o) for o in outcomes]}
+            for name, (outcomes, stalls) in results.items()}
+
+
 def summarise(rows: list[list[float]]) -> list[str]:
     cells = []
     for column in zip(*rows, strict=True):
@@ -484,6 +1040,14 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--checkpoint-every", type=int, default=20)
     p.add_argument("--mindspore-python", metavar="PY", help="interpreter with MindSpore 2.10: also time the MSJob sample")
     p.add_argument("--mindspore-only", action="store_true", help="skip the PyTorch measurements")
+    p.add_argument("--phase", action="append", choices=[BASIC_PHASES, "faults", *FAULT_PHASES],
+                   help=f"what to measure, repeatable (default: {BASIC_PHASES}); {BASIC_PHASES}: cold start, worker "
+                        "SIGKILL, pod lost, on torchrun and one cluster; faults: all of "
+                        f"{', '.join(FAULT_PHASES)}, each run on a fresh 3-node cluster")
+    p.add_argument("--freeze-steps", type=int, default=1400,
+                   help="node-freeze: training steps, enough to outlast the freeze (the job must finish)")
+    p.add_argument("--store-window", type=float, default=60.0,
+                   help="store-lost: seconds to wait for a worker to restart before timing its longest pause instead")
     p.add_argument("--json", type=Path, help="also write the raw durations here")
     p.add_argument("--serve-store", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -495,7 +1059,23 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.mindspore_only and not args.mindspore_python:
         p.error("--mindspore-only needs --mindspore-python")
     backends = args.backend or ["torchrun", "cluster"]
+    chosen = set(args.phase or [BASIC_PHASES])
+    if "faults" in chosen:
+        chosen |= set(FAULT_PHASES)
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
+    faults: dict[str, tuple[list[Outcome], int]] = {}
+    if "cluster" in backends:
+        for name in (name for name in FAULT_PHASES if name in chosen):
+            faults[name] = run_fault_phase(FAULT_PHASES[name], args)
+    elif chosen - {BASIC_PHASES, "faults"}:
+        print("bench_recovery: the fault phases run on the cluster back-end only", file=sys.stderr)
+    if faults:
+        print_fault_tables(faults, args.runs)
+    if BASIC_PHASES not in chosen:
+        print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        if args.json:
+            args.json.write_text(json.dumps(fault_results_json(faults), indent=2))
+        return 0
     results: dict[str, list[list[float]]] = {}
     if not args.mindspore_only and "torchrun" in backends:
         results["torchrun"] = []
@@ -527,11 +1107,8 @@ def main(argv: Optional[list[str]] = None) -> int:
                 try:
                     durations, notes = measure_cluster_once(bench, args)
                 except TimeoutError as e:
-                    # A stall is a result, not a reason to stop: count it, keep the
-                    # diagnosis (job status, pods, log tails) on stderr, run again.
                     stalls += 1
-                    print(f"cluster run {run}: STALLED: {e}", file=sys.stderr, flush=True)
-                    print(f"cluster run {run}: stalled ({str(e).splitlines()[0]})", flush=True)
+                    report_stall(f"cluster run {run}", e)
                     continue
                 cluster_rows.append(durations)
                 print(f"cluster run {run}: " + ", ".join(f"{d:.2f}" for d in durations) + f"  {notes}", flush=True)
@@ -573,7 +1150,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"\nMindSpore cluster / by hand (Workers done): {ratio:.2f}× (target ≤ 1.2×)")
     print(f"load average at end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        args.json.write_text(json.dumps({**results, **fault_results_json(faults)}, indent=2))
     return 0
 
 
