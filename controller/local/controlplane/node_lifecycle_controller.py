@@ -2,8 +2,9 @@
 
 Informers keep Nodes, node Leases (``kube-node-lease``) and bound pods cached; every node
 monitor period (5 s, kube's ``--node-monitor-period``), when a scheduled eviction falls
-due, and just after a node's grace period runs out without a sign of life (so a dead node is
-judged at the grace period, not up to a monitor period later), one pass decides and applies: node status writes (conditional on the resourceVersion
+due, at every Lease renewal, and just after a node's grace period runs out without a sign of
+life (so a dead node is judged a grace period after its last renewal, not up to two monitor
+periods later), one pass decides and applies: node status writes (conditional on the resourceVersion
 decided on, so a kubelet's concurrent write wins and the next pass looks again), taint
 changes, pod status writes, graceful deletes, Events.
 """
@@ -46,6 +47,9 @@ class NodeLifecycleController:
         self.leases = Informer(client, r.LEASES, namespace=node_lifecycle.LEASE_NAMESPACE)
         self.pods = Informer(client, r.PODS, field_selector="spec.nodeName!=")
         self.loop = PeriodicLoop("node-lifecycle", [self.nodes, self.leases, self.pods], self.sync, monitor_period)
+        # A renewal is a sign of life timed by this controller's clock when a pass sees it:
+        # a pass at each renewal times it to the moment, not up to a monitor period late.
+        self.leases.add_handler(lambda event_type, new, old: self.loop.wake())
 
     def start(self) -> None:
         self.loop.start()

@@ -122,3 +122,23 @@ def test_silent_node_is_tainted_its_pods_evicted_and_it_heals(client: FakeMetric
     reasons = {(e["involvedObject"]["kind"], e["involvedObject"]["name"], e["reason"]) for e in events}
     assert {("Node", "worker-1", "NodeNotReady"), ("Pod", "plain", "TaintManagerEviction"),
             ("Pod", "tolerating", "TaintManagerEviction"), ("Pod", "tolerating", "NodeNotReady")} <= reasons
+
+
+def test_a_silent_node_is_judged_when_its_grace_runs_out_not_at_the_next_monitor_pass(client: FakeMetricsClient) -> None:
+    register(client, "worker-1")
+    config = node_lifecycle.NodeLifecycleConfig(node_monitor_grace_period=2)
+    # A monitor period longer than the test: every pass comes from a Lease renewal or a grace running out.
+    controller = NodeLifecycleController(client, config=config, monitor_period=600)
+    controller.start()
+    try:
+        eventually(lambda: controller.loop.passes > 0, what="the first pass")
+        renew(client)
+        last_renewal = datetime.now(timezone.utc)
+        node = eventually(lambda: (n := client.get(r.NODES, None, "worker-1")) and ready_status(n) == "Unknown" and n,
+                          what="node Ready=Unknown before the next monitor pass")
+        ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+        judged = datetime.strptime(ready["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        # not before the grace period after the last renewal (the stamp has whole seconds)
+        assert (judged - last_renewal).total_seconds() > config.node_monitor_grace_period - 1, (judged, last_renewal)
+    finally:
+        controller.stop()
