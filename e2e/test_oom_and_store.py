@@ -10,20 +10,23 @@ worker's first step at WORLD_SIZE=2, and where they go. Without the opt-in, or w
 maximum already reached, an OOMKilled worker keeps its limit and backoffLimit fails the job
 (naming memory in the second case). The store pod trainctl hosts for an elastic job
 (``<job>-rdzv``), force-deleted mid-training, costs each worker at most one restart, and the
-job finishes at WORLD_SIZE=2 with no duplicate rank. test_pytorch_elastic.py covers killed
-worker processes and pods, and scaling.
+job finishes at WORLD_SIZE=2 with no duplicate rank. All of it runs on a three-node cluster,
+as on a real one: the store, the workers and their replacements land on different nodes and
+find each other through the Services. test_pytorch_elastic.py covers killed worker
+processes and pods, and scaling; test_node_faults.py lost and frozen nodes.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from trainctl.api import constants as c
 
-from tests.support.cluster import E2E
+from tests.support.cluster import E2E, scratch_cluster
 from tests.support.conditions import condition
 from tests.support.observer import JobObserver, LogLine
 from tests.support.pods import container_status
@@ -35,6 +38,20 @@ OOM_JOB = "pytorch-elastic-oom"
 STORE_JOB = "pytorch-elastic"
 RELAUNCH_BOUND = 120.0  # seconds: an OOM kill, a new pod, torch imports and a rendezvous on a loaded machine
 RECOVERY_BOUND = 60.0  # seconds: the workers train again after the store pod is lost
+
+
+@pytest.fixture(scope="module")
+def three_nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
+    with scratch_cluster(tmp_path_factory.mktemp("faults"), nodes=3, node_cpu="2",
+                         controlplane_args=["--controllers", "node-lifecycle"]) as env:
+        yield env
+
+
+@pytest.fixture
+def e2e(three_nodes: E2E) -> Iterator[E2E]:
+    """This module's jobs run on three nodes, not on the shared one-node cluster."""
+    yield three_nodes
+    three_nodes.clean()
 
 
 def _step(pod: str, world_size: int):
@@ -88,9 +105,9 @@ class OOMKills:
             self.gone_at.setdefault(uid, now)
 
     def timeline(self, uid: str) -> str:
-        seen = self.seen_at[uid]
-        return (f"deleting +{self.deleting_at.get(uid, float('nan')) - seen:.1f}s, "
-                f"gone +{self.gone_at.get(uid, float('nan')) - seen:.1f}s")
+        def since_seen(moments: dict[str, float]) -> str:
+            return f"+{moments[uid] - self.seen_at[uid]:.1f}s" if uid in moments else "not seen (between two polls)"
+        return f"deleting {since_seen(self.deleting_at)}, gone {since_seen(self.gone_at)}"
 
     def of(self, name: str) -> list[dict[str, Any]]:
         return [pod for pod in self.pods.values() if pod["metadata"]["name"] == name]
