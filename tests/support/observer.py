@@ -252,17 +252,25 @@ class JobObserver:
     def _stream_instance(self, name: str, container: str, instance: Instance) -> None:
         """Read one container instance's log to its end, reopening a stream the API server cut."""
         seen: set[str] = set()  # lines as "<timestamp> <text>": a reopened stream starts from the beginning
+        previous = False  # the instance's container restarted before its stream opened: read the previous log
         while True:
             try:
                 response = self._open(self._core.read_namespaced_pod_log, name=name, namespace=self.namespace,
-                                      container=container, follow=True, timestamps=True, _request_timeout=(5, None))
+                                      container=container, follow=True, timestamps=True, previous=previous,
+                                      _request_timeout=(5, None))
             except _STREAM_ERRORS:
                 response = None
-            if response is not None and self._replaced(name, instance[0]):
-                # Logs are read by pod name: this stream is of the pod that took over the name
-                # (an OOM relaunch, say), whose own follower reads it.
+            # Logs are read by pod name and restart: the stream is of whatever instance holds the
+            # name now. The pod that took over the name (an OOM relaunch, say) has its own
+            # follower; a container restarted once since has this instance's log as "previous".
+            now = self._current_instance(name, container) if response is not None else None
+            expected = (instance[0], instance[1] + previous)
+            if response is not None and now is not None and now != expected:
                 response.close()  # unread: its connection must not go back to the pool
                 self._close(response)
+                if now == (instance[0], instance[1] + 1) and not previous:
+                    previous = True
+                    continue
                 with self._changed:
                     self._drained.add(instance)
                     self._changed.notify_all()
@@ -292,13 +300,15 @@ class JobObserver:
                     return
             self._stopped.wait(0.2)  # cut while it runs (the API server restarting?): read on
 
-    def _replaced(self, name: str, uid: str) -> bool:
-        """Whether pod ``name`` is, now that a log stream of it is open, no longer ``uid``."""
+    def _current_instance(self, name: str, container: str) -> Instance | None:
+        """Pod ``name``'s (uid, restartCount) now that a log stream of it is open; None once gone
+        (the stream opened before was then of the pod that is gone)."""
         try:
             current = self._core.read_namespaced_pod(name, self.namespace, _request_timeout=5)
         except _STREAM_ERRORS:
-            return False  # gone: the stream opened before was of the one that is gone
-        return current.metadata.uid != uid
+            return None
+        restarts = [cs.restart_count or 0 for cs in current.status.container_statuses or () if cs.name == container]
+        return current.metadata.uid, (int(restarts[0]) if restarts else 0)
 
     def _container(self, pod: Obj) -> str:
         names = [ct["name"] for ct in pod["spec"]["containers"]]
