@@ -23,10 +23,11 @@ HOST_IP = "127.0.0.1"
 CLUSTER_DOMAIN = "cluster.local"
 
 
-def _slice(space: str, prefix: int, key: bytes) -> str:
+def _slice(space: str, prefix: int, key: bytes, offset: int = 0) -> str:
+    """The /``prefix`` slice of ``space`` that ``key`` hashes to, or the ``offset``-th after it."""
     network = ipaddress.ip_network(space)
     subnets = 2 ** (prefix - network.prefixlen)
-    index = int.from_bytes(hashlib.sha256(key).digest()[:8], "big") % subnets
+    index = (int.from_bytes(hashlib.sha256(key).digest()[:8], "big") + offset) % subnets
     return str(ipaddress.ip_network((int(network.network_address) + index * 2 ** (32 - prefix), prefix)))
 
 
@@ -66,11 +67,8 @@ def node_service_cidr(directory: Path, pod_cidr: str) -> Optional[str]:
     if node == pods or not node.subnet_of(pods):
         return None
     index = (int(node.network_address) - int(pods.network_address)) >> (32 - NODE_POD_PREFIX)
-    space = ipaddress.ip_network(NODE_SERVICE_SPACE)
-    slices = 2 ** (services.prefixlen - space.prefixlen)
-    first = int.from_bytes(hashlib.sha256(b"node-services:" + str(Path(directory).resolve()).encode()).digest()[:8], "big")
-    size = services.num_addresses
-    return str(ipaddress.ip_network((int(space.network_address) + (first + index) % slices * size, services.prefixlen)))
+    key = b"node-services:" + str(Path(directory).resolve()).encode()
+    return _slice(NODE_SERVICE_SPACE, services.prefixlen, key, offset=index)
 
 
 def node_service_address(cluster_ip: str, service_cidr: str, node_cidr: Optional[str]) -> str:
