@@ -110,7 +110,7 @@ def _parser_for(value_type: type, minimum: Optional[float]) -> Any:
     return parse
 
 
-def _duration_or_never(text: str) -> Optional[float]:
+def duration_or_never(text: str) -> Optional[float]:
     """A duration flag ("30s", "2m", a number of seconds) that "never" turns off."""
     if text.strip().lower() == "never":
         return None
@@ -137,7 +137,7 @@ def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: A
     if base is bool:
         kwargs["action"] = argparse.BooleanOptionalAction
     elif f.metadata.get("parse") == "duration-or-never":
-        kwargs["type"] = _duration_or_never
+        kwargs["type"] = duration_or_never
         kwargs["metavar"] = f.metadata.get("metavar")
         if default is not None:
             help_text += f" (default: {default:g}s)"

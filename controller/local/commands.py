@@ -45,6 +45,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
+# Flags ``up`` passes on to a component as text are checked here with that component's own
+# parser: a bad value is an error now, not a component that crashes after "ready".
+def _duration(text: str) -> str:
+    from trainctl.controller.commands.run import parse_duration
+
+    parse_duration(text)
+    return text
+
+
+def _duration_or_never(text: str) -> str:
+    from trainctl.controller.kube.options import duration_or_never
+
+    duration_or_never(text)
+    return text
+
+
 def _positive_float(text: str) -> float:
     try:
         value = float(text)
@@ -85,12 +101,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     help="each node's allocatable memory (default: the machine's, split evenly)")
     up.add_argument("--workdir", default=None, help="directory pods run in when their workingDir does not exist "
                     "here (default: the current directory)")
-    up.add_argument("--node-lost-grace", default=None, metavar="DURATION",
+    up.add_argument("--node-lost-grace", default=None, metavar="DURATION", type=_duration_or_never,
                     help="the controller's --node-lost-grace: replace a job's pods whose node is not Ready "
                          "for this long (default 30s)")
-    up.add_argument("--node-monitor-grace-period", default=None, metavar="DURATION",
+    up.add_argument("--node-monitor-grace-period", default=None, metavar="DURATION", type=_duration,
                     help="a node whose Lease is not renewed for this long becomes Ready=Unknown (default 40s)")
-    up.add_argument("--hpa-sync-period", default=None, metavar="DURATION",
+    up.add_argument("--hpa-sync-period", default=None, metavar="DURATION", type=_duration,
                     help="how often the HorizontalPodAutoscaler controller syncs each HPA (default 15s)")
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=run_up)

@@ -70,6 +70,13 @@ def test_bad_input_gets_one_clear_line(tmp_path):
     bad = trainctl("up", "--gpus", "two")
     assert bad.returncode == 2
     assert "argument --gpus: expected a whole number, got 'two'" in bad.stderr
+    # flags handed on to the controller or the control plane are checked before anything starts
+    for flag, value, message in (("--node-lost-grace", "soon", "expected a duration such as 30s or 2m, or 'never'"),
+                                 ("--node-monitor-grace-period", "0", "invalid duration '0': must be positive"),
+                                 ("--hpa-sync-period", "x", "invalid duration 'x'")):
+        bad = trainctl("up", "--dir", str(tmp_path / "never-started"), "--detach", flag, value)
+        assert bad.returncode == 2 and f"argument {flag}: {message}" in bad.stderr, bad.stderr
+    assert not (tmp_path / "never-started").exists()
 
 
 def test_foreground_up_stops_everything_on_sigterm(tmp_path):
