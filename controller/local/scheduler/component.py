@@ -88,6 +88,8 @@ class SchedulerComponent:
                 self._dirty.set()
 
     def sync(self) -> None:
+        if not (self.pods.synced.is_set() and self.nodes.synced.is_set()):
+            return  # as kube-scheduler waits for its caches: a pass before the nodes are listed sees none
         pods = [p for p in self.pods.store.list() if isinstance(p.get("spec"), dict) and (p.get("metadata") or {}).get("uid")]
         self.scheduler.observe({p["metadata"]["uid"]: p for p in pods})
         pending = self.scheduler.pending(pods)
