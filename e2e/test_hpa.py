@@ -44,9 +44,10 @@ def test_hpa_scales_a_cpu_bound_elastic_job_up_to_its_maximum_and_back_down(auto
     job = load_sample("pytorch/elastic-autoscale.yaml")
     set_arg(job, "--busy-steps", "0")
     set_arg(job, "--busy-while", BUSY_FILE)
-    (env.workdir / BUSY_FILE).touch()
     with env.run(job) as run:
         run.wait_line("training at world_size=1", lambda ln: ln.event == "step" and ln.int("world_size") == 1, 180)
+        # Load only from here: a busy first worker can be scaled past world_size=1 before its first step.
+        (env.workdir / BUSY_FILE).touch()
         busy = time.monotonic()
         top = run.wait_line("training at world_size=3 (the HPA's maximum)",
                             lambda ln: ln.event == "step" and ln.int("world_size") == 3, SCALE_BOUND, since=busy)
