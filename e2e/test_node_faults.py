@@ -63,16 +63,6 @@ def world_sizes(run: JobObserver, pods: set[str]) -> list[int]:
     return history
 
 
-def assert_no_duplicate_ranks(run: JobObserver) -> None:
-    """No two processes claim one rank of one rendezvous round. A round is what its [start]
-    lines share: the WORLD_SIZE and the fresh MASTER_PORT torchrun picks for it."""
-    ranks: dict[tuple[str, int], list[int]] = {}
-    for line in run.events("start"):
-        ranks.setdefault((line.fields["MASTER_PORT"], line.int("WORLD_SIZE")), []).append(line.int("RANK"))
-    clashes = {key: found for key, found in ranks.items() if len(found) != len(set(found)) or len(found) > key[1]}
-    assert not clashes, f"duplicate ranks: {clashes}\n{run.dump()}"
-
-
 def node_of(run: JobObserver, pod: str) -> str:
     return run.wait_for(f"{pod} scheduled", lambda: (run.pods.get(pod) or {}).get("spec", {}).get("nodeName"), 60)
 
@@ -112,7 +102,7 @@ def test_elastic_job_survives_the_node_of_worker_0_dying(nodes_env: E2E) -> None
         assert condition(finished, "Succeeded")
         history = world_sizes(run, {W0, W1})
         assert history[0] == 2 and history[-1] == 2 and set(history) <= {1, 2}, f"{history}\n{run.dump()}"
-        assert_no_duplicate_ranks(run)
+        assert not run.duplicate_ranks(), f"duplicate ranks: {run.duplicate_ranks()}\n{run.dump()}"
         done = run.events("done")
         assert sorted(ln.int("rank") for ln in done) == [0, 1], run.dump()
         assert {ln.int("world_size") for ln in done} == {2}, run.dump()
@@ -245,7 +235,7 @@ def test_a_frozen_node_thaws_after_its_pod_was_replaced_and_its_old_processes_ne
         assert run.events("step", since=thawed), f"the job ended before the thaw: train longer\n{run.dump()}"
         history = world_sizes(run, {W0, W1})
         assert history[0] == 2 and history[-1] == 2 and set(history) <= {1, 2}, f"{history}\n{run.dump()}"
-        assert_no_duplicate_ranks(run)
+        assert not run.duplicate_ranks(), f"duplicate ranks: {run.duplicate_ranks()}\n{run.dump()}"
         done = run.events("done")
         assert sorted(ln.int("rank") for ln in done) == [0, 1] and {ln.int("world_size") for ln in done} == {2}, run.dump()
         assert {ln.uid for ln in done} == {run.pods[W0]["metadata"]["uid"], run.pods[W1]["metadata"]["uid"]}, run.dump()

@@ -317,12 +317,7 @@ def _rfc3339(stamp: str) -> float:
 
 def measure_cluster_once(bench: E2E, args: argparse.Namespace) -> tuple[list[float], dict[str, object]]:
     """The six cluster phase durations of one repetition (see CLUSTER_PHASES)."""
-    from tests.support.samples import load_sample, set_arg
-
-    job = load_sample("pytorch/elastic.yaml")
-    for flag, value in (("--steps", args.steps), ("--step-sleep", args.step_sleep),
-                        ("--checkpoint-every", args.checkpoint_every)):
-        set_arg(job, flag, str(value))
+    job = _sample_job("pytorch/elastic.yaml", args)
     w0, w1 = f"{ELASTIC_JOB}-worker-0", f"{ELASTIC_JOB}-worker-1"
     wall_offset = time.time() - time.monotonic()
     durations: list[float] = []
@@ -642,12 +637,16 @@ def _before_fault(what: str, notes: dict[str, object]) -> None:
     print(f"  {what}: {notes}", flush=True)
 
 
-def _elastic_job(args: argparse.Namespace, steps: int) -> dict:
+def _sample_job(sample: str, args: argparse.Namespace, steps: Optional[int] = None, checkpoints: bool = True) -> dict:
+    """``sample`` with the bench's training flags: ``steps`` (else ``--steps``), ``--step-sleep`` and,
+    with ``checkpoints``, ``--checkpoint-every`` (else the sample's own)."""
     from tests.support.samples import load_sample, set_arg
 
-    job = load_sample("pytorch/elastic.yaml")
-    for flag, value in (("--steps", steps), ("--step-sleep", args.step_sleep),
-                        ("--checkpoint-every", args.checkpoint_every)):
+    job = load_sample(sample)
+    flags = {"--steps": args.steps if steps is None else steps, "--step-sleep": args.step_sleep}
+    if checkpoints:
+        flags["--checkpoint-every"] = args.checkpoint_every
+    for flag, value in flags.items():
         set_arg(job, flag, str(value))
     return job
 
@@ -693,17 +692,6 @@ def measure_node_kill(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: ar
     return Outcome(times, notes.pop("breakdown"), notes)
 
 
-def _duplicate_ranks(run: TimedObserver) -> dict[str, list[int]]:
-    """Rendezvous rounds in which two processes claimed one rank. A round is what its [start]
-    lines share: the WORLD_SIZE and the fresh MASTER_PORT torchrun picks for it."""
-    ranks: dict[str, list[int]] = {}
-    for line in {(line.uid, line.text): line for line in run.events("start")}.values():  # a log read twice is one start
-        key = f"{line.fields['MASTER_PORT']}/{line.fields['WORLD_SIZE']}"
-        ranks.setdefault(key, []).append(line.int("RANK"))
-    return {key: found for key, found in ranks.items()
-            if len(found) != len(set(found)) or len(found) > int(key.split("/")[1])}
-
-
 def measure_node_freeze(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
     """Elastic job, the node of worker-0 frozen (SIGSTOP) for 60 s, then thawed: the job must
     finish, and the frozen pod's processes must neither print again nor share a rank."""
@@ -724,23 +712,13 @@ def measure_node_freeze(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: 
     ghosts = [line.text for line in run.lines if line.uid == lost_uid and line.event == "step"
               and float(line.fields.get("ts", 0)) >= thawed_wall]
     late = [line.text for line in run.lines if line.uid == lost_uid and line.at >= thawed]
-    duplicates = _duplicate_ranks(run)
+    duplicates = run.duplicate_ranks()
     notes.update(outcome=outcome, steps_of_frozen_pod_after_thaw=len(ghosts), duplicate_ranks=duplicates,
                  lines_of_frozen_pod_read_after_thaw=len(late), first_late_lines=late[:3], last_late_line=late[-1:],
                  restart_count=(run.job or {}).get("status", {}).get("restartCount"),
                  pods_created=len(run.created))
     return Outcome(times, notes.pop("breakdown"), notes,
                    verdict=outcome == "Succeeded" and not ghosts and not duplicates)
-
-
-def _static_job(args: argparse.Namespace) -> dict:
-    from tests.support.samples import load_sample, set_arg
-
-    job = load_sample("pytorch/ddp.yaml")
-    for flag, value in (("--steps", args.steps), ("--step-sleep", args.step_sleep),
-                        ("--checkpoint-every", args.checkpoint_every)):
-        set_arg(job, flag, str(value))
-    return job
 
 
 def measure_static_node_kill(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
@@ -816,15 +794,6 @@ def measure_store_lost(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: a
     return Outcome(times, breakdown, notes)
 
 
-def _oom_job(args: argparse.Namespace) -> dict:
-    from tests.support.samples import load_sample, set_arg
-
-    job = load_sample("pytorch/elastic-oom.yaml")
-    set_arg(job, "--steps", str(args.steps))
-    set_arg(job, "--step-sleep", str(args.step_sleep))
-    return job
-
-
 def _memory_limit(pod: dict) -> str:
     return ((pod["spec"]["containers"][0].get("resources") or {}).get("limits") or {}).get("memory", "")
 
@@ -872,17 +841,20 @@ def measure_oom(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse
 FAULT_PHASES = {phase.name: phase for phase in (
     FaultPhase("node-kill", "elastic job, node of worker-0 killed",
                {"survivors train again": 10.0, "replacement trains at full size": 25.0},
-               measure_node_kill, lambda args: _elastic_job(args, args.steps)),
+               measure_node_kill, lambda args: _sample_job("pytorch/elastic.yaml", args)),
     FaultPhase("node-freeze", f"elastic job, node of worker-0 frozen {FREEZE_SECONDS:.0f} s, then thawed",
                {"survivors train again": None, "replacement trains at full size": None, "thawed → job finished": None},
-               measure_node_freeze, lambda args: _elastic_job(args, args.freeze_steps),
+               measure_node_freeze, lambda args: _sample_job("pytorch/elastic.yaml", args, args.freeze_steps),
                "job completes, no duplicate rank"),
     FaultPhase("static-node-kill", "static job (Master + 2 Workers), node of a Worker killed",
-               {"all train again": 30.0}, measure_static_node_kill, _static_job),
+               {"all train again": 30.0}, measure_static_node_kill,
+               lambda args: _sample_job("pytorch/ddp.yaml", args)),
     FaultPhase("store-lost", "rendezvous store pod force-deleted",
-               {"all workers train again": 10.0}, measure_store_lost, lambda args: _elastic_job(args, args.steps)),
+               {"all workers train again": 10.0}, measure_store_lost,
+               lambda args: _sample_job("pytorch/elastic.yaml", args)),
     FaultPhase("oom", "worker OOMKilled, opted in to a relaunch with more memory",
-               {"OOMKilled → relaunched and training": 10.0}, measure_oom, _oom_job),
+               {"OOMKilled → relaunched and training": 10.0}, measure_oom,
+               lambda args: _sample_job("pytorch/elastic-oom.yaml", args, checkpoints=False)),
 )}
 BASIC_PHASES = "basic"  # the pod-level phases above (and MindSpore): cold start, worker SIGKILL, pod lost
 

@@ -24,7 +24,7 @@ from typing import Optional
 
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from .kubelet.node import memory_kib
-from .kubelet.runtime import ProcessRegistry, process_stopped, signal_container
+from .kubelet.runtime import ProcessRegistry, process_stopped, signal_live
 
 NODES_FILE = Path("run") / "nodes.json"
 KILLED, FROZEN = "killed", "frozen"
@@ -117,12 +117,7 @@ def _signal_kubelet(directory: Path, spec: NodeSpec, signum: int) -> bool:
 
 def _signal_pods(directory: Path, spec: NodeSpec, signum: int) -> int:
     """Signal every recorded process group of the node's pods; how many."""
-    count = 0
-    for record in ProcessRegistry(processes_dir(directory, spec.name)).records():
-        if record.alive():
-            signal_container(record.pid, record.container_id, signum)
-            count += 1
-    return count
+    return signal_live(ProcessRegistry(processes_dir(directory, spec.name)).records(), signum)
 
 
 def _signal_node(directory: Path, spec: NodeSpec, signum: int) -> int:

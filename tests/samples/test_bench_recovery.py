@@ -138,9 +138,9 @@ def test_two_processes_claiming_one_rank_of_a_round_are_duplicates(bench):
     run.lines.extend([logline("a", "[start] RANK=0 WORLD_SIZE=2 MASTER_PORT=5 pid=1", 1.0),
                       logline("b", "[start] RANK=1 WORLD_SIZE=2 MASTER_PORT=5 pid=2", 1.0),
                       logline("b", "[start] RANK=0 WORLD_SIZE=1 MASTER_PORT=6 pid=3", 2.0)])
-    assert bench._duplicate_ranks(run) == {}
+    assert run.duplicate_ranks() == {}
     run.lines.append(logline("ghost", "[start] RANK=1 WORLD_SIZE=2 MASTER_PORT=5 pid=4", 3.0))
-    assert bench._duplicate_ranks(run) == {"5/2": [0, 1, 1]}
+    assert run.duplicate_ranks() == {"5/2": [0, 1, 1]}
 
 
 def test_the_fault_tables_show_medians_goals_and_the_breakdown(bench, capsys):

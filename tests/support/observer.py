@@ -323,6 +323,16 @@ class JobObserver:
         with self._changed:
             return [uid for pod, uid in self.created if pod == name]
 
+    def duplicate_ranks(self) -> dict[str, list[int]]:
+        """Rendezvous rounds in which two processes claimed one rank, as "MASTER_PORT/WORLD_SIZE"
+        -> the ranks claimed. A round is what its [start] lines share: the WORLD_SIZE and the
+        fresh MASTER_PORT torchrun picks for it; a log line read twice is one start."""
+        ranks: dict[str, list[int]] = {}
+        for line in {(line.uid, line.text): line for line in self.events("start")}.values():
+            ranks.setdefault(f"{line.fields['MASTER_PORT']}/{line.fields['WORLD_SIZE']}", []).append(line.int("RANK"))
+        return {key: found for key, found in ranks.items()
+                if len(found) != len(set(found)) or len(found) > int(key.split("/")[1])}
+
     # --- waiting ---
     def wait_for(self, what: str, check: Callable[[], T | None], timeout: float) -> T:
         """The first truthy ``check()``, re-evaluated on every job, pod or log event."""

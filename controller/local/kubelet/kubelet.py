@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import signal
 import sys
 import threading
 import time
@@ -48,7 +49,7 @@ from .admission import Admission
 from .deletion import Terminator, grace_seconds
 from .heartbeat import NodeHeartbeat
 from .pod_worker import PodWorker
-from .runtime import ProcessRegistry
+from .runtime import ProcessRegistry, signal_live
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
 from .status import StatusWriter
@@ -231,7 +232,7 @@ class Kubelet:
         present = thaw.bound_pod_uids(self.client, self.node_name)
         if present is not None:
             self.terminator.kill_vanished(present, self.admission.workers())
-        resumed = thaw.resume(thaw.to_resume(self.registry.records(), present))
+        resumed = signal_live(thaw.to_resume(self.registry.records(), present), signal.SIGCONT)
         log.info("thawed: resumed %d process group(s)%s", resumed,
                  "" if present is not None else " (the API server did not answer: all of them)")
 

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -112,6 +113,14 @@ class ProcessRecord:
 
     def alive(self) -> bool:
         return process_start_time(self.pid) == self.start_time
+
+
+def signal_live(records: Iterable[ProcessRecord], signum: int) -> int:
+    """Signal each recorded process group that is still alive (and what left it); how many."""
+    live = [record for record in records if record.alive()]
+    for record in live:
+        signal_container(record.pid, record.container_id, signum)
+    return len(live)
 
 
 class ProcessRegistry:

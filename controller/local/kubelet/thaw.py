@@ -16,7 +16,6 @@ off from the API keeps running its pods.
 from __future__ import annotations
 
 import logging
-import signal
 import time
 from collections.abc import Iterable
 from typing import Optional
@@ -24,7 +23,7 @@ from typing import Optional
 from trainctl.controller.kube.client import KubeClient
 from trainctl.controller.kube.resources import PODS
 
-from .runtime import ProcessRecord, signal_container
+from .runtime import ProcessRecord
 
 log = logging.getLogger(__name__)
 
@@ -50,13 +49,3 @@ def to_resume(records: Iterable[ProcessRecord], present: Optional[set[str]]) -> 
     """The recorded process groups that may run again: those of pods still in the API
     (``present``; None: unknown, so all of them)."""
     return [record for record in records if present is None or record.pod_uid in present]
-
-
-def resume(records: Iterable[ProcessRecord]) -> int:
-    """SIGCONT each live process group in ``records`` (and what left it); how many."""
-    count = 0
-    for record in records:
-        if record.alive():
-            signal_container(record.pid, record.container_id, signal.SIGCONT)
-            count += 1
-    return count

@@ -7,7 +7,7 @@ tests/local/cluster/test_nodes.py; here the parts that need no cluster.
 import signal
 import subprocess
 import sys
-import time
+import threading
 
 import pytest
 
@@ -15,6 +15,8 @@ from trainctl.controller.local import nodes
 from trainctl.controller.local.kubelet import thaw
 from trainctl.controller.local.kubelet.kubelet import processes_dir
 from trainctl.controller.local.kubelet.runtime import ProcessRecord, ProcessRegistry, process_start_time, process_stopped
+
+from tests.support.waiting import wait_on
 
 
 def record(uid, pid=1, start="1"):
@@ -44,10 +46,8 @@ def stopped_sleeper():
 
 
 def settles(check, timeout=5.0):
-    deadline = time.monotonic() + timeout
-    while not check() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return check()
+    """Whether ``check()`` comes true within ``timeout`` (process states are polled)."""
+    return wait_on(threading.Condition(), check, timeout, recheck=0.02)
 
 
 def test_a_stopped_process_is_seen_stopped(stopped_sleeper):
