@@ -2,8 +2,8 @@
 
 A pod with a deletionTimestamp is stopped (SIGTERM, SIGKILL after its grace period) and
 then removed from the API for good; a pod that vanished from the API (force deletion)
-loses its processes at once; the logs of pods no longer in the API go with them, as the
-real kubelet's garbage collection does. Each termination runs in a thread of its own so
+loses its processes at once; the logs of this node's pods no longer in the API go with
+them, as the real kubelet's garbage collection does. Each termination runs in a thread of its own so
 a long grace period never holds up the node.
 """
 
@@ -20,6 +20,7 @@ from trainctl.controller.kube.client import ApiError, KubeClient
 from trainctl.controller.kube.resources import PODS
 
 from .pod_worker import PodWorker
+from .runtime import pod_directory_node
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +38,10 @@ def grace_seconds(pod: Obj) -> float:
 class Terminator:
     """The pods being terminated, and the threads that do it."""
 
-    def __init__(self, client: KubeClient, pods_dir: Path, on_done: Callable[[], None]) -> None:
+    def __init__(self, client: KubeClient, pods_dir: Path, node_name: str, on_done: Callable[[], None]) -> None:
         self._client = client
         self._pods_dir = pods_dir
+        self._node_name = node_name
         self._on_done = on_done
         self._lock = threading.Lock()
         self._deleting: set[str] = set()
@@ -60,11 +62,12 @@ class Terminator:
             self._spawn(worker, pod, f"terminate-{pod['metadata'].get('name')}")
 
     def remove_logs(self, keep: set[str]) -> None:
-        """Container logs go with their pod: remove the directories of pods not in ``keep``."""
+        """Container logs go with their pod: remove the directories of this node's pods not
+        in ``keep`` (another node's pod may be missing from this node's cache for a moment)."""
         if not self._pods_dir.is_dir():
             return
         for entry in self._pods_dir.iterdir():
-            if entry.name not in keep:
+            if entry.name not in keep and pod_directory_node(entry) == self._node_name:
                 shutil.rmtree(entry, ignore_errors=True)
 
     def _claim(self, uid: str) -> bool:

@@ -127,7 +127,7 @@ class Kubelet:
         self.statuses = StatusWriter(self.client)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds)
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
-        self.terminator = Terminator(self.client, self.pods_dir, self._dirty.set)
+        self.terminator = Terminator(self.client, self.pods_dir, self.node_name, self._dirty.set)
         # On a cluster of several nodes each node serves the ClusterIPs at addresses of its
         # own, so its pods' names resolve to its own proxy and its own hosts file.
         node_services = node_service_cidr(config.directory, config.pod_cidr) if config.pod_cidr else None

@@ -24,7 +24,7 @@ from ..resources import limits as container_limits
 from ..resources.accounting import ContainerGroup, Enforcer
 from . import paths
 from .env import ConfigError, command_line, container_env, downward_api_names
-from .runtime import ContainerProcess, ProcessRegistry, now_rfc3339
+from .runtime import ContainerProcess, ProcessRegistry, claim_pod_directory, now_rfc3339
 
 log = logging.getLogger(__name__)
 
@@ -248,8 +248,9 @@ class PodWorker:
         argv, env = self._environment(spec)
         started = now_rfc3339()
         try:
+            claim_pod_directory(self.ctx.pods_dir, self.uid, self.ctx.node_name)
             log_path = paths.inside(self.ctx.pods_dir, self.uid, state.name, f"{state.restart_count}.log")
-        except paths.OutsideDirectory as exc:
+        except (paths.OutsideDirectory, OSError) as exc:
             return self._start_failed(state, started, f"no log file for container {state.name!r}: {exc}")
         try:
             with self._lock:

@@ -69,6 +69,29 @@ def process_stopped(pid: int) -> bool:
     return bool(fields) and fields[0] in ("T", "t")
 
 
+# Every node of a cluster writes its pods' logs under the one DIR/pods, which the API server
+# reads; each pod directory names the node that runs the pod, so that a node collects only
+# its own pods' logs, not a pod it has not yet seen that started on another node.
+POD_NODE_FILE = ".node"  # not a container name: those are DNS labels
+
+
+def claim_pod_directory(pods_dir: Path, uid: str, node_name: str) -> None:
+    """Mark ``pods_dir/uid`` as the directory of a pod this node runs."""
+    directory = paths.inside(pods_dir, uid)
+    directory.mkdir(parents=True, exist_ok=True)
+    marker = directory / POD_NODE_FILE
+    if not marker.exists():
+        marker.write_text(node_name + "\n")
+
+
+def pod_directory_node(directory: Path) -> Optional[str]:
+    """The node that claimed a pod directory (None: none did, or it cannot be read)."""
+    try:
+        return (directory / POD_NODE_FILE).read_text().strip() or None
+    except OSError:
+        return None
+
+
 CONTAINER_ID_VARIABLE = "TRAINCTL_CONTAINER_ID"
 
 
