@@ -85,32 +85,32 @@ def _job_events(e2e: E2E, run: JobObserver, reason: str) -> list[dict[str, Any]]
 
 class OOMKills:
     """Every pod instance the test saw OOMKilled, when, and when its deletion was seen to
-    start (the controller deletes it soon after) and to end."""
+    start (the controller deletes it soon after) and to end: from every watch event."""
 
     def __init__(self, run: JobObserver) -> None:
-        self.run = run
-        self.pods: dict[str, dict[str, Any]] = {}
+        self.pods: dict[str, dict[str, Any]] = {}  # uid -> the pod as first seen OOMKilled
         self.instances: dict[str, dict[str, Any]] = {}  # every pod instance seen, as last seen
         self.seen_at: dict[str, float] = {}
         self.deleting_at: dict[str, float] = {}
         self.gone_at: dict[str, float] = {}
         self.grace: dict[str, int | None] = {}  # the delete's gracePeriodSeconds
+        run.on_pod(self._event)
 
-    def record(self) -> None:
-        now = time.monotonic()
-        current = {pod["metadata"]["uid"]: pod for pod in list(self.run.pods.values())}
-        self.instances.update(current)
-        for uid, pod in current.items():
-            if uid not in self.pods and _oom_killed(pod):
-                self.pods[uid], self.seen_at[uid] = pod, now
-            if uid in self.pods and pod["metadata"].get("deletionTimestamp") and uid not in self.deleting_at:
-                self.deleting_at[uid], self.grace[uid] = now, pod["metadata"].get("deletionGracePeriodSeconds")
-        for uid in self.pods.keys() - current.keys():
+    def _event(self, event: str, pod: dict[str, Any]) -> None:
+        now, uid = time.monotonic(), pod["metadata"]["uid"]
+        self.instances[uid] = pod
+        if uid not in self.pods and _oom_killed(pod):
+            self.pods[uid], self.seen_at[uid] = pod, now
+        if uid in self.pods and pod["metadata"].get("deletionTimestamp") and uid not in self.deleting_at:
+            self.deleting_at[uid], self.grace[uid] = now, pod["metadata"].get("deletionGracePeriodSeconds")
+        if uid in self.pods and event == "DELETED":  # a failed pod can go at once, never seen deleting
+            self.deleting_at.setdefault(uid, now)
+        if uid in self.pods and event == "DELETED":
             self.gone_at.setdefault(uid, now)
 
     def timeline(self, uid: str) -> str:
         def since_seen(moments: dict[str, float]) -> str:
-            return f"+{moments[uid] - self.seen_at[uid]:.1f}s" if uid in moments else "not seen (between two polls)"
+            return f"+{moments[uid] - self.seen_at[uid]:.1f}s" if uid in moments else "not seen"
         return f"deleting {since_seen(self.deleting_at)}, gone {since_seen(self.gone_at)}"
 
     def of(self, name: str) -> list[dict[str, Any]]:
@@ -133,11 +133,7 @@ def test_oom_killed_workers_are_relaunched_with_more_memory_and_the_job_succeeds
     workers = [f"{OOM_JOB}-worker-0", f"{OOM_JOB}-worker-1"]
     with e2e.run(job) as run:
         kills = OOMKills(run)
-        outcome = run.wait_for("the job finished", lambda: kills.record() or next(
-            (t for t in ("Succeeded", "Failed") if condition(run.job, t)), None), 300)
-        kills.record()
-        assert outcome == "Succeeded", run.dump()
-        finished = run.job
+        finished = run.wait_succeeded(timeout=300)  # and every exited container's log read
 
         relaunches = {}
         for worker in workers:
@@ -151,12 +147,14 @@ def test_oom_killed_workers_are_relaunched_with_more_memory_and_the_job_succeeds
                 annotation = (pod["metadata"].get("annotations") or {}).get(c.ANNOTATION_OOM_MEMORY)
                 assert annotation == (f"{LADDER[step - 1]} -> {LADDER[step]}" if step else None), pod["metadata"]
                 if uid != uids[-1]:
-                    terminated = _oom_killed(pod)
-                    assert terminated and terminated["exitCode"] == 137, container_status(pod)
+                    killed = kills.pods[uid]  # as first seen OOMKilled: its delete may stop a restart in place
+                    terminated = _oom_killed(killed)
+                    assert terminated and terminated["exitCode"] == 137, container_status(killed)
                     # the relaunch does not wait for the pod's own 30 s grace period (a restart in place at the old limit)
                     assert kills.grace.get(uid, 1) == 1, kills.grace
             last, before = uids[-1], uids[-2]
-            assert [ln.uid for ln in run.events("holding", pod=worker)][-1] == last, run.dump()
+            holding = [ln.uid for ln in run.events("holding", pod=worker)]
+            assert holding and holding[-1] == last, f"{worker} holding memory: {holding}, last pod {last}\n{run.dump()}"
             kill = kills.seen_at[before]
             start = [ln for ln in run.events("start", pod=worker) if ln.uid == last][0]
             trains = [ln for ln in run.lines if _step(worker, 2)(ln) and ln.uid == last][0]
@@ -197,9 +195,7 @@ def test_an_oom_killed_worker_without_room_to_grow_keeps_its_limit_and_fails_the
     worker = f"{OOM_JOB}-worker-0"
     with e2e.run(job) as run:
         kills = OOMKills(run)
-        outcome = run.wait_for("the job finished", lambda: kills.record() or next(
-            (t for t in ("Succeeded", "Failed") if condition(run.job, t)), None), RELAUNCH_BOUND)
-        kills.record()
+        outcome = run.wait_finished(RELAUNCH_BOUND)
 
         assert outcome == "Failed", run.dump()
         [killed] = kills.of(worker) or [None]

@@ -118,6 +118,7 @@ class JobObserver:
         self._deleting: set[str] = set()
         self._streamed: set[Instance] = set()  # instances whose log stream was opened
         self._drained: set[Instance] = set()  # ... and read to its end
+        self._pod_handlers: list[Callable[[str, Obj], None]] = []
         custom, self._core = client.CustomObjectsApi(self.api), client.CoreV1Api(self.api)
         jobs = functools.partial(custom.list_namespaced_custom_object, self.kind.group, self.kind.version,
                                  self.namespace, self.kind.plural, field_selector=f"metadata.name={self.name}")
@@ -224,7 +225,18 @@ class JobObserver:
                     del self.pods[name]
             else:
                 self.pods[name] = pod
+            for handler in self._pod_handlers:
+                handler(event, pod)
             self._changed.notify_all()
+
+    def on_pod(self, handler: Callable[[str, Obj], None]) -> None:
+        """Call ``handler(event, pod)`` for every pod watch event from now on, in order, with
+        the pods known so far first (as "ADDED"): a check run on wake-ups can miss a version
+        that two quick events replaced (a failed pod deleted at once)."""
+        with self._changed:
+            for pod in list(self.pods.values()):
+                handler("ADDED", pod)
+            self._pod_handlers.append(handler)
 
     def _follow_logs(self, name: str, uid: str) -> None:
         """Stream each container instance of one pod (one uid) as it starts, in order."""
