@@ -12,13 +12,14 @@ import yaml
 
 from tests.support.cluster import E2E
 from tests.support.conditions import condition
+from tests.support.net import with_free_port
 from tests.support.samples import load_sample, named
 
 pytestmark = pytest.mark.e2e
 
 
 def test_invalid_job_fails_naming_the_field_and_the_valid_one_next_to_it_succeeds(e2e: E2E) -> None:
-    valid = load_sample("pytorch/ddp.yaml")
+    valid = with_free_port(load_sample("pytorch/ddp.yaml"))
     invalid = named(valid, "pytorch-invalid")
     invalid["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["name"] = "trainer"
 

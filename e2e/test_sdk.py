@@ -10,8 +10,10 @@ from __future__ import annotations
 import pytest
 from kubeflow.training import TrainingClient
 from kubeflow.training.utils import utils as sdk_utils
+from kubernetes import client
 
 from tests.support.cluster import E2E
+from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
 
@@ -24,6 +26,8 @@ def test_training_client_runs_a_job_end_to_end(e2e: E2E) -> None:
         command=["python", "samples/pytorch/train.py"],
         args=["--steps=30", "--checkpoint-dir=checkpoints/sdk-ddp"],
     )
+    # The SDK always names port 23456; a user of a shared machine picks another the same way.
+    container.ports = [client.V1ContainerPort(name="pytorchjob-port", container_port=free_port("0.0.0.0"))]
     template = sdk_utils.get_pod_template_spec(containers=[container])
     job = sdk_utils.get_pytorchjob_template(
         name="sdk-ddp",

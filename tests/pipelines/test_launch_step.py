@@ -24,6 +24,7 @@ from trainctl.controller.launch import Launcher, Outcome, PlainView, connect
 from trainctl.controller.local.cluster import LocalCluster
 from trainctl.controller.pipelines.launch import main
 
+from tests.support.net import with_free_port
 from tests.support.repo import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -63,8 +64,8 @@ def single_replica_job(kind: str, name: str, rtype: str, code: str) -> dict[str,
         "MSJob": ("mindspore.gitee.com/v1", "msReplicaSpecs", "mindspore"),
     }[kind]
     template = {"spec": {"containers": [{"name": container, "image": "python:3.11", "command": [sys.executable, "-c", code]}]}}
-    return {"apiVersion": api_version, "kind": kind, "metadata": {"name": name},
-            "spec": {specs: {rtype: {"replicas": 1, "restartPolicy": "Never", "template": template}}}}
+    return with_free_port({"apiVersion": api_version, "kind": kind, "metadata": {"name": name},
+                           "spec": {specs: {rtype: {"replicas": 1, "restartPolicy": "Never", "template": template}}}})
 
 
 def job_exists(cluster: LocalCluster, plural: str, group: str, name: str) -> bool:

@@ -22,7 +22,7 @@ from trainctl.controller.launch.kinds import kind_of
 from trainctl.controller.local.cluster import LocalCluster
 
 from .kubectl import Kubectl
-from .net import free_port
+from .net import free_port, with_free_port
 from .observer import JobObserver
 from .repo import SAMPLES
 
@@ -39,10 +39,10 @@ class E2E:
         return JobObserver(self.api, kind_of(job), job["metadata"]["name"])
 
     def run(self, job: dict[str, Any]) -> JobObserver:
-        """Start following ``job``, then apply it with kubectl; use as a context manager."""
+        """Start following ``job``, then apply it with kubectl on a free port; use as a context manager."""
         observer = self.observe(job).start()
         try:
-            self.kubectl.apply(job)
+            self.kubectl.apply(with_free_port(job))
         except BaseException:
             observer.__exit__(None, None, None)
             raise

@@ -22,6 +22,7 @@ from trainctl.controller.launch.progress import JobProgress, PlainView
 
 from .conditions import now
 from .jobs import pytorchjob
+from .net import with_free_port
 
 NAMESPACE = "default"
 
@@ -30,9 +31,9 @@ def launched_job(name: str, command: Optional[list[str]] = None, *, workers: int
                  restart_policy: str = "Never") -> dict[str, Any]:
     """A small PyTorchJob as a user hands it to the launcher: no namespace (the launcher's
     option gives it), and its pods still running when it ends are deleted (cleanPodPolicy Running)."""
-    return pytorchjob(name, command or ["python", "-c", "print('hello')"], workers=workers or None,
-                      restart=restart_policy, image="python:3.11", namespace=None, uid=None,
-                      runPolicy={"cleanPodPolicy": "Running"})
+    return with_free_port(pytorchjob(name, command or ["python", "-c", "print('hello')"], workers=workers or None,
+                                     restart=restart_policy, image="python:3.11", namespace=None, uid=None,
+                                     runPolicy={"cleanPodPolicy": "Running"}))
 
 
 class RecordingView(PlainView):

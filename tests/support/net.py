@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import socket
+from typing import Any
+
+from trainctl.controller.launch.kinds import kind_of
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -11,3 +14,19 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as sock:
         sock.bind((host, 0))
         return sock.getsockname()[1]
+
+
+def with_free_port(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` with its framework port (``pytorchjob-port``, ``msjob-port``) moved to a free
+    one, the knob a user has. In the embedded cluster's shared network mode pods share the
+    machine's port space, so a job on the default port would wait for any other cluster on
+    this machine that holds it: a test never depends on a machine-wide port being free."""
+    kind = kind_of(job)
+    port = free_port("0.0.0.0")
+    for spec in (job.get("spec", {}).get(kind.replica_specs_field) or {}).values():
+        for container in spec.get("template", {}).get("spec", {}).get("containers") or []:
+            if container.get("name") != kind.container:
+                continue
+            ports = [p for p in container.get("ports") or [] if p.get("name") != kind.port_name]
+            container["ports"] = ports + [{"name": kind.port_name, "containerPort": port}]
+    return job
