@@ -14,15 +14,27 @@ if [ ! -x .venv/bin/python ]; then
   echo "== creating .venv"
   python3 -m venv .venv
 fi
-echo "== installing trainctl with its test dependencies"
+# pip's own output goes to a log; every 20 s a line says what it is doing, so a first run
+# (a few minutes: torch, kfp, MindSpore's 800 MB) is never silent.
 pip_install() {
-  if ! .venv/bin/pip install -q --disable-pip-version-check "$@" >.venv/pip-install.log 2>&1; then
-    cat .venv/pip-install.log
+  local log=.venv/pip-install.log
+  .venv/bin/pip install --disable-pip-version-check --progress-bar off "$@" >"$log" 2>&1 &
+  local pip=$!
+  while kill -0 "$pip" 2>/dev/null; do
+    for _ in $(seq 20); do kill -0 "$pip" 2>/dev/null && sleep 1; done
+    if kill -0 "$pip" 2>/dev/null; then
+      echo "   ... $(grep -E '^(Collecting|Downloading|Installing|Building|Requirement already)' "$log" | tail -n 1 | cut -c1-100)"
+    fi
+  done
+  if ! wait "$pip"; then
+    cat "$log"
     echo "pip install $* failed" >&2
     exit 1
   fi
 }
+echo "== installing trainctl with its test dependencies (torch 2.13.0, kfp, the kubeflow-training SDK; log: .venv/pip-install.log)"
 pip_install -e '.[torch,test]'
+echo "== installing MindSpore 2.10.0 (about 800 MB on a first run)"
 # A second step, not an extra of the first: kfp 2.17 declares protobuf<7 while MindSpore
 # 2.10 declares protobuf>=7.34, so no single resolution exists. kfp compiles pipelines fine
 # with protobuf 7 (tests/pipelines proves it); pip only warns here.

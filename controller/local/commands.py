@@ -247,7 +247,7 @@ def _usage(cluster: Any) -> str:
              "Use it with:",
              f"  export KUBECONFIG={cluster.kubeconfig}",
              "  kubectl get nodes",
-             "  trainctl run -f samples/<job>.yaml",
+             "  kubectl apply -f samples/pytorch/ddp.yaml    # from a trainctl checkout",
              f"Stop it with: trainctl local down --dir {cluster.directory}"]
     return "\n".join(lines)
 

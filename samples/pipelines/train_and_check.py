@@ -14,7 +14,8 @@ from kfp import compiler, dsl
 
 from trainctl.controller.pipelines.components import msjob_launcher, pytorchjob_launcher
 
-TRAINING_IMAGE = "ghcr.io/trainctl/samples:latest"
+# The samples' images, as samples/README.md builds them (docker build -t trainctl/samples:0.1.0 samples/).
+TRAINING_IMAGE = "trainctl/samples:0.1.0"
 
 # A whole manifest works too; this one checks the MindSpore installation on one Worker.
 MSJOB_MANIFEST = """\
@@ -33,7 +34,7 @@ spec:
         spec:
           containers:
             - name: mindspore
-              image: ghcr.io/trainctl/samples-mindspore:latest
+              image: trainctl/samples-mindspore:0.1.0
               command: [python, -c, "import mindspore; mindspore.run_check()"]
 """
 
