@@ -5,8 +5,7 @@ FROM python:3.11-slim-bookworm AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 COPY pyproject.toml README.md ./
-COPY api ./api
-COPY controller ./controller
+COPY trainctl ./trainctl
 RUN python -m venv /opt/trainctl && /opt/trainctl/bin/pip install .
 
 FROM python:3.11-slim-bookworm

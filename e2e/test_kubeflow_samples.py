@@ -24,7 +24,7 @@ pytestmark = pytest.mark.e2e
 def test_a_kubeflow_sample_runs_unchanged_with_trainctl_run(e2e: E2E, sample: str, name: str, pods: list[str]) -> None:
     env = dict(e2e.kubectl.env)  # KUBECONFIG and a HOME of the cluster's own, as kubectl gets them
     done = subprocess.run(
-        [sys.executable, "-m", "trainctl.controller.cli", "run", "-f", str(SAMPLES / sample), "--timeout", "240s"],
+        [sys.executable, "-m", "trainctl.cli.main", "run", "-f", str(SAMPLES / sample), "--timeout", "240s"],
         capture_output=True,
         text=True,
         env=env,

@@ -27,8 +27,8 @@ from typing import IO, Any
 import pytest
 from kubernetes import client
 
-from trainctl.controller.local.kubelet.kubelet import processes_dir
-from trainctl.controller.local.kubelet.runtime import ProcessRegistry, marked_processes, process_start_time
+from trainctl.cluster.kubelet.kubelet import processes_dir
+from trainctl.cluster.kubelet.runtime import ProcessRegistry, marked_processes, process_start_time
 
 from tests.support.cluster import E2E, scratch_cluster
 from tests.support.conditions import condition

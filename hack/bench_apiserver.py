@@ -34,7 +34,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainctl.controller.local.apiserver.process import start_apiserver  # noqa: E402
+from trainctl.cluster.apiserver.process import start_apiserver  # noqa: E402
 
 
 def pod(name: str) -> dict:

@@ -43,10 +43,10 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from trainctl.controller.kube.client import KubeClient  # noqa: E402
-from trainctl.controller.kube.informer import Informer  # noqa: E402
-from trainctl.controller.kube.manager import Manager, ManagerOptions  # noqa: E402
-from trainctl.controller.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
+from trainctl.controller.manager import Manager, ManagerOptions  # noqa: E402
+from trainctl.kube.client import KubeClient  # noqa: E402
+from trainctl.kube.informer import Informer  # noqa: E402
+from trainctl.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
 
 from tests.support.conditions import condition  # noqa: E402
 from tests.support.podphase import PodPhaseDriver  # noqa: E402
@@ -76,7 +76,7 @@ class Server:
     """The embedded API server, its client, and its request counters."""
 
     def __init__(self, workdir: Path) -> None:
-        from trainctl.controller.local.apiserver.process import start_apiserver
+        from trainctl.cluster.apiserver.process import start_apiserver
 
         self.handle = start_apiserver(workdir)
         self.kubeconfig = str(self.handle.kubeconfig)
@@ -84,7 +84,7 @@ class Server:
         self._install_crds()
 
     def _install_crds(self) -> None:
-        from trainctl.controller.local.cluster import install_crds
+        from trainctl.cluster.cluster import install_crds
 
         if self.client.group_version_served("kubeflow.org", "v1"):
             return
@@ -427,7 +427,7 @@ def bench_memory(server: Server, count: int) -> dict[str, Any]:
         [
             sys.executable,
             "-m",
-            "trainctl.controller.cli",
+            "trainctl.cli.main",
             "controller",
             "--kubeconfig",
             server.kubeconfig,

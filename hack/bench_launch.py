@@ -25,9 +25,9 @@ from datetime import datetime, timezone
 from kubernetes import client
 
 from trainctl.api.crd import crds
-from trainctl.controller.launch import Launcher, PlainView, connect
-from trainctl.controller.launch.progress import JobProgress
-from trainctl.controller.local.apiserver.process import start_apiserver
+from trainctl.cluster.apiserver.process import start_apiserver
+from trainctl.launch import Launcher, PlainView, connect
+from trainctl.launch.progress import JobProgress
 
 NAMESPACE = "default"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
+from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
 
 from tests.support.kubectl import client_env
 

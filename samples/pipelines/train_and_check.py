@@ -12,7 +12,7 @@ import sys
 
 from kfp import compiler, dsl
 
-from trainctl.controller.pipelines.components import msjob_launcher, pytorchjob_launcher
+from trainctl.pipelines.components import msjob_launcher, pytorchjob_launcher
 
 # The samples' images, as samples/README.md builds them (docker build -t trainctl/samples:0.1.0 samples/).
 TRAINING_IMAGE = "trainctl/samples:0.1.0"

@@ -3,8 +3,8 @@
 from trainctl.api import kinds
 from trainctl.api.crd import crds
 from trainctl.controller.frameworks import FRAMEWORKS
-from trainctl.controller.kube.resources import JOB_RESOURCES, resource_for
-from trainctl.controller.launch.kinds import kind_of, lead_replica
+from trainctl.kube.resources import JOB_RESOURCES, resource_for
+from trainctl.launch.kinds import kind_of, lead_replica
 
 
 def test_every_kind_has_its_plugin_and_resource():

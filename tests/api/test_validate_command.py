@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainctl.controller.cli import main
+from trainctl.cli.main import main
 
 SAMPLES = Path(__file__).parent / "samples"
 
@@ -88,7 +88,7 @@ def test_missing_file(tmp_path, capsys):
 
 def test_stdin_through_the_console_script():
     result = subprocess.run(
-        [sys.executable, "-m", "trainctl.controller.cli", "validate", "-f", "-"],
+        [sys.executable, "-m", "trainctl.cli.main", "validate", "-f", "-"],
         input=BAD.encode(),
         capture_output=True,
         timeout=60,

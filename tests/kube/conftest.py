@@ -14,10 +14,10 @@ from typing import Any, Callable, Iterator, Optional
 import pytest
 from kubernetes import client as k8s_client
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.kube.manager import Manager, ManagerOptions
-from trainctl.controller.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES
-from trainctl.controller.local.cluster import install_crds
+from trainctl.cluster.cluster import install_crds
+from trainctl.controller.manager import Manager, ManagerOptions
+from trainctl.kube.client import KubeClient
+from trainctl.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES
 
 from tests.support.controller import ControllerProcess, Watcher, granted, load_rbac
 

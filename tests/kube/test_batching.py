@@ -9,11 +9,11 @@ from typing import Any, Optional
 
 import pytest
 
-from trainctl.controller.kube.client import ApiError, Created
-from trainctl.controller.kube.manager import ApplyError, Manager
-from trainctl.controller.kube.options import ManagerOptions
-from trainctl.controller.kube.resources import EVENTS, PYTORCHJOBS
+from trainctl.controller.manager import ApplyError, Manager
+from trainctl.controller.options import ManagerOptions
 from trainctl.controller.reconcile.plan import Plan
+from trainctl.kube.client import ApiError, Created
+from trainctl.kube.resources import EVENTS, PYTORCHJOBS
 
 from tests.support.controller import expected_replicas, master_succeeds_when_all_run
 from tests.support.jobs import pytorchjob

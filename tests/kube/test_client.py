@@ -8,8 +8,8 @@ import time
 import pytest
 from kubernetes import client as k8s_client
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import SERVICES
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import SERVICES
 
 from tests.support.faultproxy import FaultProxy
 

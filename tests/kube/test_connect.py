@@ -6,8 +6,8 @@ import pytest
 import yaml
 from kubernetes.config import incluster_config
 
-from trainctl.controller.kube import connect
-from trainctl.controller.kube.client import KubeClient
+from trainctl.kube import connect
+from trainctl.kube.client import KubeClient
 
 
 def kubeconfig(path, server: str, namespace: str = "") -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import urllib.request
 
-from trainctl.controller.kube.resources import CRDS, PYTORCHJOBS
+from trainctl.kube.resources import CRDS, PYTORCHJOBS
 
 from tests.support.conditions import condition
 from tests.support.controller import expected_replicas, job_events, master_succeeds_when_all_run, ready
@@ -148,7 +148,7 @@ def test_bad_configuration_is_one_line_not_a_traceback(tmp_path):
     broken.write_text("clusters: [\n")
     for path in (tmp_path / "missing", broken):
         out = subprocess.run(
-            [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(path)],
+            [sys.executable, "-m", "trainctl.cli.main", "controller", "--kubeconfig", str(path)],
             capture_output=True,
             text=True,
             timeout=60,
@@ -175,7 +175,7 @@ def test_an_api_server_that_is_not_up_yet_is_waited_for_not_fatal(tmp_path):
         "contexts: [{name: c, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\n"
     )
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(kubeconfig),
+        [sys.executable, "-m", "trainctl.cli.main", "controller", "--kubeconfig", str(kubeconfig),
          "--metrics-port", "0", "--health-port", "0"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

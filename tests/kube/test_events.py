@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from trainctl.controller.kube.client import ApiError
-from trainctl.controller.kube.events import COMBINED_PREFIX, CorrelatorLimits, EventCorrelator, EventRecorder, event_object
 from trainctl.controller.reconcile import plan as plans
 from trainctl.controller.reconcile.plan import Event, ObjectRef
+from trainctl.kube.client import ApiError
+from trainctl.kube.events import COMBINED_PREFIX, CorrelatorLimits, EventCorrelator, EventRecorder, event_object
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 JOB = {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "big", "namespace": "default", "uid": "u1"}}

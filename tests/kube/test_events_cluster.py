@@ -8,8 +8,8 @@ from __future__ import annotations
 import subprocess
 import time
 
-from trainctl.controller.kube.events import COMBINED_PREFIX, CorrelatorLimits
-from trainctl.controller.kube.resources import PYTORCHJOBS
+from trainctl.kube.events import COMBINED_PREFIX, CorrelatorLimits
+from trainctl.kube.resources import PYTORCHJOBS
 
 from tests.support.controller import job_events
 from tests.support.jobs import pytorchjob

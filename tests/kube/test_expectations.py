@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from trainctl.controller.kube.expectations import Expectations
+from trainctl.kube.expectations import Expectations
 
 
 def _pod(name: str, uid: str, terminating: bool = False) -> dict:

@@ -7,9 +7,9 @@ import threading
 
 from kubernetes import client as k8s_client
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.resources import SERVICES
+from trainctl.kube.client import KubeClient
+from trainctl.kube.informer import Informer
+from trainctl.kube.resources import SERVICES
 
 from tests.support.faultproxy import FaultProxy
 

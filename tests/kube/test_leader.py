@@ -7,8 +7,8 @@ import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from trainctl.controller.kube.client import ApiError
-from trainctl.controller.kube.resources import LEASES, PYTORCHJOBS
+from trainctl.kube.client import ApiError
+from trainctl.kube.resources import LEASES, PYTORCHJOBS
 
 from tests.support.conditions import condition
 from tests.support.controller import expected_replicas, master_succeeds_when_all_run
@@ -84,7 +84,7 @@ def test_a_leader_whose_lease_is_taken_steps_down(kube):
     within its renew deadline and stop, never act alongside the new one."""
     import threading
 
-    from trainctl.controller.kube.leader import LeaderElector
+    from trainctl.kube.leader import LeaderElector
 
     lost = threading.Event()
     elector = LeaderElector(

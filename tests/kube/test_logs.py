@@ -12,15 +12,15 @@ import ast
 import logging
 from pathlib import Path
 
-import trainctl.controller
-from trainctl.controller.kube.logs import JSONFormatter, TextFormatter
+import trainctl
+from trainctl.kube.logs import JSONFormatter, TextFormatter
 
 RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
 def extra_keys() -> list[tuple[str, int, str]]:
     found = []
-    root = Path(trainctl.controller.__file__).parent
+    root = Path(trainctl.__file__).parent
     for path in sorted(root.rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from trainctl.controller.kube.resources import NODES, PYTORCHJOBS
 from trainctl.controller.reconcile import ReconcileConfig
+from trainctl.kube.resources import NODES, PYTORCHJOBS
 
 from tests.support.controller import job_events
 from tests.support.jobs import pytorchjob

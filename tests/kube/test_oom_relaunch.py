@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainctl.controller.kube.resources import PODS, PYTORCHJOBS
+from trainctl.kube.resources import PODS, PYTORCHJOBS
 
 from tests.support.controller import job_events
 from tests.support.jobs import pytorchjob

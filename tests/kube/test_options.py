@@ -7,8 +7,8 @@ import dataclasses
 
 import pytest
 
-from trainctl.controller.kube import options
-from trainctl.controller.kube.options import ManagerOptions
+from trainctl.controller import options
+from trainctl.controller.options import ManagerOptions
 from trainctl.controller.reconcile.config import ReconcileConfig
 
 

@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 import pytest
 
-from trainctl.controller.kube.client import ApiError
-from trainctl.controller.kube.resources import (
+from trainctl.kube.client import ApiError
+from trainctl.kube.resources import (
     CRDS,
     HPAS,
     MSJOBS,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from trainctl.controller.kube.informer import Store
-from trainctl.controller.kube.ratelimit import TokenBucket
+from trainctl.kube.informer import Store
+from trainctl.kube.ratelimit import TokenBucket
 
 
 def _obj(name: str, rv: str, owner: str | None = None) -> dict:

@@ -10,9 +10,9 @@ import threading
 import pytest
 from kubernetes import client as k8s_client
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.resources import NODES, PODS, Resource
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.informer import Informer
+from trainctl.kube.resources import NODES, PODS, Resource
 
 from tests.support.faultproxy import FaultProxy
 

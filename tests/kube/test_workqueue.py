@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from trainctl.controller.kube.workqueue import WorkQueue
+from trainctl.kube.workqueue import WorkQueue
 
 
 def test_a_key_is_queued_once_however_often_it_is_added():

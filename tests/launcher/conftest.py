@@ -11,9 +11,9 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.launch import connect
-from trainctl.controller.local.cluster import install_crds
+from trainctl.cluster.cluster import install_crds
+from trainctl.kube.client import KubeClient
+from trainctl.launch import connect
 
 from tests.support.launch import RecordingView, StatusDriver
 

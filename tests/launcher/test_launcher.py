@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from trainctl.controller.launch import JobExists, Launcher, Outcome
+from trainctl.launch import JobExists, Launcher, Outcome
 
 from tests.support.conditions import true_condition
 from tests.support.jobs import unique
@@ -160,7 +160,7 @@ def test_existing_job_is_an_error_unless_replace(kube, driver, view):
 
 
 def test_missing_namespace_is_one_clear_error(kube, view):
-    from trainctl.controller.launch import LaunchError
+    from trainctl.launch import LaunchError
 
     with pytest.raises(LaunchError, match=r"^cannot create PyTorchJob no-such-ns/x: .*no-such-ns"):
         Launcher(kube).create(launched_job("x"), "no-such-ns")
@@ -177,7 +177,7 @@ def test_following_a_job_that_is_already_gone_ends_at_once(kube, driver, view):
 
 
 def test_a_cluster_without_the_crd_gets_a_hint(apiserver, view):
-    from trainctl.controller.launch import LaunchError, connect
+    from trainctl.launch import LaunchError, connect
 
     with pytest.raises(LaunchError) as error:
         Launcher(connect(str(apiserver.kubeconfig))).create(launched_job("x"), NAMESPACE)

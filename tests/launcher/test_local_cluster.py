@@ -17,8 +17,8 @@ from typing import Iterator
 import pytest
 import yaml
 
-from trainctl.controller.launch import Launcher, Outcome, connect
-from trainctl.controller.local.cluster import LocalCluster
+from trainctl.cluster.cluster import LocalCluster
+from trainctl.launch import Launcher, Outcome, connect
 
 from tests.support.jobs import unique
 from tests.support.launch import NAMESPACE, RecordingView, StatusDriver, launched_job
@@ -114,7 +114,7 @@ def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
     env["HOME"] = str(home)
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "trainctl.controller.cli", "run", "-f", str(manifest), "--timeout", "90s"],
+        [sys.executable, "-m", "trainctl.cli.main", "run", "-f", str(manifest), "--timeout", "90s"],
         capture_output=True, text=True, env=env, cwd=REPO, timeout=110,
     )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from trainctl.controller.cli import main
+from trainctl.cli.main import main
 
 from tests.support.conditions import true_condition
 from tests.support.jobs import unique
@@ -81,7 +81,7 @@ class RunProcess:
         manifest.write_text(yaml.safe_dump(job))
         env = {**os.environ, "KUBECONFIG": str(kubeconfig), "HOME": str(home)}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "trainctl.controller.cli", "run", "-f", str(manifest), *args],
+            [sys.executable, "-m", "trainctl.cli.main", "run", "-f", str(manifest), *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

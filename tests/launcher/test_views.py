@@ -7,7 +7,7 @@ import re
 
 from rich.console import Console
 
-from trainctl.controller.launch.progress import JobProgress, PlainView, RichView, make_view
+from trainctl.launch.progress import JobProgress, PlainView, RichView, make_view
 
 
 def progress(state: str, *, name: str = "mnist", active: int = 2, restarts: int = 0, elapsed: float = 1.0) -> JobProgress:

@@ -11,8 +11,8 @@ import pytest
 import yaml
 from kfp import compiler
 
-from trainctl.controller.pipelines import launch as entry
-from trainctl.controller.pipelines.components import ENTRY_POINT, TRAINCTL_IMAGE, msjob_launcher, pytorchjob_launcher
+from trainctl.pipelines import launch as entry
+from trainctl.pipelines.components import ENTRY_POINT, TRAINCTL_IMAGE, msjob_launcher, pytorchjob_launcher
 
 from tests.support.repo import REPO
 
@@ -73,7 +73,7 @@ def test_component_compiles_with_its_inputs_outputs_image_and_command(component,
     assert {name: p["parameterType"] for name, p in outputs.items()} == {"condition": "STRING", "status": "STRUCT"}
 
     assert container["image"] == TRAINCTL_IMAGE
-    assert container["command"] == ENTRY_POINT == ["python", "-m", "trainctl.controller.pipelines.launch"]
+    assert container["command"] == ENTRY_POINT == ["python", "-m", "trainctl.pipelines.launch"]
     args = container["args"]
     assert args[0] == f"--kind={kind}"
     wired: dict[str, str] = {}

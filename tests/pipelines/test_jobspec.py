@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainctl.api.validation import validate
-from trainctl.controller.pipelines.jobspec import JobParameters, msjob, pytorchjob
+from trainctl.pipelines.jobspec import JobParameters, msjob, pytorchjob
 
 
 def containers(job: dict, replica_field: str) -> dict[str, dict]:

@@ -1,4 +1,4 @@
-"""The components' step (``python -m trainctl.controller.pipelines.launch``) on the embedded cluster.
+"""The components' step (``python -m trainctl.pipelines.launch``) on the embedded cluster.
 
 What a pipeline step does, with real jobs run by the real controller: the outputs it
 writes, the log it prints, its exit status and failure message, the exact timeout, and the
@@ -20,9 +20,9 @@ import pytest
 import yaml
 from kubernetes import client
 
-from trainctl.controller.launch import Launcher, Outcome, PlainView, connect
-from trainctl.controller.local.cluster import LocalCluster
-from trainctl.controller.pipelines.launch import main
+from trainctl.cluster.cluster import LocalCluster
+from trainctl.launch import Launcher, Outcome, PlainView, connect
+from trainctl.pipelines.launch import main
 
 from tests.support.net import with_free_port
 from tests.support.repo import REPO
@@ -131,7 +131,7 @@ def test_a_cancelled_step_deletes_its_job(cluster):
     """KFP stops a cancelled run's pods with SIGTERM; the job must not be left running."""
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     step = subprocess.Popen(
-        [sys.executable, "-m", "trainctl.controller.pipelines.launch", "--kind=PyTorchJob", "--image=python:3.11",
+        [sys.executable, "-m", "trainctl.pipelines.launch", "--kind=PyTorchJob", "--image=python:3.11",
          "--name=step-cancel", "--command=" + python("import time; time.sleep(300)"), "--delete-when-done=false"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
     )

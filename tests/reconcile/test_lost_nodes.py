@@ -192,12 +192,6 @@ def test_finished_pod_on_a_lost_node_follows_the_usual_rules() -> None:
     assert force_deletes(cluster.reconcile(at(100))) == []
 
 
-@pytest.mark.parametrize(("text", "seconds"), [("10s", 10.0), ("2m", 120.0), ("1m30s", 90.0), ("500ms", 0.5), ("7", 7.0),
-                                              ("1h", 3600.0), ("ten", None), ("10x", None), ("", None)])
-def test_parse_duration(text: str, seconds: Optional[float]) -> None:
-    assert nodes.parse_duration(text) == seconds
-
-
 def test_a_lost_pod_and_another_restart_of_the_same_type_both_count() -> None:
     cluster = node_b_down(elastic())
     cluster.set_phase("mnist-worker-0", "Failed")

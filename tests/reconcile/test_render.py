@@ -6,7 +6,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
-from trainctl.controller.cli import main
+from trainctl.cli.main import main
 
 from tests.support.jobs import msjob, pytorchjob
 

@@ -17,9 +17,9 @@ from typing import Any
 
 from kubernetes import client
 
-from trainctl.controller.launch import connect
-from trainctl.controller.launch.kinds import kind_of
-from trainctl.controller.local.cluster import LocalCluster
+from trainctl.cluster.cluster import LocalCluster
+from trainctl.launch import connect
+from trainctl.launch.kinds import kind_of
 
 from .kubectl import Kubectl
 from .net import free_port, with_free_port

@@ -17,8 +17,8 @@ from typing import Any, Callable, Optional
 
 import yaml
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.kube.informer import Informer
+from trainctl.kube.client import KubeClient
+from trainctl.kube.informer import Informer
 
 from .repo import REPO
 from .waiting import wait_on
@@ -84,7 +84,7 @@ class ControllerProcess:
 
     def start(self) -> "ControllerProcess":
         log = open(self.log_path, "ab")
-        cmd = [sys.executable, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig), *self.args]
+        cmd = [sys.executable, "-m", "trainctl.cli.main", "controller", "--kubeconfig", str(self.kubeconfig), *self.args]
         self.proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO, env={**os.environ, "PYTHONUNBUFFERED": "1"}
         )

@@ -18,7 +18,7 @@ from typing import Any, Optional
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from trainctl.controller.launch.progress import JobProgress, PlainView
+from trainctl.launch.progress import JobProgress, PlainView
 
 from .conditions import now
 from .jobs import pytorchjob

@@ -12,9 +12,9 @@ import threading
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.resources import PODS
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.informer import Informer
+from trainctl.kube.resources import PODS
 
 # outcome(pod, running_pods_of_the_same_job) -> "Succeeded" | "Failed" | None (keep running)
 Outcome = Callable[[dict[str, Any], list[dict[str, Any]]], Optional[str]]

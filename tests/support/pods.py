@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import PODS, resource_of
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import PODS, resource_of
 
 Obj = dict[str, Any]
 

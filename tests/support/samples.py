@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from trainctl.controller.launch.kinds import kind_of
+from trainctl.launch.kinds import kind_of
 
 from .repo import SAMPLES
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from trainctl.controller.timeline import model
-from trainctl.controller.timeline.recorder import TimelineRecorder
+from trainctl.timeline import model
+from trainctl.timeline.recorder import TimelineRecorder
 
 from .factories import EPOCH0, at, event, job, pod, running, terminated
 

@@ -19,7 +19,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from trainctl.controller.local.cluster import LocalCluster
+from trainctl.cluster.cluster import LocalCluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -78,7 +78,7 @@ def job(name: str, scratch: Path) -> dict:
 def trainctl(cluster: LocalCluster, home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
     env.update(KUBECONFIG=str(cluster.kubeconfig), HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "trainctl.controller.cli", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=150)
+    return subprocess.run([sys.executable, "-m", "trainctl.cli.main", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=150)
 
 
 def svg_ids(svg: str) -> set[str]:

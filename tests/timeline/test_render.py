@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from trainctl.controller.timeline import model, render
+from trainctl.timeline import model, render
 
 from .factories import EPOCH0, event, job, pod, running, terminated
 

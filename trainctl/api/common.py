@@ -90,7 +90,7 @@ PodTemplate = Annotated[
 # ObjectMeta: the API server owns its schema; a CRD may only say it is an object.
 ObjectMeta = Annotated[dict[str, Any], WithJsonSchema({"type": "object"})]
 
-# The enumerations are api/constants.py's, the one list of their values.
+# The enumerations are trainctl/api/constants.py's, the one list of their values.
 RestartPolicy = c.RestartPolicy
 CleanPodPolicy = c.CleanPodPolicy
 ManagedBy = c.ManagedBy
@@ -137,15 +137,15 @@ class SchedulingPolicy(WireModel):
 class RunPolicy(WireModel):
     """Job-wide policies: clean-up, TTL, deadline, retries, gang scheduling and suspension."""
 
-    # MSJob's copy (kubeflow/common v0.4.1) lacks suspend and managedBy; api/crd.py drops
-    # them from its schema and api/validation.py rejects them.
+    # MSJob's copy (kubeflow/common v0.4.1) lacks suspend and managedBy; trainctl/api/crd.py drops
+    # them from its schema and trainctl/api/validation.py rejects them.
 
     clean_pod_policy: Optional[CleanPodPolicy] = Field(None, description="Which pods to delete when the job finishes: All, Running or None.")
     ttl_seconds_after_finished: Optional[NonNegativeInt32] = Field(None, description="Delete the job this many seconds after it finished.")
     active_deadline_seconds: Optional[NonNegativeInt64] = Field(None, description="Fail the job after it has been active this long (from status.startTime).")
     backoff_limit: Optional[NonNegativeInt32] = Field(None, description="Number of retries before the job is marked Failed.")
     scheduling_policy: Optional[SchedulingPolicy] = None
-    # PyTorchJob only (MSJob's schema leaves these two out; see api/crd.py).
+    # PyTorchJob only (MSJob's schema leaves these two out; see trainctl/api/crd.py).
     suspend: Optional[bool] = Field(
         None,
         description="Delete the job's pods and stop it until resumed.",

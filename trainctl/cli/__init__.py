@@ -1,0 +1,1 @@
+"""Every ``trainctl`` subcommand, a module each; ``main`` wires them together."""

@@ -18,7 +18,7 @@ import threading
 import uuid
 from typing import Callable, Optional
 
-from trainctl.controller.kube import options
+from trainctl.controller import options
 
 log = logging.getLogger("trainctl.controller")
 
@@ -40,7 +40,7 @@ def _lease_namespace(explicit: Optional[str]) -> str:
         return explicit
     if os.environ.get("POD_NAMESPACE"):
         return os.environ["POD_NAMESPACE"]
-    from trainctl.controller.kube.connect import service_account_file
+    from trainctl.kube.connect import service_account_file
 
     try:
         return service_account_file("namespace").read_text(encoding="utf-8").strip() or "default"
@@ -51,11 +51,11 @@ def _lease_namespace(explicit: Optional[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
-    from trainctl.controller.kube import connect, logs
-    from trainctl.controller.kube.client import ApiError, KubeClient
-    from trainctl.controller.kube.health import HealthServer
-    from trainctl.controller.kube.manager import GangSchedulerMissing, Manager
-    from trainctl.controller.kube.metrics import ControllerMetrics
+    from trainctl.controller.health import HealthServer
+    from trainctl.controller.manager import GangSchedulerMissing, Manager
+    from trainctl.controller.metrics import ControllerMetrics
+    from trainctl.kube import connect, logs
+    from trainctl.kube.client import ApiError, KubeClient
 
     settings = options.from_args(args)
     settings = dataclasses.replace(

@@ -1,6 +1,6 @@
 """``trainctl local up|down|status|node`` (and the hidden ``trainctl local kubelet``).
 
-``up`` runs :class:`~trainctl.controller.local.cluster.LocalCluster` in the foreground as the
+``up`` runs :class:`~trainctl.cluster.cluster.LocalCluster` in the foreground as the
 supervisor: it restarts a component that crashes and stops everything on Ctrl-C or
 SIGTERM. ``--detach`` starts that same supervisor as a background process and returns once
 the cluster is ready. ``down`` stops the supervisor (or, if it died, whatever it left) and
@@ -48,14 +48,14 @@ def _positive_int(text: str) -> int:
 # Flags ``up`` passes on to a component as text are checked here with that component's own
 # parser: a bad value is an error now, not a component that crashes after "ready".
 def _duration(text: str) -> str:
-    from trainctl.controller.commands.run import parse_duration
+    from trainctl.api.durations import positive_duration
 
-    parse_duration(text)
+    positive_duration(text)
     return text
 
 
 def _duration_or_never(text: str) -> str:
-    from trainctl.controller.kube.options import duration_or_never
+    from trainctl.controller.options import duration_or_never
 
     duration_or_never(text)
     return text
@@ -72,7 +72,7 @@ def _positive_float(text: str) -> float:
 
 
 def _default_dir() -> str:
-    from .cluster import DEFAULT_DIR
+    from trainctl.cluster.cluster import DEFAULT_DIR
 
     return str(DEFAULT_DIR)
 
@@ -138,7 +138,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _kubelet_arguments(parser: argparse.ArgumentParser) -> None:
-    from .kubelet import DEFAULT_NODE_NAME
+    from trainctl.cluster.kubelet import DEFAULT_NODE_NAME
 
     parser.add_argument("--dir", required=True, help="cluster directory")
     parser.add_argument("--kubeconfig", default=None, help="kubeconfig (default: DIR/kubeconfig)")
@@ -167,7 +167,7 @@ def _say(message: str) -> None:
 
 # --- kubelet -------------------------------------------------------------------------------
 def run_kubelet(args: argparse.Namespace) -> int:
-    from .kubelet import Kubelet, KubeletConfig
+    from trainctl.cluster.kubelet import Kubelet, KubeletConfig
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # Connection retries while the API server restarts are expected; the informers relist.
@@ -230,7 +230,7 @@ def _wait_for_signals() -> None:
 
 
 def main_kubelet(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainctl.controller.local.kubelet")
+    parser = argparse.ArgumentParser(prog="python -m trainctl.cluster.kubelet")
     _kubelet_arguments(parser)
     return run_kubelet(parser.parse_args(argv))
 
@@ -253,8 +253,8 @@ def _usage(cluster: Any) -> str:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from .cluster import ClusterError, LocalCluster
-    from .nodes import NodeError
+    from trainctl.cluster.cluster import ClusterError, LocalCluster
+    from trainctl.cluster.nodes import NodeError
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     if args.detach:
@@ -318,8 +318,8 @@ class _Wake(Exception):
 
 def _boot_started_nodes(cluster: Any) -> None:
     """Start the kubelet of every node no longer marked killed whose kubelet is not running."""
-    from . import nodes
-    from .cluster import ClusterError
+    from trainctl.cluster import nodes
+    from trainctl.cluster.cluster import ClusterError
 
     for spec in cluster.nodes:
         kubelet = cluster.kubelets[spec.name]
@@ -334,8 +334,8 @@ def _boot_started_nodes(cluster: Any) -> None:
 def _supervise(cluster: Any) -> int:
     """Wait for a component to exit (no polling: waitid on our children) and restart it,
     unless it is the kubelet of a node the user killed (``trainctl local node kill``)."""
-    from . import nodes
-    from .cluster import ClusterError
+    from trainctl.cluster import nodes
+    from trainctl.cluster.cluster import ClusterError
 
     crashes: dict[str, list[float]] = {}
     wake = {"waiting": False, "pending": False}
@@ -388,7 +388,7 @@ def _supervise(cluster: Any) -> int:
 
 
 def _up_detached(args: argparse.Namespace, directory: Path) -> int:
-    from .cluster import read_pid_file
+    from trainctl.cluster.cluster import read_pid_file
 
     running = read_pid_file(directory / SUPERVISOR_PID)
     if running is not None:
@@ -401,7 +401,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
         _say(f"cannot use {directory} for the local cluster: {exc.strerror or exc}")
         return 1
     read_fd, write_fd = os.pipe()
-    argv = [sys.executable, "-m", "trainctl.controller.cli", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
+    argv = [sys.executable, "-m", "trainctl.cli.main", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
             "--npus", str(args.npus), "--ready-fd", str(write_fd), "--nodes", str(args.nodes)]
     for flag, value in (("--node-names", args.node_names), ("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
         if value:
@@ -426,7 +426,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
         last = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:]
         _say(last[0].removeprefix("trainctl local: ") if last else f"the supervisor exited with code {code}; see {log_path}")
         return 1
-    from .cluster import LocalCluster
+    from trainctl.cluster.cluster import LocalCluster
 
     cluster = LocalCluster(directory, controller=False, nodes=args.nodes, node_names=_names(args.node_names))
     print(_usage(cluster))
@@ -436,7 +436,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
 
 # --- down ----------------------------------------------------------------------------------
 def run_down(args: argparse.Namespace) -> int:
-    from .cluster import ClusterError, LocalCluster, cleanup_leftovers, signal_pid_file, wait_pid_exit
+    from trainctl.cluster.cluster import ClusterError, LocalCluster, cleanup_leftovers, signal_pid_file, wait_pid_exit
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     if not directory.is_dir():
@@ -470,8 +470,8 @@ def run_down(args: argparse.Namespace) -> int:
 
 # --- node ----------------------------------------------------------------------------------
 def run_node(args: argparse.Namespace) -> int:
-    from . import nodes
-    from .cluster import read_pid_file
+    from trainctl.cluster import nodes
+    from trainctl.cluster.cluster import read_pid_file
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     try:
@@ -502,11 +502,10 @@ def run_node(args: argparse.Namespace) -> int:
 
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
-    from trainctl.controller.kube.client import ApiError, KubeClient
-    from trainctl.controller.kube.resources import NODES, PODS
-
-    from . import nodes as local_nodes
-    from .cluster import read_pid_file
+    from trainctl.cluster import nodes as local_nodes
+    from trainctl.cluster.cluster import read_pid_file
+    from trainctl.kube.client import ApiError, KubeClient
+    from trainctl.kube.resources import NODES, PODS
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     supervisor = read_pid_file(directory / SUPERVISOR_PID)

@@ -13,12 +13,12 @@ import sys
 
 # Subcommand modules, in the order ``trainctl --help`` lists them.
 COMMAND_MODULES = (
-    "trainctl.controller.commands.run",
-    "trainctl.controller.commands.validate",
-    "trainctl.controller.commands.render",
-    "trainctl.controller.commands.timeline",
-    "trainctl.controller.local.commands",
-    "trainctl.controller.kube.commands",
+    "trainctl.cli.run",
+    "trainctl.cli.validate",
+    "trainctl.cli.render",
+    "trainctl.cli.timeline",
+    "trainctl.cli.local",
+    "trainctl.cli.controller",
 )
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import yaml
 
-from trainctl.controller.commands import validate as validate_command
+from trainctl.cli import validate as validate_command
 from trainctl.controller.reconcile import Observed, ReconcileConfig, reconcile
 
 PLACEHOLDER_UID = "<job-uid>"

@@ -3,7 +3,7 @@
 The README's main command. It applies the job(s) to the cluster in KUBECONFIG (or
 ~/.kube/config) or, when none is configured, to a throwaway embedded cluster it starts and
 removes itself; shows progress and the lead pod's log while the job runs; and exits 0 only
-when every job Succeeded. The launch-and-wait logic is ``trainctl.controller.launch``'s, shared
+when every job Succeeded. The launch-and-wait logic is ``trainctl.launch``'s, shared
 with the Kubeflow Pipelines components.
 """
 
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import re
 import sys
 import tempfile
 import time
@@ -19,23 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_duration(text: str) -> float:
-    """Seconds from ``90``, ``90s``, ``1.5m`` or ``1h30m`` (Go duration syntax, as kubectl takes it)."""
-    text = text.strip()
-    try:
-        seconds = float(text)
-    except ValueError:
-        parts = _DURATION.findall(text)
-        if not parts or "".join(n + u for n, u in parts) != text:
-            raise argparse.ArgumentTypeError(f"invalid duration {text!r}: use seconds or units like 90s, 10m, 1h30m") from None
-        seconds = sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
-    if seconds <= 0:
-        raise argparse.ArgumentTypeError(f"invalid duration {text!r}: must be positive")
-    return seconds
+from trainctl.api.durations import positive_duration
 
 
 def register(subparsers: Any) -> None:
@@ -50,7 +33,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("-f", "--filename", required=True, metavar="FILE", help="job manifest (YAML or JSON, multi-document; - for stdin)")
     parser.add_argument("-n", "--namespace", help="namespace for the jobs (default: the manifest's, else the kubeconfig context's)")
-    parser.add_argument("--timeout", type=parse_duration, metavar="DURATION", help="give up after this long (e.g. 90s, 10m, 2h); the job is left running unless Ctrl-C")
+    parser.add_argument("--timeout", type=positive_duration, metavar="DURATION", help="give up after this long (e.g. 90s, 10m, 2h); the job is left running unless Ctrl-C")
     parser.add_argument("--replace", action="store_true", help="delete an existing job of the same name first")
     parser.add_argument("--keep", action="store_true", help="on Ctrl-C (or SIGTERM), leave the job running instead of deleting it")
     parser.add_argument("--timeline", metavar="FILE", help="at the end, draw each job's pods, restarts, conditions and world size over time to FILE (.svg or .html)")
@@ -62,8 +45,8 @@ def _error(message: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainctl.controller.commands.validate import read_or_report
-    from trainctl.controller.launch.manifests import ManifestInvalid, read_jobs
+    from trainctl.cli.validate import read_or_report
+    from trainctl.launch.manifests import ManifestInvalid, read_jobs
 
     text = read_or_report(args.filename, sys.stderr)
     if text is None:
@@ -78,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         print(warning, file=sys.stderr)
     jobs = manifest.jobs
 
-    from trainctl.controller.launch import ClusterConfigError, LaunchError, make_view, sigterm_as_interrupt
+    from trainctl.launch import ClusterConfigError, LaunchError, make_view, sigterm_as_interrupt
 
     view = make_view()
     try:
@@ -97,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
 @contextlib.contextmanager
 def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
     """(api client, default namespace, the throwaway cluster or None)."""
-    from trainctl.controller.launch import ClusterConfigError, NoClusterConfigured, connect, default_namespace
+    from trainctl.launch import ClusterConfigError, NoClusterConfigured, connect, default_namespace
 
     try:
         api = connect()
@@ -106,7 +89,7 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
     if api is not None:
         yield api, default_namespace(), None
         return
-    from trainctl.controller.local.cluster import ClusterError, LocalCluster
+    from trainctl.cluster.cluster import ClusterError, LocalCluster
 
     view.note("no cluster configured (no KUBECONFIG, no ~/.kube/config): starting a throwaway local cluster")
     with tempfile.TemporaryDirectory(prefix="trainctl-run-") as workdir:
@@ -123,9 +106,9 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
 
 
 def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[dict], view: Any, cluster: Any) -> int:
-    from trainctl.controller.launch import JobExists, Launcher, Outcome
-    from trainctl.controller.launch.kinds import kind_of
-    from trainctl.controller.launch.summary import summary_lines
+    from trainctl.launch import JobExists, Launcher, Outcome
+    from trainctl.launch.kinds import kind_of
+    from trainctl.launch.summary import summary_lines
 
     launcher = Launcher(api)
     started = time.monotonic()
@@ -182,8 +165,8 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
 
 
 def _recorder(job: dict) -> Any:
-    from trainctl.controller.launch.kinds import kind_of
-    from trainctl.controller.timeline.recorder import TimelineRecorder
+    from trainctl.launch.kinds import kind_of
+    from trainctl.timeline.recorder import TimelineRecorder
 
     return TimelineRecorder(container=kind_of(job).container)
 
@@ -196,7 +179,7 @@ def _timeline_path(template: str, job: dict, jobs: int) -> Path:
 
 def _write_timeline(launcher: Any, recorder: Any, job: dict, path: Path) -> str:
     """Draw what the recorder saw, with the job's Events added; the line to print about it."""
-    from trainctl.controller.timeline import fetch, render
+    from trainctl.timeline import fetch, render
 
     timeline = recorder.timeline(events=fetch.job_events(launcher.client, job, recorder.pod_names()))
     try:
@@ -208,7 +191,7 @@ def _write_timeline(launcher: Any, recorder: Any, job: dict, path: Path) -> str:
 
 def _save_logs(launcher: Any, results: list) -> dict[tuple[str, str], list[Path]]:
     """Copy every pod's log out of a throwaway cluster before it disappears."""
-    from trainctl.controller.kube.client import ApiError
+    from trainctl.kube.client import ApiError
 
     directory = Path(tempfile.mkdtemp(prefix="trainctl-run-logs-"))
     saved: dict[tuple[str, str], list[Path]] = {}

@@ -34,9 +34,9 @@ def register(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from trainctl.api import kinds as job_kinds
-    from trainctl.controller.kube.client import ApiError, KubeClient
-    from trainctl.controller.launch import ClusterConfigError, connect, default_namespace, launcher
-    from trainctl.controller.timeline import fetch, model, render
+    from trainctl.kube.client import ApiError, KubeClient
+    from trainctl.launch import ClusterConfigError, connect, default_namespace, launcher
+    from trainctl.timeline import fetch, model, render
 
     try:
         api = connect()
@@ -71,8 +71,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _get(client: Any, kind: Any, namespace: str, name: str) -> dict[str, Any] | None:
-    from trainctl.controller.kube.client import ApiError
-    from trainctl.controller.kube.resources import job_resource
+    from trainctl.kube.client import ApiError
+    from trainctl.kube.resources import job_resource
 
     try:
         return client.get_or_none(job_resource(kind), namespace, name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-from trainctl.controller.launch.manifests import check_text, read_source, source_name
+from trainctl.launch.manifests import check_text, read_source, source_name
 
 
 def register(subparsers: Any) -> None:

@@ -6,7 +6,7 @@ controllers), waits until each is
 ready, installs the CRDs, and stops everything (pod processes included) on exit. Each
 component is its own process with a pid file and a log under the directory, so tests can
 kill and restart one alone; ``trainctl local up`` adds signal handling, crash restarts and
-``--detach`` on top (controller/local/commands.py).
+``--detach`` on top (trainctl/cli/local.py).
 
 Directory layout (``DIR``):
 
@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import IO, Any, Optional
 
 from trainctl.api import crd as api_crd
-from trainctl.controller.commands.run import parse_duration
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import CRDS
+from trainctl.api.durations import positive_duration
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import CRDS
 
 from . import nodes as local_nodes
 from .apiserver.process import PORT_FILE, wait_for_port_file
@@ -239,7 +239,7 @@ class LocalCluster:
         if lease_renew_interval is None and node_monitor_grace_period:
             # As the real kubelet renews every quarter of a lease that lasts the grace period:
             # renewing only as often as the grace lets a healthy node go Unknown between beats.
-            lease_renew_interval = parse_duration(node_monitor_grace_period) / 4
+            lease_renew_interval = positive_duration(node_monitor_grace_period) / 4
         self.lease_renew_interval = lease_renew_interval
         self.resource_enforcer, self.metrics_interval = resource_enforcer, metrics_interval
         # The API server's port: the one asked for, else the one it first chose. Every restart
@@ -249,19 +249,19 @@ class LocalCluster:
         python = sys.executable
         self.apiserver = Component("apiserver", self.directory, self._apiserver_argv, self._apiserver_ready)
         self.scheduler = Component("scheduler", self.directory, lambda: [
-            python, "-m", "trainctl.controller.local.scheduler", "--kubeconfig", str(self.kubeconfig)], _wait_started)
+            python, "-m", "trainctl.cluster.scheduler", "--kubeconfig", str(self.kubeconfig)], _wait_started)
         self.kubelets = {spec.name: self._kubelet(spec) for spec in self.nodes}
         self.kubelet = self.kubelets[self.node_name]
         # kube-controller-manager's node lifecycle and HPA controllers.
         self.controlplane = Component("controlplane", self.directory, lambda: [
-            python, "-m", "trainctl.controller.local.controlplane", "--kubeconfig", str(self.kubeconfig),
+            python, "-m", "trainctl.cluster.controlplane", "--kubeconfig", str(self.kubeconfig),
             *(["--node-monitor-grace-period", node_monitor_grace_period] if node_monitor_grace_period else []),
             *(["--hpa-sync-period", hpa_sync_period] if hpa_sync_period else []),
             *(controlplane_args or [])], _wait_started)
         self.controller: Optional[Component] = None
         if controller:
             self.controller = Component("controller", self.directory, lambda: [
-                python, "-m", "trainctl.controller.cli", "controller", "--kubeconfig", str(self.kubeconfig),
+                python, "-m", "trainctl.cli.main", "controller", "--kubeconfig", str(self.kubeconfig),
                 "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
                 *(controller_args or [])], _wait_started)
         self._lock_file: Optional[IO[str]] = None
@@ -279,7 +279,7 @@ class LocalCluster:
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
         return Component(spec.component, self.directory, lambda: [
-            sys.executable, "-m", "trainctl.controller.local.kubelet", "--dir", str(self.directory),
+            sys.executable, "-m", "trainctl.cluster.kubelet", "--dir", str(self.directory),
             "--node-name", spec.name, "--cpu", spec.cpu, "--memory", spec.memory,
             "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir), *pod_cidr,
             *(["--backoff-base", str(self.backoff_base)] if self.backoff_base is not None else []),
@@ -323,7 +323,7 @@ class LocalCluster:
 
     def _apiserver_argv(self) -> list[str]:
         (self.directory / PORT_FILE).unlink(missing_ok=True)  # it reappears once the server serves
-        return [sys.executable, "-m", "trainctl.controller.local.apiserver", "--dir", str(self.directory),
+        return [sys.executable, "-m", "trainctl.cluster.apiserver", "--dir", str(self.directory),
                 "--port", str(self.port), "--service-cidr", cluster_ranges(self.directory)[1]]
 
     def _apiserver_ready(self, component: Component, timeout: float) -> None:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.kube.resources import Resource
+from trainctl.kube.client import KubeClient
+from trainctl.kube.resources import Resource
 
 API_VERSION = "metrics.k8s.io/v1beta1"
 NODE_METRICS = Resource("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", namespaced=False)

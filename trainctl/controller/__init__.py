@@ -1,1 +1,3 @@
-"""trainctl's controller: the reconcile core, the Kubernetes shell around it, the embedded cluster and the CLI."""
+"""The operator: the pure reconcile core (``reconcile``), one framework plugin per job kind
+(``frameworks``), and the job manager that feeds the core from informers and applies its
+plans (``manager``, with its ``options``, ``metrics`` and ``health`` endpoints)."""

@@ -37,18 +37,18 @@ from typing import Any, Callable, Optional
 
 from trainctl.api import constants as c
 from trainctl.api import kinds
-from trainctl.controller.kube import resources as r
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.events import EventRecorder
-from trainctl.controller.kube.expectations import ChildKey, Expectations
-from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.leader import LeaderElector
-from trainctl.controller.kube.metrics import ControllerMetrics
-from trainctl.controller.kube.options import ManagerOptions
-from trainctl.controller.kube.workqueue import WorkQueue
+from trainctl.controller.metrics import ControllerMetrics
+from trainctl.controller.options import ManagerOptions
 from trainctl.controller.reconcile import nodes
 from trainctl.controller.reconcile import plan as plans
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
+from trainctl.kube import resources as r
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.events import EventRecorder
+from trainctl.kube.expectations import ChildKey, Expectations
+from trainctl.kube.informer import Informer
+from trainctl.kube.leader import LeaderElector
+from trainctl.kube.workqueue import WorkQueue
 
 log = logging.getLogger("trainctl.controller")
 

@@ -22,7 +22,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from trainctl.controller.reconcile import nodes
+from trainctl.api.durations import parse_duration
 from trainctl.controller.reconcile.config import ReconcileConfig
 
 
@@ -114,7 +114,7 @@ def duration_or_never(text: str) -> Optional[float]:
     """A duration flag ("30s", "2m", a number of seconds) that "never" turns off."""
     if text.strip().lower() == "never":
         return None
-    seconds = nodes.parse_duration(text)
+    seconds = parse_duration(text)
     if seconds is None:
         raise argparse.ArgumentTypeError(f"expected a duration such as 30s or 2m, or 'never', got {text!r}")
     return seconds

@@ -2,7 +2,7 @@
 
 Configuration and authentication (kubeconfig, in-cluster service account, token refresh,
 client certificates, TLS) come from the ``kubernetes`` package, loaded by
-:mod:`trainctl.controller.kube.connect`; the generated model classes
+:mod:`trainctl.kube.connect`; the generated model classes
 do not, because building them costs about a millisecond per object (see the client-surface
 notes) and the controller only ever needs the dicts. Every request goes through
 ``ApiClient.call_api(..., _preload_content=False)`` and ``json.loads``.
@@ -33,9 +33,9 @@ import urllib3
 from kubernetes import client as k8s_client
 from kubernetes.client.exceptions import ApiException
 
-from trainctl.controller.kube import connect
-from trainctl.controller.kube.ratelimit import TokenBucket
-from trainctl.controller.kube.resources import PODS, Resource
+from trainctl.kube import connect
+from trainctl.kube.ratelimit import TokenBucket
+from trainctl.kube.resources import PODS, Resource
 
 # (connect, read) seconds for ordinary requests; watches use their own read timeout.
 REQUEST_TIMEOUT = (5.0, 30.0)
@@ -97,7 +97,7 @@ class Created:
 
 
 class KubeClient:
-    """A thread-safe JSON client for the resources in :mod:`trainctl.controller.kube.resources`."""
+    """A thread-safe JSON client for the resources in :mod:`trainctl.kube.resources`."""
 
     def __init__(
         self,
@@ -143,7 +143,7 @@ class KubeClient:
 
     @classmethod
     def from_kubeconfig(cls, kubeconfig: Optional[str] = None, context: Optional[str] = None, **kwargs: Any) -> "KubeClient":
-        """A client on the cluster :func:`~trainctl.controller.kube.connect.connect` picks (its precedence rule)."""
+        """A client on the cluster :func:`~trainctl.kube.connect.connect` picks (its precedence rule)."""
         return cls(connect.load_configuration(kubeconfig, context=context), **kwargs)
 
     # --- what RBAC must allow -------------------------------------------------------------

@@ -33,15 +33,37 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Generic, Optional, TypeVar
+from typing import Any, Callable, Generic, Optional, Protocol, TypeVar
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import EVENTS
-from trainctl.controller.reconcile.plan import Event
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import EVENTS
 
 log = logging.getLogger("trainctl.controller.events")
 
 COMBINED_PREFIX = "(combined from similar events): "
+
+
+class EventLike(Protocol):
+    """What the recorder needs of an Event: the controller's plans and the control plane's
+    decisions each carry their own, with these three fields."""
+
+    @property
+    def type(self) -> str: ...  # "Normal" or "Warning"
+
+    @property
+    def reason(self) -> str: ...
+
+    @property
+    def message(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Event:
+    """An Event for components that have no type of their own for it."""
+
+    type: str
+    reason: str
+    message: str
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -197,7 +219,7 @@ class EventCorrelator:
         return True
 
 
-def event_object(job: dict[str, Any], event: Event, component: str, now: datetime) -> dict[str, Any]:
+def event_object(job: dict[str, Any], event: EventLike, component: str, now: datetime) -> dict[str, Any]:
     meta = job["metadata"]
     stamp = _stamp(now)
     return {
@@ -238,7 +260,7 @@ class EventRecorder:
         self.created = 0  # of which creates of a new Event
         self.dropped = 0  # events the spam filter kept from the API server
 
-    def record(self, job: dict[str, Any], event: Event, component: str, now: datetime) -> None:
+    def record(self, job: dict[str, Any], event: EventLike, component: str, now: datetime) -> None:
         with self._lock:
             write = self.correlator.correlate(event_object(job, event, component, now), now)
             if write is None:

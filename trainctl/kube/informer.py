@@ -27,8 +27,8 @@ import random
 import threading
 from typing import Any, Callable, Iterable, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient, WatchStream
-from trainctl.controller.kube.resources import Resource, controller_owner
+from trainctl.kube.client import ApiError, KubeClient, WatchStream
+from trainctl.kube.resources import Resource, controller_owner
 
 log = logging.getLogger("trainctl.controller.informer")
 

@@ -22,8 +22,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import LEASES
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import LEASES
 
 log = logging.getLogger("trainctl.controller.leader")
 

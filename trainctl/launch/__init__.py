@@ -2,11 +2,11 @@
 
 ``launch(api, job, namespace, view, timeout=…)`` creates a PyTorchJob or MSJob, follows it
 and its lead pod's log with watches, and returns a ``LaunchResult``. Its ``api`` comes from ``connect``, the precedence rule
-every component uses (:mod:`trainctl.controller.kube.connect`).
+every component uses (:mod:`trainctl.kube.connect`).
 """
 
-from trainctl.controller.kube.connect import ClusterConfigError, NoClusterConfigured, connect, default_namespace
-from trainctl.controller.launch.launcher import (
+from trainctl.kube.connect import ClusterConfigError, NoClusterConfigured, connect, default_namespace
+from trainctl.launch.launcher import (
     JobExists,
     Launcher,
     LaunchError,
@@ -15,7 +15,7 @@ from trainctl.controller.launch.launcher import (
     launch,
     sigterm_as_interrupt,
 )
-from trainctl.controller.launch.progress import PlainView, ProgressView, RichView, make_view
+from trainctl.launch.progress import PlainView, ProgressView, RichView, make_view
 
 __all__ = [
     "ClusterConfigError",

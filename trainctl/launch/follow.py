@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainctl.api.defaults import default_container
-from trainctl.controller.kube.client import ApiError, KubeClient, LogStream
+from trainctl.kube.client import ApiError, KubeClient, LogStream
 
 Instance = tuple[str, int]  # (pod uid, restartCount)
 

@@ -23,12 +23,12 @@ from typing import Any, Protocol
 from kubernetes import client
 
 from trainctl.api import constants as c
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.resources import PODS, Resource, job_resource
-from trainctl.controller.launch.follow import LeadPodLogs
-from trainctl.controller.launch.kinds import JobKind, current_condition, kind_of, lead_replica, terminal_condition
-from trainctl.controller.launch.progress import JobProgress, PodTracker, ProgressView
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.informer import Informer
+from trainctl.kube.resources import PODS, Resource, job_resource
+from trainctl.launch.follow import LeadPodLogs
+from trainctl.launch.kinds import JobKind, current_condition, kind_of, lead_replica, terminal_condition
+from trainctl.launch.progress import JobProgress, PodTracker, ProgressView
 
 # After the job finished, how long the lead pod's log may take to reach its last line.
 LOG_DRAIN_SECONDS = 10.0
@@ -91,7 +91,7 @@ class Launcher:
     """Creates, follows and deletes training jobs through one API client.
 
     ``api`` carries the cluster's configuration and credentials (see ``connect``); every
-    request goes through a :class:`~trainctl.controller.kube.client.KubeClient` on it.
+    request goes through a :class:`~trainctl.kube.client.KubeClient` on it.
     """
 
     def __init__(self, api: client.ApiClient) -> None:

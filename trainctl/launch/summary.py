@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from trainctl.api.constants import LABEL_JOB_NAME
-from trainctl.controller.launch.launcher import LaunchResult, Outcome
-from trainctl.controller.launch.progress import replicas_text
+from trainctl.launch.launcher import LaunchResult, Outcome
+from trainctl.launch.progress import replicas_text
 
 # Keep the summary on one screen however many replicas the job has.
 MAX_LOG_HINTS = 6

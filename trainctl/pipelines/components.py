@@ -1,7 +1,7 @@
 """Kubeflow Pipelines (v2) components that launch a PyTorchJob or an MSJob and wait for it.
 
 They are container components on the trainctl image, whose entry point
-``python -m trainctl.controller.pipelines.launch`` runs the same launch-and-wait code as
+``python -m trainctl.pipelines.launch`` runs the same launch-and-wait code as
 ``trainctl run``. A lightweight Python component would have to ``pip install`` trainctl
 (and kfp) each time the step's pod starts, which needs a package index reachable from the
 cluster and makes every step slower; the image already holds trainctl, so the step starts
@@ -33,7 +33,7 @@ except PackageNotFoundError:  # running from a source tree
 
 # The project's image (see the Dockerfile): trainctl installed, `python` on PATH.
 TRAINCTL_IMAGE = os.environ.get("TRAINCTL_LAUNCHER_IMAGE", f"ghcr.io/trainctl/trainctl-controller:{_VERSION}")
-ENTRY_POINT = ["python", "-m", "trainctl.controller.pipelines.launch"]
+ENTRY_POINT = ["python", "-m", "trainctl.pipelines.launch"]
 
 
 # The outputs are paths the entry point writes to, so their flags say so.

@@ -1,7 +1,7 @@
-"""The pipeline step's entry point: ``python -m trainctl.controller.pipelines.launch --kind PyTorchJob …``.
+"""The pipeline step's entry point: ``python -m trainctl.pipelines.launch --kind PyTorchJob …``.
 
-The components in ``trainctl.controller.pipelines.components`` run this module in the trainctl
-image. It builds (or reads) the job, launches it with ``trainctl.controller.launch`` — the code
+The components in ``trainctl.pipelines.components`` run this module in the trainctl
+image. It builds (or reads) the job, launches it with ``trainctl.launch`` — the code
 ``trainctl run`` uses —, writes the step's outputs (final condition, job status as JSON)
 and exits non-zero with the job's failure message when the job did not succeed, which is
 what fails the step. Progress and the lead pod's log go to stdout, the step's log.
@@ -57,7 +57,7 @@ def parse_list(text: str) -> list[str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m trainctl.controller.pipelines.launch", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m trainctl.pipelines.launch", description=__doc__.splitlines()[0])
     parser.add_argument("--kind", required=True, choices=[k.kind for k in kinds.KINDS])
     parser.add_argument("--name", default="", help="job name (default: generated)")
     parser.add_argument("--namespace", default="", help="namespace (default: the step's own)")
@@ -82,8 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The job to launch; ``ManifestInvalid`` (one line per problem) when it is not usable."""
-    from trainctl.controller.launch.manifests import ManifestInvalid, read_jobs
-    from trainctl.controller.pipelines.jobspec import BUILDERS, JobParameters
+    from trainctl.launch.manifests import ManifestInvalid, read_jobs
+    from trainctl.pipelines.jobspec import BUILDERS, JobParameters
 
     if args.manifest.strip():
         jobs = read_jobs(args.manifest, "manifest").jobs
@@ -118,7 +118,7 @@ def write_outputs(args: argparse.Namespace, condition: str, status: dict[str, An
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    from trainctl.controller.launch import (
+    from trainctl.launch import (
         ClusterConfigError,
         LaunchError,
         PlainView,
@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         launch,
         sigterm_as_interrupt,
     )
-    from trainctl.controller.launch.manifests import ManifestInvalid
-    from trainctl.controller.launch.summary import summary_lines
+    from trainctl.launch.manifests import ManifestInvalid
+    from trainctl.launch.summary import summary_lines
 
     try:
         job = job_from_args(args)

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from trainctl.controller.timeline import model
+from trainctl.timeline import model
 
 
 class TimelineRecorder:

@@ -18,7 +18,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainctl.controller.timeline import model
+from trainctl.timeline import model
 
 PHASE_COLOURS = {
     model.PENDING: "#f2c94c",

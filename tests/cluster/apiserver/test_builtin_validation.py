@@ -18,7 +18,7 @@ import requests
 import yaml
 from kubernetes import client, config
 
-from trainctl.controller.local.apiserver.builtin_rules import parse_quantity
+from trainctl.cluster.apiserver.builtin_rules import parse_quantity
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted(p for p in (ROOT / "samples").rglob("*.yaml") if "pipelines" not in p.parts)
@@ -175,7 +175,7 @@ def test_unknown_fields_are_dropped_with_a_warning_or_refused_when_strict(api):
 def test_pods_and_objects_the_controller_creates_for_every_sample_pass(api):
     kinds = {"Pod": PODS, "Service": "/api/v1/namespaces/default/services",
              "HorizontalPodAutoscaler": "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"}
-    rendered = subprocess.run([sys.executable, "-m", "trainctl.controller.cli", "render", *[a for p in SAMPLES for a in ("-f", str(p))]],
+    rendered = subprocess.run([sys.executable, "-m", "trainctl.cli.main", "render", *[a for p in SAMPLES for a in ("-f", str(p))]],
                               capture_output=True, text=True, check=True, timeout=120).stdout
     created = 0
     for obj in yaml.safe_load_all(rendered):

@@ -16,7 +16,7 @@ import time
 import pytest
 import requests
 
-from trainctl.controller.local.apiserver.process import start_apiserver
+from trainctl.cluster.apiserver.process import start_apiserver
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 MIB = 1024 * 1024
@@ -243,7 +243,7 @@ def test_a_damaged_state_db_is_one_line_and_a_failure_exit(tmp_path):
     data_dir = tmp_path / "apiserver"
     data_dir.mkdir()
     (data_dir / "state.db").write_bytes(b"this is not an SQLite database, it was damaged" * 100)
-    result = subprocess.run([sys.executable, "-m", "trainctl.controller.local.apiserver", "--dir", str(data_dir)],
+    result = subprocess.run([sys.executable, "-m", "trainctl.cluster.apiserver", "--dir", str(data_dir)],
                             capture_output=True, text=True, timeout=60)
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()

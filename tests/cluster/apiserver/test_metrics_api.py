@@ -9,8 +9,8 @@ import time
 import pytest
 from kubernetes import client
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.local import metrics_publish
+from trainctl.cluster import metrics_publish
+from trainctl.kube.client import ApiError, KubeClient
 
 
 def node(name: str, *, cpu: str = "4", memory: str = "8Gi") -> dict:

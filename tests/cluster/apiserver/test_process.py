@@ -12,7 +12,7 @@ import threading
 import requests
 import yaml
 
-from trainctl.controller.local.apiserver.process import start_apiserver
+from trainctl.cluster.apiserver.process import start_apiserver
 
 
 def test_ready_files_kubeconfig_and_restart_on_the_same_port(apiserver):
@@ -53,7 +53,7 @@ def test_sigterm_ends_open_watches_and_exits_cleanly(apiserver):
 def test_bad_flags_are_one_line_errors(tmp_path):
     for flags, message in ((["--host", "0.0.0.0"], "not a loopback address"),
                            (["--service-cidr", "300.0.0.0/8"], "--service-cidr")):
-        result = subprocess.run([sys.executable, "-m", "trainctl.controller.local.apiserver", "--dir", str(tmp_path), *flags],
+        result = subprocess.run([sys.executable, "-m", "trainctl.cluster.apiserver", "--dir", str(tmp_path), *flags],
                                 capture_output=True, text=True, timeout=30)
         assert result.returncode == 2
         assert message in result.stderr and "Traceback" not in result.stderr

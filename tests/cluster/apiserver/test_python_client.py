@@ -7,7 +7,7 @@ import pytest
 from kubernetes import client, config, watch
 from kubernetes.client.rest import ApiException
 
-from trainctl.controller.local.apiserver.process import start_apiserver
+from trainctl.cluster.apiserver.process import start_apiserver
 
 NS = "default"
 

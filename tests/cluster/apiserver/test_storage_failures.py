@@ -18,8 +18,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from trainctl.controller.local.apiserver.server import ApiServer
-from trainctl.controller.local.apiserver.store import Store
+from trainctl.cluster.apiserver.server import ApiServer
+from trainctl.cluster.apiserver.store import Store
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 Call = Callable[..., Awaitable[tuple[int, Any]]]

@@ -7,16 +7,16 @@ import signal
 import subprocess
 import sys
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.local.cluster import read_pid_file
-from trainctl.controller.local.kubelet.runtime import process_start_time
-from trainctl.controller.local.resources import cgroups, enforcer
+from trainctl.cluster.cluster import read_pid_file
+from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.resources import cgroups, enforcer
+from trainctl.kube.client import KubeClient
 
 from tests.support.pods import main_pid, read_fifo, wait_pod
 
 
 def trainctl(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "trainctl.controller.cli", "local", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "trainctl.cli.main", "local", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd, env=env)
 
 
@@ -81,7 +81,7 @@ def test_bad_input_gets_one_clear_line(tmp_path):
 
 def test_foreground_up_stops_everything_on_sigterm(tmp_path):
     directory = tmp_path / "cluster"
-    up = subprocess.Popen([sys.executable, "-m", "trainctl.controller.cli", "local", "up", "--dir", str(directory),
+    up = subprocess.Popen([sys.executable, "-m", "trainctl.cli.main", "local", "up", "--dir", str(directory),
                            "--no-controller"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert up.stdout.readline().startswith(f"Local cluster is ready in {directory}")
@@ -130,7 +130,7 @@ class FlakyComponent:
         return self.process.pid
 
     def start(self) -> None:
-        from trainctl.controller.local.cluster import ClusterError
+        from trainctl.cluster.cluster import ClusterError
 
         self.starts += 1
         self.process = subprocess.Popen(["true"])
@@ -147,7 +147,7 @@ class FlakyComponent:
 def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
     from types import SimpleNamespace
 
-    from trainctl.controller.local import commands
+    from trainctl.cli import local as commands
 
     component = FlakyComponent()
     assert commands._supervise(SimpleNamespace(components=[component], nodes=[], directory=None)) == 1
@@ -159,7 +159,7 @@ def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
 def test_node_commands_with_the_supervisor(tmp_path):
     import time
 
-    from trainctl.controller.kube.resources import NODES
+    from trainctl.kube.resources import NODES
 
     directory = tmp_path / "cluster"
     up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", "--nodes", "2",

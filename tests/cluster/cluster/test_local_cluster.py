@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from trainctl.controller.kube.resources import LEASES, NODES, PODS, PYTORCHJOBS
-from trainctl.controller.local.cluster import ClusterError, LocalCluster, read_pid_file
-from trainctl.controller.local.kubelet.runtime import process_start_time
+from trainctl.cluster.cluster import ClusterError, LocalCluster, read_pid_file
+from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.kube.resources import LEASES, NODES, PODS, PYTORCHJOBS
 
 from tests.support.pods import main_pid, read_fifo, sleeper_pod, wait_pod
 

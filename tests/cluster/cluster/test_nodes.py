@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from trainctl.controller.kube.resources import LEASES, NODES, PODS
-from trainctl.controller.local import nodes as local_nodes
-from trainctl.controller.local.cluster import LocalCluster, read_pid_file
-from trainctl.controller.local.kubelet.runtime import process_start_time
+from trainctl.cluster import nodes as local_nodes
+from trainctl.cluster.cluster import LocalCluster, read_pid_file
+from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.kube.resources import LEASES, NODES, PODS
 
 from tests.support.kubectl import Kubectl
 from tests.support.pods import main_pid, pod, read_fifo, sleeper_pod, wait_pod, wait_pod_gone
@@ -34,7 +34,7 @@ def cluster(tmp_path_factory):
     with LocalCluster(root / "cluster", controller=False, workdir=root, nodes=3, node_cpu="1", node_memory="2Gi",
                       lease_renew_interval=1.0) as running:
         controlplane = subprocess.Popen(
-            [sys.executable, "-m", "trainctl.controller.local.controlplane", "--kubeconfig", str(running.kubeconfig),
+            [sys.executable, "-m", "trainctl.cluster.controlplane", "--kubeconfig", str(running.kubeconfig),
              "--node-monitor-grace-period", "5s", "--node-monitor-period", "1s"],
             stdout=open(root / "controlplane.log", "ab"), stderr=subprocess.STDOUT)
         try:

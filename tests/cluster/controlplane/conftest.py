@@ -12,10 +12,10 @@ from typing import Any, Callable, Optional
 
 import pytest
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import Resource
-from trainctl.controller.local.apiserver.process import ApiServerHandle
-from trainctl.controller.local.controlplane.resources import POD_METRICS
+from trainctl.cluster.apiserver.process import ApiServerHandle
+from trainctl.cluster.controlplane.resources import POD_METRICS
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import Resource
 
 Obj = dict[str, Any]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from trainctl.controller.local.controlplane import hpa
-from trainctl.controller.local.controlplane.units import format_time
+from trainctl.cluster.controlplane import hpa
+from trainctl.cluster.controlplane.units import format_time
 
 Obj = dict[str, Any]
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)

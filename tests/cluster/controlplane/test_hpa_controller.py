@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from trainctl.controller.kube import resources as r
-from trainctl.controller.local.cluster import install_crds
-from trainctl.controller.local.controlplane.hpa_controller import HorizontalPodAutoscalerController
-from trainctl.controller.local.controlplane.units import format_time
+from trainctl.cluster.cluster import install_crds
+from trainctl.cluster.controlplane.hpa_controller import HorizontalPodAutoscalerController
+from trainctl.cluster.controlplane.units import format_time
+from trainctl.kube import resources as r
 
 from .conftest import FakeMetricsClient, eventually
 

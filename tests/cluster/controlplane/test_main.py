@@ -1,4 +1,4 @@
-"""``python -m trainctl.controller.local.controlplane`` as a process: its flags reach the
+"""``python -m trainctl.cluster.controlplane`` as a process: its flags reach the
 controllers, and SIGTERM stops it cleanly."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from trainctl.controller.kube import resources as r
-from trainctl.controller.local.apiserver.process import ApiServerHandle
-from trainctl.controller.local.controlplane.__main__ import build, parser
+from trainctl.cluster.apiserver.process import ApiServerHandle
+from trainctl.cluster.controlplane.__main__ import build, parser
+from trainctl.kube import resources as r
 
 from .conftest import FakeMetricsClient, eventually
 
@@ -36,7 +36,7 @@ def test_process_marks_a_silent_node_unknown_and_stops_on_sigterm(apiserver: Api
                                       "lastHeartbeatTime": node["metadata"]["creationTimestamp"],
                                       "lastTransitionTime": node["metadata"]["creationTimestamp"]}]}
     client.replace(r.NODES, node, subresource="status")
-    command = [sys.executable, "-m", "trainctl.controller.local.controlplane", "--kubeconfig", str(apiserver.kubeconfig),
+    command = [sys.executable, "-m", "trainctl.cluster.controlplane", "--kubeconfig", str(apiserver.kubeconfig),
                "--node-monitor-grace-period", "1s", "--node-monitor-period", "0.2s"]
     process = subprocess.Popen(command, env=os.environ.copy(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

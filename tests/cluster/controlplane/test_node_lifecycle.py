@@ -7,9 +7,9 @@ import copy
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from trainctl.controller.local.controlplane import node_lifecycle as nl
-from trainctl.controller.local.controlplane import taints
-from trainctl.controller.local.controlplane.units import format_time
+from trainctl.cluster.controlplane import node_lifecycle as nl
+from trainctl.cluster.controlplane import taints
+from trainctl.cluster.controlplane.units import format_time
 
 Obj = dict[str, Any]
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)

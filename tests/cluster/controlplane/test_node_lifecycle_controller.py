@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
-from trainctl.controller.kube import resources as r
-from trainctl.controller.local.controlplane import node_lifecycle, taints
-from trainctl.controller.local.controlplane.node_lifecycle_controller import NodeLifecycleController
-from trainctl.controller.local.controlplane.units import format_time
+from trainctl.cluster.controlplane import node_lifecycle, taints
+from trainctl.cluster.controlplane.node_lifecycle_controller import NodeLifecycleController
+from trainctl.cluster.controlplane.units import format_time
+from trainctl.kube import resources as r
 
 from .conftest import FakeMetricsClient, eventually
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from trainctl.controller.local.controlplane import units
+from trainctl.cluster.controlplane import units
 
 
 def test_milli_values_round_up_like_milli_value() -> None:

@@ -11,11 +11,11 @@ from typing import Iterator
 
 import pytest
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
-from trainctl.controller.local.kubelet import Kubelet, KubeletConfig
-from trainctl.controller.local.network import cluster_ranges
-from trainctl.controller.local.scheduler.component import SchedulerComponent
+from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
+from trainctl.cluster.kubelet import Kubelet, KubeletConfig
+from trainctl.cluster.network import cluster_ranges
+from trainctl.cluster.scheduler.component import SchedulerComponent
+from trainctl.kube.client import KubeClient
 
 
 @pytest.fixture

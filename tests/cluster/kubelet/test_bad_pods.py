@@ -12,9 +12,9 @@ from typing import Any, Iterator
 import orjson
 import pytest
 
-from trainctl.controller.local.apiserver.process import ApiServerHandle, start_apiserver
-from trainctl.controller.local.apiserver.store import Store
-from trainctl.controller.local.network import cluster_ranges
+from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
+from trainctl.cluster.apiserver.store import Store
+from trainctl.cluster.network import cluster_ranges
 
 from tests.support.pods import create, phase, pod, wait_pod
 

@@ -4,7 +4,7 @@ import base64
 
 import pytest
 
-from trainctl.controller.local.kubelet.env import ConfigError, command_line, container_env, expand
+from trainctl.cluster.kubelet.env import ConfigError, command_line, container_env, expand
 
 POD = {
     "metadata": {"name": "job-worker-0", "namespace": "team", "uid": "u-1", "labels": {"app": "x"},

@@ -9,9 +9,9 @@ import subprocess
 import threading
 import time
 
-from trainctl.controller.kube.resources import PODS
-from trainctl.controller.local.kubelet.runtime import process_start_time
-from trainctl.controller.local.network import cluster_ranges
+from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.network import cluster_ranges
+from trainctl.kube.resources import PODS
 
 from tests.support.net import free_port
 from tests.support.pods import container_status, create, phase, pod, wait_pod, wait_pod_gone

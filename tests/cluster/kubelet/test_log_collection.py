@@ -7,9 +7,9 @@ has just started: that node must not take the new pod's logs for a deleted pod's
 
 import pytest
 
-from trainctl.controller.local.kubelet.deletion import Terminator
-from trainctl.controller.local.kubelet.paths import OutsideDirectory
-from trainctl.controller.local.kubelet.runtime import POD_NODE_FILE, claim_pod_directory, pod_directory_node
+from trainctl.cluster.kubelet.deletion import Terminator
+from trainctl.cluster.kubelet.paths import OutsideDirectory
+from trainctl.cluster.kubelet.runtime import POD_NODE_FILE, claim_pod_directory, pod_directory_node
 
 
 def pod_dir(pods, uid, node=None):

@@ -1,6 +1,6 @@
 """Service-name rewriting: whole tokens only, every DNS form, waiting when not resolvable yet."""
 
-from trainctl.controller.local.network.names import Pending, rewrite, split_service_name
+from trainctl.cluster.network.names import Pending, rewrite, split_service_name
 
 SERVICES = {("default", "job-master-0"): "127.128.0.5", ("other", "db"): "127.96.0.9"}
 

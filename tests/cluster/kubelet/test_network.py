@@ -2,7 +2,7 @@
 
 import ipaddress
 
-from trainctl.controller.local.network import (
+from trainctl.cluster.network import (
     NODE_SERVICE_SPACE,
     POD_SPACE,
     SERVICE_SPACE,
@@ -11,7 +11,7 @@ from trainctl.controller.local.network import (
     node_service_address,
     node_service_cidr,
 )
-from trainctl.controller.local.network.ipam import PodIPAllocator
+from trainctl.cluster.network.ipam import PodIPAllocator
 
 
 def test_each_directory_gets_its_own_stable_slices(tmp_path):
@@ -54,7 +54,7 @@ def test_allocation_is_stable_per_pod_and_does_not_reuse_a_freed_address_at_once
 
 
 def test_pod_index_matches_whole_selectors_within_a_namespace():
-    from trainctl.controller.local.kubelet.service_names import PodIndex
+    from trainctl.cluster.kubelet.service_names import PodIndex
 
     def p(name, namespace, **labels):
         return {"metadata": {"name": name, "namespace": namespace, "labels": labels}}

@@ -2,8 +2,8 @@
 
 import pytest
 
-from trainctl.controller.local.kubelet import paths, podspec
-from trainctl.controller.local.kubelet.env import ConfigError, command_line
+from trainctl.cluster.kubelet import paths, podspec
+from trainctl.cluster.kubelet.env import ConfigError, command_line
 
 
 def pod(**container):

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from trainctl.controller.local.network.proxy import ServiceProxy
+from trainctl.cluster.network.proxy import ServiceProxy
 
 
 class Echo(socketserver.StreamRequestHandler):

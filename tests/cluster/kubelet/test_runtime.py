@@ -8,9 +8,9 @@ import textwrap
 
 import pytest
 
-from trainctl.controller.local.kubelet import paths
-from trainctl.controller.local.kubelet.runtime import ContainerProcess, ProcessRegistry, process_start_time
-from trainctl.controller.local.resources import limits, polling
+from trainctl.cluster.kubelet import paths
+from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry, process_start_time
+from trainctl.cluster.resources import limits, polling
 
 CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] (.*)$")
 

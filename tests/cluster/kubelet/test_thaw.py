@@ -11,10 +11,10 @@ import threading
 
 import pytest
 
-from trainctl.controller.local import nodes
-from trainctl.controller.local.kubelet import thaw
-from trainctl.controller.local.kubelet.kubelet import processes_dir
-from trainctl.controller.local.kubelet.runtime import ProcessRecord, ProcessRegistry, process_start_time, process_stopped
+from trainctl.cluster import nodes
+from trainctl.cluster.kubelet import thaw
+from trainctl.cluster.kubelet.kubelet import processes_dir
+from trainctl.cluster.kubelet.runtime import ProcessRecord, ProcessRegistry, process_start_time, process_stopped
 
 from tests.support.waiting import wait_on
 

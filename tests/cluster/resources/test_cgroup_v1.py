@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trainctl.controller.local.resources import cgroups, enforcer
-from trainctl.controller.local.resources.limits import ContainerLimits
+from trainctl.cluster.resources import cgroups, enforcer
+from trainctl.cluster.resources.limits import ContainerLimits
 
 from .conftest import BUSY_LOOP
 

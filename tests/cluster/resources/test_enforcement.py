@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from trainctl.controller.local.resources.limits import ContainerLimits, terminated_fields
+from trainctl.cluster.resources.limits import ContainerLimits, terminated_fields
 
 from .conftest import ALLOCATOR, BUSY_LOOP
 

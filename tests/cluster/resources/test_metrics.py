@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainctl.controller.local.resources.accounting import Usage
-from trainctl.controller.local.resources.metrics import (
+from trainctl.cluster.resources.accounting import Usage
+from trainctl.cluster.resources.metrics import (
     Rate,
     Sample,
     UsageHistory,

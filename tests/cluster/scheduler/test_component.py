@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import time
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.kube.resources import NODES, PODS
-from trainctl.controller.local.scheduler.component import SchedulerComponent
+from trainctl.cluster.scheduler.component import SchedulerComponent
+from trainctl.kube.client import KubeClient
+from trainctl.kube.resources import NODES, PODS
 
 from tests.support.pods import create, pod
 

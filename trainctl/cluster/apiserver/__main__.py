@@ -1,4 +1,4 @@
-"""``python -m trainctl.controller.local.apiserver --dir DIR``: run the API server in the foreground.
+"""``python -m trainctl.cluster.apiserver --dir DIR``: run the API server in the foreground.
 
 It serves HTTPS with its own CA (``DIR/pki``, see ``pki``). Once it is ready it writes
 ``DIR/kubeconfig`` (embedding the CA) and ``DIR/token`` (both mode 0600) and, last,
@@ -69,7 +69,7 @@ def kubeconfig(server_url: str, token: str, ca_pem: bytes) -> str:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m trainctl.controller.local.apiserver",
+    parser = argparse.ArgumentParser(prog="python -m trainctl.cluster.apiserver",
                                      description="A Kubernetes-compatible API server on loopback, backed by SQLite.")
     parser.add_argument("--dir", required=True, type=Path, help="working directory (state.db, kubeconfig, token)")
     parser.add_argument("--port", type=int, default=0, help="TCP port (0: any free port)")

@@ -15,8 +15,9 @@ validating admission chain; bodies were already bounded when they were read (``b
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta, timezone
 from typing import Any
+
+from trainctl.kube.timestamps import now_rfc3339
 
 from . import builtin_validation, crds, errors, limits, schema, tolerations, validation
 from .errors import Cause
@@ -26,11 +27,6 @@ Obj = dict[str, Any]
 
 CRD_STORAGE_KEY = "apiextensions.k8s.io/customresourcedefinitions"
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def now_rfc3339(offset_seconds: float = 0) -> str:
-    moment = datetime.now(timezone.utc) + timedelta(seconds=offset_seconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 class Admission:

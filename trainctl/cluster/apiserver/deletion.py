@@ -14,8 +14,10 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from trainctl.kube.timestamps import now_rfc3339
+
 from . import errors
-from .admission import CRD_STORAGE_KEY, now_rfc3339
+from .admission import CRD_STORAGE_KEY
 from .errors import Cause
 from .gc import FOREGROUND, GarbageCollector
 from .ipam import ClusterIPAllocator

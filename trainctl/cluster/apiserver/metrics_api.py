@@ -26,8 +26,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from trainctl.kube.timestamps import now_rfc3339
+
 from . import errors, selectors
-from .admission import now_rfc3339
 from .registry import ResourceType
 from .store import Store, clone
 

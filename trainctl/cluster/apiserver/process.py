@@ -73,7 +73,7 @@ class ApiServerHandle:
         port_file.unlink(missing_ok=True)
         self.dir.mkdir(parents=True, exist_ok=True)
         log_path = self.log_path or self.dir / LOG_FILE
-        command = [sys.executable, "-m", "trainctl.controller.local.apiserver", "--dir", str(self.dir),
+        command = [sys.executable, "-m", "trainctl.cluster.apiserver", "--dir", str(self.dir),
                    "--port", str(self.port), "--host", self.host, *self.extra_args]
         with open(log_path, "ab") as output:
             self._process = subprocess.Popen(command, stdout=output, stderr=output, stdin=subprocess.DEVNULL)
@@ -123,7 +123,7 @@ class ApiServerHandle:
 def start_apiserver(data_dir: str | os.PathLike[str], port: int = 0, host: str = "127.0.0.1",
                     extra_args: list[str] | None = None, log_path: str | os.PathLike[str] | None = None,
                     timeout: float = 15.0) -> ApiServerHandle:
-    """Start ``python -m trainctl.controller.local.apiserver`` on ``data_dir`` and wait until it serves.
+    """Start ``python -m trainctl.cluster.apiserver`` on ``data_dir`` and wait until it serves.
 
     ``extra_args`` are more server flags (e.g. ``["--service-cidr", "127.97.0.0/16"]``);
     ``log_path`` receives the server's output (default ``DIR/apiserver.log``).

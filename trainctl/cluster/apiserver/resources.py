@@ -20,8 +20,10 @@ from typing import Any
 
 import orjson
 
+from trainctl.kube.timestamps import now_rfc3339
+
 from . import crds, deletion, errors, patch, scale
-from .admission import CRD_STORAGE_KEY, Admission, now_rfc3339
+from .admission import CRD_STORAGE_KEY, Admission
 from .errors import Cause
 from .gc import GarbageCollector
 from .ipam import ClusterIPAllocator

@@ -3,5 +3,5 @@
 As in kube-controller-manager: the node lifecycle controller (node health from Leases,
 taints, taint-based eviction) and the horizontal pod autoscaler. Each is a pure decision
 core (plain dicts and ``now`` in, a decision out) plus a thin loop on the project's API
-client and informers; ``python -m trainctl.controller.local.controlplane`` runs both.
+client and informers; ``python -m trainctl.cluster.controlplane`` runs both.
 """

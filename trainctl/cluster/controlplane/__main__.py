@@ -1,4 +1,4 @@
-"""``python -m trainctl.controller.local.controlplane``: run the control-plane controllers.
+"""``python -m trainctl.cluster.controlplane``: run the control-plane controllers.
 
 The flags mirror kube-controller-manager's, so the same values mean the same thing here.
 """
@@ -11,21 +11,21 @@ import sys
 import threading
 from typing import Any, Optional
 
-from trainctl.controller.commands.run import parse_duration
+from trainctl.api.durations import positive_duration
 
 CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler")
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m trainctl.controller.local.controlplane",
+    p = argparse.ArgumentParser(prog="python -m trainctl.cluster.controlplane",
                                 description="The node lifecycle and horizontal pod autoscaler controllers of kube-controller-manager.")
     p.add_argument("--kubeconfig", help="kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--controllers", default=",".join(CONTROLLERS),
                    help=f"comma-separated controllers to run (default: {','.join(CONTROLLERS)})")
-    p.add_argument("--node-monitor-grace-period", type=parse_duration, default=40.0, metavar="DURATION",
+    p.add_argument("--node-monitor-grace-period", type=positive_duration, default=40.0, metavar="DURATION",
                    help="a node whose Lease is not renewed for this long becomes Ready=Unknown (default 40s)")
-    p.add_argument("--node-startup-grace-period", type=parse_duration, default=60.0, metavar="DURATION",
+    p.add_argument("--node-startup-grace-period", type=positive_duration, default=60.0, metavar="DURATION",
                    help="the same for a node that never posted its Ready condition (default 1m)")
     p.add_argument("--node-eviction-rate", type=float, default=0.1,
                    help="nodes per second tainted for eviction in a healthy zone (default 0.1)")
@@ -35,20 +35,20 @@ def parser() -> argparse.ArgumentParser:
                    help="share of not-Ready nodes (more than 2) that makes a zone partially disrupted (default 0.55)")
     p.add_argument("--large-cluster-size-threshold", type=int, default=50,
                    help="zones of at most this many nodes stop evicting when partially disrupted (default 50)")
-    p.add_argument("--node-monitor-period", type=parse_duration, default=5.0, metavar="DURATION",
+    p.add_argument("--node-monitor-period", type=positive_duration, default=5.0, metavar="DURATION",
                    help="how often node health is checked (default 5s)")
     p.add_argument("--hpa-sync-period", "--horizontal-pod-autoscaler-sync-period", dest="hpa_sync_period",
-                   type=parse_duration, default=15.0, metavar="DURATION", help="how often each HPA is synced (default 15s)")
+                   type=positive_duration, default=15.0, metavar="DURATION", help="how often each HPA is synced (default 15s)")
     p.add_argument("--hpa-tolerance", "--horizontal-pod-autoscaler-tolerance", dest="hpa_tolerance", type=float, default=0.1,
                    help="metric/target ratios this close to 1.0 do not rescale (default 0.1)")
     p.add_argument("--hpa-downscale-stabilization", "--horizontal-pod-autoscaler-downscale-stabilization",
-                   dest="hpa_downscale_stabilization", type=parse_duration, default=300.0, metavar="DURATION",
+                   dest="hpa_downscale_stabilization", type=positive_duration, default=300.0, metavar="DURATION",
                    help="scale-down stabilization window when an HPA sets none (default 5m)")
     p.add_argument("--hpa-cpu-initialization-period", "--horizontal-pod-autoscaler-cpu-initialization-period",
-                   dest="hpa_cpu_initialization_period", type=parse_duration, default=300.0, metavar="DURATION",
+                   dest="hpa_cpu_initialization_period", type=positive_duration, default=300.0, metavar="DURATION",
                    help="after a pod starts, CPU samples count only once it is ready (default 5m)")
     p.add_argument("--hpa-initial-readiness-delay", "--horizontal-pod-autoscaler-initial-readiness-delay",
-                   dest="hpa_initial_readiness_delay", type=parse_duration, default=30.0, metavar="DURATION",
+                   dest="hpa_initial_readiness_delay", type=positive_duration, default=30.0, metavar="DURATION",
                    help="readiness changes this soon after start are not held against a pod (default 30s)")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="info")
@@ -57,9 +57,9 @@ def parser() -> argparse.ArgumentParser:
 
 def build(args: argparse.Namespace, client: Any) -> list[Any]:
     """The controllers ``args`` asks for, on ``client`` (not started)."""
-    from trainctl.controller.local.controlplane import disruption, hpa, node_lifecycle
-    from trainctl.controller.local.controlplane.hpa_controller import HorizontalPodAutoscalerController
-    from trainctl.controller.local.controlplane.node_lifecycle_controller import NodeLifecycleController
+    from trainctl.cluster.controlplane import disruption, hpa, node_lifecycle
+    from trainctl.cluster.controlplane.hpa_controller import HorizontalPodAutoscalerController
+    from trainctl.cluster.controlplane.node_lifecycle_controller import NodeLifecycleController
 
     wanted = [name.strip() for name in args.controllers.split(",") if name.strip()]
     unknown = sorted(set(wanted) - set(CONTROLLERS))
@@ -84,8 +84,8 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parser().parse_args(argv)
-    from trainctl.controller.kube import logs
-    from trainctl.controller.kube.client import KubeClient
+    from trainctl.kube import logs
+    from trainctl.kube.client import KubeClient
 
     logs.configure(args.log_format, args.log_level)
     client = KubeClient.from_kubeconfig(args.kubeconfig, args.context)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Optional
 
-from trainctl.controller.local.controlplane import units
-from trainctl.controller.reconcile.plan import Event
+from trainctl.cluster.controlplane import units
+from trainctl.kube.events import Event
 
 Obj = dict[str, Any]
 

@@ -15,13 +15,13 @@ import logging
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from trainctl.controller.kube import resources as r
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.events import EventRecorder
-from trainctl.controller.kube.informer import Informer
-from trainctl.controller.local.controlplane import hpa
-from trainctl.controller.local.controlplane.periodic import PeriodicLoop
-from trainctl.controller.local.controlplane.resources import POD_METRICS
+from trainctl.cluster.controlplane import hpa
+from trainctl.cluster.controlplane.periodic import PeriodicLoop
+from trainctl.cluster.controlplane.resources import POD_METRICS
+from trainctl.kube import resources as r
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.events import EventRecorder
+from trainctl.kube.informer import Informer
 
 log = logging.getLogger("trainctl.controlplane.hpa")
 

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Mapping, Optional
 
-from trainctl.controller.local.controlplane import disruption, units
-from trainctl.controller.local.controlplane import taints as t
-from trainctl.controller.reconcile.plan import Event
+from trainctl.cluster.controlplane import disruption, units
+from trainctl.cluster.controlplane import taints as t
+from trainctl.kube.events import Event
 
 Obj = dict[str, Any]
 PodKey = tuple[str, str]  # (namespace, name)

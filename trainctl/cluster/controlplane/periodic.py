@@ -10,7 +10,7 @@ import logging
 import threading
 from typing import Callable, Optional
 
-from trainctl.controller.kube.informer import Informer
+from trainctl.kube.informer import Informer
 
 log = logging.getLogger("trainctl.controlplane")
 

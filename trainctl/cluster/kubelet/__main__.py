@@ -1,7 +1,7 @@
-"""``python -m trainctl.controller.local.kubelet``: the same as ``trainctl local kubelet``."""
+"""``python -m trainctl.cluster.kubelet``: the same as ``trainctl local kubelet``."""
 
 import sys
 
-from trainctl.controller.local.commands import main_kubelet
+from trainctl.cli.local import main_kubelet
 
 sys.exit(main_kubelet())

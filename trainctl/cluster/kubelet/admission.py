@@ -14,13 +14,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, Optional
 
-from trainctl.controller.kube.client import ApiError
+from trainctl.kube.client import ApiError
+from trainctl.kube.podstatus import StatusWriter
+from trainctl.kube.timestamps import now_rfc3339
 
 from ..network.ipam import PodIPAllocator
 from ..scheduler.rules import DEVICE_RESOURCES, is_terminal, pod_requests, quantity
 from .pod_worker import PodContext, PodWorker
-from .runtime import now_rfc3339
-from .status import StatusWriter
 
 log = logging.getLogger(__name__)
 

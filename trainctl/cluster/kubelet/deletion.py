@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import PODS
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import PODS
 
 from .pod_worker import PodWorker
 from .runtime import pod_directory_node

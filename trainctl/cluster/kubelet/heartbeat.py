@@ -15,11 +15,11 @@ import threading
 import time
 from typing import Any, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import LEASES, NAMESPACES, NODES
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import LEASES, NAMESPACES, NODES
+from trainctl.kube.timestamps import now_rfc3339
 
 from . import node as nodes
-from .runtime import now_rfc3339
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ Every watch event marks the node dirty; one sync thread then looks at the whole 
 force-deleted and terminating pods to :mod:`.deletion`, pods bound to this node to
 :mod:`.admission` (which gives each a :class:`~.pod_worker.PodWorker`),
 Services to :mod:`.service_rules`. Pods reach a node through the cluster's one scheduler
-(:mod:`trainctl.controller.local.scheduler`); a kubelet only runs what is bound to it. Workers report their pods' status through
+(:mod:`trainctl.cluster.scheduler`); a kubelet only runs what is bound to it. Workers report their pods' status through
 :mod:`.status`; :mod:`.heartbeat` keeps the Node and its Lease alive.
 
 One pod never stops the node from serving the others: a pod whose spec the kubelet cannot
@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
+from trainctl.kube.client import KubeClient
+from trainctl.kube.informer import Informer
+from trainctl.kube.podstatus import StatusWriter
+from trainctl.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
 
 from ..network import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
 from ..network.hosts import HostsFile
@@ -52,7 +53,6 @@ from .pod_worker import PodWorker
 from .runtime import ProcessRegistry, signal_live
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
-from .status import StatusWriter
 from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)

@@ -18,13 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-from trainctl.controller.kube.client import ApiError
+from trainctl.kube.client import ApiError
+from trainctl.kube.timestamps import now_rfc3339
 
 from ..resources import limits as container_limits
 from ..resources.accounting import ContainerGroup, Enforcer
 from . import paths
 from .env import ConfigError, command_line, container_env, downward_api_names
-from .runtime import ContainerProcess, ProcessRegistry, claim_pod_directory, now_rfc3339
+from .runtime import ContainerProcess, ProcessRegistry, claim_pod_directory
 
 log = logging.getLogger(__name__)
 

@@ -27,13 +27,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Optional
 
+from trainctl.kube.timestamps import now_rfc3339
+
 from ..resources.accounting import ContainerGroup
 from . import paths
-
-
-def now_rfc3339() -> str:
-    """Second precision, as Kubernetes writes metav1.Time."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def rfc3339_nano(ns: int) -> str:

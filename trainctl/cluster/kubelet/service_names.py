@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Optional
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.kube.informer import Store
-from trainctl.controller.kube.resources import SERVICES, controller_owner
+from trainctl.kube.client import KubeClient
+from trainctl.kube.informer import Store
+from trainctl.kube.resources import SERVICES, controller_owner
 
 from ..network.ipam import PodIPAllocator
 from ..network.names import Pending, Resolution, rewrite

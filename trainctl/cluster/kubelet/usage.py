@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainctl.controller.kube.client import KubeClient
+from trainctl.kube.client import KubeClient
 
 from .. import metrics_publish
 from ..resources import metrics

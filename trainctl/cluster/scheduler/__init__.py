@@ -2,6 +2,6 @@
 
 ``rules`` (the pure filter and score rules over N nodes), ``binding`` (binding through
 ``pods/binding`` and the Unschedulable condition), ``component`` (the process: informers on
-Pods and Nodes, one pass per change). Run it with ``python -m trainctl.controller.local.scheduler``.
+Pods and Nodes, one pass per change). Run it with ``python -m trainctl.cluster.scheduler``.
 Kubelets only run pods bound to their own node.
 """

@@ -1,7 +1,7 @@
-"""``python -m trainctl.controller.local.scheduler``: the cluster's scheduler process."""
+"""``python -m trainctl.cluster.scheduler``: the cluster's scheduler process."""
 
 import sys
 
-from trainctl.controller.local.scheduler.component import main
+from trainctl.cluster.scheduler.component import main
 
 sys.exit(main())

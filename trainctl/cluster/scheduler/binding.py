@@ -17,11 +17,11 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Optional
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import PODS
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.podstatus import StatusWriter
+from trainctl.kube.resources import PODS
+from trainctl.kube.timestamps import now_rfc3339
 
-from ..kubelet.runtime import now_rfc3339
-from ..kubelet.status import StatusWriter
 from .rules import MACHINE_PORT_PROBLEM, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
 
 log = logging.getLogger(__name__)

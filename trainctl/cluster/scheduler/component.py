@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, Optional
 
-from trainctl.controller.kube.client import KubeClient
-from trainctl.controller.kube.informer import Informer
-from trainctl.controller.kube.resources import NODES, PODS
+from trainctl.kube.client import KubeClient
+from trainctl.kube.informer import Informer
+from trainctl.kube.podstatus import StatusWriter
+from trainctl.kube.resources import NODES, PODS
 
-from ..kubelet.status import StatusWriter
 from .binding import Scheduler
 from .rules import NodeResources, is_terminal, port_free_on_machine
 
@@ -104,7 +104,7 @@ class SchedulerComponent:
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainctl.controller.local.scheduler")
+    parser = argparse.ArgumentParser(prog="python -m trainctl.cluster.scheduler")
     parser.add_argument("--kubeconfig", required=True)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """The reconcile core: ``reconcile(job, observed, now, config) -> Plan``, pure and deterministic.
 
 Everything the controller decides about a training job happens here, with no I/O and no
-clock; ``controller/kube`` applies the Plan. See docs/architecture.md for the contract.
+clock; ``trainctl/kube`` applies the Plan. See docs/architecture.md for the contract.
 """
 
 from trainctl.controller.reconcile.config import ReconcileConfig

@@ -12,32 +12,17 @@ False or Unknown, else the earliest timeAdded of an unreachable/not-ready taint.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.api import constants as c
+from trainctl.api.durations import parse_duration
 from trainctl.controller.reconcile.children import parse_time
 
 TAINT_UNREACHABLE = "node.kubernetes.io/unreachable"
 TAINT_NOT_READY = "node.kubernetes.io/not-ready"
 _NOT_READY_TAINTS = (TAINT_UNREACHABLE, TAINT_NOT_READY)
-_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
-
-
-def parse_duration(text: str) -> Optional[float]:
-    """Seconds of a Go-style duration ("10s", "1m30s", "500ms") or a bare number; None if invalid."""
-    text = text.strip()
-    try:
-        return max(0.0, float(text))
-    except ValueError:
-        pass
-    parts = _DURATION.findall(text)
-    if not parts or "".join(n + u for n, u in parts) != text:
-        return None
-    return sum(float(n) * _UNITS[u] for n, u in parts)
 
 
 def grace_seconds(annotations: dict[str, Any], default: Optional[float]) -> tuple[Optional[float], Optional[str]]:

@@ -1,7 +1,7 @@
 """What one reconcile decides: the Plan, and what it looked at: the Observed state.
 
 The reconcile core is a pure function ``(job, Observed, now) -> Plan``. The shell
-(controller/kube) is the only code that turns a Plan into API calls. Keeping the contract
+(trainctl/kube) is the only code that turns a Plan into API calls. Keeping the contract
 in one small module lets both sides change independently.
 
 Events about the job travel as ``Plan.events``; the Events about creating and deleting

@@ -13,8 +13,8 @@ import logging
 import threading
 from typing import Any
 
-from trainctl.controller.kube.client import ApiError, KubeClient
-from trainctl.controller.kube.resources import PODS
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.resources import PODS
 
 log = logging.getLogger(__name__)
 
