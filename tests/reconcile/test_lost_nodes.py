@@ -10,7 +10,7 @@ from trainctl.controller.reconcile import ReconcileConfig, nodes
 from trainctl.controller.reconcile.children import rfc3339
 from trainctl.controller.reconcile.plan import delete_events
 
-from tests.support.jobs import pytorchjob
+from tests.support.jobs import msjob, pytorchjob
 from tests.support.reconcile import Cluster, at, conditions
 
 
@@ -211,3 +211,27 @@ def test_losing_a_node_does_not_fail_the_job_whatever_the_restart_policy(restart
         cluster.step(at(31))
         assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"])), restart
         assert "mnist-worker-1" in cluster.pods
+
+
+@pytest.mark.parametrize("job", [elastic(), pytorchjob(restart="OnFailure")], ids=["elastic", "static"])
+def test_the_restart_says_the_pod_was_lost_with_its_node_not_that_it_failed(job: dict[str, Any]) -> None:
+    cluster = node_b_down(job)
+    plan = cluster.step(at(30))
+    (event,) = [e for e in plan.events if e.reason == "PyTorchJobRestarting"]
+    (condition,) = [cond for cond in cluster.job["status"]["conditions"] if cond["type"] == "Restarting"]
+    for message in (event.message, condition["message"]):
+        assert "mnist-worker-1" in message and "lost with node node-b" in message, message
+        assert "failed" not in message, message
+
+
+def test_an_msjob_restart_says_the_pod_was_lost_with_its_node() -> None:
+    cluster = Cluster(msjob(restart="OnFailure"))
+    cluster.step(at(0))
+    cluster.step(at(0))
+    running(cluster, {"ms-worker-1": "node-b"})
+    cluster.nodes = {"node-a": node("node-a"), "node-b": node("node-b", "Unknown", since=0)}
+    cluster.step(at(1))
+    plan = cluster.step(at(30))
+    (event,) = [e for e in plan.events if e.reason == "MSJobRestarting"]
+    assert "ms-worker-1" in event.message and "lost with node node-b" in event.message, event.message
+    assert "failed" not in event.message, event.message

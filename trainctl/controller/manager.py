@@ -13,7 +13,8 @@ a worker takes from the queue it:
    (only when the plan has one), then the plan's Events and metrics, which therefore count
    only transitions that were persisted; each child created or deleted gets its Event once
    the call has answered (``SuccessfulCreatePod`` …), bounded by the recorder's correlator
-   (kube/events.py);
+   (kube/events.py); a create answered AlreadyExists is a success only when the object is
+   the job's own, else a failure (a deleted job's pod of the same name, still terminating);
 4. re-queues with per-job exponential back-off on any error, or after ``requeue_after``.
 
 Within ``status_batch_period`` of a job's last status write, a new status that only moves
@@ -435,21 +436,29 @@ class Manager:
         children: list[ChildKey] = [
             (o.get("kind", ""), o["metadata"].get("namespace") or key[1], o["metadata"]["name"]) for o in objects
         ]
-        self.expectations.expect_creates(key, [k for k in children if k[0] in self.child_informers])
+        uid = job["metadata"].get("uid", "")
+        self.expectations.expect_creates(key, uid, [k for k in children if k[0] in self.child_informers])
 
         def create(item: tuple[ChildKey, dict[str, Any]]) -> Optional[str]:
             child, obj = item
             try:
-                if not self.client.create(r.resource_of(obj), obj).existed:
+                resource = r.resource_of(obj)
+                if not self.client.create(resource, obj).existed:
                     announced.append((plans.create_events(obj), None))
-                return None
+                    return None
+                in_the_way = self._in_the_way(resource, child, uid)
+                if in_the_way is None:
+                    return None  # our own, from an earlier attempt: the cache shows it soon
+                self.expectations.creation_failed(key, child)
+                refused.append((child, in_the_way))
+                return f"create {child[0]} {child[2]}: {in_the_way}"
             except (ApiError, KeyError) as exc:
                 self.expectations.creation_failed(key, child)
                 if isinstance(exc, ApiError) and not exc.retryable:
-                    refused.append((child, exc))
+                    refused.append((child, exc.message or exc.reason))
                 return f"create {child[0]} {child[2]}: {exc}"
 
-        refused: list[tuple[ChildKey, ApiError]] = []
+        refused: list[tuple[ChildKey, str]] = []
         announced: list[tuple[Optional[plans.ChildEvents], Optional[str]]] = []
 
         items = list(zip(children, objects, strict=True))
@@ -467,9 +476,23 @@ class Manager:
         if skipped:
             errors.append(f"{len(skipped)} creates not attempted after a failed batch")
         self._record_outcomes(key, job, announced)
-        for child, exc in refused:
-            self._record_refusal(key, child, exc)
+        for child, why in refused:
+            self._record_refusal(key, child, why)
         return attempted - len(failures)
+
+    def _in_the_way(self, resource: r.Resource, child: ChildKey, uid: str) -> Optional[str]:
+        """Why a create answered AlreadyExists failed: the object under that name is not the
+        job's own (None when it is). Typically the pod of a deleted job of the same name,
+        still terminating: its deletion event re-queues the job (same namespace and name)."""
+        existing = self._lookup(child)
+        owner = r.controller_owner(existing) if existing is not None else None
+        message = f'{resource.plural} "{child[2]}" already exists'
+        if existing is None or owner is None:
+            return message  # not a child of any job (or not in the cache yet)
+        if owner.get("uid") == uid:
+            return None
+        terminating = ", terminating" if existing["metadata"].get("deletionTimestamp") else ""
+        return f'{message}, owned by {owner.get("kind")} {owner.get("name")} with uid {owner.get("uid")}{terminating}'
 
     def _slow_start(self, items: list[Any], create: Callable[[Any], Optional[str]], results: list[Optional[str]]) -> int:
         """Create in batches of 1, 2, 4 … (at most ``max_create_batch``), in parallel within a
@@ -495,10 +518,11 @@ class Manager:
                 event = events.success if error is None else Event(events.failure.type, events.failure.reason, f"{events.failure.message}: {error}")
                 self.events.record(job, event, component, now)
 
-    def _record_refusal(self, key: JobKey, child: ChildKey, exc: ApiError) -> None:
-        """A Warning Event (the reference's ``FailedCreatePod``) when the server refuses a
-        child, e.g. an invalid pod template; repeated only when the reason changes."""
-        message = f"Error creating: {exc.message or exc.reason}"
+    def _record_refusal(self, key: JobKey, child: ChildKey, why: str) -> None:
+        """A Warning Event (the reference's ``FailedCreatePod``) when a child cannot be
+        created, e.g. an invalid pod template or another object under its name; repeated
+        only when the reason changes."""
+        message = f"Error creating: {why}"
         with self._refusals_lock:
             if self._refusals.get((key, child)) == message:
                 return

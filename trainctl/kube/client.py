@@ -10,7 +10,8 @@ notes) and the controller only ever needs the dicts. Every request goes through
 Error policy (Kubernetes API conventions):
 - retried with exponential back-off: 429 (honouring ``Retry-After``), 5xx and connection
   errors, including a connection cut before the response;
-- AlreadyExists on create and NotFound on delete are success (the caller learns which);
+- AlreadyExists on create and NotFound on delete are not raised (the caller learns which,
+  and judges whose object it met);
 - everything else is raised as :class:`ApiError` for the caller to decide.
 
 Every request is recorded as ``(verb, group, resource)``: the RBAC test compares that set
@@ -334,7 +335,8 @@ class KubeClient:
         return stream
 
     def create(self, resource: Resource, obj: dict[str, Any], subresource: Optional[str] = None) -> Created:
-        """POST; an AlreadyExists answer is success (``Created.existed``).
+        """POST; an AlreadyExists answer is not raised (``Created.existed``): whether the object
+        there is the caller's own is for the caller to judge.
 
         With ``subresource`` (``binding``, ``eviction``) the POST goes to the named object's
         subresource, as client-go's ``Bind`` does.

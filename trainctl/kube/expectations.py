@@ -9,7 +9,9 @@ catches up also re-queues the job), or until the expectation is older than ``ttl
 
 Unlike the reference's add/del counters, expectations are names and uids checked against
 the cache itself: a relist, a replayed event or an AlreadyExists answer cannot make the
-counts drift.
+counts drift. A create is seen only when the cached object is the job's own (its controller
+owner's uid): a job re-created under the same name must not take its predecessor's
+terminating pod, still in the cache, for the pod it has just created.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Hashable, Optional
 
+from trainctl.controller.kube.resources import controller_owner
+
 # (kind, namespace, name) of a child.
 ChildKey = tuple[str, str, str]
 
@@ -27,7 +31,8 @@ DEFAULT_TTL = 300.0
 
 @dataclass
 class _Pending:
-    creates: set[ChildKey] = field(default_factory=set)
+    # child key -> uid of the job that must own it
+    creates: dict[ChildKey, str] = field(default_factory=dict)
     # child key -> uid that must disappear (or start terminating)
     deletes: dict[ChildKey, Optional[str]] = field(default_factory=dict)
     since: float = field(default_factory=time.monotonic)
@@ -39,10 +44,10 @@ class Expectations:
         self._pending: dict[Hashable, _Pending] = {}
         self._lock = threading.Lock()
 
-    def expect_creates(self, job: Hashable, children: list[ChildKey]) -> None:
+    def expect_creates(self, job: Hashable, owner_uid: str, children: list[ChildKey]) -> None:
         with self._lock:
             pending = self._pending.setdefault(job, _Pending())
-            pending.creates.update(children)
+            pending.creates.update((child, owner_uid) for child in children)
             pending.since = time.monotonic()
 
     def expect_deletes(self, job: Hashable, children: list[tuple[ChildKey, Optional[str]]]) -> None:
@@ -56,7 +61,7 @@ class Expectations:
         with self._lock:
             pending = self._pending.get(job)
             if pending is not None:
-                pending.creates.discard(child)
+                pending.creates.pop(child, None)
 
     def deletion_failed(self, job: Hashable, child: ChildKey) -> None:
         with self._lock:
@@ -76,7 +81,7 @@ class Expectations:
             if time.monotonic() - pending.since > self._ttl:
                 del self._pending[job]
                 return True
-            pending.creates = {key for key in pending.creates if lookup(key) is None}
+            pending.creates = {key: uid for key, uid in pending.creates.items() if not _owned(lookup(key), uid)}
             for key, uid in list(pending.deletes.items()):
                 current = lookup(key)
                 if (
@@ -99,3 +104,8 @@ class Expectations:
     def forget(self, job: Hashable) -> None:
         with self._lock:
             self._pending.pop(job, None)
+
+
+def _owned(obj: Optional[dict], uid: str) -> bool:
+    owner = controller_owner(obj) if obj is not None else None
+    return owner is not None and owner.get("uid") == uid

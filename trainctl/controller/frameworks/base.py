@@ -215,6 +215,12 @@ class Framework(Generic[J]):
     def restarting(self, name: str, rtype: str) -> ConditionChange:
         return self.change(c.CONDITION_RESTARTING, self.restarting_message.format(name=name, rtype=rtype), "Warning")
 
+    def restarting_lost(self, name: str, rtype: str, lost: list[tuple[str, str]]) -> ConditionChange:
+        """Restarting because ``lost`` (pod, node) were lost with their node: nothing failed,
+        so the reference's "replica(s) failed" would mislead (trainctl's own words)."""
+        pods = ", ".join(f"pod {pod} was lost with node {node}" for pod, node in lost)
+        return self.change(c.CONDITION_RESTARTING, f"{self.kind} {name} is restarting because {rtype} {pods}.", "Warning")
+
     def evaluate(self, facts: JobFacts[J]) -> list[ConditionChange]:
         """Conditions to set, in order, from this pass's replica counts."""
         raise NotImplementedError

@@ -247,10 +247,10 @@ class _Pass:
         # a peer that left with a retryable code at the same moment would otherwise be
         # deleted (losing its status and log) only for the job to fail anyway.
         permanent = self.exit_code_failures()
-        restarts, lost_types = 0, list[str]()
+        restarts, lost = 0, dict[str, list[tuple[str, str]]]()
         if not permanent:
-            restarts, lost_types = self.restart_for_lost_pods()
-            restarted = list(lost_types)
+            restarts, lost = self.restart_for_lost_pods()
+            restarted = list(lost)
         for rtype in self.types:
             if fw.service_cluster_ip(rtype) is not None:
                 self.reconcile_services(rtype, self.specs[rtype].replicas or 0)
@@ -266,7 +266,7 @@ class _Pass:
         if restarts:
             self.status["restartCount"] = (self.status.get("restartCount") or 0) + restarts
         for rtype in restarted:
-            self.book.apply(fw.restarting(self.name, rtype))
+            self.book.apply(self.restarting(rtype, lost))
         for change in permanent:
             self.book.apply(change)
         facts = JobFacts(
@@ -283,8 +283,8 @@ class _Pass:
                 change = replace(change, message=self.with_oom_cause(change.message))
             self.book.apply(change)
         if not (self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)):
-            for rtype in lost_types:  # a lost pod is counted neither up nor failed: say it restarts
-                self.book.apply(fw.restarting(self.name, rtype))
+            for rtype in lost:  # a lost pod is counted neither up nor failed: say it restarts
+                self.book.apply(self.restarting(rtype, lost))
         self.set_replica_statuses(counts)
         if (self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)) and not self.status.get(
             "completionTime"
@@ -498,31 +498,37 @@ class _Pass:
             self.plan.deletes.append(_typed_ref(lost.pod, "Pod", force=True, cause=lost.cause))
         self.requeue.extend(self.lost_waits)  # look again the moment a grace expires
 
-    def restart_for_lost_pods(self) -> tuple[int, list[str]]:
+    def restarting(self, rtype: str, lost: dict[str, list[tuple[str, str]]]) -> ConditionChange:
+        """The Restarting condition for ``rtype``: its pods lost with their node, if any, else failed."""
+        if rtype in lost:
+            return self.framework.restarting_lost(self.name, rtype, lost[rtype])
+        return self.framework.restarting(self.name, rtype)
+
+    def restart_for_lost_pods(self) -> tuple[int, dict[str, list[tuple[str, str]]]]:
         """Count the replacements of lost replicas; a static job restarts all its pods.
 
         The manager deletes conditionally and waits for its deletes to show in the cache, so
         a lost pod (one uid) is seen lost, and counted, in one pass only. An elastic job's
         survivors keep training at the smaller size and the replacement rejoins: one restart
         per lost pod. A static job's ranks cannot take a new member: every pod is deleted and
-        recreated, one restart of the job.
+        recreated, one restart of the job. Returns the restarts and, by replica type, the
+        lost pods and their nodes.
         """
-        lost_by_type: dict[str, int] = {}
-        first: Optional[dict[str, Any]] = None
+        lost_by_type: dict[str, list[tuple[str, str]]] = {}
         for rtype in self.types:
             replicas = self.specs[rtype].replicas or 0
             for index, pod in sorted(self.pods.slots(rtype).items()):
                 if index < replicas and self.is_lost(pod):
-                    lost_by_type[rtype] = lost_by_type.get(rtype, 0) + 1
-                    first = first or pod
-        if first is None:
-            return 0, []
+                    lost_by_type.setdefault(rtype, []).append((pod["metadata"].get("name", ""), node_of(pod)))
+        if not lost_by_type:
+            return 0, {}
         if self.framework.replaces_members_alone(self.job):
-            return sum(lost_by_type.values()), list(lost_by_type)
-        why = f"restarting the static job: {first['metadata'].get('name')} was lost with node {node_of(first)}"
+            return sum(len(pods) for pods in lost_by_type.values()), lost_by_type
+        name, node = next(iter(lost_by_type.values()))[0]
+        why = f"restarting the static job: {name} was lost with node {node}"
         for pod in self.pods.replicas():
             self.delete(pod, with_service=False, cause=why)
-        return 1, list(lost_by_type)
+        return 1, lost_by_type
 
     # --- out-of-memory relaunch (trainctl extension, docs/compatibility.md) ------------------
     def find_oom_killed(self, policy: oom.Policy) -> None:

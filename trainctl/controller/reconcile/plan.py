@@ -9,8 +9,10 @@ children depend on how the API call went, so the plan names them (``create_event
 ``delete_events``, with the core's ``ObjectRef.cause``) and the shell records the one that
 matches the outcome.
 
-Applying a Plan must be safe to repeat: creates of objects that already exist and deletes
-of objects that are gone count as success, and every name is deterministic.
+Applying a Plan must be safe to repeat: creates of objects that already exist as the job's
+own (controller ownerReference uid) and deletes of objects that are gone count as success,
+and every name is deterministic. An object of someone else's under a child's name (a deleted
+job's pod, still terminating) makes its create fail.
 """
 
 from __future__ import annotations
