@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from trainctl.controller.kube.resources import PODS, PYTORCHJOBS, SERVICES
 from trainctl.controller.reconcile.plan import Plan
+from trainctl.kube.resources import PODS, PYTORCHJOBS, SERVICES
 
 from tests.support.controller import job_events
 from tests.support.jobs import pytorchjob
