@@ -46,5 +46,20 @@ echo "== checking generated CRDs"
 
 bash hack/lint.sh
 
-echo "== running tests"
-exec .venv/bin/python -m pytest -q "$@"
+# Two runs: the tests that need no whole cluster are independent and run on several workers
+# (a file per worker, so module fixtures are built once); the e2e tests train real jobs on a
+# cluster they share, one at a time. Exit code 5 (nothing selected, e.g. by -k) is fine for one
+# of the two runs, not for both.
+run_pytest() {
+  local code=0
+  .venv/bin/python -m pytest -q "$@" || code=$?
+  return "$code"
+}
+echo "== running the unit and component tests on ${TRAINCTL_TEST_WORKERS:-3} workers"
+unit=0; run_pytest -n "${TRAINCTL_TEST_WORKERS:-3}" --dist loadfile -m "not e2e" "$@" || unit=$?
+echo "== running the end-to-end tests"
+e2e=0; run_pytest -m e2e "$@" || e2e=$?
+if [ "$unit" = 5 ] && [ "$e2e" = 5 ]; then exit 5; fi
+for code in "$unit" "$e2e"; do
+  if [ "$code" != 0 ] && [ "$code" != 5 ]; then exit "$code"; fi
+done
