@@ -87,6 +87,27 @@ def test_node_lost_grace_is_a_duration_or_never(argv, grace):
     assert parse(*argv).reconcile.node_lost_grace_seconds == grace
 
 
+@pytest.mark.parametrize(("argv", "rule"), [
+    (("--oom-memory-factor", "inf"), "must be a number above 1 and at most 16, got 'inf'"),
+    (("--oom-memory-factor", "nan"), "must be a number above 1 and at most 16, got 'nan'"),
+    (("--oom-memory-factor", "1e308"), "must be a number above 1 and at most 16, got '1e308'"),
+    (("--oom-memory-factor", "0.5"), "must be a number above 1 and at most 16, got '0.5'"),
+    (("--oom-memory-max", "-1Gi"), "must be a positive memory quantity (such as 8Gi), got '-1Gi'"),
+    (("--oom-memory-max", "lots"), "must be a positive memory quantity (such as 8Gi), got 'lots'"),
+])
+def test_oom_relaunch_flags_no_job_could_use_are_refused_at_start_up(argv, rule, capsys):
+    with pytest.raises(SystemExit):
+        parse("=".join(argv))  # "--oom-memory-max=-1Gi": a value argparse does not take for a flag
+    assert f"argument {argv[0]}: {rule}" in capsys.readouterr().err
+
+
+def test_a_reconcile_config_no_job_could_use_is_refused_when_made():
+    with pytest.raises(ValueError, match="oom_memory_factor must be a number above 1 and at most 16, got inf"):
+        ReconcileConfig(oom_memory_factor=float("inf"))
+    with pytest.raises(ValueError, match="oom_memory_max must be a positive memory quantity"):
+        ReconcileConfig(oom_memory_max="-1Gi")
+
+
 def test_oom_relaunch_flags_opt_every_job_in():
     assert (ReconcileConfig().oom_memory_factor, ReconcileConfig().oom_memory_max) == (None, None)
     parsed = parse("--oom-memory-factor", "1.5", "--oom-memory-max", "4Gi")

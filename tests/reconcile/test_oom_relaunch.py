@@ -192,11 +192,114 @@ def test_a_kill_seen_in_two_passes_grows_memory_once() -> None:
     assert (second.status or first.status)["oomMemory"]["Worker-1"]["memory"] == "768Mi"
 
 
-def test_invalid_annotations_warn_and_change_nothing() -> None:
-    cluster = started(job("OnFailure", factor="lots"))
+def invalid(plan: Any) -> list[str]:
+    """The InvalidOOMMemory Warnings of a plan: standing problems, which the shell records once."""
+    assert not any(e.reason == "InvalidOOMMemory" for e in plan.events), "a problem is not an event of every pass"
+    return [e.message for e in plan.problems if e.reason == "InvalidOOMMemory" and e.type == "Warning"]
+
+
+@pytest.mark.parametrize("factor", ["inf", "-inf", "nan", "1e308", "0.5", "1", "17", "lots", ""])
+def test_a_bad_factor_warns_naming_it_and_without_a_controller_factor_nothing_is_relaunched(factor: str) -> None:
+    cluster = started(job("OnFailure", factor=factor))
     killed(cluster, "mnist-worker-1", in_place=True)
-    plan = cluster.reconcile(at(5))
-    assert plan.deletes == [] and any(e.reason == "InvalidOOMMemory" for e in plan.events)
+    plan = cluster.step(at(5))  # never raises
+    assert plan.deletes == [] and not any(e.reason == "OOMMemoryIncreased" for e in plan.events)
+    assert invalid(plan) == [
+        f"annotation trainctl.io/oom-memory-factor={factor!r} is not a number above 1 and at most 16; "
+        "no OOM relaunch (the controller's --oom-memory-factor is not set)"]
+    assert invalid(cluster.reconcile(at(6))) == invalid(plan)  # stated again while it holds: the same problem
+    assert "oomMemory" not in cluster.job["status"]
+
+
+def test_a_bad_factor_gives_way_to_the_controllers() -> None:
+    cluster = started(job("OnFailure", factor="inf", maximum=None), ReconcileConfig(oom_memory_factor=2.0))
+    killed(cluster, "mnist-worker-0", in_place=True)
+    plan = cluster.step(at(5))
+    assert invalid(plan) == ["annotation trainctl.io/oom-memory-factor='inf' is not a number above 1 and at most 16; "
+                             "the controller's --oom-memory-factor 2 applies"]
+    assert memory_of(cluster.step(at(6)).creates[0])["limits"]["memory"] == "1Gi"
+
+
+@pytest.mark.parametrize("maximum", ["-1Gi", "0", "lots", "1e400", "nan", "inf"])
+def test_a_bad_maximum_warns_naming_it_and_the_controllers_applies(maximum: str) -> None:
+    cluster = started(job("OnFailure", maximum=maximum), ReconcileConfig(oom_memory_max="640Mi"))
+    killed(cluster, "mnist-worker-1", in_place=True)
+    plan = cluster.step(at(5))
+    assert invalid(plan) == [f"annotation trainctl.io/oom-memory-max={maximum!r} is not a positive memory quantity "
+                             "(such as 8Gi); the controller's --oom-memory-max 640Mi applies"]
+    assert [d.name for d in plan.deletes] == ["mnist-worker-1"]
+    assert memory_of(cluster.step(at(6)).creates[0])["limits"]["memory"] == "640Mi"  # 512Mi * 1.5, at most 640Mi
+
+
+def test_a_bad_maximum_without_a_controller_maximum_leaves_the_largest_node_as_the_bound() -> None:
+    cluster = started(job("OnFailure", maximum="-1Gi"))
+    cluster.node_memory = oom.parse_memory("700Mi")
+    killed(cluster, "mnist-worker-1", in_place=True)
+    plan = cluster.step(at(5))
+    assert invalid(plan) == ["annotation trainctl.io/oom-memory-max='-1Gi' is not a positive memory quantity "
+                             "(such as 8Gi); no maximum but the largest node's memory "
+                             "(the controller's --oom-memory-max is not set)"]
+    assert memory_of(cluster.step(at(6)).creates[0])["limits"]["memory"] == "700Mi"
+
+
+def node(name: str, allocatable: Optional[str], capacity: Optional[str] = None) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if allocatable is not None:
+        status["allocatable"] = {"cpu": "4", "memory": allocatable}
+    if capacity is not None:
+        status["capacity"] = {"cpu": "4", "memory": capacity}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}, "status": status}
+
+
+@pytest.mark.parametrize("restart", ["Never", "OnFailure"])
+def test_without_a_maximum_the_ladder_stops_at_the_largest_node_and_the_failure_names_memory(restart: str) -> None:
+    cluster = started(job(restart, factor="2", maximum=None, runPolicy={"backoffLimit": 0}))
+    cluster.node_memory = oom.largest_node_memory([node("small", "1Gi"), node("big", "1536Mi"), node("new", None)])
+    for expected in ("1Gi", "1536Mi"):  # 512Mi * 2, then 2Gi clamped to what the big node can hold
+        killed(cluster, "mnist-worker-1", in_place=restart != "Never")
+        cluster.step(at(5))
+        plan = cluster.step(at(6))
+        assert [memory_of(pod)["limits"]["memory"] for pod in plan.creates] == [expected]
+        cluster.set_phase("mnist-worker-1", "Running")
+        cluster.step(at(7))
+    assert cluster.job["status"]["oomMemory"]["Worker-1"] == {"memory": "1536Mi", "previous": "1Gi", "relaunches": 2}
+    killed(cluster, "mnist-worker-1", in_place=restart != "Never")  # no node holds more: the restart policy decides
+    plan = cluster.step(at(8))
+    assert not [d for d in plan.deletes if d.name == "mnist-worker-1" and "memory" in (d.cause or "")]
+    assert not any(e.reason == "OOMMemoryIncreased" for e in plan.events)
+    failed = next(c for c in cluster.job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True"
+    assert failed["message"].endswith("replica Worker-1 was OOMKilled at 1536Mi and no node can hold more than 1536Mi")
+
+
+def test_a_replica_killed_above_every_node_gets_no_rung_and_the_failure_says_why() -> None:
+    cluster = started(job("Never", factor="1.5", maximum="8Gi", memory={"limits": {"memory": "2Gi"}}))
+    cluster.node_memory = oom.largest_node_memory([node("only", "1Gi")])
+    killed(cluster, "mnist-worker-0", in_place=False)
+    plan = cluster.step(at(5))
+    assert not [d for d in plan.deletes if "memory" in (d.cause or "")]
+    failed = next(c for c in cluster.job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["message"].endswith("replica Worker-0 was OOMKilled at 2Gi and no node can hold more than 1Gi")
+
+
+def test_a_rung_that_the_node_bounds_is_whole_mib_and_fits() -> None:
+    cluster = started(job("OnFailure", factor="2", maximum=None))
+    cluster.node_memory = oom.largest_node_memory([node("odd", "1048575Ki")])  # 1Gi less 1Ki
+    killed(cluster, "mnist-worker-0", in_place=True)
+    cluster.step(at(5))
+    assert memory_of(cluster.step(at(6)).creates[0]) == {"limits": {"memory": "1023Mi"}, "requests": {"memory": "512Mi"}}
+
+
+def test_the_largest_node_reads_allocatable_else_capacity() -> None:
+    assert oom.largest_node_memory([]) is None
+    assert oom.largest_node_memory([node("a", None), node("b", "lots")]) is None
+    assert oom.largest_node_memory([node("a", "2Gi", "4Gi"), node("b", None, "3Gi")]) == 3 * 2**30
+    assert oom.largest_node_memory([node("a", "-1Gi"), node("b", "1e400"), node("c", "512Mi")]) == 512 * 2**20
+
+
+@pytest.mark.parametrize("text", ["inf", "nan", "-inf", "1e400", "1e999999999", "sNaN", "lots", None])
+def test_a_quantity_that_is_no_memory_size_is_none(text: Optional[str]) -> None:
+    assert oom.parse_memory(text) is None
 
 
 @pytest.mark.parametrize(("size", "text"), [(512 * 2**20, "512Mi"), (2**30, "1Gi"), (1000, "1000")])

@@ -56,13 +56,14 @@ class Cluster:
         self.hpa: Optional[dict[str, Any]] = None
         self.pod_group: Optional[dict[str, Any]] = None
         self.nodes: dict[str, dict[str, Any]] = {}
+        self.node_memory: Optional[int] = None  # the largest node's allocatable memory, in bytes
         self.deleted_job = False
         self._serial = 0
 
     def observed(self) -> Observed:
         return Observed(
             pods=list(self.pods.values()), services=list(self.services.values()), hpa=self.hpa, pod_group=self.pod_group,
-            nodes=self.nodes,
+            nodes=self.nodes, node_memory=self.node_memory,
         )
 
     def reconcile(self, now: datetime = T0) -> Plan:

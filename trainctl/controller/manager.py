@@ -15,6 +15,8 @@ a worker takes from the queue it:
    the call has answered (``SuccessfulCreatePod`` …), bounded by the recorder's correlator
    (kube/events.py); a create answered AlreadyExists is a success only when the object is
    the job's own, else a failure (a deleted job's pod of the same name, still terminating);
+   a standing problem with the job's settings (``Plan.problems``, a bad annotation) becomes
+   a Warning Event when it appears, not in every pass;
 4. re-queues with per-job exponential back-off on any error, or after ``requeue_after``.
 
 Within ``status_batch_period`` of a job's last status write, a new status that only moves
@@ -40,7 +42,7 @@ from trainctl.api import constants as c
 from trainctl.api import kinds
 from trainctl.controller.metrics import ControllerMetrics
 from trainctl.controller.options import ManagerOptions
-from trainctl.controller.reconcile import nodes
+from trainctl.controller.reconcile import nodes, oom
 from trainctl.controller.reconcile import plan as plans
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 from trainctl.kube import resources as r
@@ -124,7 +126,13 @@ class Manager:
         self._status_written: dict[JobKey, float] = {}
         # (job, child) -> the last refusal recorded as an Event, so retries do not repeat it
         self._refusals: dict[tuple[JobKey, ChildKey], str] = {}
-        self._refusals_lock = threading.Lock()
+        # job -> its standing problems (Plan.problems) already recorded as Events
+        self._problems: dict[JobKey, frozenset[Event]] = {}
+        self._once_lock = threading.Lock()
+        # The most memory any Node offers a pod, recomputed after a Node came, went or changed it.
+        self._node_memory: Optional[int] = None
+        self._node_memory_stale = True
+        self._node_memory_lock = threading.Lock()
 
         ns = options.namespace
         self.job_informers = {
@@ -177,9 +185,10 @@ class Manager:
         if event_type == "DELETED":
             self.expectations.forget(key)
             self._status_written.pop(key, None)
-            with self._refusals_lock:
+            with self._once_lock:
                 for refusal in [k for k in self._refusals if k[0] == key]:
                     del self._refusals[refusal]
+                self._problems.pop(key, None)
         self.queue.add(key)
 
     def _on_child_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
@@ -196,6 +205,8 @@ class Manager:
 
     def _on_node_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
         """A node that became not Ready (or Ready again): reconcile the jobs with pods on it."""
+        if new is None or old is None or oom.node_memory(new) != oom.node_memory(old):
+            self._node_memory_stale = True  # set after the store changed: the next look sees the change
         if new is not None and old is not None and nodes.not_ready(new) == nodes.not_ready(old):
             return  # a heartbeat or a label: nothing the lost-node rule looks at
         name = (new or old or {}).get("metadata", {}).get("name")
@@ -212,6 +223,13 @@ class Manager:
                 if node is not None:
                     out[name] = node
         return out
+
+    def _largest_node_memory(self) -> Optional[int]:
+        with self._node_memory_lock:
+            if self._node_memory_stale:
+                self._node_memory_stale = False
+                self._node_memory = oom.largest_node_memory(self.node_informer.store.list())
+            return self._node_memory
 
     def _lookup(self, child: ChildKey) -> Optional[dict[str, Any]]:
         kind, namespace, name = child
@@ -333,6 +351,8 @@ class Manager:
         if job is None:
             self.expectations.forget(key)
             self._status_written.pop(key, None)
+            with self._once_lock:
+                self._problems.pop(key, None)
             return None
         if job["metadata"].get("deletionTimestamp"):
             return None
@@ -351,10 +371,12 @@ class Manager:
             if "PodGroup" in self.child_informers
             else None,
             nodes=self._nodes_of(pods),
+            node_memory=self._largest_node_memory(),
         )
         now = self.clock()
         plan = self.reconciler(copy.deepcopy(job), observed, now)
         self.reconciles += 1
+        self._record_problems(key, job, plan.problems, now)
         if not plan.empty:
             self.apply(key, job, plan, now)
         return plan.requeue_after
@@ -416,6 +438,19 @@ class Manager:
         )
         if errors:
             raise ApplyError(errors)
+
+    def _record_problems(self, key: JobKey, job: dict[str, Any], problems: list[Event], now: datetime) -> None:
+        """Record each standing problem with the job's settings once, when it appears (the
+        core states it in every pass); one that went away and comes back is recorded again."""
+        current = frozenset(problems)
+        with self._once_lock:
+            before = self._problems.pop(key, frozenset())
+            if current:
+                self._problems[key] = current
+        component = COMPONENT_BY_KIND.get(job.get("kind", ""), "trainctl")
+        for event in problems:
+            if event not in before:
+                self.events.record(job, event, component, now)
 
     def _status_hold(self, key: JobKey, job: dict[str, Any], plan: Plan) -> float:
         """Seconds to hold ``plan.status`` back: the rest of the status batch period when the
@@ -523,7 +558,7 @@ class Manager:
         created, e.g. an invalid pod template or another object under its name; repeated
         only when the reason changes."""
         message = f"Error creating: {why}"
-        with self._refusals_lock:
+        with self._once_lock:
             if self._refusals.get((key, child)) == message:
                 return
             self._refusals[(key, child)] = message

@@ -8,7 +8,8 @@ reachable from the command line the moment it is declared. :func:`from_args` tur
 parsed flags back into the options object.
 
 A field may carry ``metadata``: ``help``, ``flag`` (another flag name), ``choices``,
-``minimum``, ``metavar`` and ``env`` (an environment variable that overrides the default).
+``minimum``, ``metavar``, ``env`` (an environment variable that overrides the default) and
+``parse`` (a function from the flag's text to the value, raising ValueError with the rule).
 A ReconcileConfig field that ManagerOptions also has (the gang scheduler, which the manager
 needs for its PodGroup informer) is set through the manager's flag only.
 """
@@ -20,7 +21,7 @@ import dataclasses
 import os
 import typing
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from trainctl.api.durations import parse_duration
 from trainctl.controller.reconcile.config import ReconcileConfig
@@ -120,6 +121,16 @@ def duration_or_never(text: str) -> Optional[float]:
     return seconds
 
 
+def _parsed_by(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    def checked(text: str) -> Any:
+        try:
+            return parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"{exc}, got {text!r}") from None
+
+    return checked
+
+
 def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: Any) -> None:
     default: Any = None
     if f.default is not dataclasses.MISSING:
@@ -141,6 +152,11 @@ def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: A
         kwargs["metavar"] = f.metadata.get("metavar")
         if default is not None:
             help_text += f" (default: {default:g}s)"
+    elif callable(f.metadata.get("parse")):
+        kwargs["type"] = _parsed_by(f.metadata["parse"])
+        kwargs["metavar"] = f.metadata.get("metavar")
+        if default is not None:
+            help_text += f" (default: {default})"
     else:
         kwargs["type"] = _parser_for(base, f.metadata.get("minimum")) if base in (int, float) else base
         if f.metadata.get("choices"):

@@ -10,7 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from trainctl.controller.reconcile import oom
+
 VOLCANO = "volcano"
+
+
+def _oom_memory_max(text: str) -> str:
+    oom.parse_maximum(text)
+    return text
 
 
 @dataclass(frozen=True)
@@ -40,11 +47,14 @@ class ReconcileConfig:
     # and -max override these): an OOMKilled replica comes back with its memory limit and
     # request times the factor, never above the maximum. None: off unless a job opts in.
     oom_memory_factor: Optional[float] = field(
-        default=None, metadata={"help": "relaunch an OOMKilled replica with its memory times this factor (off by default)",
-                            "metavar": "FACTOR", "minimum": 1}
+        default=None, metadata={"help": "relaunch an OOMKilled replica with its memory times this factor, above 1 and "
+                                        f"at most {oom.MAX_FACTOR:g} (off by default)",
+                                "metavar": "FACTOR", "parse": oom.parse_factor}
     )
     oom_memory_max: Optional[str] = field(
-        default=None, metadata={"help": "never relaunch with more memory than this quantity (e.g. 8Gi)", "metavar": "QUANTITY"}
+        default=None, metadata={"help": "never relaunch with more memory than this quantity (e.g. 8Gi; the largest "
+                                        "node's allocatable memory bounds it in any case)",
+                                "metavar": "QUANTITY", "parse": _oom_memory_max}
     )
     # While Volcano has not admitted the PodGroup, look again this often.
     podgroup_poll_seconds: float = 5.0
@@ -63,6 +73,16 @@ class ReconcileConfig:
     # At most this many pods, and as many Services, are created for one job in one pass; the
     # rest follow in the next passes, so a pass's time and memory stay bounded.
     max_creates_per_pass: int = 500
+
+    def __post_init__(self) -> None:
+        """A setting no job could use fails here, at the controller's start, not in a reconcile."""
+        for name, parse in (("oom_memory_factor", oom.parse_factor), ("oom_memory_max", oom.parse_maximum)):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    parse(value)
+                except ValueError as exc:
+                    raise ValueError(f"{name} {exc}, got {value!r}") from None
 
     @property
     def gang(self) -> Optional[str]:

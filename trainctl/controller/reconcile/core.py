@@ -95,6 +95,7 @@ class _Pass:
     plan: Plan
     requeue: list[float] = field(default_factory=list)
     warnings: dict[str, Event] = field(default_factory=dict)
+    problems: list[Event] = field(default_factory=list)  # with the job's settings: Plan.problems
 
     def __post_init__(self) -> None:
         meta = self.raw.get("metadata") or {}
@@ -120,13 +121,12 @@ class _Pass:
         self.create_budget = {"Pod": per_pass, "Service": per_pass}
         grace, problem = nodes.grace_seconds(self.annotations, self.config.node_lost_grace_seconds)
         if problem is not None:
-            self.warnings.setdefault("InvalidNodeLostGrace", Event("Warning", "InvalidNodeLostGrace", problem))
+            self.problems.append(Event("Warning", "InvalidNodeLostGrace", problem))
         self.lost, self.lost_waits = nodes.find_lost(self.observed.pods, self.observed.nodes, self.now, grace)
         self.deleting: set[Optional[str]] = set()  # uids this pass deletes
         self.lost_uids = {(lost.pod.get("metadata") or {}).get("uid") for lost in self.lost}
-        self.oom_policy, problem = oom.policy(self.annotations, self.config.oom_memory_factor, self.config.oom_memory_max)
-        if problem is not None:
-            self.warnings.setdefault("InvalidOOMMemory", Event("Warning", "InvalidOOMMemory", problem))
+        self.oom_policy, oom_problems = oom.policy(self.annotations, self.config.oom_memory_factor, self.config.oom_memory_max)
+        self.problems.extend(Event("Warning", "InvalidOOMMemory", problem) for problem in oom_problems)
         self.oom_memory: dict[str, dict[str, Any]] = dict(self.old_status.get("oomMemory") or {})
         self.oom_relaunch: dict[str, tuple[str, int, int, int]] = {}  # uid -> (type, index, limit, new limit)
         self.oom_replacing: set[str] = set()  # uids of OOMKilled pods already being deleted for a relaunch
@@ -147,6 +147,7 @@ class _Pass:
         done = self.book.is_true(c.CONDITION_SUCCEEDED) or self.book.is_true(c.CONDITION_FAILED)
         if done:  # nothing is replaced any more: pods follow cleanPodPolicy, stuck ones the rule below
             self.lost, self.lost_uids, self.lost_waits = [], set(), []
+            self.problems = []  # nor do the settings that decide replacements matter
         self.force_delete_stuck_pods()
         self.force_delete_lost_pods()
         if done:
@@ -164,6 +165,7 @@ class _Pass:
         events, metrics = self.book.changes()
         self.plan.events = events + self.plan.events + list(self.warnings.values())
         self.plan.metrics = metrics + self.plan.metrics
+        self.plan.problems = self.problems
         if self.status != self.old_status:
             self.plan.status = self.status
         if self.requeue:
@@ -532,7 +534,8 @@ class _Pass:
 
     # --- out-of-memory relaunch (trainctl extension, docs/compatibility.md) ------------------
     def find_oom_killed(self, policy: oom.Policy) -> None:
-        """Which OOMKilled replicas get more memory; which are at the maximum already."""
+        """Which OOMKilled replicas get more memory; which are at their ceiling already (the
+        maximum, or the most memory any node can give)."""
         container = self.framework.container
         for rtype in self.types:
             duplicated = self.pods.duplicated(rtype)
@@ -542,17 +545,14 @@ class _Pass:
                 limit = oom.memory_limit(pod.get("spec") or {}, container)
                 if limit is None:
                     continue  # no memory limit: nothing to grow
-                grown = oom.grown(limit, policy)
+                grown = oom.grown(limit, policy, self.observed.node_memory)
                 uid = pod["metadata"].get("uid", "")
                 if grown > limit and is_terminating(pod):
                     self.oom_replacing.add(uid)
                 elif grown > limit:
                     self.oom_relaunch[uid] = (rtype, index, limit, grown)
                 elif not is_terminating(pod):
-                    self.oom_at_max.append(
-                        f"replica {rtype}-{index} was OOMKilled at the maximum memory {oom.format_memory(limit)} "
-                        f"({c.ANNOTATION_OOM_MEMORY_MAX})"
-                    )
+                    self.oom_at_max.append(oom.no_room(f"{rtype}-{index}", limit, policy, self.observed.node_memory))
 
     def is_oom_relaunched(self, pod: dict[str, Any]) -> bool:
         """Whether ``pod`` is replaced for an OOM kill, in this pass or by a delete under way."""

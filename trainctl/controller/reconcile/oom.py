@@ -15,6 +15,11 @@ another pass decides the same value: nothing grows twice for one kill.
 A relaunch is a restart of the replica (``status.restartCount``), but OOM kills a relaunch
 handles must not fail the job: the status counts the relaunches per replica, and
 backoffLimit leaves them out. Once the maximum is reached, OOMs count as any failure.
+
+No rung asks for more than the largest node can give a pod (its allocatable memory): such a
+pod would stay Pending for ever. A replica OOMKilled at that size is at its ceiling, as at
+the maximum, and the failure says so. Annotations are the job author's: a value that is no
+factor or no quantity is reported and the controller's setting used, never trusted.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Optional
+from typing import Any, Iterable, Optional
 
 from trainctl.api import constants as c
 
@@ -33,18 +38,66 @@ OOM_KILLED = "OOMKilled"
 # the replacement up for it. The pod still goes only once the kubelet has stopped it.
 RELAUNCH_GRACE_SECONDS = 1
 _MI = 1024 * 1024
+# A factor multiplies a replica's memory at each OOM kill: 1.5 or 2 is the usual ladder, and
+# 16 (512Mi to 8Gi in one step) is far past any sensible one; a larger value is a typo.
+MAX_FACTOR = 16.0
+# Kubernetes reads a quantity's value as an int64: nothing larger is a memory size.
+_MAX_BYTES = 2**63 - 1
+FACTOR_RULE = f"a number above 1 and at most {MAX_FACTOR:g}"
+MAXIMUM_RULE = "a positive memory quantity (such as 8Gi)"
 
 
 def parse_memory(value: Any) -> Optional[int]:
-    """Bytes of a memory quantity ("512Mi", "1G", 1048576), or None."""
+    """Bytes of a memory quantity ("512Mi", "1G", 1048576), or None (also for inf, nan, and
+    anything beyond an int64: "1e999999999" must not become a billion-digit integer)."""
     from kubernetes.utils.quantity import parse_quantity  # heavy import, only needed here
 
     if value is None:
         return None
     try:
-        return int(math.ceil(parse_quantity(value)))
+        amount = parse_quantity(value)
+        if not amount.is_finite() or abs(amount) > _MAX_BYTES:
+            return None
+        return int(math.ceil(amount))
     except (ValueError, TypeError, ArithmeticError):
         return None
+
+
+def parse_factor(text: Any) -> float:
+    """A factor (annotation or flag); ValueError when it is not ``FACTOR_RULE``."""
+    try:
+        factor = float(text)
+    except (TypeError, ValueError):
+        factor = math.nan
+    if not (math.isfinite(factor) and 1 < factor <= MAX_FACTOR):
+        raise ValueError(f"must be {FACTOR_RULE}")
+    return factor
+
+
+def parse_maximum(text: Any) -> int:
+    """A maximum's bytes (annotation or flag); ValueError when it is not ``MAXIMUM_RULE``."""
+    size = parse_memory(text)
+    if size is None or size <= 0:
+        raise ValueError(f"must be {MAXIMUM_RULE}")
+    return size
+
+
+def node_memory(node: dict[str, Any]) -> Optional[int]:
+    """What ``node`` can give pods: its allocatable memory (else its capacity), in bytes."""
+    status = node.get("status") or {}
+    for field in ("allocatable", "capacity"):
+        size = parse_memory((status.get(field) or {}).get("memory"))
+        if size is not None and size > 0:
+            return size
+    return None
+
+
+def largest_node_memory(nodes: Iterable[dict[str, Any]]) -> Optional[int]:
+    """The most memory any of ``nodes`` can give one pod; None when no node says.
+
+    Every node counts, Ready or not (one rebooting comes back); nodeSelectors, affinities
+    and taints are the scheduler's, not this bound's."""
+    return max((size for size in map(node_memory, nodes) if size is not None), default=None)
 
 
 def format_memory(size: int) -> str:
@@ -63,23 +116,32 @@ class Policy:
 
 def policy(
     annotations: dict[str, Any], factor: Optional[float], maximum: Optional[str]
-) -> tuple[Optional[Policy], Optional[str]]:
-    """The job's OOM policy (None: not opted in) and a problem with its annotations, if any."""
+) -> tuple[Optional[Policy], list[str]]:
+    """The job's OOM policy (None: not opted in) and the problems with its annotations.
+
+    ``factor`` and ``maximum`` are the controller's (checked at its start); an annotation
+    that breaks its rule is reported and the controller's setting applies instead."""
+    problems = []
     factor_text = annotations.get(c.ANNOTATION_OOM_MEMORY_FACTOR)
-    max_text = annotations.get(c.ANNOTATION_OOM_MEMORY_MAX, maximum)
     if factor_text is not None:
         try:
-            factor = float(factor_text)
+            factor = parse_factor(factor_text)
         except ValueError:
-            return None, f"annotation {c.ANNOTATION_OOM_MEMORY_FACTOR}={factor_text!r} is not a number"
+            fallback = "no OOM relaunch (the controller's --oom-memory-factor is not set)" if factor is None else (
+                f"the controller's --oom-memory-factor {factor:g} applies")
+            problems.append(f"annotation {c.ANNOTATION_OOM_MEMORY_FACTOR}={factor_text!r} is not {FACTOR_RULE}; {fallback}")
+    max_text = annotations.get(c.ANNOTATION_OOM_MEMORY_MAX)
+    if max_text is not None:
+        try:
+            parse_maximum(max_text)
+            maximum = max_text
+        except ValueError:
+            fallback = ("no maximum but the largest node's memory (the controller's --oom-memory-max is not set)"
+                        if maximum is None else f"the controller's --oom-memory-max {maximum} applies")
+            problems.append(f"annotation {c.ANNOTATION_OOM_MEMORY_MAX}={max_text!r} is not {MAXIMUM_RULE}; {fallback}")
     if factor is None:
-        return None, None
-    if not factor > 1:
-        return None, f"{c.ANNOTATION_OOM_MEMORY_FACTOR} must be above 1, got {factor:g}"
-    max_bytes = parse_memory(max_text) if max_text is not None else None
-    if max_text is not None and max_bytes is None:
-        return None, f"annotation {c.ANNOTATION_OOM_MEMORY_MAX}={max_text!r} is not a quantity"
-    return Policy(factor, max_bytes), None
+        return None, problems
+    return Policy(factor, parse_maximum(maximum) if maximum is not None else None), problems
 
 
 def oom_killed(pod: dict[str, Any], container: str) -> bool:
@@ -107,10 +169,27 @@ def memory_limit(pod_or_template_spec: dict[str, Any], container: str) -> Option
     return None
 
 
-def grown(current: int, p: Policy) -> int:
-    """The next memory limit: ``current`` times the factor, in whole MiB, clamped to the maximum."""
+def _node_ceiling(node_bytes: int) -> int:
+    """The most a rung may ask for on the largest node: its memory in whole MiB, rounded down."""
+    return node_bytes // _MI * _MI
+
+
+def grown(current: int, p: Policy, node_bytes: Optional[int]) -> int:
+    """The next memory limit: ``current`` times the factor, in whole MiB, clamped to the
+    maximum and to what the largest node (``node_bytes``, None: unknown) can hold."""
     size = int(math.ceil(Decimal(current) * Decimal(str(p.factor)) / _MI)) * _MI
-    return min(size, p.max_bytes) if p.max_bytes is not None else size
+    for ceiling in (p.max_bytes, None if node_bytes is None else _node_ceiling(node_bytes)):
+        if ceiling is not None:
+            size = min(size, ceiling)
+    return size
+
+
+def no_room(replica: str, limit: int, p: Policy, node_bytes: Optional[int]) -> str:
+    """Why ``replica``, OOMKilled at ``limit``, gets no more memory (``grown`` did not grow)."""
+    if node_bytes is None or p.max_bytes is not None and limit >= p.max_bytes:
+        return f"replica {replica} was OOMKilled at the maximum memory {format_memory(limit)} ({c.ANNOTATION_OOM_MEMORY_MAX})"
+    return (f"replica {replica} was OOMKilled at {format_memory(limit)} and no node can hold more than "
+            f"{format_memory(_node_ceiling(node_bytes))}")
 
 
 def with_memory(pod: dict[str, Any], container: str, memory: str, previous: str) -> dict[str, Any]:

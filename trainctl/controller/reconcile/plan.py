@@ -4,7 +4,8 @@ The reconcile core is a pure function ``(job, Observed, now) -> Plan``. The shel
 (trainctl/kube) is the only code that turns a Plan into API calls. Keeping the contract
 in one small module lets both sides change independently.
 
-Events about the job travel as ``Plan.events``; the Events about creating and deleting
+Events about the job travel as ``Plan.events`` (transitions) and ``Plan.problems`` (standing
+problems with its settings, which the shell records once); the Events about creating and deleting
 children depend on how the API call went, so the plan names them (``create_events``,
 ``delete_events``, with the core's ``ObjectRef.cause``) and the shell records the one that
 matches the outcome.
@@ -101,6 +102,9 @@ class Observed:
     pod_group: Optional[dict[str, Any]] = None
     # The Nodes the job's pods are on, by name (a node absent here is not judged).
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The most memory any Node can give one pod (``oom.largest_node_memory`` of every Node,
+    # in bytes; None: no Node says): no out-of-memory relaunch asks for more.
+    node_memory: Optional[int] = None
 
 
 @dataclass
@@ -122,6 +126,10 @@ class Plan:
     # Job-level counters to increment, once per transition: "created", "succeeded",
     # "failed", "restarted", "deleted" (training_operator_jobs_<name>_total).
     metrics: list[str] = field(default_factory=list)
+    # Standing problems with the job's settings (an annotation that is not a valid value),
+    # as Warning Events. Stated in every pass while they hold, unlike ``events``: the shell
+    # records one when it appears, not again while it stays.
+    problems: list[Event] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
