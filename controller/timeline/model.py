@@ -42,13 +42,13 @@ PHASES = (PENDING, RUNNING, WAITING, TERMINATING, SUCCEEDED, FAILED, UNKNOWN)
 WORLD_SIZE_PATTERN = re.compile(r"\b(?:WORLD_SIZE|world_size|global_world_sizes)=\[?(\d+)")
 # The reference operator's pod events: "Created pod: NAME", "Deleted pod: NAME".
 POD_IN_MESSAGE = re.compile(r"\bpod:? ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\b")
+FINISHED = (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED)
 # A job condition that becomes True ends these (Kubeflow's setCondition: Running and
 # Restarting exclude each other; a finished job is neither).
 REPLACES = {
     c.CONDITION_RUNNING: (c.CONDITION_RESTARTING,),
     c.CONDITION_RESTARTING: (c.CONDITION_RUNNING,),
-    c.CONDITION_SUCCEEDED: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING),
-    c.CONDITION_FAILED: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING),
+    **{finished: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING) for finished in FINISHED},
 }
 # Pod Events worth a mark even though their type is Normal.
 NOTABLE_NORMAL_REASONS = frozenset({"Killing", "Preempting", "Evicted"})
@@ -463,15 +463,24 @@ def _event_marks(events: Iterable[dict[str, Any]], pod_names: set[str]) -> tuple
 
 
 def _condition_changes(job: dict[str, Any], observations: Iterable[JobObservation]) -> list[ConditionChange]:
-    """Every distinct (type, status, lastTransitionTime) the job's snapshots carried."""
+    """Every distinct (type, status, lastTransitionTime) the job's snapshots carried.
+
+    Succeeded and Failed flip Running to False and keep its reason and times (kubeflow's
+    ``filterOutCondition``), so a False Running whose reason still says running tells when
+    the job began to run; the terminal condition ends it (``REPLACES``).
+    """
     seen: dict[tuple[str, str, float], ConditionChange] = {}
     for snapshot in [*(o.job for o in observations), job]:
-        for cond in (snapshot.get("status") or {}).get("conditions") or []:
+        conditions = (snapshot.get("status") or {}).get("conditions") or []
+        finished = any(cond.get("type") in FINISHED and cond.get("status") == "True" for cond in conditions)
+        for cond in conditions:
             at = parse_time(cond.get("lastTransitionTime")) or parse_time(cond.get("lastUpdateTime"))
             if at is None or not cond.get("type"):
                 continue
-            key = (cond["type"], cond.get("status") or "", at)
-            seen.setdefault(key, ConditionChange(at, cond["type"], cond.get("status") or "", cond.get("reason") or ""))
+            status, reason = cond.get("status") or "", cond.get("reason") or ""
+            if finished and cond["type"] == c.CONDITION_RUNNING and status == "False" and reason.endswith(c.CONDITION_RUNNING):
+                status = "True"  # flipped, not set: it says when Running became True
+            seen.setdefault((cond["type"], status, at), ConditionChange(at, cond["type"], status, reason))
     return sorted(seen.values(), key=lambda ch: (ch.at, ch.type))
 
 

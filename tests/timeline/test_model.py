@@ -121,7 +121,8 @@ def test_conditions_become_changes_and_true_stretches():
         job("mnist", ("Created", "True", 0), ("Running", "False", 20), ("Restarting", "True", 20)),
         job("mnist", ("Created", "True", 0), ("Running", "True", 30), ("Restarting", "False", 30)),
     ]
-    final = job("mnist", ("Created", "True", 0), ("Running", "False", 60), ("Restarting", "False", 30), ("Succeeded", "True", 60))
+    # Succeeded flips Running to False and keeps its reason and times (kubeflow's filterOutCondition).
+    final = job("mnist", ("Created", "True", 0), ("Running", "False", 30), ("Restarting", "False", 30), ("Succeeded", "True", 60))
     timeline = build(job=final, job_observations=[model.JobObservation(EPOCH0, j) for j in snapshots])
     stretches = [(t, s.start - EPOCH0, s.end - EPOCH0) for t, s in timeline.condition_spans()]
     assert stretches == [("Created", 0, 100), ("Running", 5, 20), ("Restarting", 20, 30), ("Running", 30, 60), ("Succeeded", 60, 100)]
@@ -171,6 +172,23 @@ def test_the_recorder_builds_the_timeline_from_what_the_watches_delivered():
     assert phases(row) == [("Pending", 1, 3), ("Running", 3, 58), ("Succeeded", 58, 61)]
     assert [(w.at - EPOCH0, w.size) for w in timeline.world_size] == [(6, 1)]
     assert timeline.title == "PyTorchJob default/mnist"
+
+
+def test_a_finished_job_still_shows_when_it_ran_though_its_running_condition_is_false():
+    """The terminal condition flips Running to False but keeps the time it became True."""
+    final = job("mnist", ("Created", "True", 0), ("Running", "False", 5), ("Succeeded", "True", 60))
+    running_then = job("mnist", ("Created", "True", 0), ("Running", "True", 5))
+    for observed in ([], [model.JobObservation(EPOCH0 + 5, running_then)]):  # trainctl timeline; run --timeline
+        timeline = build(job=final, job_observations=observed)
+        stretches = [(t, s.start - EPOCH0, s.end - EPOCH0) for t, s in timeline.condition_spans()]
+        assert stretches == [("Created", 0, 100), ("Running", 5, 60), ("Succeeded", 60, 100)]
+
+
+def test_a_running_condition_set_false_by_suspension_is_not_taken_for_a_run():
+    final = job("mnist", ("Created", "True", 0), ("Suspended", "True", 20), ("Failed", "True", 50))
+    final["status"]["conditions"].insert(1, {"type": "Running", "status": "False", "reason": "PyTorchJobSuspended", "lastTransitionTime": at(20)})
+    stretches = [(t, s.start - EPOCH0, s.end - EPOCH0) for t, s in build(job=final).condition_spans()]
+    assert stretches == [("Created", 0, 100), ("Suspended", 20, 100), ("Failed", 50, 100)]
 
 
 def test_a_job_recreated_under_the_same_name_shows_only_its_own_pods_events_and_marks():

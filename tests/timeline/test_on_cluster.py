@@ -179,6 +179,8 @@ def test_a_job_created_again_under_its_name_has_a_timeline_of_its_own(cluster, t
         assert {row.pod for row in timeline.rows} == pods
         assert [(row.pod, m) for row in timeline.rows for m in row.marks if m.kind == "deleted"] == []
         assert timeline.start == created
+        running = [span for type_, span in timeline.condition_spans() if type_ == "Running"]
+        assert running and all(span.end > span.start for span in running), timeline.conditions
         assert [w.size for w in timeline.world_size] == [2]
 
     done = trainctl(cluster, tmp_path, "timeline", name, "-n", "default", "-o", str(tmp_path / "second.svg"))
