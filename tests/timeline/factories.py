@@ -12,17 +12,18 @@ from trainctl.api import constants as c
 
 T0 = datetime(2026, 1, 2, 3, 0, 0, tzinfo=timezone.utc)
 EPOCH0 = T0.timestamp()
+JOB_UID = "job-uid"
 
 
 def at(seconds: float) -> str:
     return (T0 + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def job(name: str = "mnist", *conditions: tuple[str, str, float]) -> dict[str, Any]:
+def job(name: str = "mnist", *conditions: tuple[str, str, float], uid: str = JOB_UID, created: float = 0) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
-        "metadata": {"name": name, "namespace": "default", "uid": "job-uid", "creationTimestamp": at(0)},
+        "metadata": {"name": name, "namespace": "default", "uid": uid, "creationTimestamp": at(created)},
         "status": {
             "conditions": [
                 {"type": t, "status": s, "reason": f"PyTorchJob{t}", "lastTransitionTime": at(when), "lastUpdateTime": at(when)}
@@ -53,6 +54,7 @@ def pod(
     last_state: dict[str, Any] | None = None,
     restarts: int = 0,
     deleting: float | None = None,
+    owner: str = JOB_UID,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
@@ -60,6 +62,7 @@ def pod(
         "uid": uid or f"{name}-uid",
         "creationTimestamp": at(created),
         "labels": {c.LABEL_JOB_NAME: "mnist", c.LABEL_REPLICA_TYPE: replica_type.lower(), c.LABEL_REPLICA_INDEX: str(index)},
+        "ownerReferences": [{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "mnist", "uid": owner, "controller": True}],
     }
     if deleting is not None:
         meta["deletionTimestamp"] = at(deleting)
@@ -70,10 +73,14 @@ def pod(
     return {"metadata": meta, "spec": {"nodeName": node, "containers": [{"name": "pytorch"}]}, "status": status}
 
 
-def event(reason: str, message: str, when: float, *, kind: str = "PyTorchJob", name: str = "mnist", type_: str = "Normal", count: int = 1) -> dict[str, Any]:
+def event(
+    reason: str, message: str, when: float, *, kind: str = "PyTorchJob", name: str = "mnist", uid: str | None = None, type_: str = "Normal", count: int = 1
+) -> dict[str, Any]:
+    """An Event about the job (``JOB_UID``) or, with ``kind="Pod"``, about the pod ``pod(name)`` makes."""
+    uid = uid or (f"{name}-uid" if kind == "Pod" else JOB_UID)
     return {
         "metadata": {"name": f"{name}.{reason}", "namespace": "default"},
-        "involvedObject": {"kind": kind, "name": name, "namespace": "default"},
+        "involvedObject": {"kind": kind, "name": name, "namespace": "default", "uid": uid},
         "reason": reason,
         "message": message,
         "type": type_,

@@ -121,7 +121,8 @@ def test_conditions_become_changes_and_true_stretches():
         job("mnist", ("Created", "True", 0), ("Running", "False", 20), ("Restarting", "True", 20)),
         job("mnist", ("Created", "True", 0), ("Running", "True", 30), ("Restarting", "False", 30)),
     ]
-    final = job("mnist", ("Created", "True", 0), ("Running", "False", 60), ("Restarting", "False", 30), ("Succeeded", "True", 60))
+    # Succeeded flips Running to False and keeps its reason and times (kubeflow's filterOutCondition).
+    final = job("mnist", ("Created", "True", 0), ("Running", "False", 30), ("Restarting", "False", 30), ("Succeeded", "True", 60))
     timeline = build(job=final, job_observations=[model.JobObservation(EPOCH0, j) for j in snapshots])
     stretches = [(t, s.start - EPOCH0, s.end - EPOCH0) for t, s in timeline.condition_spans()]
     assert stretches == [("Created", 0, 100), ("Running", 5, 20), ("Restarting", 20, 30), ("Running", 30, 60), ("Succeeded", 60, 100)]
@@ -166,9 +167,84 @@ def test_the_recorder_builds_the_timeline_from_what_the_watches_delivered():
     recorder.pod("MODIFIED", pod("mnist-master-0", replica_type="Master", state=running(3)))  # t=4
     recorder.log("mnist-master-0", "[start] RANK=0 WORLD_SIZE=1")  # t=6
     recorder.pod("MODIFIED", pod("mnist-master-0", replica_type="Master", phase="Succeeded", state=terminated(3, 58)))  # t=60
-    assert recorder.pod_names() == {"mnist-master-0"}
     timeline = recorder.timeline()  # now = t=61
     (row,) = timeline.rows
     assert phases(row) == [("Pending", 1, 3), ("Running", 3, 58), ("Succeeded", 58, 61)]
     assert [(w.at - EPOCH0, w.size) for w in timeline.world_size] == [(6, 1)]
     assert timeline.title == "PyTorchJob default/mnist"
+
+
+def test_a_finished_job_still_shows_when_it_ran_though_its_running_condition_is_false():
+    """The terminal condition flips Running to False but keeps the time it became True."""
+    final = job("mnist", ("Created", "True", 0), ("Running", "False", 5), ("Succeeded", "True", 60))
+    running_then = job("mnist", ("Created", "True", 0), ("Running", "True", 5))
+    for observed in ([], [model.JobObservation(EPOCH0 + 5, running_then)]):  # trainctl timeline; run --timeline
+        timeline = build(job=final, job_observations=observed)
+        stretches = [(t, s.start - EPOCH0, s.end - EPOCH0) for t, s in timeline.condition_spans()]
+        assert stretches == [("Created", 0, 100), ("Running", 5, 60), ("Succeeded", 60, 100)]
+
+
+def test_a_running_condition_set_false_by_suspension_is_not_taken_for_a_run():
+    final = job("mnist", ("Created", "True", 0), ("Suspended", "True", 20), ("Failed", "True", 50))
+    final["status"]["conditions"].insert(1, {"type": "Running", "status": "False", "reason": "PyTorchJobSuspended", "lastTransitionTime": at(20)})
+    stretches = [(t, s.start - EPOCH0, s.end - EPOCH0) for t, s in build(job=final).condition_spans()]
+    assert stretches == [("Created", 0, 100), ("Suspended", 20, 100), ("Failed", 50, 100)]
+
+
+def test_a_job_recreated_under_the_same_name_shows_only_its_own_pods_events_and_marks():
+    """An earlier job "mnist" ran from 0 to 50; this one was created at 100 and owns two pods."""
+    earlier = "earlier-uid"
+    new = job("mnist", ("Created", "True", 100), uid="job-uid", created=100)
+    pods = [
+        pod("mnist-master-0", replica_type="Master", created=101, state=running(104)),
+        pod("mnist-worker-0", created=101, state=running(105)),
+        # The earlier job's worker, still terminating; same labels, same name scheme.
+        pod("mnist-worker-1", index=1, uid="old-w1", owner=earlier, created=2, state=running(4), deleting=99),
+    ]
+    events = [
+        event("SuccessfulCreatePod", "Created pod: mnist-worker-0", 1, uid=earlier),
+        event("SuccessfulCreatePod", "Created pod: mnist-worker-2", 1, uid=earlier),
+        event("FailedCreatePod", "quota exceeded", 3, uid=earlier, type_="Warning"),
+        event("SuccessfulDeletePod", "Deleted pod: mnist-worker-0", 50, uid=earlier),
+        event("SuccessfulDeletePod", "Deleted pod: mnist-worker-2", 50, uid=earlier),
+        event("BackOff", "Back-off restarting failed container", 30, kind="Pod", name="mnist-worker-0", uid="old-w0", type_="Warning"),
+        event("Scheduled", "assigned", 2, kind="Pod", name="mnist-worker-1", uid="old-w1"),
+        event("Killing", "Stopping container pytorch", 102, kind="Pod", name="mnist-worker-1", uid="old-w1"),
+        event("SuccessfulCreatePod", "Created pod: mnist-master-0", 101),
+        event("SuccessfulCreatePod", "Created pod: mnist-worker-0", 101),
+        event("BackOff", "Back-off restarting failed container", 110, kind="Pod", name="mnist-worker-0", type_="Warning"),
+    ]
+    timeline = build(*pods, job=new, events=events, now=200)
+    assert [r.pod for r in timeline.rows] == ["mnist-master-0", "mnist-worker-0"]
+    master, worker = timeline.rows
+    assert marks(master) == []
+    assert marks(worker) == [("event", 110, "BackOff")]
+    assert phases(worker) == [("Pending", 101, 105), ("Running", 105, 200)]
+    assert timeline.start == EPOCH0 + 100 and timeline.job_marks == ()
+
+
+def test_a_pod_re_created_within_the_job_keeps_the_events_of_its_earlier_instance():
+    """The earlier instance is gone (its uid unknown to a listing), but its Events came after the job's creation."""
+    new = job("mnist", uid="job-uid", created=100)
+    events = [
+        event("Scheduled", "assigned", 101, kind="Pod", name="mnist-worker-0", uid="first-instance"),
+        event("BackOff", "Back-off restarting failed container", 120, kind="Pod", name="mnist-worker-0", uid="first-instance", type_="Warning"),
+    ]
+    (row,) = build(pod("mnist-worker-0", created=130, state=running(131)), job=new, events=events, now=200).rows
+    assert marks(row) == [("event", 120, "BackOff")]
+
+
+def test_the_recorder_ignores_what_belongs_to_an_earlier_job_of_the_same_name():
+    clock = iter([EPOCH0 + t for t in (100, 101, 102, 103, 104, 105, 150)]).__next__
+    recorder = TimelineRecorder(container="pytorch", clock=clock)
+    recorder.job(job("mnist", ("Created", "True", 100), created=100))  # t=100
+    leftover = pod("mnist-worker-1", index=1, uid="old-w1", owner="earlier-uid", created=2, state=running(4), deleting=99)
+    recorder.pod("MODIFIED", leftover)  # t=101
+    recorder.pod("DELETED", leftover)  # t=102
+    recorder.job(job("mnist", ("Created", "True", 0), ("Running", "True", 5), uid="earlier-uid"))  # t=103
+    recorder.pod("ADDED", pod("mnist-master-0", replica_type="Master", created=104, phase="Pending"))  # t=104
+    recorder.pod("MODIFIED", pod("mnist-master-0", replica_type="Master", created=104, state=running(105)))  # t=105
+    timeline = recorder.timeline()  # now = t=150
+    assert [r.pod for r in timeline.rows] == ["mnist-master-0"]
+    assert timeline.start == EPOCH0 + 100
+    assert [(t, s.start - EPOCH0) for t, s in timeline.condition_spans()] == [("Created", 100)]

@@ -1,16 +1,20 @@
-"""``trainctl run --timeline`` and ``trainctl timeline`` on the embedded cluster, with a real job.
+"""``trainctl run --timeline`` and ``trainctl timeline`` on the embedded cluster, with real jobs.
 
-The job has a Master and two Workers; Worker 0 dies once with a retryable exit code, so the
-controller deletes and re-creates it, and the Master waits for the re-created Worker before
-it finishes. Both timelines must show a row per pod; the one recorded live also shows
-the re-creation, which the API no longer holds once it happened.
+The first job has a Master and two Workers; Worker 0 dies once with a retryable exit code, so
+the controller deletes and re-creates it, and the Master waits for the re-created Worker
+before it finishes. Both timelines must show a row per pod; the one recorded live also shows
+the re-creation, which the API no longer holds once it happened. Then a job is deleted and
+created again under its name: each timeline of the second must hold only the second's pods,
+Events and time.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
+import time
 import uuid
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -19,7 +23,15 @@ from typing import Iterator
 import pytest
 import yaml
 
+from trainctl.api import constants as c
 from trainctl.cluster.cluster import LocalCluster
+from trainctl.kube.resources import PYTORCHJOBS
+from trainctl.launch import Launcher, Outcome, PlainView, connect
+from trainctl.launch.kinds import kind_of
+from trainctl.timeline import fetch, model
+from trainctl.timeline.recorder import TimelineRecorder
+
+from tests.support.net import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -53,9 +65,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield running
 
 
+def pytorch(command: list[str]) -> dict:
+    """The job's container, on a port of its own: the default 23456 may be held by another program on this machine."""
+    return {"name": "pytorch", "image": "python:3.11", "command": command, "ports": [{"name": c.PYTORCH_PORT_NAME, "containerPort": free_port("0.0.0.0")}]}
+
+
 def job(name: str, scratch: Path) -> dict:
     def replica(count: int, command: list[str]) -> dict:
-        container = {"name": "pytorch", "image": "python:3.11", "command": command}
+        container = pytorch(command)
         return {"replicas": count, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [container]}}}
 
     first, recovered = str(scratch / "first"), str(scratch / "recovered")
@@ -117,3 +134,55 @@ def test_timeline_of_a_missing_job_is_one_line(cluster, tmp_path):
     done = trainctl(cluster, tmp_path, "timeline", "nosuchjob", "--kind", "msjob")
     assert done.returncode == 1
     assert done.stderr == "error: no MSJob default/nosuchjob\n"
+
+
+def sleeper(name: str, *, workers: int, clean_pod_policy: str) -> dict:
+    """A job whose pods say their world size and run long enough for the job to be Running."""
+    code = "import os, time; print('WORLD_SIZE=' + os.environ['WORLD_SIZE'], flush=True); time.sleep(3)"
+    replica = {"restartPolicy": "Never", "template": {"spec": {"containers": [pytorch([sys.executable, "-c", code])]}}}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": clean_pod_policy},
+            "pytorchReplicaSpecs": {"Master": {**replica, "replicas": 1}, "Worker": {**replica, "replicas": workers}},
+        },
+    }
+
+
+@pytest.mark.timeout(300)
+def test_a_job_created_again_under_its_name_has_a_timeline_of_its_own(cluster, tmp_path):
+    name = f"again-{uuid.uuid4().hex[:6]}"
+    # The first job: three pods, which the controller deletes at the end (SuccessfulDeletePod).
+    first = tmp_path / "first.yaml"
+    first.write_text(yaml.safe_dump(sleeper(name, workers=2, clean_pod_policy="All")))
+    done = trainctl(cluster, tmp_path, "run", "-f", str(first), "--timeout", "120s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    deleted = subprocess.run(
+        ["kubectl", "--kubeconfig", str(cluster.kubeconfig), "delete", "pytorchjob", name, "-n", "default"], capture_output=True, text=True, timeout=60
+    )
+    assert deleted.returncode == 0, deleted.stderr
+
+    # The second, under the same name: two pods, kept at the end; recorded as run --timeline does.
+    launcher = Launcher(connect(str(cluster.kubeconfig)))
+    recorder = TimelineRecorder(container="pytorch")
+    result = launcher.launch(sleeper(name, workers=1, clean_pod_policy="None"), "default", PlainView(io.StringIO()), timeout=120, observer=recorder)
+    assert result.outcome is Outcome.SUCCEEDED, result.message
+    job = launcher.client.get(PYTORCHJOBS, "default", name)
+    recorded = recorder.timeline(events=fetch.job_events(launcher.client, job))
+    redrawn = fetch.timeline(launcher.client, kind_of(job), job, now=time.time())
+
+    created = model.parse_time(job["metadata"]["creationTimestamp"])
+    pods = {f"{name}-master-0", f"{name}-worker-0"}
+    for timeline in (recorded, redrawn):
+        assert {row.pod for row in timeline.rows} == pods
+        assert [(row.pod, m) for row in timeline.rows for m in row.marks if m.kind == "deleted"] == []
+        assert timeline.start == created
+        running = [span for type_, span in timeline.condition_spans() if type_ == "Running"]
+        assert running and all(span.end > span.start for span in running), timeline.conditions
+        assert [w.size for w in timeline.world_size] == [2]
+
+    done = trainctl(cluster, tmp_path, "timeline", name, "-n", "default", "-o", str(tmp_path / "second.svg"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"wrote {tmp_path / 'second.svg'}: 2 pod row(s)")

@@ -19,7 +19,7 @@ def three_pods() -> model.Timeline:
         pod("mnist-worker-1", index=1, state=running(5), deleting=62),
     ]
     lines = [model.LogLine("mnist-master-0", EPOCH0 + 5, "[start] RANK=0 WORLD_SIZE=3"), model.LogLine("mnist-master-0", EPOCH0 + 26, "[step] world_size=2")]
-    conditions = job("mnist", ("Created", "True", 0), ("Running", "False", 60), ("Succeeded", "True", 60))
+    conditions = job("mnist", ("Created", "True", 0), ("Running", "False", 4), ("Succeeded", "True", 60))  # as Succeeded leaves Running
     events = [event("PyTorchJobRestarting", "PyTorchJob mnist is restarting because 1 Worker replica(s) failed.", 20, type_="Warning")]
     return model.build_timeline(job=conditions, pods=pods, now=EPOCH0 + 70, container="pytorch", log_lines=lines, events=events)
 
@@ -39,7 +39,7 @@ def test_the_svg_has_a_row_per_pod_its_phases_marks_conditions_and_world_size():
     assert {i for i in found if i.startswith("row:")} == {"row:mnist-master-0", "row:mnist-worker-0", "row:mnist-worker-1"}
     assert {"span:mnist-master-0:Running", "span:mnist-master-0:Succeeded", "span:mnist-worker-0:Waiting", "span:mnist-worker-1:Terminating"} <= found
     assert {i for i in found if i.startswith("mark:")} == {"mark:mnist-worker-0:restart:0"}
-    assert {"condition:Created", "condition:Succeeded", "world-size", "job-mark:PyTorchJobRestarting"} <= found
+    assert {"condition:Created", "condition:Running", "condition:Succeeded", "world-size", "job-mark:PyTorchJobRestarting"} <= found
     labels = texts(svg)
     assert "mnist-master-0 (node-a)" in labels and "mnist-worker-0 (node-b)" in labels
     assert "Error (exit 1)" in labels  # the restart's reason, next to its mark

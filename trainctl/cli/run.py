@@ -181,7 +181,7 @@ def _write_timeline(launcher: Any, recorder: Any, job: dict, path: Path) -> str:
     """Draw what the recorder saw, with the job's Events added; the line to print about it."""
     from trainctl.timeline import fetch, render
 
-    timeline = recorder.timeline(events=fetch.job_events(launcher.client, job, recorder.pod_names()))
+    timeline = recorder.timeline(events=fetch.job_events(launcher.client, job))
     try:
         render.write(timeline, path)
     except OSError as exc:

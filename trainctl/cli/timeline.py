@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from trainctl.api import kinds as job_kinds
     from trainctl.kube.client import ApiError, KubeClient
     from trainctl.launch import ClusterConfigError, connect, default_namespace, launcher
-    from trainctl.timeline import fetch, model, render
+    from trainctl.timeline import fetch, render
 
     try:
         api = connect()
@@ -56,15 +56,12 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: both a PyTorchJob and an MSJob are named {namespace}/{args.job}: pass --kind", file=sys.stderr)
             return 1
         kind, job = found[0]
-        pods = fetch.owned_pods(client, job)
-        events = fetch.job_events(client, job, [p["metadata"]["name"] for p in pods])
-        lines = fetch.log_lines(client, kind, job, pods)
+        timeline = fetch.timeline(client, kind, job, now=time.time())
     except ApiError as exc:
         print(f"error: cannot read {namespace}/{args.job}: {exc.message or exc.reason}", file=sys.stderr)
         return 1
     finally:
         client.close()
-    timeline = model.build_timeline(job=job, pods=pods, now=time.time(), container=kind.container, events=events, log_lines=lines)
     path = render.write(timeline, args.output or f"{args.job}-timeline.svg")
     print(f"wrote {path}: {len(timeline.rows)} pod row(s), {len(timeline.conditions)} condition change(s), {len(timeline.world_size)} world size change(s)")
     return 0

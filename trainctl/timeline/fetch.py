@@ -1,21 +1,20 @@
 """Read what a cluster still knows about a training job: the job, its pods, their Events and logs.
 
 This is the I/O half of ``trainctl timeline``; ``model.build_timeline`` does the rest. Pods
-are found by the ``training.kubeflow.org/job-name`` label and kept only when the job owns
-them (a leftover of an earlier job with the same name is not this job's history). Logs are
+are found by the ``training.kubeflow.org/job-name`` label and kept only when the job
+controls them (a leftover of an earlier job with the same name is not this job's history);
+Events by the job's uid, and the pods' by name for the model to sort out. Logs are
 read with timestamps, the previous container instance's too, for the lines that tell the
 world size; a pod that is gone, or a log that cannot be read, is skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from typing import Any
 
 from trainctl.api import constants as c
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.resources import EVENTS, PODS
-from trainctl.launch import launcher
 from trainctl.launch.kinds import JobKind, lead_replica
 from trainctl.timeline import model
 
@@ -26,25 +25,31 @@ MAX_LOGGED_PODS = 8
 def owned_pods(client: KubeClient, job: dict[str, Any]) -> list[dict[str, Any]]:
     meta = job["metadata"]
     pods, _ = client.list(PODS, meta["namespace"], label_selector=f"{c.LABEL_JOB_NAME}={meta['name']}")
-    return [pod for pod in pods if launcher.owned_by(pod, meta.get("uid") or "")]
+    return [pod for pod in pods if model.controlled_by(pod, meta["uid"])]
 
 
-def job_events(client: KubeClient, job: dict[str, Any], pod_names: Iterable[str]) -> list[dict[str, Any]]:
-    """The Events whose object is the job or one of ``pod_names`` (Events outlive deleted pods by name)."""
+def job_events(client: KubeClient, job: dict[str, Any]) -> list[dict[str, Any]]:
+    """The Events about the job (by its uid) and about pods named after it (Events outlive their pods).
+
+    Pod names repeat from one job to the next of the same name; ``model.build_timeline``
+    keeps this job's pods' Events only.
+    """
     meta = job["metadata"]
-    names = set(pod_names)
     try:
-        events, _ = client.list(EVENTS, meta["namespace"])
+        about_job, _ = client.list(EVENTS, meta["namespace"], field_selector=f"involvedObject.uid={meta['uid']}")
+        about_pods, _ = client.list(EVENTS, meta["namespace"], field_selector="involvedObject.kind=Pod")
     except ApiError:
         return []  # Events add marks; a timeline without them is still a timeline
-    kept = []
-    for event in events:
-        involved = event.get("involvedObject") or {}
-        if involved.get("kind") == job.get("kind") and involved.get("name") == meta["name"]:
-            kept.append(event)
-        elif involved.get("kind") == "Pod" and (involved.get("name") in names or (involved.get("name") or "").startswith(meta["name"] + "-")):
-            kept.append(event)
-    return kept
+    prefix = meta["name"] + "-"
+    return about_job + [e for e in about_pods if ((e.get("involvedObject") or {}).get("name") or "").startswith(prefix)]
+
+
+def timeline(client: KubeClient, kind: JobKind, job: dict[str, Any], *, now: float) -> model.Timeline:
+    """The timeline of ``job`` as the cluster holds it at ``now``: its pods, their Events and logs."""
+    pods = owned_pods(client, job)
+    events = job_events(client, job)
+    lines = log_lines(client, kind, job, pods)
+    return model.build_timeline(job=job, pods=pods, now=now, container=kind.container, events=events, log_lines=lines)
 
 
 def log_lines(client: KubeClient, kind: JobKind, job: dict[str, Any], pods: list[dict[str, Any]]) -> list[model.LogLine]:

@@ -9,6 +9,12 @@ observations, when a launcher saw the job live, and log lines, for the world siz
 changes, and the world size over time. It reads no clock (``now`` is passed in) and does no
 I/O, so a renderer or a test can take it as it is.
 
+A name is not an identity: a job deleted and created again under the same name leaves pods
+(terminating, or orphaned) and Events that match every name the new one uses. So the model
+keeps only what belongs to this job: pods it controls (ownerReference uid), Events about it
+(involvedObject uid) or about those pods, and no Event a uid does not tie to it from
+before its creationTimestamp.
+
 Times are seconds since the epoch (UTC) throughout.
 """
 
@@ -36,13 +42,13 @@ PHASES = (PENDING, RUNNING, WAITING, TERMINATING, SUCCEEDED, FAILED, UNKNOWN)
 WORLD_SIZE_PATTERN = re.compile(r"\b(?:WORLD_SIZE|world_size|global_world_sizes)=\[?(\d+)")
 # The reference operator's pod events: "Created pod: NAME", "Deleted pod: NAME".
 POD_IN_MESSAGE = re.compile(r"\bpod:? ([a-z0-9]([-a-z0-9.]*[a-z0-9])?)\b")
+FINISHED = (c.CONDITION_SUCCEEDED, c.CONDITION_FAILED)
 # A job condition that becomes True ends these (Kubeflow's setCondition: Running and
 # Restarting exclude each other; a finished job is neither).
 REPLACES = {
     c.CONDITION_RUNNING: (c.CONDITION_RESTARTING,),
     c.CONDITION_RESTARTING: (c.CONDITION_RUNNING,),
-    c.CONDITION_SUCCEEDED: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING),
-    c.CONDITION_FAILED: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING),
+    **{finished: (c.CONDITION_RUNNING, c.CONDITION_RESTARTING) for finished in FINISHED},
 }
 # Pod Events worth a mark even though their type is Normal.
 NOTABLE_NORMAL_REASONS = frozenset({"Killing", "Preempting", "Evicted"})
@@ -175,6 +181,46 @@ def split_timestamped(line: str) -> tuple[float | None, str]:
     stamp, _, rest = line.partition(" ")
     at = parse_time(stamp)
     return (at, rest) if at is not None else (None, line)
+
+
+# --- what belongs to the job -----------------------------------------------------------------
+
+
+def controlled_by(obj: dict[str, Any], uid: str) -> bool:
+    """Whether ``obj``'s controller ownerReference is the object with ``uid``."""
+    refs = _meta(obj).get("ownerReferences") or []
+    return any(ref.get("controller") and ref.get("uid") == uid for ref in refs)
+
+
+def _select_events(events: Iterable[dict[str, Any]], job: dict[str, Any], pod_uids: set[str]) -> list[dict[str, Any]]:
+    """The Events about ``job`` (by uid) and its pods (``pod_uids``, and the gone ones).
+
+    A pod Event of a uid no listing or watch showed is about a gone instance of one of the
+    job's pods if it came after the job was created, and no Event of that uid came before:
+    otherwise it is about an earlier job's pod of the same name.
+    """
+    meta = _meta(job)
+    uid, name = meta.get("uid") or "", meta.get("name") or ""
+    created = parse_time(meta.get("creationTimestamp"))
+    dated = [(at, event) for event in events if (at := event_time(event)) is not None]
+
+    def after(at: float) -> bool:
+        return created is None or at >= created
+
+    earlier = {(e.get("involvedObject") or {}).get("uid") for at, e in dated if not after(at)} - {None, ""}
+    kept = []
+    for at, event in dated:
+        involved = event.get("involvedObject") or {}
+        about = involved.get("uid") or ""
+        if involved.get("kind") == "Pod":
+            keep = about in pod_uids or (after(at) and about not in earlier)
+        elif about:
+            keep = about == uid
+        else:  # an Event source that leaves the uid out
+            keep = after(at) and (involved.get("kind"), involved.get("name")) == (job.get("kind"), name)
+        if keep:
+            kept.append(event)
+    return kept
 
 
 # --- pods ----------------------------------------------------------------------------------
@@ -386,8 +432,11 @@ def event_time(event: dict[str, Any]) -> float | None:
     return parse_time(_meta(event).get("creationTimestamp"))
 
 
-def _event_marks(events: Iterable[dict[str, Any]], job_name: str, pod_names: set[str]) -> tuple[dict[str, list[Mark]], list[Mark], dict[str, list[float]]]:
-    """Marks per pod, marks on the job, and the times job events say pods were created or deleted."""
+def _event_marks(events: Iterable[dict[str, Any]], pod_names: set[str]) -> tuple[dict[str, list[Mark]], list[Mark], dict[str, list[float]]]:
+    """Marks per pod, marks on the job, and the times job events say pods were created or deleted.
+
+    ``events`` are the job's own (``_select_events``): any that is not about a Pod is about the job.
+    """
     per_pod: dict[str, list[Mark]] = {}
     on_job: list[Mark] = []
     pod_lifecycle: dict[str, list[float]] = {}
@@ -403,8 +452,6 @@ def _event_marks(events: Iterable[dict[str, Any]], job_name: str, pod_names: set
             if event.get("type") == "Warning" or reason in NOTABLE_NORMAL_REASONS:
                 per_pod.setdefault(involved.get("name") or "", []).append(Mark(at, "event", text))
             continue
-        if involved.get("name") != job_name:
-            continue
         match = POD_IN_MESSAGE.search(event.get("message") or "")
         if match and reason in ("SuccessfulCreatePod", "SuccessfulDeletePod"):
             pod_lifecycle.setdefault(match.group(1), []).append(at)
@@ -416,15 +463,24 @@ def _event_marks(events: Iterable[dict[str, Any]], job_name: str, pod_names: set
 
 
 def _condition_changes(job: dict[str, Any], observations: Iterable[JobObservation]) -> list[ConditionChange]:
-    """Every distinct (type, status, lastTransitionTime) the job's snapshots carried."""
+    """Every distinct (type, status, lastTransitionTime) the job's snapshots carried.
+
+    Succeeded and Failed flip Running to False and keep its reason and times (kubeflow's
+    ``filterOutCondition``), so a False Running whose reason still says running tells when
+    the job began to run; the terminal condition ends it (``REPLACES``).
+    """
     seen: dict[tuple[str, str, float], ConditionChange] = {}
     for snapshot in [*(o.job for o in observations), job]:
-        for cond in (snapshot.get("status") or {}).get("conditions") or []:
+        conditions = (snapshot.get("status") or {}).get("conditions") or []
+        finished = any(cond.get("type") in FINISHED and cond.get("status") == "True" for cond in conditions)
+        for cond in conditions:
             at = parse_time(cond.get("lastTransitionTime")) or parse_time(cond.get("lastUpdateTime"))
             if at is None or not cond.get("type"):
                 continue
-            key = (cond["type"], cond.get("status") or "", at)
-            seen.setdefault(key, ConditionChange(at, cond["type"], cond.get("status") or "", cond.get("reason") or ""))
+            status, reason = cond.get("status") or "", cond.get("reason") or ""
+            if finished and cond["type"] == c.CONDITION_RUNNING and status == "False" and reason.endswith(c.CONDITION_RUNNING):
+                status = "True"  # flipped, not set: it says when Running became True
+            seen.setdefault((cond["type"], status, at), ConditionChange(at, cond["type"], status, reason))
     return sorted(seen.values(), key=lambda ch: (ch.at, ch.type))
 
 
@@ -460,13 +516,17 @@ def build_timeline(
     ``pods`` are the pods as they are now (a listing); ``pod_observations`` and
     ``job_observations`` are what a watch delivered while the job ran, when someone was
     watching; ``container`` names the container whose restarts count (default: the first).
+    Any of them, and ``events``, may hold what belongs to an earlier job of the same name:
+    only this job's (its uid's) is kept.
     """
-    pods = list(pods)
-    pod_observations = list(pod_observations)
-    job_observations = list(job_observations)
     meta = _meta(job)
+    uid = meta.get("uid") or ""
+    pods = [pod for pod in pods if controlled_by(pod, uid)]
+    pod_observations = [obs for obs in pod_observations if controlled_by(obs.pod, uid)]
+    job_observations = [obs for obs in job_observations if _meta(obs.job).get("uid") == uid]
     instances = _rows(pods, pod_observations, container=container, now=now)
-    per_pod, job_marks, lifecycle = _event_marks(events, meta.get("name") or "", set(instances))
+    pod_uids = {_meta(pod).get("uid") or "" for pod in [*pods, *(obs.pod for obs in pod_observations)]}
+    per_pod, job_marks, lifecycle = _event_marks(_select_events(events, job, pod_uids), set(instances))
     rows = []
     for name, insts in instances.items():
         row = _row(name, insts, container=container, now=now)

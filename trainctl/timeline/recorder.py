@@ -5,6 +5,10 @@ is deleted and re-created, or a container whose ``lastState`` is overwritten by 
 restart, leaves no trace in the API afterwards. The recorder keeps each observation with
 the time it arrived, and the lead pod's log lines for the world size, so the timeline at
 the end holds the phases and restarts a later ``trainctl timeline`` could no longer see.
+
+The first job it is shown is the one it records: the watches select by name, so a later
+snapshot or pod of another uid (an earlier job of the same name, its terminating or
+orphaned pods) is not kept.
 """
 
 from __future__ import annotations
@@ -31,21 +35,21 @@ class TimelineRecorder:
 
     def job(self, job: dict[str, Any]) -> None:
         with self._lock:
+            if self._job and _uid(job) != _uid(self._job):
+                return
             self._job = job
             self._jobs.append(model.JobObservation(self._clock(), job))
 
     def pod(self, event: str, pod: dict[str, Any]) -> None:
         with self._lock:
+            if not model.controlled_by(pod, _uid(self._job)):
+                return
             self._pods.append(model.PodObservation(self._clock(), event, pod))
 
     def log(self, pod: str, line: str) -> None:
         at, text = model.split_timestamped(line)
         with self._lock:
             self._lines.append(model.LogLine(pod, self._clock() if at is None else at, text))
-
-    def pod_names(self) -> set[str]:
-        with self._lock:
-            return {(o.pod.get("metadata") or {}).get("name") or "" for o in self._pods}
 
     def timeline(self, *, events: Iterable[dict[str, Any]] = (), log_lines: Iterable[model.LogLine] = (), now: float | None = None) -> model.Timeline:
         """What was seen so far, with any Events (and other pods' log lines) fetched at the end."""
@@ -61,3 +65,7 @@ class TimelineRecorder:
             pod_observations=pods,
             job_observations=jobs,
         )
+
+
+def _uid(obj: dict[str, Any]) -> str:
+    return (obj.get("metadata") or {}).get("uid") or ""
