@@ -99,12 +99,12 @@ class RunProcess:
                 self.lines.append(line.rstrip("\n"))
                 self._changed.notify_all()
 
-    def wait_for(self, text: str, timeout: float = 30.0) -> None:
+    def wait_for(self, text: str, timeout: float = 90.0) -> None:
         with self._changed:
             found = self._changed.wait_for(lambda: any(text in line for line in self.lines), timeout)
         assert found, "\n".join(self.lines)
 
-    def finish(self, timeout: float = 30.0) -> tuple[int, str, str]:
+    def finish(self, timeout: float = 90.0) -> tuple[int, str, str]:
         code = self.process.wait(timeout)
         err = self.process.stderr.read()
         self._reader.join(timeout)

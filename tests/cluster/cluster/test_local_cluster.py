@@ -12,6 +12,7 @@ from trainctl.cluster.cluster import ClusterError, LocalCluster, read_pid_file
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.kube.resources import LEASES, NODES, PODS, PYTORCHJOBS
 
+from tests.support.net import with_free_port
 from tests.support.pods import main_pid, read_fifo, sleeper_pod, wait_pod
 
 
@@ -95,10 +96,10 @@ def test_a_cleanly_stopped_apiserver_comes_back_on_its_port_and_the_cluster_carr
         assert cluster.url == url
         api = cluster.client()
         running_sleeper(api, tmp_path, "after-sigterm")  # the kubelet still schedules and runs pods
-        api.create(PYTORCHJOBS, {
+        api.create(PYTORCHJOBS, with_free_port({
             "apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": "after", "namespace": "default"},
             "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "restartPolicy": "Never", "template": {"spec": {
-                "containers": [{"name": "pytorch", "image": "python:3.11", "command": ["python", "-c", "print('ok')"]}]}}}}}})
+                "containers": [{"name": "pytorch", "image": "python:3.11", "command": ["python", "-c", "print('ok')"]}]}}}}}}))
         wait_pod(api, "after-master-0", lambda p: p["status"].get("phase") == "Succeeded", timeout=90)
         for component in cluster.components:
             assert component.alive, f"{component.name} did not survive the API server's absence"
