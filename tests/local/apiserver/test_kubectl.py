@@ -53,13 +53,26 @@ def test_apply_get_and_yaml_of_pytorchjob_and_msjob(kubectl):
 def test_invalid_job_is_refused_with_field_paths_by_schema_and_cel(kubectl):
     bad = pytorchjob("bad", restart="OnFailure", namespace=None, uid=None)
     bad["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
-    bad["spec"]["pytorchReplicaSpecs"]["Chief"] = bad["spec"]["pytorchReplicaSpecs"]["Master"]
+    bad["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
     result = kubectl.run("apply", "-f", "-", input=json.dumps(bad), check=False)
     assert result.returncode == 1
     assert 'The PyTorchJob "bad" is invalid' in result.stderr
-    assert "spec.pytorchReplicaSpecs[Worker].replicas" in result.stderr
-    assert "replica types must be Master or Worker" in result.stderr
+    assert "spec.pytorchReplicaSpecs[Worker].replicas: Invalid value: -1" in result.stderr
+    assert "Master replicas must be 1" in result.stderr
     assert kubectl.run("get", "pytorchjob", "bad", check=False).returncode == 1
+
+
+def test_a_wrong_type_is_said_as_kube_apiserver_says_it_and_the_rules_wait(kubectl):
+    """A CEL rule handed a string where its schema says integer could only fail to evaluate:
+    as kube-apiserver, the rules are not run, and one line says so."""
+    bad = pytorchjob("typed", workers=2, restart="OnFailure", namespace=None, uid=None)
+    bad["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": "three"}
+    result = kubectl.run("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert result.returncode == 1
+    assert ('spec.elasticPolicy.maxReplicas: Invalid value: "string": spec.elasticPolicy.maxReplicas in body '
+            'must be of type integer: "string"') in result.stderr
+    assert "some validation rules were not checked because the object was invalid" in result.stderr
+    assert "rule evaluation failed" not in result.stderr and "celpy" not in result.stderr
 
 
 def test_watch_prints_changes_until_the_timeout(kubectl):
