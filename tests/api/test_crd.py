@@ -226,6 +226,16 @@ def test_cel_rules(pytorchjob, msjob, mutate, kind, changes, old_changes, expect
     assert cel_violations(schema_of(kind), mutate(base, changes), old) == expected
 
 
+def test_every_field_users_write_is_described():
+    """``kubectl explain`` shows each field's description; a field without one is a blank line."""
+    for kind in SAMPLES:
+        schema = schema_of(kind)
+        undescribed = [path for path, node in nodes(schema["properties"]["spec"], ".spec") if not node.get("description")]
+        assert undescribed == [], kind
+    rdzv_port = schema_of("PyTorchJob")["properties"]["spec"]["properties"]["elasticPolicy"]["properties"]["rdzvPort"]
+    assert "rendezvous" in rdzv_port["description"]
+
+
 def test_every_cel_rule_is_exercised():
     failing = {(kind, msg) for kind, _, _, expected in CEL_CASES for msg in expected}
     messages = {
