@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Optional
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, JsonValue
 
 from trainctl.api import constants as c
 from trainctl.api.common import JobStatus, NonNegativeInt32, ObjectMeta, PositiveInt32, ReplicaSpec, RunPolicy, WireModel
@@ -66,8 +66,40 @@ class ElasticPolicy(WireModel):
     metrics: Optional[list[MetricSpec]] = Field(None, description="autoscaling/v2 MetricSpecs; when set, an HPA is created.")
 
 
+# The scale subresource writes Worker.replicas, and kube-apiserver applies a CRD's rules to a
+# scale write, so these refuse a `kubectl scale` or an HPA that leaves the range (422) before
+# the job could see it. Count and bounds as defaulting fills them (api/validation.py's
+# replica_bounds says the same in Python): replicas 1, a missing bound takes the other's value.
+_WORKER, _ELASTIC = "self.pytorchReplicaSpecs.Worker", "self.elasticPolicy"
+_COUNT = f"(has({_WORKER}.replicas) ? {_WORKER}.replicas : 1)"
+_LOW = f"(has({_ELASTIC}.minReplicas) ? {_ELASTIC}.minReplicas : {_ELASTIC}.maxReplicas)"
+_HIGH = f"(has({_ELASTIC}.maxReplicas) ? {_ELASTIC}.maxReplicas : {_ELASTIC}.minReplicas)"
+_WORKER_REPLICAS_RULES: list[JsonValue] = [
+    {
+        "rule": f"!has({_WORKER}) || {_COUNT} >= 1",
+        "message": "must be at least 1",
+        "fieldPath": ".pytorchReplicaSpecs.Worker.replicas",
+    },
+    {
+        # A count below 1 and a range with min > max are the other rules' to report.
+        "rule": (
+            f"!has({_ELASTIC}) || !has({_WORKER}) || {_COUNT} < 1 || "
+            f"(!has({_ELASTIC}.minReplicas) && !has({_ELASTIC}.maxReplicas)) || {_LOW} > {_HIGH} || "
+            f"({_LOW} <= {_COUNT} && {_COUNT} <= {_HIGH})"
+        ),
+        "message": "must be between elasticPolicy.minReplicas and elasticPolicy.maxReplicas",
+        "messageExpression": (
+            f"'must be between minReplicas (' + string({_LOW}) + ') and maxReplicas (' + string({_HIGH}) + '), not ' + string({_COUNT})"
+        ),
+        "fieldPath": ".pytorchReplicaSpecs.Worker.replicas",
+    },
+]
+
+
 class PyTorchJobSpec(WireModel):
     """The desired state of a PyTorchJob: its replicas, run policy and elastic policy."""
+
+    model_config = ConfigDict(json_schema_extra={"x-kubernetes-validations": _WORKER_REPLICAS_RULES})
 
     pytorch_replica_specs: dict[str, ReplicaSpec] = Field(
         description="Master and/or Worker replica specs.",

@@ -119,6 +119,23 @@ def test_scale_uses_the_crd_scale_paths(kubectl):
     assert kubectl.json("get", "pytorchjob", "sc")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
 
 
+def test_scale_outside_the_elastic_range_is_refused_by_the_crd_rules(kubectl):
+    """The CRD's rules apply to a scale write, as kube-apiserver applies them: 422, job unchanged."""
+    job = pytorchjob("el", master=False, workers=2, restart="OnFailure", namespace=None, uid=None)
+    job["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
+    apply(kubectl, job)
+    for replicas, detail in (("5", "must be between minReplicas (1) and maxReplicas (3), not 5"),
+                             ("0", "must be at least 1")):
+        refused = kubectl.run("scale", "pytorchjob", "el", f"--replicas={replicas}", check=False)
+        assert refused.returncode == 1 and "scaled" not in refused.stdout
+        assert f'spec.pytorchReplicaSpecs[Worker].replicas: Invalid value: "object": {detail}' in refused.stderr
+    assert kubectl.json("get", "pytorchjob", "el")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert "scaled" in kubectl("scale", "pytorchjob", "el", "--replicas=3")
+    plain = pytorchjob("plain", restart="OnFailure", namespace=None, uid=None)
+    apply(kubectl, plain)
+    assert "must be at least 1" in kubectl.run("scale", "pytorchjob", "plain", "--replicas=0", check=False).stderr
+
+
 def test_patch_merge_json_and_strategic_refused_for_custom_resources(kubectl):
     apply(kubectl, pytorchjob("pa", restart="OnFailure", namespace=None, uid=None))
     kubectl("patch", "pytorchjob", "pa", "--type=merge", "-p", '{"metadata":{"labels":{"team":"a"}}}')
