@@ -9,9 +9,11 @@ elastic-fault-tolerance spec §0 and §1.7).
 
 from __future__ import annotations
 
+import subprocess
 import time
 
 import pytest
+import yaml
 
 from tests.support.cluster import E2E
 from tests.support.conditions import condition
@@ -118,5 +120,41 @@ def test_kubectl_scale_adds_a_third_worker_and_scaling_down_removes_the_highest_
         run.wait_succeeded(timeout=240)
         assert W2 in run.deleted and W2 not in run.pods, run.dump()
         assert len(run.uids(W0)) == 1 and len(run.uids(W1)) == 1, "scaling never recreates the remaining workers"
+        done = run.events("done")
+        assert {ln.pod for ln in done} == {W0, W1} and {ln.int("world_size") for ln in done} == {2}, run.dump()
+
+
+def _refused(result: subprocess.CompletedProcess[str], detail: str) -> None:
+    """kubectl was answered 422 (its -v=6 request log shows the code) with ``detail`` named."""
+    assert result.returncode == 1, result.stdout
+    assert "422 Unprocessable Entity" in result.stderr, result.stderr
+    assert detail in result.stderr, result.stderr
+
+
+def test_a_scale_outside_the_elastic_range_is_refused_and_the_job_runs_on(e2e: E2E) -> None:
+    """The CRD's rules apply to scale writes as on a real cluster: kubectl scale to 5 or 0 (and
+    an HPA that would flip the job between crossed bounds) gets a 422 naming the field, and the
+    job never hears of it: same pods, no failure, success at its size."""
+    job = load_sample("pytorch/elastic.yaml")
+    worker_replicas = "spec.pytorchReplicaSpecs[Worker].replicas"
+    with e2e.run(job) as run:
+        run.wait_line("step 5 at world_size=2", step(W1, 2, min_step=5), timeout=120)
+        _refused(e2e.kubectl.run("scale", "pytorchjob", JOB, "--replicas=5", "-v=6", check=False),
+                 f'{worker_replicas}: Invalid value: "object": must be between minReplicas (1) and maxReplicas (3), not 5')
+        _refused(e2e.kubectl.run("scale", "pytorchjob", JOB, "--replicas=0", "-v=6", check=False),
+                 f'{worker_replicas}: Invalid value: "object": must be at least 1')
+        for low, high, detail in ((5, 2, "spec.maxReplicas: Invalid value: 2: must be greater than or equal to `minReplicas`"),
+                                  (0, 3, "spec.minReplicas: Invalid value: 0: must be greater than or equal to 1"),
+                                  (1, 0, "spec.maxReplicas: Invalid value: 0: must be greater than 0")):
+            hpa = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": f"{JOB}-by-hand"},
+                   "spec": {"scaleTargetRef": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": JOB},
+                            "minReplicas": low, "maxReplicas": high}}
+            _refused(e2e.kubectl.run("apply", "-f", "-", "-v=6", input=yaml.safe_dump(hpa), check=False), detail)
+        assert "NotFound" in e2e.kubectl.run("get", "hpa", f"{JOB}-by-hand", check=False).stderr
+        assert e2e.kubectl.json("get", "pytorchjob", JOB)["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+
+        run.wait_succeeded(timeout=240)
+        assert condition(run.job, "Failed") is None, run.dump()
+        assert [name for name, _ in run.created if "-worker-" in name] == [W0, W1], "two workers, each created once"
         done = run.events("done")
         assert {ln.pod for ln in done} == {W0, W1} and {ln.int("world_size") for ln in done} == {2}, run.dump()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from typing import Any, Iterator
 
 import celpy
@@ -12,6 +13,7 @@ import pytest
 
 from trainctl.api.crd import crds, render
 from trainctl.api.loader import load_documents
+from trainctl.api.validation import validate
 
 from tests.support.jobs import DELETE
 from tests.support.repo import REPO
@@ -188,7 +190,14 @@ CEL_CASES = [
         ["minReplicas must be less than or equal to maxReplicas"],
     ),
     ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 2, "maxReplicas": 2}}, None, []),
-    ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 3}}, None, []),
+    ("PyTorchJob", {("spec", "elasticPolicy"): {"minReplicas": 2}}, None, []),
+    (
+        "PyTorchJob",
+        {("spec", "elasticPolicy"): {"minReplicas": 1, "maxReplicas": 3}, ("spec", "pytorchReplicaSpecs", "Worker", "replicas"): 5},
+        None,
+        ["must be between elasticPolicy.minReplicas and elasticPolicy.maxReplicas"],
+    ),
+    ("PyTorchJob", {("spec", "pytorchReplicaSpecs", "Worker", "replicas"): 0}, None, ["must be at least 1"]),
     (
         "PyTorchJob",
         {("spec", "runPolicy", "schedulingPolicy", "queue"): "b"},
@@ -224,6 +233,46 @@ def test_cel_rules(pytorchjob, msjob, mutate, kind, changes, old_changes, expect
     base = pytorchjob if kind == "PyTorchJob" else msjob
     old = None if old_changes is None else mutate(base, old_changes)
     assert cel_violations(schema_of(kind), mutate(base, changes), old) == expected
+
+
+def _worker_path_problems(job: dict[str, Any]) -> list[str]:
+    """What the CRD's rules say about Worker.replicas, message expressions evaluated."""
+    spec = schema_of("PyTorchJob")["properties"]["spec"]
+    env, out = celpy.Environment(), []
+    activation = {"self": celpy.json_to_cel(job["spec"])}
+    for rule in spec["x-kubernetes-validations"]:
+        if rule["fieldPath"] == ".pytorchReplicaSpecs.Worker.replicas" and not env.program(env.compile(rule["rule"])).evaluate(activation):
+            expression = rule.get("messageExpression")
+            out.append(str(env.program(env.compile(expression)).evaluate(activation)) if expression else rule["message"])
+    return out
+
+
+def test_the_crd_and_validate_agree_on_the_worker_count(pytorchjob, mutate):
+    """The scale subresource is refused by the CRD's rules and a job judged by ``validate``:
+    for every count and elastic range, both say the same words, or nothing."""
+    checked = 0
+    for count, low, high in itertools.product([None, 0, 1, 2, 3, 5], [None, 1, 2, 3], [None, 1, 2, 3]):
+        for elastic in (True, False):
+            if not elastic and (low, high) != (None, None):
+                continue
+            changes: dict[tuple[str, ...], Any] = {("spec", "pytorchReplicaSpecs", "Worker", "replicas"): DELETE if count is None else count}
+            if elastic:
+                changes[("spec", "elasticPolicy")] = {k: v for k, v in (("minReplicas", low), ("maxReplicas", high)) if v is not None}
+            job = mutate(pytorchjob, changes)
+            said = [e.detail for e in validate(job) if e.path == "spec.pytorchReplicaSpecs[Worker].replicas"]
+            assert _worker_path_problems(job) == said, (count, low, high, elastic)
+            checked += bool(said)
+    assert checked > 10
+
+
+def test_every_field_users_write_is_described():
+    """``kubectl explain`` shows each field's description; a field without one is a blank line."""
+    for kind in SAMPLES:
+        schema = schema_of(kind)
+        undescribed = [path for path, node in nodes(schema["properties"]["spec"], ".spec") if not node.get("description")]
+        assert undescribed == [], kind
+    rdzv_port = schema_of("PyTorchJob")["properties"]["spec"]["properties"]["elasticPolicy"]["properties"]["rdzvPort"]
+    assert "rendezvous" in rdzv_port["description"]
 
 
 def test_every_cel_rule_is_exercised():

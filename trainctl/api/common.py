@@ -50,7 +50,13 @@ def _int_or_string(value: Any) -> Union[int, str]:
 Quantity = Annotated[
     Union[int, str],
     PlainValidator(_int_or_string),
-    WithJsonSchema({"anyOf": [{"type": "integer"}, {"type": "string"}], "x-kubernetes-int-or-string": True}),
+    WithJsonSchema(
+        {
+            "description": "A resource quantity: 2, 500m, 4Gi.",
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-int-or-string": True,
+        }
+    ),
 ]
 
 # A PodTemplateSpec, passed through as a plain dict. The CRD describes only what trainctl
@@ -63,18 +69,28 @@ PodTemplate = Annotated[
             "description": "PodTemplateSpec for the pods of this replica type.",
             "required": ["spec"],
             "properties": {
-                "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                "metadata": {
+                    "type": "object",
+                    "description": "Labels and annotations of the pods (a Pod's ObjectMeta).",
+                    "x-kubernetes-preserve-unknown-fields": True,
+                },
                 "spec": {
                     "type": "object",
+                    "description": "The pods' PodSpec; the API server checks it when each pod is created.",
                     "required": ["containers"],
                     "properties": {
                         "containers": {
                             "type": "array",
+                            "description": "The pods' containers; one must carry the framework's name (pytorch, mindspore).",
                             "minItems": 1,
                             "items": {
                                 "type": "object",
+                                "description": "A Container.",
                                 "required": ["name"],
-                                "properties": {"name": {"type": "string"}, "image": {"type": "string"}},
+                                "properties": {
+                                    "name": {"type": "string", "description": "Name of the container."},
+                                    "image": {"type": "string", "description": "Container image to run."},
+                                },
                                 "x-kubernetes-preserve-unknown-fields": True,
                             },
                         }

@@ -11,6 +11,8 @@ from trainctl.api.common import JobStatus, ObjectMeta, ReplicaSpec, RunPolicy, W
 
 
 class MSJobSpec(WireModel):
+    """The desired state of an MSJob: its replicas, run policy and success policy."""
+
     run_policy: Optional[RunPolicy] = None
     success_policy: Optional[c.MSSuccessPolicy] = Field(
         None, description='"" (worker 0 or all workers succeeded) or "AllWorkers".'

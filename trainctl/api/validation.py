@@ -236,40 +236,68 @@ def _validate_pytorchjob(obj: dict[str, Any]) -> list[FieldError]:
         count = _int(replicas)
         if rtype == "Master" and (replicas is None or (count is not None and count != 1)):
             errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
-        if rtype == "Worker" and count is not None and count < 1:
-            errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be at least 1"))
 
     if isinstance(elastic, dict):
         errors += _validate_elastic(spec, elastic, specs)
+    errors += _validate_scaled_replicas(obj, kinds.PYTORCHJOB)
     return errors
 
 
 def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict[str, Any]) -> list[FieldError]:
     errors = []
-    worker = specs.get("Worker")
-    if worker is None:
+    if specs.get("Worker") is None:
         errors.append(FieldError(kinds.PYTORCHJOB.replica_path("Worker"), "Required", "must be configured if elastic policy is used"))
     if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
         errors.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden", "must not be used with spec.nprocPerNode"))
-
     low, high = _int(elastic.get("minReplicas")), _int(elastic.get("maxReplicas"))
     if low is not None and high is not None and low > high:
         errors.append(FieldError("spec.elasticPolicy.minReplicas", "Invalid", f"must be less than or equal to maxReplicas ({high}), not {low}"))
-        return errors
-    # The bounds as defaulting fills them: a missing one takes the other's value.
-    low, high = low if low is not None else high, high if high is not None else low
-    if isinstance(worker, dict) and low is not None and high is not None and low >= 1:
-        replicas = worker.get("replicas")
-        count = 1 if replicas is None else _int(replicas)
-        if count is not None and count >= 1 and not low <= count <= high:
-            errors.append(
-                FieldError(
-                    f"{kinds.PYTORCHJOB.replica_path('Worker')}.replicas",
-                    "Invalid",
-                    f"must be between minReplicas ({low}) and maxReplicas ({high}), not {count}",
-                )
-            )
     return errors
+
+
+# --- the scaled replica count ---------------------------------------------------------------
+
+
+def scaled_replicas_path(kind: kinds.JobKind) -> Optional[str]:
+    """The field the kind's scale subresource writes, as problems name it (None: no scale)."""
+    rtype = kind.scale_replica_type
+    return None if rtype is None else f"{kind.replica_path(rtype)}.replicas"
+
+
+def replica_bounds(obj: Any) -> Optional[tuple[int, Optional[int]]]:
+    """The counts the scaled replica type may take, (low, high) with high None for no bound.
+
+    PyTorchJob's Worker: at least 1, and within ``elasticPolicy``'s range as defaulting fills
+    it (a missing bound takes the other's value; with neither, any count is the range). None
+    when the kind has no scale subresource or the range itself is invalid (reported elsewhere).
+    """
+    kind, _ = job_kind(obj)
+    if kind is None or kind.scale_replica_type is None:
+        return None
+    elastic = _dict(_dict(obj, "spec"), "elasticPolicy")
+    low, high = _int(elastic.get("minReplicas")), _int(elastic.get("maxReplicas"))
+    if (low is not None and low < 1) or (high is not None and high < 1) or (low is not None and high is not None and low > high):
+        return None  # parsing or the elastic rules reported it
+    low, high = low if low is not None else high, high if high is not None else low
+    return low or 1, high
+
+
+def _validate_scaled_replicas(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
+    """The scaled replica count (the one ``kubectl scale`` and the HPA write) within its bounds."""
+    path = scaled_replicas_path(kind)
+    rspec = _dict(_dict(obj, "spec"), kind.replica_specs_field).get(kind.scale_replica_type or "")
+    if path is None or not isinstance(rspec, dict):
+        return []
+    replicas = rspec.get("replicas")
+    count = 1 if replicas is None else _int(replicas)
+    if count is None:
+        return []  # parsing reported it
+    if count < 1:
+        return [FieldError(path, "Forbidden", "must be at least 1")]
+    bounds = replica_bounds(obj)
+    if bounds is not None and not bounds[0] <= count <= (bounds[1] or count):
+        return [FieldError(path, "Invalid", f"must be between minReplicas ({bounds[0]}) and maxReplicas ({bounds[1]}), not {count}")]
+    return []
 
 
 # --- MSJob ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import requests
 import yaml
 from kubernetes import client, config
 
-from trainctl.cluster.apiserver.builtin_rules import parse_quantity
+from trainctl.cluster.apiserver.builtin_rules import OBJECT_RULES, parse_quantity
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted(p for p in (ROOT / "samples").rglob("*.yaml") if "pipelines" not in p.parts)
@@ -136,6 +136,50 @@ def test_other_builtin_kinds(api):
     assert sorted(causes(api.send("POST", "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers", hpa))) == [
         ("spec.maxReplicas", "FieldValueRequired"), ("spec.minReplicas", "FieldValueTypeInvalid"),
         ("spec.scaleTargetRef", "FieldValueRequired")]
+
+
+HPAS = "/apis/autoscaling/v2/namespaces/default/horizontalpodautoscalers"
+
+
+def hpa(low: Any, high: Any, name: str = "h") -> dict[str, Any]:
+    spec: dict[str, Any] = {"scaleTargetRef": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": "j"},
+                            "maxReplicas": high}
+    if low is not None:
+        spec["minReplicas"] = low
+    return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name}, "spec": spec}
+
+
+@pytest.mark.parametrize(("low", "high", "expected"), [
+    (5, 2, [("spec.maxReplicas", "Invalid value: 2: must be greater than or equal to `minReplicas`")]),
+    (0, 3, [("spec.minReplicas", "Invalid value: 0: must be greater than or equal to 1")]),
+    (None, 0, [("spec.maxReplicas", "Invalid value: 0: must be greater than 0")]),
+    (1, 0, [("spec.maxReplicas", "Invalid value: 0: must be greater than 0"),
+            ("spec.maxReplicas", "Invalid value: 0: must be greater than or equal to `minReplicas`")]),
+])
+def test_hpa_replica_bounds_are_kube_apiservers(api, low, high, expected):
+    """An HPA whose bounds cross (or that could scale its target to nothing) would flip the
+    target between them: kube-apiserver refuses it, with these paths and words."""
+    response = api.send("POST", HPAS, hpa(low, high))
+    assert causes(response)  # a 422
+    assert [(c["field"], c["message"]) for c in response.json()["details"]["causes"]] == expected
+    assert api.send("GET", f"{HPAS}/h").status_code == 404
+
+
+def test_hpa_bounds_are_checked_on_update(api):
+    assert api.send("POST", HPAS, hpa(1, 3)).status_code == 201
+    crossed = {"spec": {"minReplicas": 5, "maxReplicas": 2}}
+    assert causes(api.send("PATCH", f"{HPAS}/h", crossed, "application/merge-patch+json")) == [
+        ("spec.maxReplicas", "FieldValueInvalid")]
+    assert api.send("GET", f"{HPAS}/h").json()["spec"]["maxReplicas"] == 3
+    assert api.send("PATCH", f"{HPAS}/h", {"spec": {"maxReplicas": 4}}, "application/merge-patch+json").status_code == 200
+
+
+def test_an_hpa_stored_with_min_replicas_0_may_keep_it():
+    """kube-apiserver allows minReplicas 0 on update when the stored HPA has it (it was created
+    under the HPAScaleToZero gate), so an old object is not stuck."""
+    rule = OBJECT_RULES[("autoscaling", "HorizontalPodAutoscaler")]
+    assert rule(hpa(0, 4), hpa(0, 3)) == []
+    assert [c.field for c in rule(hpa(0, 4), hpa(1, 3))] == ["spec.minReplicas"]
 
 
 def test_updates_and_patches_are_validated_on_their_result(api):

@@ -53,13 +53,26 @@ def test_apply_get_and_yaml_of_pytorchjob_and_msjob(kubectl):
 def test_invalid_job_is_refused_with_field_paths_by_schema_and_cel(kubectl):
     bad = pytorchjob("bad", restart="OnFailure", namespace=None, uid=None)
     bad["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
-    bad["spec"]["pytorchReplicaSpecs"]["Chief"] = bad["spec"]["pytorchReplicaSpecs"]["Master"]
+    bad["spec"]["pytorchReplicaSpecs"]["Master"]["replicas"] = 2
     result = kubectl.run("apply", "-f", "-", input=json.dumps(bad), check=False)
     assert result.returncode == 1
     assert 'The PyTorchJob "bad" is invalid' in result.stderr
-    assert "spec.pytorchReplicaSpecs[Worker].replicas" in result.stderr
-    assert "replica types must be Master or Worker" in result.stderr
+    assert "spec.pytorchReplicaSpecs[Worker].replicas: Invalid value: -1" in result.stderr
+    assert "Master replicas must be 1" in result.stderr
     assert kubectl.run("get", "pytorchjob", "bad", check=False).returncode == 1
+
+
+def test_a_wrong_type_is_said_as_kube_apiserver_says_it_and_the_rules_wait(kubectl):
+    """A CEL rule handed a string where its schema says integer could only fail to evaluate:
+    as kube-apiserver, the rules are not run, and one line says so."""
+    bad = pytorchjob("typed", workers=2, restart="OnFailure", namespace=None, uid=None)
+    bad["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": "three"}
+    result = kubectl.run("apply", "-f", "-", input=json.dumps(bad), check=False)
+    assert result.returncode == 1
+    assert ('spec.elasticPolicy.maxReplicas: Invalid value: "string": spec.elasticPolicy.maxReplicas in body '
+            'must be of type integer: "string"') in result.stderr
+    assert "some validation rules were not checked because the object was invalid" in result.stderr
+    assert "rule evaluation failed" not in result.stderr and "celpy" not in result.stderr
 
 
 def test_watch_prints_changes_until_the_timeout(kubectl):
@@ -104,6 +117,23 @@ def test_scale_uses_the_crd_scale_paths(kubectl):
     refused = kubectl.run("scale", "pytorchjob", "sc", "--current-replicas=7", "--replicas=2", check=False)
     assert refused.returncode == 1
     assert kubectl.json("get", "pytorchjob", "sc")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+
+
+def test_scale_outside_the_elastic_range_is_refused_by_the_crd_rules(kubectl):
+    """The CRD's rules apply to a scale write, as kube-apiserver applies them: 422, job unchanged."""
+    job = pytorchjob("el", master=False, workers=2, restart="OnFailure", namespace=None, uid=None)
+    job["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
+    apply(kubectl, job)
+    for replicas, detail in (("5", "must be between minReplicas (1) and maxReplicas (3), not 5"),
+                             ("0", "must be at least 1")):
+        refused = kubectl.run("scale", "pytorchjob", "el", f"--replicas={replicas}", check=False)
+        assert refused.returncode == 1 and "scaled" not in refused.stdout
+        assert f'spec.pytorchReplicaSpecs[Worker].replicas: Invalid value: "object": {detail}' in refused.stderr
+    assert kubectl.json("get", "pytorchjob", "el")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 2
+    assert "scaled" in kubectl("scale", "pytorchjob", "el", "--replicas=3")
+    plain = pytorchjob("plain", restart="OnFailure", namespace=None, uid=None)
+    apply(kubectl, plain)
+    assert "must be at least 1" in kubectl.run("scale", "pytorchjob", "plain", "--replicas=0", check=False).stderr
 
 
 def test_patch_merge_json_and_strategic_refused_for_custom_resources(kubectl):

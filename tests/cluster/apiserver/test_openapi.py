@@ -31,6 +31,19 @@ def test_explain_custom_resources_from_their_crd_schemas(kubectl):
     assert "metadata\t<ObjectMeta>" in top and "PyTorchJob represents a distributed PyTorch training job." in top
 
 
+@pytest.mark.parametrize(("field", "words"), [
+    ("rdzvPort", "Port of the rendezvous endpoint"),
+    ("rdzvHost", "Host of the rendezvous endpoint"),
+    ("rdzvId", "Rendezvous id"),
+    ("standalone", "torchrun --standalone"),
+    ("maxRestarts", "torchrun --max-restarts"),
+])
+def test_explain_describes_every_elastic_field(kubectl, field, words):
+    explained = kubectl("explain", f"pytorchjob.spec.elasticPolicy.{field}")
+    assert f"FIELD: {field} <" in explained
+    assert words in " ".join(explained.split())  # kubectl wraps descriptions
+
+
 def test_explain_builtin_kinds_from_kubernetes_schemas(kubectl):
     containers = kubectl("explain", "pod.spec.containers")
     assert "FIELD: containers <[]Container>" in containers

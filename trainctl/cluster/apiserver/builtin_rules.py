@@ -4,8 +4,9 @@ Kubernetes' published schemas say which types and fields an object has; its Go v
 adds what they only document: DNS-1123 names, port ranges, quantities, label syntax and
 enumerations. Each rule here is keyed by the schema definition and property it guards
 (``PROPERTY_RULES``) or by the definition whose every value it checks (``DEFINITION_RULES``),
-so ``builtin_validation`` applies it wherever that type appears; messages follow
-kube-apiserver's wording.
+so ``builtin_validation`` applies it wherever that type appears; rules between fields of one
+kind, which may depend on the stored object, are keyed by the kind (``OBJECT_RULES``).
+Messages follow kube-apiserver's wording.
 """
 
 from __future__ import annotations
@@ -240,6 +241,33 @@ PROPERTY_RULES: dict[tuple[str, str], Rule] = {
 # definition -> the rule for every value of that type.
 DEFINITION_RULES: dict[str, Rule] = {
     "io.k8s.apimachinery.pkg.api.resource.Quantity": _quantity,
+}
+def _int(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def _hpa_replicas(obj: Any, old: Any) -> list[Cause]:
+    """kube-apiserver's HorizontalPodAutoscaler bounds: minReplicas >= 1 (0 only with the alpha
+    HPAScaleToZero gate, off, or on an HPA already stored with 0), maxReplicas >= 1, min <= max."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    if not isinstance(spec, dict):
+        return []
+    low, high = _int(spec.get("minReplicas")), _int(spec.get("maxReplicas"))
+    old_spec = old.get("spec") if isinstance(old, dict) else None
+    floor = 0 if isinstance(old_spec, dict) and _int(old_spec.get("minReplicas")) == 0 else 1
+    causes = []
+    if low is not None and low < floor:
+        causes.append(invalid("spec.minReplicas", low, f"must be greater than or equal to {floor}"))
+    if high is not None and high < 1:
+        causes.append(invalid("spec.maxReplicas", high, "must be greater than 0"))
+    if low is not None and high is not None and high < low:
+        causes.append(invalid("spec.maxReplicas", high, "must be greater than or equal to `minReplicas`"))
+    return causes
+
+
+# (group, kind) -> the rule for a new state of the whole object, given the stored one (None on create).
+OBJECT_RULES: dict[tuple[str, str], Callable[[Any, Any], list[Cause]]] = {
+    ("autoscaling", "HorizontalPodAutoscaler"): _hpa_replicas,
 }
 # (group, kind) -> (message, pattern, length limit) for metadata.name where it is not a DNS-1123 subdomain.
 NAME_RULES: dict[tuple[str, str], tuple[str, re.Pattern[str], int]] = {

@@ -10,7 +10,7 @@ come from one walk over the object, guided by the kind's published schema
   under ``fieldValidation=Strict``;
 * the rules a schema cannot express (DNS-1123 names, port ranges, quantities, label syntax,
   enumerations the Go types only document) come from the tables of ``builtin_rules``, keyed
-  by the schema definition and property they guard.
+  by the schema definition and property they guard, or by the kind for rules between fields.
 
 Every problem becomes one ``Cause`` with the Kubernetes field path and message wording, and
 one 422 lists them all. On updates, values equal to the stored ones are not checked again.
@@ -226,6 +226,9 @@ def check(rtype: ResourceType, obj: Obj, old: Obj | None) -> tuple[list[Cause], 
         return [], []
     walk = _Walk()
     walk.check(root, obj, old, "")
+    object_rule = builtin_rules.OBJECT_RULES.get((rtype.group, rtype.kind))
+    if object_rule is not None:
+        walk.causes += object_rule(obj, old)
     name_rule = builtin_rules.NAME_RULES.get((rtype.group, rtype.kind))
     name = obj.get("metadata", {}).get("name")
     if name_rule is not None and isinstance(name, str) and name and (old is None or name != old["metadata"].get("name")):

@@ -5,14 +5,19 @@ These follow apiextensions-apiserver, not JSON Schema: ``nullable``,
 ``x-kubernetes-embedded-resource`` change what a value may be and what is kept, and every
 problem is reported with a Kubernetes field path (``spec.pytorchReplicaSpecs[Master].replicas``)
 so that one 422 lists them all. On updates, values equal to the stored ones are not checked
-again (ratcheting), which also keeps status writes from re-running the spec's rules. ``x-kubernetes-validations`` (CEL) rules are compiled once per
-CRD by ``cel`` and evaluated here, after the schema checks pass for the value they guard.
+again (ratcheting), which also keeps status writes from re-running the spec's rules.
+``x-kubernetes-validations`` (CEL) rules are compiled once per CRD by ``cel`` and evaluated
+here, as apiextensions-apiserver does: only once the whole object has passed the schema's
+type, required, enum and size checks, since a rule handed a value of the wrong type could only
+fail with an evaluation error; otherwise, if the schema has rules, one cause says they were
+not checked.
 """
 
 from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from . import cel
@@ -120,11 +125,35 @@ def _type_ok(value: Any, expected: str) -> bool:
     return True
 
 
+# Schema problems after which the CEL rules are not run (apiextensions-apiserver's "blocking" errors).
+_BLOCKING = frozenset({"FieldValueTypeInvalid", "FieldValueRequired", "FieldValueNotSupported",
+                       "FieldValueTooLong", "FieldValueTooMany"})
+RULES_NOT_CHECKED = Cause("<nil>", "FieldValueInvalid",
+                          'Invalid value: "null": some validation rules were not checked because the object was '
+                          "invalid; correct the existing errors to complete validation")
+
+
 def validate(value: Any, schema: Obj, old: Any = None, path: str = "", root: bool = True) -> list[Cause]:
-    """Every schema and CEL problem of ``value``, with field paths."""
+    """Every schema problem of ``value`` with field paths, then, when there is none that blocks
+    them, every CEL rule's."""
+    causes = _schema_causes(value, schema, old, path, root)
+    if any(cause.reason in _BLOCKING for cause in causes):
+        return [*causes, RULES_NOT_CHECKED] if cel.has_rules(schema) else causes
+    _rules(value, schema, old, path, causes, root)
+    return causes
+
+
+def _schema_causes(value: Any, schema: Obj, old: Any, path: str, root: bool) -> list[Cause]:
     causes: list[Cause] = []
     _validate(value, schema, old, path, causes, root)
     return causes
+
+
+def _wrong_type(path: str, value: Any, expected: str) -> Cause:
+    """kube-openapi's words: the value's JSON type, never the value (``Invalid value: "string"``)."""
+    found = "null" if value is None else _TYPE_NAMES.get(type(value), type(value).__name__)
+    return Cause(path, "FieldValueTypeInvalid",
+                 f'Invalid value: "{found}": {path or "body"} in body must be of type {expected}: "{found}"')
 
 
 def _invalid(path: str, value: Any, detail: str) -> Cause:
@@ -139,17 +168,14 @@ def _validate(value: Any, schema: Obj, old: Any, path: str, causes: list[Cause],
         if not schema.get("nullable") and not root:
             expected = _schema_type(schema)
             if expected:
-                causes.append(Cause(path, "FieldValueTypeInvalid",
-                                    f'Invalid value: "null": {where} in body must be of type {expected}: "null"'))
+                causes.append(_wrong_type(path, value, expected))
         return
     if schema.get("x-kubernetes-int-or-string"):
         if not (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))):
-            causes.append(Cause(path, "FieldValueTypeInvalid",
-                                f"Invalid value: {_describe(value)}: {where} in body must be of type integer,string: {_describe(value)}"))
+            causes.append(_wrong_type(path, value, "integer,string"))
             return
     elif (expected := _schema_type(schema)) and not _type_ok(value, expected):
-        causes.append(Cause(path, "FieldValueTypeInvalid",
-                            f"Invalid value: {_describe(value)}: {where} in body must be of type {expected}: {_describe(value)}"))
+        causes.append(_wrong_type(path, value, expected))
         return
     if "enum" in schema and value not in schema["enum"]:
         supported = ", ".join(_describe(v) for v in schema["enum"])
@@ -177,31 +203,49 @@ def _validate(value: Any, schema: Obj, old: Any, path: str, causes: list[Cause],
             causes.append(Cause(path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {schema['maxItems']} items"))
         if "minItems" in schema and len(value) < schema["minItems"]:
             causes.append(_invalid(path, value, f"{where} in body should have at least {schema['minItems']} items"))
-        items = schema.get("items")
-        if isinstance(items, dict):
-            old_items = old if isinstance(old, list) else []
-            for i, item in enumerate(value):
-                _validate(item, items, old_items[i] if i < len(old_items) else None, _index(path, i), causes, False)
     if isinstance(value, dict):
-        properties = schema.get("properties") or {}
         for key in schema.get("required") or []:
             if key not in value:
                 causes.append(Cause(_join(path, key), "FieldValueRequired", "Required value"))
-        old_map = old if isinstance(old, dict) else {}
-        for key, child in value.items():
-            if root and key in ("apiVersion", "kind", "metadata"):
-                continue
-            if key in properties:
-                _validate(child, properties[key], old_map.get(key), _join(path, key), causes, False)
-            elif isinstance(schema.get("additionalProperties"), dict):
-                _validate(child, schema["additionalProperties"], old_map.get(key), _index(path, key), causes, False)
-        if "maxProperties" in schema and len(value) > schema["maxProperties"]:
-            causes.append(Cause(path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {schema['maxProperties']} items"))
+    for child, child_schema, old_child, child_path in _children(value, schema, old, path, root):
+        _validate(child, child_schema, old_child, child_path, causes, False)
+    if isinstance(value, dict) and "maxProperties" in schema and len(value) > schema["maxProperties"]:
+        causes.append(Cause(path, "FieldValueTooMany", f"Too many: {len(value)}: must have at most {schema['maxProperties']} items"))
     for sub in schema.get("allOf") or []:
         _validate(value, sub, old, path, causes, root)
-    if schema.get("anyOf") and not any(not validate(value, s, old, path, root) for s in schema["anyOf"]):
+    if schema.get("anyOf") and not any(not _schema_causes(value, s, old, path, root) for s in schema["anyOf"]):
         causes.append(_invalid(path, value, f"{where} in body must match at least one schema in anyOf"))
-    if schema.get("oneOf") and sum(not validate(value, s, old, path, root) for s in schema["oneOf"]) != 1:
+    if schema.get("oneOf") and sum(not _schema_causes(value, s, old, path, root) for s in schema["oneOf"]) != 1:
         causes.append(_invalid(path, value, f"{where} in body must match exactly one schema in oneOf"))
+
+
+def _rules(value: Any, schema: Obj, old: Any, path: str, causes: list[Cause], root: bool) -> None:
+    """The CEL rules of every schema node ``value`` reaches, with the same ratcheting."""
+    if value is None or (not root and old is not None and value == old):
+        return
     if schema.get("x-kubernetes-validations"):
-        causes += cel.check(schema, value, old, path)  # reached only when the type is right
+        causes += cel.check(schema, value, old, path)
+    for child, child_schema, old_child, child_path in _children(value, schema, old, path, root):
+        _rules(child, child_schema, old_child, child_path, causes, False)
+    for sub in schema.get("allOf") or []:
+        _rules(value, sub, old, path, causes, root)
+
+
+def _children(value: Any, schema: Obj, old: Any, path: str, root: bool) -> Iterator[tuple[Any, Obj, Any, str]]:
+    """(value, schema, stored value, path) of each list item and object field the schema describes."""
+    items = schema.get("items")
+    if isinstance(value, list) and isinstance(items, dict):
+        old_items = old if isinstance(old, list) else []
+        for i, item in enumerate(value):
+            yield item, items, old_items[i] if i < len(old_items) else None, _index(path, i)
+    if isinstance(value, dict):
+        properties = schema.get("properties") or {}
+        additional = schema.get("additionalProperties")
+        old_map = old if isinstance(old, dict) else {}
+        for key, child in value.items():
+            if root and key in _ROOT_KEPT:
+                continue
+            if key in properties:
+                yield child, properties[key], old_map.get(key), _join(path, key)
+            elif isinstance(additional, dict):
+                yield child, additional, old_map.get(key), _index(path, key)

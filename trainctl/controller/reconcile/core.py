@@ -1,7 +1,8 @@
 """The reconcile function: one job, what the cluster holds for it, the time → a Plan.
 
 This is the whole decision-making of the controller, as a pure function: it parses and
-validates the job once and defaults the parsed model in memory, then walks the reference
+validates the job once (a started job whose only problem is its scaled replica count keeps
+its size: ``scale``) and defaults the parsed model in memory, then walks the reference
 controller's algorithm (kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed
 order: the replica limit; the HPA; the finished path (clean-up, TTL); the suspended path;
 limits (backoffLimit, deadline); the PodGroup; per replica type the Services and the pods
@@ -46,6 +47,7 @@ from trainctl.controller.reconcile.config import VOLCANO, ReconcileConfig
 from trainctl.controller.reconcile.hpa import HPA_API_VERSION, HPA_KIND, desired_hpa, hpa_update
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 from trainctl.controller.reconcile.pods import PodFactory, build_service, service_ports
+from trainctl.controller.reconcile.scale import kept_size
 
 _DEFAULT_CONFIG = ReconcileConfig()
 # Restart policies under which the controller recreates a pod whose phase is Failed.
@@ -68,7 +70,8 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
     book = ConditionBook(status.get("conditions"), rfc3339(now))
 
     parsed, problems = check(job)
-    if parsed is None or problems:
+    kept = kept_size(framework.job_kind, job, problems, observed) if parsed is not None and problems else None
+    if parsed is None or (problems and kept is None):
         message = "; ".join(map(str, problems))
         book.set(c.CONDITION_FAILED, TRUE, framework.reason("FailedValidation"), message, "Warning")
         plan.events, _ = book.changes()
@@ -77,7 +80,13 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
             plan.status = new_status
         return plan
 
-    _Pass(framework, job, default_job(parsed, in_place=True), observed, now, config, book, plan).run()
+    defaulted = default_job(parsed, in_place=True)
+    if kept is not None:
+        defaulted.spec.replica_specs[kept.replica_type].replicas = kept.replicas
+    one_pass = _Pass(framework, job, defaulted, observed, now, config, book, plan)
+    if kept is not None:
+        one_pass.warnings[kept.event.reason] = kept.event
+    one_pass.run()
     return plan
 
 
