@@ -169,7 +169,7 @@ class KubeClient:
         query: Optional[list[tuple[str, Any]]] = None,
         body: Any = None,
         content_type: str = "application/json",
-        timeout: tuple[float, float] = REQUEST_TIMEOUT,
+        timeout: tuple[float, Optional[float]] = REQUEST_TIMEOUT,
     ) -> urllib3.BaseHTTPResponse:
         """One HTTP exchange, no retries. Returns the unread response (2xx only)."""
         self._limiter.acquire()
