@@ -12,11 +12,13 @@ import importlib.util
 import os
 import socket
 import sys
+from typing import Any
 
 _HOSTS = os.environ.get("TRAINCTL_HOSTS_FILE", "")
 _NAMESPACE = os.environ.get("TRAINCTL_POD_NAMESPACE", "default")
 _SEARCH = (f"{_NAMESPACE}.svc.cluster.local", "svc.cluster.local", "cluster.local")
-_cache = {"mtime": None, "table": {}}
+# Quoted: the pod's interpreter may be older than subscriptable builtins.
+_cache: "dict[str, Any]" = {"mtime": None, "table": {}}
 
 
 def _table():
