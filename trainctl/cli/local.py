@@ -352,6 +352,7 @@ def _supervise(cluster: Any) -> int:
             if wake["pending"]:
                 raise _Wake()
             info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+            assert info is not None  # waitid returns None only with WNOHANG
         except _Wake:
             wake["waiting"] = wake["pending"] = False
             _boot_started_nodes(cluster)
@@ -524,7 +525,7 @@ def run_status(args: argparse.Namespace) -> int:
         pods = client.list(PODS)[0]
         for node in client.list(NODES)[0]:
             name = node["metadata"]["name"]
-            ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+            ready: dict[str, Any] = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
             allocatable = node.get("status", {}).get("allocatable", {})
             extras = ", ".join(f"{k}={v}" for k, v in sorted(allocatable.items()) if "/" in k)
             here = [p["metadata"]["name"] for p in pods if p.get("spec", {}).get("nodeName") == name]

@@ -122,7 +122,7 @@ class LeadPodLogs:
                 while instance is None and not self._stopped:
                     self._cond.wait()
                     instance = self._pending()
-                if self._stopped:
+                if self._stopped or instance is None:  # None only once stopped
                     return
                 pod = self._pod or {}
                 self._active = instance

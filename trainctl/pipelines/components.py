@@ -58,8 +58,8 @@ def _container(kind: str, parameters: dict[str, Any]) -> dsl.ContainerSpec:
 
 @dsl.container_component
 def pytorchjob_launcher(
-    condition: dsl.OutputPath(str),
-    status: dsl.OutputPath(dict),
+    condition: dsl.OutputPath(str),  # type: ignore[valid-type]  # kfp's outputs are calls in annotations
+    status: dsl.OutputPath(dict),  # type: ignore[valid-type]
     name: str = "",
     namespace: str = "",
     manifest: str = "",
@@ -88,8 +88,8 @@ def pytorchjob_launcher(
 
 @dsl.container_component
 def msjob_launcher(
-    condition: dsl.OutputPath(str),
-    status: dsl.OutputPath(dict),
+    condition: dsl.OutputPath(str),  # type: ignore[valid-type]  # kfp's outputs are calls in annotations
+    status: dsl.OutputPath(dict),  # type: ignore[valid-type]
     name: str = "",
     namespace: str = "",
     manifest: str = "",
