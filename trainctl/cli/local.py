@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -77,12 +78,20 @@ def _default_dir() -> str:
     return str(DEFAULT_DIR)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def _print_help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """What a command group does when no subcommand is given: show its help and fail."""
+    def show(_args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+    return show
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     local = subparsers.add_parser("local", help="run an embedded single-machine cluster",
                                   description="An embedded Kubernetes-compatible cluster on this machine: "
                                               "API server, kubelet (pods are local processes) and controller.")
     commands = local.add_subparsers(dest="local_command", metavar="{up,down,status,node}")
-    local.set_defaults(func=lambda _args: local.print_help() or 2)
+    local.set_defaults(func=_print_help(local))
     dir_help = "cluster directory (default: ~/.trainctl/local)"
 
     up = commands.add_parser("up", help="start the cluster", description="Start the API server, the kubelet and the "
@@ -122,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     node = commands.add_parser("node", help="break or mend a node: kill, freeze, thaw, start",
                                description="Node failures as a person would cause them.")
     actions = node.add_subparsers(dest="node_command", metavar="{kill,freeze,thaw,start}")
-    node.set_defaults(func=lambda _args: node.print_help() or 2)
+    node.set_defaults(func=_print_help(node))
     for action, text in (("kill", "the machine dies: its kubelet and every process of its pods get SIGKILL"),
                          ("freeze", "the machine hangs: its kubelet and its pods' processes are stopped (SIGSTOP)"),
                          ("thaw", "a frozen machine resumes (SIGCONT)"),

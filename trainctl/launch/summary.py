@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainctl.api.constants import LABEL_JOB_NAME
 from trainctl.launch.launcher import LaunchResult, Outcome
 from trainctl.launch.progress import replicas_text
@@ -10,7 +12,7 @@ from trainctl.launch.progress import replicas_text
 MAX_LOG_HINTS = 6
 
 
-def replicas_line(status: dict) -> str:
+def replicas_line(status: dict[str, Any]) -> str:
     return replicas_text(status.get("replicaStatuses") or {}, "none reported")
 
 

@@ -59,13 +59,14 @@ def compile_errors(schema: Any, path: str = "") -> list[Cause]:
 
 
 def _evaluate(expression: str, value: Any, old: Any) -> Any:
-    import celpy
+    from celpy.adapter import json_to_cel
+    from celpy.evaluation import CELEvalError
 
-    activation = {"self": celpy.json_to_cel(value)}
+    activation = {"self": json_to_cel(value)}
     if old is not None:
-        activation["oldSelf"] = celpy.json_to_cel(old)
+        activation["oldSelf"] = json_to_cel(old)
     result = _program(expression).evaluate(activation)
-    if isinstance(result, celpy.CELEvalError):
+    if isinstance(result, CELEvalError):
         raise result
     return result
 
