@@ -174,7 +174,7 @@ class KubeClient:
         """One HTTP exchange, no retries. Returns the unread response (2xx only)."""
         self._limiter.acquire()
         try:
-            response = self._api.call_api(
+            response: urllib3.BaseHTTPResponse = self._api.call_api(
                 path,
                 method,
                 query_params=query or [],

@@ -51,7 +51,9 @@ def is_newer(candidate: dict[str, Any], current: dict[str, Any]) -> bool:
     """
     a, b = _rv_number(candidate), _rv_number(current)
     if a is None or b is None:
-        return candidate["metadata"].get("resourceVersion") != current["metadata"].get("resourceVersion")
+        candidate_rv: Optional[str] = candidate["metadata"].get("resourceVersion")
+        current_rv: Optional[str] = current["metadata"].get("resourceVersion")
+        return candidate_rv != current_rv
     return a > b
 
 

@@ -21,6 +21,7 @@ Instance = tuple[str, int]  # (pod uid, restartCount)
 
 
 def container_status(pod: dict[str, Any], container: str) -> dict[str, Any] | None:
+    status: dict[str, Any]
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == container:
             return status
