@@ -12,7 +12,7 @@ strict so that a string where an integer belongs is an error, not a silent conve
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional, Union
+from typing import Annotated, Any, Optional, TypeVar, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
@@ -112,6 +112,9 @@ CleanPodPolicy = c.CleanPodPolicy
 ManagedBy = c.ManagedBy
 
 
+_Model = TypeVar("_Model", bound="WireModel")
+
+
 class WireModel(BaseModel):
     """Base for every API type: camelCase on the wire, strict types, nothing dropped."""
 
@@ -123,7 +126,7 @@ class WireModel(BaseModel):
     )
 
     @classmethod
-    def parse(cls, data: Any):
+    def parse(cls: type[_Model], data: Any) -> _Model:
         """Parse a wire dict (raises ``pydantic.ValidationError`` with locations)."""
         return cls.model_validate(data)
 

@@ -23,7 +23,7 @@ from trainctl.controller import options
 log = logging.getLogger("trainctl.controller")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "controller",
         help="run the PyTorchJob/MSJob controller against an API server",

@@ -20,6 +20,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
@@ -77,12 +78,20 @@ def _default_dir() -> str:
     return str(DEFAULT_DIR)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def _print_help(parser: argparse.ArgumentParser) -> Callable[[argparse.Namespace], int]:
+    """What a command group does when no subcommand is given: show its help and fail."""
+    def show(_args: argparse.Namespace) -> int:
+        parser.print_help()
+        return 2
+    return show
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     local = subparsers.add_parser("local", help="run an embedded single-machine cluster",
                                   description="An embedded Kubernetes-compatible cluster on this machine: "
                                               "API server, kubelet (pods are local processes) and controller.")
     commands = local.add_subparsers(dest="local_command", metavar="{up,down,status,node}")
-    local.set_defaults(func=lambda _args: local.print_help() or 2)
+    local.set_defaults(func=_print_help(local))
     dir_help = "cluster directory (default: ~/.trainctl/local)"
 
     up = commands.add_parser("up", help="start the cluster", description="Start the API server, the kubelet and the "
@@ -122,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     node = commands.add_parser("node", help="break or mend a node: kill, freeze, thaw, start",
                                description="Node failures as a person would cause them.")
     actions = node.add_subparsers(dest="node_command", metavar="{kill,freeze,thaw,start}")
-    node.set_defaults(func=lambda _args: node.print_help() or 2)
+    node.set_defaults(func=_print_help(node))
     for action, text in (("kill", "the machine dies: its kubelet and every process of its pods get SIGKILL"),
                          ("freeze", "the machine hangs: its kubelet and its pods' processes are stopped (SIGSTOP)"),
                          ("thaw", "a frozen machine resumes (SIGCONT)"),
@@ -352,6 +361,7 @@ def _supervise(cluster: Any) -> int:
             if wake["pending"]:
                 raise _Wake()
             info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
+            assert info is not None  # waitid returns None only with WNOHANG
         except _Wake:
             wake["waiting"] = wake["pending"] = False
             _boot_started_nodes(cluster)
@@ -524,7 +534,7 @@ def run_status(args: argparse.Namespace) -> int:
         pods = client.list(PODS)[0]
         for node in client.list(NODES)[0]:
             name = node["metadata"]["name"]
-            ready = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
+            ready: dict[str, Any] = next((c for c in node.get("status", {}).get("conditions") or [] if c.get("type") == "Ready"), {})
             allocatable = node.get("status", {}).get("allocatable", {})
             extras = ", ".join(f"{k}={v}" for k, v in sorted(allocatable.items()) if "/" in k)
             here = [p["metadata"]["name"] for p in pods if p.get("spec", {}).get("nodeName") == name]

@@ -105,7 +105,7 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
             cluster.stop()
 
 
-def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[dict], view: Any, cluster: Any) -> int:
+def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[dict[str, Any]], view: Any, cluster: Any) -> int:
     from trainctl.launch import JobExists, Launcher, Outcome
     from trainctl.launch.kinds import kind_of
     from trainctl.launch.summary import summary_lines
@@ -113,7 +113,7 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
     launcher = Launcher(api)
     started = time.monotonic()
     deadline = None if args.timeout is None else started + args.timeout
-    created: list[dict] = []
+    created: list[dict[str, Any]] = []
     try:
         for job in jobs:
             namespace = args.namespace or (job.get("metadata") or {}).get("namespace") or default_ns
@@ -164,20 +164,20 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
     return 0 if results and all(r.succeeded for r in results) else 1
 
 
-def _recorder(job: dict) -> Any:
+def _recorder(job: dict[str, Any]) -> Any:
     from trainctl.launch.kinds import kind_of
     from trainctl.timeline.recorder import TimelineRecorder
 
     return TimelineRecorder(container=kind_of(job).container)
 
 
-def _timeline_path(template: str, job: dict, jobs: int) -> Path:
+def _timeline_path(template: str, job: dict[str, Any], jobs: int) -> Path:
     """``template`` itself for one job; ``NAME-JOB.EXT`` per job when the file holds several."""
     path = Path(template)
     return path if jobs == 1 else path.with_name(f"{path.stem}-{job['metadata']['name']}{path.suffix}")
 
 
-def _write_timeline(launcher: Any, recorder: Any, job: dict, path: Path) -> str:
+def _write_timeline(launcher: Any, recorder: Any, job: dict[str, Any], path: Path) -> str:
     """Draw what the recorder saw, with the job's Events added; the line to print about it."""
     from trainctl.timeline import fetch, render
 
@@ -189,7 +189,7 @@ def _write_timeline(launcher: Any, recorder: Any, job: dict, path: Path) -> str:
     return f"timeline: {path} ({len(timeline.rows)} pod row(s))"
 
 
-def _save_logs(launcher: Any, results: list) -> dict[tuple[str, str], list[Path]]:
+def _save_logs(launcher: Any, results: list[Any]) -> dict[tuple[str, str], list[Path]]:
     """Copy every pod's log out of a throwaway cluster before it disappears."""
     from trainctl.kube.client import ApiError
 

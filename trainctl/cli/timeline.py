@@ -11,7 +11,11 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where used, to keep the CLI quick to start
+    from trainctl.api.kinds import JobKind
+    from trainctl.kube.client import KubeClient
 
 KINDS = {"pytorchjob": "PyTorchJob", "msjob": "MSJob"}
 
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _get(client: Any, kind: Any, namespace: str, name: str) -> dict[str, Any] | None:
+def _get(client: KubeClient, kind: JobKind, namespace: str, name: str) -> dict[str, Any] | None:
     from trainctl.kube.client import ApiError
     from trainctl.kube.resources import job_resource
 

@@ -126,7 +126,8 @@ class Component:
     def launch(self) -> None:
         """Start the process without waiting for it to be ready."""
         self.log_file.parent.mkdir(parents=True, exist_ok=True)
-        argv, pass_fds = self._argv(), ()
+        argv = self._argv()
+        pass_fds: tuple[int, ...] = ()
         write_fd = None
         if self.name.startswith("kubelet"):
             self.ready_fd, write_fd = os.pipe()

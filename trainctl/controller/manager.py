@@ -249,11 +249,11 @@ class Manager:
                     "CRD not installed yet; its jobs are picked up once it is",
                     extra={"crd": f"{res.plural}.{res.group}", "install": "kubectl apply -f manifests/crds/"},
                 )
-        res = self.pod_group_resource
-        if res is not None and not self.client.group_version_served(res.group, res.version):
+        pod_groups = self.pod_group_resource
+        if pod_groups is not None and not self.client.group_version_served(pod_groups.group, pod_groups.version):
             raise GangSchedulerMissing(
                 f"gang scheduler {self.options.gang_scheduler!r} needs the PodGroup CRD "
-                f"({res.plural}.{res.group}/{res.version}), which is not installed"
+                f"({pod_groups.plural}.{pod_groups.group}/{pod_groups.version}), which is not installed"
             )
 
     def informers(self) -> list[Informer]:

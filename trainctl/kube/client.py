@@ -169,12 +169,12 @@ class KubeClient:
         query: Optional[list[tuple[str, Any]]] = None,
         body: Any = None,
         content_type: str = "application/json",
-        timeout: tuple[float, float] = REQUEST_TIMEOUT,
+        timeout: tuple[float, Optional[float]] = REQUEST_TIMEOUT,
     ) -> urllib3.BaseHTTPResponse:
         """One HTTP exchange, no retries. Returns the unread response (2xx only)."""
         self._limiter.acquire()
         try:
-            response = self._api.call_api(
+            response: urllib3.BaseHTTPResponse = self._api.call_api(
                 path,
                 method,
                 query_params=query or [],

@@ -19,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Optional
+from typing import Any, Callable, Hashable, Optional
 
 from trainctl.kube.resources import controller_owner
 
@@ -69,7 +69,7 @@ class Expectations:
             if pending is not None:
                 pending.deletes.pop(child, None)
 
-    def satisfied(self, job: Hashable, lookup: Callable[[ChildKey], Optional[dict]]) -> bool:
+    def satisfied(self, job: Hashable, lookup: Callable[[ChildKey], Optional[dict[str, Any]]]) -> bool:
         """True when the cache (``lookup``) shows every expected write, or they expired.
 
         Satisfied entries are dropped, so the check gets cheaper as the cache catches up.
@@ -106,6 +106,6 @@ class Expectations:
             self._pending.pop(job, None)
 
 
-def _owned(obj: Optional[dict], uid: str) -> bool:
+def _owned(obj: Optional[dict[str, Any]], uid: str) -> bool:
     owner = controller_owner(obj) if obj is not None else None
     return owner is not None and owner.get("uid") == uid

@@ -22,6 +22,7 @@ first error retrying cannot fix (401, 403, 404, 422 …) and hands it over.
 
 from __future__ import annotations
 
+import builtins
 import logging
 import random
 import threading
@@ -50,7 +51,9 @@ def is_newer(candidate: dict[str, Any], current: dict[str, Any]) -> bool:
     """
     a, b = _rv_number(candidate), _rv_number(current)
     if a is None or b is None:
-        return candidate["metadata"].get("resourceVersion") != current["metadata"].get("resourceVersion")
+        candidate_rv: Optional[str] = candidate["metadata"].get("resourceVersion")
+        current_rv: Optional[str] = current["metadata"].get("resourceVersion")
+        return candidate_rv != current_rv
     return a > b
 
 
@@ -72,11 +75,12 @@ class Store:
         with self._lock:
             return self._objects.get((namespace, name))
 
+    # Past this method, ``list`` in an annotation means it: they spell the type ``builtins.list``.
     def list(self) -> list[dict[str, Any]]:
         with self._lock:
             return list(self._objects.values())
 
-    def owned_by(self, uid: str) -> list[dict[str, Any]]:
+    def owned_by(self, uid: str) -> builtins.list[dict[str, Any]]:
         with self._lock:
             return [self._objects[k] for k in self._by_owner.get(uid, ()) if k in self._objects]
 
@@ -127,7 +131,7 @@ class Store:
                 if not keys:
                     del self._by_owner[owner["uid"]]
 
-    def replace(self, objects: Iterable[dict[str, Any]]) -> list[tuple[str, Optional[dict[str, Any]], Optional[dict[str, Any]]]]:
+    def replace(self, objects: Iterable[dict[str, Any]]) -> builtins.list[tuple[str, Optional[dict[str, Any]], Optional[dict[str, Any]]]]:
         """Replace the whole content (after a LIST); returns the events that implies."""
         events: list[tuple[str, Optional[dict[str, Any]], Optional[dict[str, Any]]]] = []
         seen: set[ObjectKey] = set()

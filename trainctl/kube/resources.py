@@ -84,6 +84,7 @@ def resource_of(obj: dict[str, Any]) -> Resource:
 
 def controller_owner(obj: dict[str, Any]) -> Optional[dict[str, Any]]:
     """The ownerReference with ``controller: true``, if any."""
+    ref: dict[str, Any]
     for ref in (obj.get("metadata") or {}).get("ownerReferences") or ():
         if ref.get("controller"):
             return ref

@@ -77,7 +77,7 @@ class WorkQueue(Generic[K]):
         with self._cond:
             failures = self._failures.get(key, 0)
             self._failures[key] = failures + 1
-        delay = min(self._max_delay, self._base_delay * (2**failures))
+        delay: float = min(self._max_delay, self._base_delay * (2**failures))
         self.add_after(key, delay)
         return delay
 

@@ -21,6 +21,7 @@ Instance = tuple[str, int]  # (pod uid, restartCount)
 
 
 def container_status(pod: dict[str, Any], container: str) -> dict[str, Any] | None:
+    status: dict[str, Any]
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         if status.get("name") == container:
             return status
@@ -122,7 +123,7 @@ class LeadPodLogs:
                 while instance is None and not self._stopped:
                     self._cond.wait()
                     instance = self._pending()
-                if self._stopped:
+                if self._stopped or instance is None:  # None only once stopped
                     return
                 pod = self._pod or {}
                 self._active = instance

@@ -217,7 +217,7 @@ def _job_block(p: JobProgress, elapsed: float) -> Any:
     conditions = Text("  ")
     for cond in p.conditions:
         true = cond.get("status") == "True"
-        conditions.append(f"{cond.get('type')}{'' if true else '=' + str(cond.get('status'))} ", style=STATE_STYLES.get(cond.get("type"), "white") if true else "dim")
+        conditions.append(f"{cond.get('type')}{'' if true else '=' + str(cond.get('status'))} ", style=STATE_STYLES.get(cond.get("type", ""), "white") if true else "dim")
     table.add_row(Text("  conditions"), conditions if p.conditions else Text("  none yet", style="dim"))
     for rtype, counts in p.replica_statuses.items():
         counts = counts or {}

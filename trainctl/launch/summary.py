@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainctl.api.constants import LABEL_JOB_NAME
 from trainctl.launch.launcher import LaunchResult, Outcome
 from trainctl.launch.progress import replicas_text
@@ -10,7 +12,7 @@ from trainctl.launch.progress import replicas_text
 MAX_LOG_HINTS = 6
 
 
-def replicas_line(status: dict) -> str:
+def replicas_line(status: dict[str, Any]) -> str:
     return replicas_text(status.get("replicaStatuses") or {}, "none reported")
 
 
@@ -20,6 +22,7 @@ def summary_lines(result: LaunchResult, logs: list[str] | None = None) -> list[s
     ``logs`` overrides the default hint (``kubectl logs`` commands for the job's pods).
     """
     job = f"{result.kind} {result.namespace}/{result.name}"
+    condition = result.condition or {}
     headline = {
         Outcome.SUCCEEDED: f"{job} succeeded",
         Outcome.FAILED: f"{job} failed",
@@ -29,8 +32,7 @@ def summary_lines(result: LaunchResult, logs: list[str] | None = None) -> list[s
     }[result.outcome]
     lines = [
         f"{headline} after {result.duration:.1f}s",
-        f"  condition: {(result.condition or {}).get('type', 'none')}"
-        + (f" ({result.condition['reason']})" if (result.condition or {}).get("reason") else ""),
+        f"  condition: {condition.get('type', 'none')}" + (f" ({condition['reason']})" if condition.get("reason") else ""),
         f"  message:   {result.message}",
         f"  replicas:  {replicas_line(result.status)}",
         f"  restarts:  {result.restarts}",

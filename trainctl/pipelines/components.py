@@ -58,14 +58,14 @@ def _container(kind: str, parameters: dict[str, Any]) -> dsl.ContainerSpec:
 
 @dsl.container_component
 def pytorchjob_launcher(
-    condition: dsl.OutputPath(str),
-    status: dsl.OutputPath(dict),
+    condition: dsl.OutputPath(str),  # type: ignore[valid-type]  # kfp's outputs are calls in annotations
+    status: dsl.OutputPath(dict),  # type: ignore[valid-type]
     name: str = "",
     namespace: str = "",
     manifest: str = "",
     image: str = "",
-    command: list = [],  # noqa: B006 - KFP reads defaults from the signature; never mutated
-    args: list = [],  # noqa: B006 - as above
+    command: list[str] = [],  # noqa: B006 - KFP reads defaults from the signature; never mutated
+    args: list[str] = [],  # noqa: B006 - as above
     replicas: int = 1,
     min_replicas: int = 0,
     max_replicas: int = 0,
@@ -76,7 +76,7 @@ def pytorchjob_launcher(
     npus: int = 0,
     timeout_seconds: int = 0,
     delete_when_done: bool = True,
-):
+) -> dsl.ContainerSpec:
     """Launch a PyTorchJob (kubeflow.org/v1) and wait for it; fails when the job does not succeed.
 
     Either ``manifest`` (the whole PyTorchJob, YAML or JSON) or ``image`` and the other
@@ -88,14 +88,14 @@ def pytorchjob_launcher(
 
 @dsl.container_component
 def msjob_launcher(
-    condition: dsl.OutputPath(str),
-    status: dsl.OutputPath(dict),
+    condition: dsl.OutputPath(str),  # type: ignore[valid-type]  # kfp's outputs are calls in annotations
+    status: dsl.OutputPath(dict),  # type: ignore[valid-type]
     name: str = "",
     namespace: str = "",
     manifest: str = "",
     image: str = "",
-    command: list = [],  # noqa: B006 - KFP reads defaults from the signature; never mutated
-    args: list = [],  # noqa: B006 - as above
+    command: list[str] = [],  # noqa: B006 - KFP reads defaults from the signature; never mutated
+    args: list[str] = [],  # noqa: B006 - as above
     replicas: int = 1,
     cpu: str = "",
     memory: str = "",
@@ -103,7 +103,7 @@ def msjob_launcher(
     npus: int = 0,
     timeout_seconds: int = 0,
     delete_when_done: bool = True,
-):
+) -> dsl.ContainerSpec:
     """Launch an MSJob (mindspore.gitee.com/v1) and wait for it; fails when the job does not succeed.
 
     Either ``manifest`` (the whole MSJob, YAML or JSON) or ``image`` and the other

@@ -249,7 +249,7 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
 
 def _main_status(pod: dict[str, Any], container: str) -> dict[str, Any]:
     name = (default_container(pod, container) or {}).get("name") or container
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    statuses: list[dict[str, Any]] = (pod.get("status") or {}).get("containerStatuses") or []
     for status in statuses:
         if status.get("name") == name:
             return status
@@ -375,7 +375,7 @@ def _rows(
 
 def _ending(inst: _Instance) -> str:
     """Why an instance ended, in a few words: "Failed: Error (exit 137)", "Evicted"."""
-    reason = (inst.pod.get("status") or {}).get("reason")
+    reason: str | None = (inst.pod.get("status") or {}).get("reason")
     if reason:
         return reason
     finished = [run for run in inst.runs.values() if run.finished is not None]

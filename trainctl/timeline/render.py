@@ -108,6 +108,7 @@ def _utc(at: float) -> str:
 
 def figure(timeline: model.Timeline) -> Any:
     """The matplotlib Figure (no pyplot, so no GUI backend and no global state)."""
+    from matplotlib.artist import Artist
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
@@ -135,7 +136,7 @@ def figure(timeline: model.Timeline) -> Any:
     last.set_xlim(0, max(timeline.end - origin, 1.0) * 1.02)
     fig.suptitle(f"{timeline.title}: {len(rows)} pod(s)", fontsize=12, x=0.02, ha="left")
     used = sorted({s.phase for r in rows for s in r.spans}, key=list(PHASE_COLOURS).index)
-    handles = [Patch(facecolor=PHASE_COLOURS[p], label=p) for p in used]
+    handles: list[Artist] = [Patch(facecolor=PHASE_COLOURS[p], label=p) for p in used]
     used_marks = sorted({m.kind for r in rows for m in r.marks})
     handles += [
         Line2D([], [], linestyle="", marker=MARK_STYLES[k][0], color=MARK_STYLES[k][1], label=k) for k in used_marks

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 from aiohttp import web
 
 from trainctl.cluster.apiserver.server import ApiServer
-from trainctl.cluster.apiserver.store import Store
+from trainctl.cluster.apiserver.store import Store, storage_error
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 Call = Callable[..., Awaitable[tuple[int, Any]]]
@@ -153,3 +154,14 @@ def test_readers_see_a_write_only_once_it_is_durable(tmp_path: Path) -> None:
         store.close()
 
     asyncio.run(main())
+
+
+def test_storage_errors_are_told_apart_without_the_sqlite3_result_code_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Python 3.10's sqlite3 names no result codes (SQLITE_FULL came with 3.11) and sets no
+    ``sqlite_errorcode``: a failed write is still told as a storage error, not an AttributeError."""
+    monkeypatch.delattr(sqlite3, "SQLITE_FULL")
+    error = storage_error(sqlite3.OperationalError("disk I/O error"))
+    assert (error.code, error.reason) == (500, "InternalError")
+    full = sqlite3.OperationalError("database or disk is full")
+    full.sqlite_errorcode = 13
+    assert storage_error(full).code == 507

@@ -73,13 +73,14 @@ def has_rules(schema: Any) -> bool:
 
 
 def _evaluate(expression: str, value: Any, old: Any) -> Any:
-    import celpy
+    from celpy.adapter import json_to_cel
+    from celpy.evaluation import CELEvalError
 
-    activation = {"self": celpy.json_to_cel(value)}
+    activation = {"self": json_to_cel(value)}
     if old is not None:
-        activation["oldSelf"] = celpy.json_to_cel(old)
+        activation["oldSelf"] = json_to_cel(old)
     result = _program(expression).evaluate(activation)
-    if isinstance(result, celpy.CELEvalError):
+    if isinstance(result, CELEvalError):
         raise result
     return result
 
@@ -99,7 +100,7 @@ _MISSING_KEY = re.compile(r"'(.*)'$")
 
 def _evaluation_error(exc: Exception, rule: dict[str, Any]) -> str:
     """An evaluation failure in cel-go's words (what kube-apiserver reports)."""
-    args = getattr(exc, "args", ())
+    args = exc.args
     cause = args[1] if len(args) > 1 and isinstance(args[1], type) else type(exc)
     if issubclass(cause, TypeError):
         return ("'no such overload': call arguments did not match a supported operator, function or macro "

@@ -62,8 +62,8 @@ def _container_status(pod: Obj, container: str) -> Obj:
 
 def choose_container(pod: Obj, requested: str) -> str:
     spec = pod.get("spec") or {}
-    containers = [c.get("name") for c in spec.get("containers") or []]
-    init = [c.get("name") for c in spec.get("initContainers") or []]
+    containers: list[str] = [c.get("name") for c in spec.get("containers") or []]
+    init: list[str] = [c.get("name") for c in spec.get("initContainers") or []]
     name = pod["metadata"]["name"]
     if not requested:
         default = (pod["metadata"].get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
@@ -152,7 +152,8 @@ async def stream(root: Path, pod: Obj, options: LogOptions, current_pod: Callabl
         await asyncio.sleep(FOLLOW_POLL_SECONDS)
     with path.open("rb") as handle:
         # tailLines keeps only the last lines in memory; otherwise lines stream as they are read.
-        tail = collections.deque(maxlen=max(options.tail_lines, 0)) if options.tail_lines is not None else None
+        tail: collections.deque[bytes] | None = (
+            collections.deque(maxlen=max(options.tail_lines, 0)) if options.tail_lines is not None else None)
         while True:
             record = handle.readline()
             if not record.endswith(b"\n"):

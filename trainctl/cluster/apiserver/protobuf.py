@@ -86,6 +86,7 @@ def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     """(field number, wire type, value) of every field of one message."""
     fields = []
     pos = 0
+    value: int | bytes
     while pos < len(data):
         key, pos = _varint(data, pos)
         number, wire = key >> 3, key & 7

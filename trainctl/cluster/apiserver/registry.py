@@ -129,16 +129,16 @@ def _namespace_defaults(namespace: dict[str, Any]) -> None:
 
 _CONTAINER = {"name": str, "image": str, "ports": [{"containerPort": int, "protocol": str}],
               "env": [{"name": str}], "resources": {}}
-_POD_SHAPE = {"spec": {"containers": [_CONTAINER], "initContainers": [_CONTAINER], "nodeName": str,
+_POD_SHAPE: dict[str, Any] = {"spec": {"containers": [_CONTAINER], "initContainers": [_CONTAINER], "nodeName": str,
                        "terminationGracePeriodSeconds": int, "readinessGates": [{}]},
               "status": {"phase": str, "conditions": [{}], "containerStatuses": [{"state": {}}],
                          "initContainerStatuses": [{"state": {}}]}}
-_SERVICE_SHAPE = {"spec": {"ports": [{"port": int, "protocol": str}], "clusterIP": str, "selector": {}, "type": str},
+_SERVICE_SHAPE: dict[str, Any] = {"spec": {"ports": [{"port": int, "protocol": str}], "clusterIP": str, "selector": {}, "type": str},
                   "status": {}}
-_NAMESPACE_SHAPE = {"spec": {"finalizers": [str]}, "status": {}}
-_NODE_SHAPE = {"spec": {}, "status": {"conditions": [{}], "nodeInfo": {}}}
-_EVENT_SHAPE = {"involvedObject": {}, "regarding": {}, "source": {}, "series": {}}
-_CRD_SHAPE = {"spec": {
+_NAMESPACE_SHAPE: dict[str, Any] = {"spec": {"finalizers": [str]}, "status": {}}
+_NODE_SHAPE: dict[str, Any] = {"spec": {}, "status": {"conditions": [{}], "nodeInfo": {}}}
+_EVENT_SHAPE: dict[str, Any] = {"involvedObject": {}, "regarding": {}, "source": {}, "series": {}}
+_CRD_SHAPE: dict[str, Any] = {"spec": {
     "group": str, "scope": str,
     "names": {"plural": str, "singular": str, "kind": str, "listKind": str, "shortNames": [str], "categories": [str]},
     "versions": [{"name": str, "served": bool, "storage": bool, "schema": {"openAPIV3Schema": {}},

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import builtins
 import logging
 import secrets
 import uuid
@@ -86,6 +87,7 @@ class Resources:
             raise errors.not_found(rtype.plural, rtype.group, name)
         return rtype.view(obj)
 
+    # Past this method, ``list`` in an annotation means it: they spell the type ``builtins.list``.
     def list(self, rtype: ResourceType, namespace: str | None, matches: Callable[[Obj], bool],
              limit: int = 0, continue_token: str | None = None) -> tuple[list[Obj], Obj]:
         """Matching objects in (namespace, name) order and the list metadata."""
@@ -131,7 +133,7 @@ class Resources:
                                   f"{rtype.plural} is forbidden: unable to create new content in namespace {namespace} because it is being terminated")
 
     async def create(self, rtype: ResourceType, namespace: str | None, body: Any, *,
-                     options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
+                     options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, builtins.list[str]]:
         obj = self.admission.check_type(rtype, body, namespace)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -168,14 +170,14 @@ class Resources:
         return rtype.view(obj), warnings
 
     def _admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str, *,
-               subresource: str | None = None) -> list[str]:
+               subresource: str | None = None) -> builtins.list[str]:
         """Defaulting, pruning, validation and limits of a new state (``admission.Admission.admit``)."""
         return self.admission.admit(rtype, obj, old, field_validation, subresource=subresource)
 
     # --- update -------------------------------------------------------------------------
 
     async def update(self, rtype: ResourceType, namespace: str | None, name: str, body: Any, *,
-                     subresource: str | None = None, options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
+                     subresource: str | None = None, options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, builtins.list[str]]:
         old = deletion.existing(self.store, rtype, namespace, name)
         new = self.admission.check_type(rtype, body, namespace)
         if new["metadata"].get("name", name) != name:
@@ -188,7 +190,7 @@ class Resources:
         return obj
 
     async def _update(self, rtype: ResourceType, old: Obj, new: Obj, *, subresource: str | None = None,
-                      options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
+                      options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, builtins.list[str]]:
         name = old["metadata"]["name"]
         uid = new["metadata"].get("uid")
         if uid and uid != old["metadata"].get("uid"):  # written for an object that was deleted and recreated
@@ -248,7 +250,7 @@ class Resources:
 
     async def patch(self, rtype: ResourceType, namespace: str | None, name: str, body: bytes, *,
                     content_type: str, subresource: str | None = None,
-                    options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, bool, list[str]]:
+                    options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, bool, builtins.list[str]]:
         """Returns (object, created, warnings); only server-side apply creates."""
         if content_type not in patch.PATCH_TYPES:
             raise errors.unsupported_media_type(

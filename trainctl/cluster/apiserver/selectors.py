@@ -17,6 +17,7 @@ from . import errors
 
 Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]
+Requirement = Callable[[dict[str, str]], bool]
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -46,46 +47,47 @@ def _check_value(key: str, value: str) -> str:
 def parse_label_selector(text: str | None) -> Predicate | None:
     if not text or not text.strip():
         return None
-    requirements: list[Predicate] = []
+    requirements: list[Requirement] = []
     pos = 0
     while pos < len(text):
         match = _TOKEN.match(text, pos)
         if not match or match.end() == pos:
             raise errors.bad_request(f"unable to parse requirement: invalid label selector: {text!r}")
         pos = match.end()
-        if match.group("notexists"):
-            key = match.group("nkey")
-            if not _LABEL_KEY.match(key):
-                raise errors.bad_request(f"unable to parse requirement: invalid label key {key!r}")
-            requirements.append(lambda labels, k=key: k not in labels)
-            continue
-        key = match.group("key")
-        if not _LABEL_KEY.match(key):
-            raise errors.bad_request(f"unable to parse requirement: invalid label key {key!r}")
-        if match.group("setop"):
-            values = frozenset(_check_value(key, v.strip()) for v in match.group("values").split(",") if v.strip())
-            if match.group("setop") == "in":
-                requirements.append(lambda labels, k=key, vs=values: labels.get(k) in vs)
-            else:
-                requirements.append(lambda labels, k=key, vs=values: labels.get(k) not in vs)
-        elif match.group("op"):
-            value = _check_value(key, match.group("value"))
-            if match.group("op") == "!=":
-                requirements.append(lambda labels, k=key, v=value: labels.get(k) != v)
-            else:
-                requirements.append(lambda labels, k=key, v=value: labels.get(k) == v)
-        elif match.group("gt"):
-            bound = int(match.group("num"))
-            greater = match.group("gt") == ">"
-            requirements.append(lambda labels, k=key, b=bound, g=greater: _compare(labels.get(k), b, g))
-        else:
-            requirements.append(lambda labels, k=key: k in labels)
+        requirements.append(_requirement(match))
 
     def matches(obj: Obj) -> bool:
         labels = obj["metadata"].get("labels") or {}
         return all(req(labels) for req in requirements)
 
     return matches
+
+
+def _requirement(match: re.Match[str]) -> Requirement:
+    """One requirement of a label selector, as a test of an object's labels."""
+    if match.group("notexists"):
+        key = match.group("nkey")
+        if not _LABEL_KEY.match(key):
+            raise errors.bad_request(f"unable to parse requirement: invalid label key {key!r}")
+        return lambda labels: key not in labels
+    key = match.group("key")
+    if not _LABEL_KEY.match(key):
+        raise errors.bad_request(f"unable to parse requirement: invalid label key {key!r}")
+    if match.group("setop"):
+        values = frozenset(_check_value(key, v.strip()) for v in match.group("values").split(",") if v.strip())
+        if match.group("setop") == "in":
+            return lambda labels: labels.get(key) in values
+        return lambda labels: labels.get(key) not in values
+    if match.group("op"):
+        value = _check_value(key, match.group("value"))
+        if match.group("op") == "!=":
+            return lambda labels: labels.get(key) != value
+        return lambda labels: labels.get(key) == value
+    if match.group("gt"):
+        bound = int(match.group("num"))
+        greater = match.group("gt") == ">"
+        return lambda labels: _compare(labels.get(key), bound, greater)
+    return lambda labels: key in labels
 
 
 def _compare(value: str | None, bound: int, greater: bool) -> bool:

@@ -250,11 +250,11 @@ class ApiServer:
             if info.subresource == "binding":
                 await self.resources.bind(rtype, info.namespace, info.name, document)
             else:
-                options = document.get("deleteOptions") if isinstance(document, dict) else None
-                await self.resources.delete(rtype, info.namespace, info.name, options if isinstance(options, dict) else {})
+                requested = document.get("deleteOptions") if isinstance(document, dict) else None
+                await self.resources.delete(rtype, info.namespace, info.name, requested if isinstance(requested, dict) else {})
             return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
         if info.subresource == "scale":
-            return await self._scale(request, info)
+            return await self._scale(request, rtype, info.namespace, info.name)
         if method == "GET":
             request[VERB] = "GET"
             obj = self.resources.get(rtype, info.namespace, info.name)
@@ -283,18 +283,18 @@ class ApiServer:
             return json_response(obj)
         raise errors.method_not_allowed()
 
-    async def _scale(self, request: web.BaseRequest, info: RequestInfo) -> web.Response:
-        rtype = info.rtype
+    async def _scale(self, request: web.BaseRequest, rtype: ResourceType, namespace: str | None,
+                     name: str) -> web.Response:
         if request.method == "GET":
             request[VERB] = "GET"
-            return json_response(self.resources.get_scale(rtype, info.namespace, info.name))
+            return json_response(self.resources.get_scale(rtype, namespace, name))
         if request.method == "PUT":
             request[VERB] = "UPDATE"
             document = await body.decoded(request)
-            return json_response(await self.resources.update_scale(rtype, info.namespace, info.name, document))
+            return json_response(await self.resources.update_scale(rtype, namespace, name, document))
         if request.method == "PATCH":
             request[VERB] = "PATCH"
-            obj, _, _ = await self.resources.patch(rtype, info.namespace, info.name, await body.read(request),
+            obj, _, _ = await self.resources.patch(rtype, namespace, name, await body.read(request),
                                                    content_type=body.content_type(request), subresource="scale")
             return json_response(obj)
         raise errors.method_not_allowed()

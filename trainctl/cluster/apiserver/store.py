@@ -24,6 +24,7 @@ makes clients relist, as with a compacted etcd.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import collections
 import concurrent.futures
 import contextlib
@@ -107,9 +108,14 @@ def clone(obj: Any) -> Any:
     return orjson.loads(orjson.dumps(obj))
 
 
+# SQLite's result code for a full disk or database; sqlite3 names it (and sets
+# ``sqlite_errorcode``) only from Python 3.11 on.
+SQLITE_FULL = 13
+
+
 def storage_error(exc: BaseException) -> errors.ApiError:
     """What a client is told when a write could not be made durable."""
-    full = (isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    full = (isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL
             or isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
     if full:
         return errors.ApiError(507, "InternalError", f"storage is full: {exc}; the write was not made")
@@ -183,6 +189,7 @@ class Store:
     def get(self, resource: str, namespace: str, name: str) -> Obj | None:
         return self._objects[resource].get((namespace, name))
 
+    # Past this method, ``list`` in an annotation means it: they spell the type ``builtins.list``.
     def list(self, resource: str, namespace: str | None = None) -> list[Obj]:
         items = self._objects[resource]
         if namespace is None:
@@ -198,7 +205,7 @@ class Store:
             return durable[(namespace, name)]
         return self._objects[resource].get((namespace, name))
 
-    def read_list(self, resource: str, namespace: str | None = None) -> list[Obj]:
+    def read_list(self, resource: str, namespace: str | None = None) -> builtins.list[Obj]:
         """``list`` as last made durable."""
         durable = self._durable.get(resource)
         if not durable:
@@ -222,7 +229,7 @@ class Store:
     def by_uid(self, uid: str) -> tuple[str, str, str] | None:
         return self._by_uid.get(uid)
 
-    def dependents(self, uid: str) -> list[tuple[str, str, str]]:
+    def dependents(self, uid: str) -> builtins.list[tuple[str, str, str]]:
         return sorted(self._dependents.get(uid, ()))
 
     def namespaced_resources(self, namespace: str) -> Iterable[tuple[str, Obj]]:
@@ -313,7 +320,7 @@ class Store:
         finally:
             self._flushing = False
 
-    def _persist(self, batch: list[Event]) -> None:
+    def _persist(self, batch: builtins.list[Event]) -> None:
         db = self._db
         db.execute("BEGIN")
         try:
@@ -338,7 +345,7 @@ class Store:
                     db.execute("ROLLBACK")
             raise
 
-    def _made_durable(self, events: list[Event]) -> None:
+    def _made_durable(self, events: builtins.list[Event]) -> None:
         """Forget the durable state kept aside for keys no write is waiting on any more."""
         waiting = {(e.resource, object_key(e.obj)) for e, _ in self._pending}
         for event in events:
@@ -349,7 +356,7 @@ class Store:
             else:
                 durable.pop(key, None)
 
-    def _undo(self, failed: list[tuple[Event, asyncio.Future[None]]], error: errors.ApiError) -> None:
+    def _undo(self, failed: builtins.list[tuple[Event, asyncio.Future[None]]], error: errors.ApiError) -> None:
         """Take back writes that could not be made durable, newest first, and fail their callers."""
         for event, _ in reversed(failed):
             objects = self._objects[event.resource]

@@ -70,15 +70,15 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         zones = disruption.DisruptionConfig(
             node_eviction_rate=args.node_eviction_rate, secondary_node_eviction_rate=args.secondary_node_eviction_rate,
             unhealthy_zone_threshold=args.unhealthy_zone_threshold, large_cluster_size_threshold=args.large_cluster_size_threshold)
-        config = node_lifecycle.NodeLifecycleConfig(node_monitor_grace_period=args.node_monitor_grace_period,
-                                                    node_startup_grace_period=args.node_startup_grace_period,
-                                                    zone_disruption=zones)
-        controllers.append(NodeLifecycleController(client, config=config, monitor_period=args.node_monitor_period))
+        lifecycle = node_lifecycle.NodeLifecycleConfig(node_monitor_grace_period=args.node_monitor_grace_period,
+                                                       node_startup_grace_period=args.node_startup_grace_period,
+                                                       zone_disruption=zones)
+        controllers.append(NodeLifecycleController(client, config=lifecycle, monitor_period=args.node_monitor_period))
     if "horizontal-pod-autoscaler" in wanted:
-        config = hpa.HpaConfig(tolerance=args.hpa_tolerance, downscale_stabilization=args.hpa_downscale_stabilization,
-                               cpu_initialization_period=args.hpa_cpu_initialization_period,
-                               initial_readiness_delay=args.hpa_initial_readiness_delay)
-        controllers.append(HorizontalPodAutoscalerController(client, sync_period=args.hpa_sync_period, config=config))
+        autoscaling = hpa.HpaConfig(tolerance=args.hpa_tolerance, downscale_stabilization=args.hpa_downscale_stabilization,
+                                    cpu_initialization_period=args.hpa_cpu_initialization_period,
+                                    initial_readiness_delay=args.hpa_initial_readiness_delay)
+        controllers.append(HorizontalPodAutoscalerController(client, sync_period=args.hpa_sync_period, config=autoscaling))
     return controllers
 
 

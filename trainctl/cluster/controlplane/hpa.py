@@ -501,7 +501,8 @@ def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config
     old_status = hpa.get("status") or {}
     conditions = [dict(c) for c in old_status.get("conditions") or ()]
     last_scale = old_status.get("lastScaleTime")
-    minimum = spec.get("minReplicas") if spec.get("minReplicas") is not None else 1
+    min_replicas = spec.get("minReplicas")
+    minimum: int = min_replicas if min_replicas is not None else 1
     maximum = int(spec.get("maxReplicas") or 0)
     behavior = spec.get("behavior")
 

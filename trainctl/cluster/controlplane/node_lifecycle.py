@@ -275,16 +275,16 @@ def reconcile(
     evictions: list[Obj] = []
     scheduled: dict[PodKey, ScheduledEviction] = {}
     for pod in pods:
-        node = judged.get((pod.get("spec") or {}).get("nodeName") or "")
-        if node is None:
+        pod_node = judged.get((pod.get("spec") or {}).get("nodeName") or "")
+        if pod_node is None:
             continue
         updated = copy.deepcopy(pod)
         changed = False
-        if _lost_by_node(pod, node):
+        if _lost_by_node(pod, pod_node):
             changed = _set_pod_condition(updated, {"type": "Ready", "status": "False"}, now)
             if changed:
                 events.append((pod, Event("Warning", "NodeNotReady", "Node is not ready")))
-        evict, pending = _taint_eviction(pod, node, state.evictions.get(_key(pod)), now)
+        evict, pending = _taint_eviction(pod, pod_node, state.evictions.get(_key(pod)), now)
         if pending is not None:
             scheduled[_key(pod)] = pending
         if evict:

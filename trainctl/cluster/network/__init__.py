@@ -62,8 +62,8 @@ def node_service_cidr(directory: Path, pod_cidr: str) -> Optional[str]:
     """Where the node whose pod range is ``pod_cidr`` serves its cluster's ClusterIPs; None
     for a cluster of one node (its pod range is the whole cluster's), which serves the
     ClusterIPs themselves."""
-    pods, services = (ipaddress.ip_network(cidr) for cidr in cluster_ranges(directory))
-    node = ipaddress.ip_network(pod_cidr)
+    pods, services = (ipaddress.IPv4Network(cidr) for cidr in cluster_ranges(directory))
+    node = ipaddress.IPv4Network(pod_cidr)
     if node == pods or not node.subnet_of(pods):
         return None
     index = (int(node.network_address) - int(pods.network_address)) >> (32 - NODE_POD_PREFIX)

@@ -29,7 +29,7 @@ class ServiceProxy:
         self._thread = threading.Thread(target=self._loop.run_forever, name="service-proxy", daemon=True)
         self._servers: dict[Frontend, asyncio.AbstractServer] = {}
         self._backends: dict[Frontend, list[Backend]] = {}
-        self._counters: dict[Frontend, itertools.count] = {}
+        self._counters: dict[Frontend, itertools.count[int]] = {}
         self._lock = threading.Lock()
         self._closed = False
 

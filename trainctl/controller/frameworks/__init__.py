@@ -7,17 +7,20 @@ The reconcile core asks ``framework_for(kind)`` and drives the returned ``Framew
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainctl.api import kinds
 from trainctl.controller.frameworks.base import Framework
 from trainctl.controller.frameworks.mindspore import MindSporeFramework
 from trainctl.controller.frameworks.pytorch import PyTorchFramework
 
-# The plugin registry, by kind name; every kind of ``trainctl.api.kinds.KINDS`` has one.
-FRAMEWORKS: dict[str, Framework] = {fw.kind: fw for fw in (PyTorchFramework(), MindSporeFramework())}
+# The plugin registry, by kind name; every kind of ``trainctl.api.kinds.KINDS`` has one. Each
+# plugin is typed by its own job model; callers hold the job as the common ``Job``.
+FRAMEWORKS: dict[str, Framework[Any]] = {fw.kind: fw for fw in (PyTorchFramework(), MindSporeFramework())}
 assert set(FRAMEWORKS) == set(kinds.BY_KIND), "every job kind needs its framework plugin"
 
 
-def framework_for(kind: str) -> Framework:
+def framework_for(kind: str) -> Framework[Any]:
     try:
         return FRAMEWORKS[kind]
     except KeyError:

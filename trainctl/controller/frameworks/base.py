@@ -241,5 +241,6 @@ def env_from_field(name: str, field_path: str) -> dict[str, Any]:
 def named_port(container: Optional[dict[str, Any]], port_name: str) -> Optional[int]:
     for port in (container or {}).get("ports") or []:
         if port.get("name") == port_name:
-            return port.get("containerPort")
+            container_port: Optional[int] = port.get("containerPort")
+            return container_port
     return None

@@ -94,7 +94,7 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
 class _Pass:
     """The state of one reconcile of one job; ``run`` fills in the plan."""
 
-    framework: Framework
+    framework: Framework[Any]
     raw: dict[str, Any]
     job: Job  # parsed and defaulted
     observed: Observed
@@ -737,7 +737,8 @@ def exit_code(pod: dict[str, Any], container: str) -> int:
         if cs.get("name") == container:
             terminated = (cs.get("state") or {}).get("terminated")
             if terminated is not None and terminated.get("exitCode") is not None:
-                return terminated["exitCode"]
+                code: int = terminated["exitCode"]
+                return code
     return UNKNOWN_EXIT_CODE
 
 

@@ -22,7 +22,7 @@ PODGROUP_KIND = "PodGroup"
 _NOT_ADMITTED = ("", "Pending")
 
 
-def min_member(framework: Framework, job: Job) -> int:
+def min_member(framework: Framework[Any], job: Job) -> int:
     """``minAvailable``, else every replica the kind counts in its gang."""
     policy = job.spec.run_policy.scheduling_policy if job.spec.run_policy else None
     if policy is not None and policy.min_available is not None:
@@ -37,7 +37,7 @@ def _format_quantity(value: Decimal) -> str:
     return f"{int(milli)}m" if milli == milli.to_integral_value() else str(value)
 
 
-def min_resources(framework: Framework, job: Job, members: int) -> dict[str, str]:
+def min_resources(framework: Framework[Any], job: Job, members: int) -> dict[str, str]:
     """What the first ``members`` pods request, in replica-type order (spec §6).
 
     The reference orders replica types by their PriorityClass value, which needs a lookup
@@ -63,7 +63,7 @@ def min_resources(framework: Framework, job: Job, members: int) -> dict[str, str
 
 
 def desired_pod_group(
-    framework: Framework, job: Job, *, job_ref: JobRef, gang: str, annotations: dict[str, Any],
+    framework: Framework[Any], job: Job, *, job_ref: JobRef, gang: str, annotations: dict[str, Any],
     observed: Optional[dict[str, Any]],
 ) -> dict[str, Any]:
     policy = job.spec.run_policy.scheduling_policy if job.spec.run_policy else None

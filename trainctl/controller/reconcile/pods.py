@@ -36,7 +36,7 @@ class PodFactory:
     def __init__(
         self,
         *,
-        framework: Framework,
+        framework: Framework[Any],
         job: Job,
         job_ref: JobRef,
         rtype: str,
@@ -140,7 +140,7 @@ class PodFactory:
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 
-def service_ports(framework: Framework, spec: ReplicaSpec) -> list[dict[str, Any]]:
+def service_ports(framework: Framework[Any], spec: ReplicaSpec) -> list[dict[str, Any]]:
     """Every named port of the framework container, as ``{name, port}`` (spec §3.6)."""
     container = default_container(spec.template, framework.container)
     return [
@@ -151,7 +151,7 @@ def service_ports(framework: Framework, spec: ReplicaSpec) -> list[dict[str, Any
 
 
 def build_service(
-    framework: Framework,
+    framework: Framework[Any],
     *,
     job_ref: JobRef,
     rtype: str,

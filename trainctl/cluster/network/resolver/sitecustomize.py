@@ -12,20 +12,22 @@ import importlib.util
 import os
 import socket
 import sys
+from typing import Any, Optional
 
 _HOSTS = os.environ.get("TRAINCTL_HOSTS_FILE", "")
 _NAMESPACE = os.environ.get("TRAINCTL_POD_NAMESPACE", "default")
 _SEARCH = (f"{_NAMESPACE}.svc.cluster.local", "svc.cluster.local", "cluster.local")
-_cache = {"mtime": None, "table": {}}
+# Annotations naming builtin generics are quoted: the pod's interpreter may be older than them.
+_cache: "dict[str, Any]" = {"mtime": None, "table": {}}
 
 
-def _table():
+def _table() -> "dict[str, str]":
     try:
         mtime = os.stat(_HOSTS).st_mtime_ns
     except OSError:
         return {}
     if mtime != _cache["mtime"]:
-        table = {}
+        table: dict[str, str] = {}
         with open(_HOSTS, encoding="utf-8") as hosts:
             for line in hosts:
                 fields = line.split()
@@ -35,7 +37,7 @@ def _table():
     return _cache["table"]
 
 
-def _lookup(host):
+def _lookup(host: object) -> Optional[str]:
     if not isinstance(host, str) or not host:
         return None
     name = host.lower().rstrip(".")
@@ -54,15 +56,15 @@ _gethostbyname = socket.gethostbyname
 _gethostbyname_ex = socket.gethostbyname_ex
 
 
-def getaddrinfo(host, *args, **kwargs):
+def getaddrinfo(host: "bytes | str | None", *args: Any, **kwargs: Any) -> "list[Any]":
     return _getaddrinfo(_lookup(host) or host, *args, **kwargs)
 
 
-def gethostbyname(host):
+def gethostbyname(host: str) -> str:
     return _lookup(host) or _gethostbyname(host)
 
 
-def gethostbyname_ex(host):
+def gethostbyname_ex(host: str) -> "tuple[str, list[str], list[str]]":
     address = _lookup(host)
     return (host, [], [address]) if address else _gethostbyname_ex(host)
 
@@ -73,7 +75,7 @@ if _HOSTS:
     socket.gethostbyname_ex = gethostbyname_ex
 
 
-def _chain():
+def _chain() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
     spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
