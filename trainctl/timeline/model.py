@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from trainctl.api import constants as c
-from trainctl.api.defaults import default_container
+from trainctl.api.replicas import default_container
 
 # Span phases: the pod phases, plus the two states a pod phase hides.
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
