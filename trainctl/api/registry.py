@@ -11,17 +11,22 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from typing import Callable, Generic, TypeVar
+from typing import Callable, Generic, Optional, TypeVar
 
 T = TypeVar("T")
 
 
 class Registry(Mapping[str, T], Generic[T]):
-    """Entries by name (``key(entry)``), iterated in registration order."""
+    """Entries by name (``key(entry)``), iterated in registration order.
 
-    def __init__(self, what: str, key: Callable[[T], str]):
+    ``check`` raises ``ValueError`` for an entry that cannot be registered yet (a plugin
+    whose kind is not registered).
+    """
+
+    def __init__(self, what: str, key: Callable[[T], str], check: Optional[Callable[[T], None]] = None):
         self._what = what
         self._key = key
+        self._check = check
         self._entries: dict[str, T] = {}
 
     def register(self, entry: T) -> T:
@@ -29,6 +34,8 @@ class Registry(Mapping[str, T], Generic[T]):
         name = self._key(entry)
         if name in self._entries:
             raise ValueError(f"{self._what} {name!r} is registered already")
+        if self._check is not None:
+            self._check(entry)
         self._entries[name] = entry
         return entry
 
