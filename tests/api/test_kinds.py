@@ -3,13 +3,13 @@
 from trainctl.api import kinds
 from trainctl.api.crd import crds
 from trainctl.controller.frameworks import FRAMEWORKS
-from trainctl.kube.resources import JOB_RESOURCES, resource_for
+from trainctl.kube.resources import job_resources, resource_for
 from trainctl.launch.kinds import kind_of, lead_replica
 
 
 def test_every_kind_has_its_plugin_and_resource():
     assert [fw.job_kind for fw in FRAMEWORKS.values()] == list(kinds.KINDS)
-    assert [(r.api_version, r.kind) for r in JOB_RESOURCES] == [(k.api_version, k.kind) for k in kinds.KINDS]
+    assert [(r.api_version, r.kind) for r in job_resources()] == [(k.api_version, k.kind) for k in kinds.KINDS]
     for kind in kinds.KINDS:
         assert resource_for(kind.api_version, kind.kind).plural == kind.plural
 

@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from trainctl.api.kinds import MSJOB, PYTORCHJOB
 from trainctl.api.validation import validate
-from trainctl.pipelines.jobspec import JobParameters, msjob, pytorchjob
+from trainctl.pipelines.jobspec import JobParameters, build
+
+
+def pytorchjob(name: str, p: JobParameters) -> dict:
+    return build(PYTORCHJOB, name, p)
+
+
+def msjob(name: str, p: JobParameters) -> dict:
+    return build(MSJOB, name, p)
 
 
 def containers(job: dict, replica_field: str) -> dict[str, dict]:

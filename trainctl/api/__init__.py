@@ -5,6 +5,7 @@ Nothing here does I/O; the controller and the CLI build on it.
 """
 
 from trainctl.api.common import (
+    Job,
     JobCondition,
     JobStatus,
     ReplicaSpec,
@@ -12,7 +13,7 @@ from trainctl.api.common import (
     RunPolicy,
     SchedulingPolicy,
 )
-from trainctl.api.defaults import Job, default_job
+from trainctl.api.defaults import default_job
 from trainctl.api.errors import FieldError, JobInvalid
 from trainctl.api.loader import load_documents, parse_job
 from trainctl.api.mindspore import MSJob, MSJobSpec

@@ -12,7 +12,7 @@ strict so that a string where an integer belongs is an error, not a silent conve
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Optional, TypeVar, Union
+from typing import Annotated, Any, Optional, Protocol, TypeVar, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, WithJsonSchema
 from pydantic.alias_generators import to_camel
@@ -248,3 +248,29 @@ class JobStatus(WireModel):
             "being OOMKilled (annotations trainctl.io/oom-memory-factor and -max), and the one before."
         ),
     )
+
+
+# --- what the generic code reads of any kind's job --------------------------------------------
+
+
+class JobSpec(Protocol):
+    """A kind's spec as code serving every kind sees it."""
+
+    run_policy: Optional[RunPolicy]
+
+    @property
+    def replica_specs(self) -> dict[str, ReplicaSpec]:
+        """The spec's replica-type map, whatever the kind calls its field."""
+        ...
+
+
+class Job(Protocol):
+    """A parsed training job of any kind (``PyTorchJob``, ``MSJob``, …)."""
+
+    metadata: dict[str, Any]
+    status: Optional[JobStatus]
+
+    @property
+    def spec(self) -> JobSpec: ...
+
+    def dump(self) -> dict[str, Any]: ...

@@ -14,16 +14,18 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any, Optional
+from functools import lru_cache
+from typing import Any, Optional, cast
 
 import yaml
 from pydantic import ValidationError
 
 from trainctl.api import kinds
-from trainctl.api.defaults import Job
+from trainctl.api.common import Job
 from trainctl.api.errors import FieldError, JobInvalid, from_validation_error, json_type, map_fields, show, supported
 
-_MAP_FIELDS = map_fields(*(k.model for k in kinds.KINDS))
+# The map fields of every registered kind's model, computed once per set of models.
+_map_fields = lru_cache(maxsize=8)(map_fields)
 
 
 class _KubernetesYAMLLoader(yaml.SafeLoader):
@@ -209,15 +211,15 @@ def parse_structure(obj: Any) -> tuple[Optional[Job], list[FieldError]]:
         return None, errors
     model = found.model
     try:
-        return model.model_validate(obj), []
+        return cast(Job, model.model_validate(obj)), []
     except ValidationError as exc:
-        return None, from_validation_error(exc, _MAP_FIELDS)
+        return None, from_validation_error(exc, _map_fields(*(k.model for k in kinds.KINDS)))
     except (RecursionError, TypeError, ValueError) as exc:  # e.g. a self-referencing YAML alias
         return None, [FieldError("", "Invalid", f"cannot be read as a {model.__name__}: {exc}")]
 
 
 def parse_job(obj: Any) -> Job:
-    """A PyTorchJob or MSJob from its wire dict; raises ``JobInvalid`` with every type error.
+    """A training job (``PyTorchJob``, ``MSJob``, …) from its wire dict; raises ``JobInvalid`` with every type error.
 
     This checks shapes and types only; ``trainctl.api.validation.validate`` applies the rules.
     """

@@ -1,4 +1,9 @@
-"""PyTorchJob (kubeflow.org/v1): the wire model, as training-operator v1.9 defines it."""
+"""PyTorchJob (kubeflow.org/v1), as training-operator v1.9 defines it: the kind in one place.
+
+Its wire model, its defaulting (training-operator's ``SetDefaults_PyTorchJob``), the rules
+of its validating webhook, the layout a pipeline step gives it, and its descriptor
+``PYTORCHJOB``, which ``trainctl.api.kinds`` registers.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,13 @@ from pydantic import ConfigDict, Field, JsonValue
 
 from trainctl.api import constants as c
 from trainctl.api.common import JobStatus, NonNegativeInt32, ObjectMeta, PositiveInt32, ReplicaSpec, RunPolicy, WireModel
+from trainctl.api.errors import FieldError, show, supported
+from trainctl.api.jobkind import JobKind, MakeReplica, Parameters
+from trainctl.api.replicas import default_replicas, default_run_policy
+from trainctl.api.rules import dict_at, int_or_none, validate_template
+
+MASTER = "Master"
+WORKER = "Worker"
 
 # torchrun's --nproc-per-node: a keyword or a positive integer, written as a string.
 NPROC_PATTERN = c.NPROC_PATTERN
@@ -133,3 +145,120 @@ class PyTorchJob(WireModel):
     metadata: ObjectMeta = Field(default_factory=dict)
     spec: PyTorchJobSpec
     status: Optional[JobStatus] = None
+
+
+# --- defaulting -----------------------------------------------------------------------------
+
+
+def default_pytorchjob(job: PyTorchJob) -> PyTorchJob:
+    spec = job.spec
+    spec.run_policy = default_run_policy(spec.run_policy, "None")
+    spec.pytorch_replica_specs = default_replicas(spec.pytorch_replica_specs, PYTORCHJOB)
+    elastic = spec.elastic_policy
+    if elastic is not None:
+        if elastic.min_replicas is None and elastic.max_replicas is not None:
+            elastic.min_replicas = elastic.max_replicas
+        elif elastic.max_replicas is None and elastic.min_replicas is not None:
+            elastic.max_replicas = elastic.min_replicas
+        elif elastic.min_replicas is None and elastic.max_replicas is None:
+            worker = spec.pytorch_replica_specs.get(WORKER)
+            if worker is not None and worker.replicas is not None:
+                elastic.min_replicas = elastic.max_replicas = worker.replicas
+    if spec.nproc_per_node is None and (elastic is None or elastic.n_proc_per_node is None):
+        spec.nproc_per_node = c.PYTORCH_DEFAULT_NPROC
+    return job
+
+
+# --- validation -----------------------------------------------------------------------------
+
+
+def validate_pytorchjob(obj: dict[str, Any]) -> list[FieldError]:
+    """The reference webhook's rules: Master and Worker only, one Master, the elastic policy."""
+    spec = dict_at(obj, "spec")
+    specs = dict_at(spec, PYTORCHJOB.replica_specs_field)
+    elastic = spec.get("elasticPolicy")
+    errors: list[FieldError] = []
+
+    for rtype, rspec in specs.items():
+        path = PYTORCHJOB.replica_path(rtype)
+        if rtype not in c.PYTORCH_REPLICA_TYPES:
+            errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(rtype)}; {supported(c.PYTORCH_REPLICA_TYPES)}"))
+            continue
+        if not isinstance(rspec, dict):
+            continue  # parsing reported it
+        errors += validate_template(path, rspec, c.PYTORCH_CONTAINER)
+        replicas = rspec.get("replicas")
+        count = int_or_none(replicas)
+        if rtype == MASTER and (replicas is None or (count is not None and count != 1)):
+            errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
+
+    if isinstance(elastic, dict):
+        errors += _validate_elastic(spec, elastic, specs)
+    return errors
+
+
+def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    if specs.get(WORKER) is None:
+        errors.append(FieldError(PYTORCHJOB.replica_path(WORKER), "Required", "must be configured if elastic policy is used"))
+    if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
+        errors.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden", "must not be used with spec.nprocPerNode"))
+    low, high = int_or_none(elastic.get("minReplicas")), int_or_none(elastic.get("maxReplicas"))
+    if low is not None and high is not None and low > high:
+        errors.append(FieldError("spec.elasticPolicy.minReplicas", "Invalid", f"must be less than or equal to maxReplicas ({high}), not {low}"))
+    return errors
+
+
+def pytorchjob_deprecations(obj: dict[str, Any]) -> list[str]:
+    if dict_at(dict_at(obj, "spec"), "elasticPolicy").get("nProcPerNode") is not None:
+        return ["spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead"]
+    return []
+
+
+# --- a pipeline step's job ------------------------------------------------------------------
+
+
+def layout_pytorchjob(p: Parameters, replica: MakeReplica) -> dict[str, Any]:
+    """Master + (replicas - 1) Workers, or elastic Workers between the bounds."""
+    spec: dict[str, Any]
+    if p.max_replicas:
+        low = p.min_replicas or p.max_replicas
+        spec = {
+            "elasticPolicy": {"minReplicas": low, "maxReplicas": p.max_replicas},
+            PYTORCHJOB.replica_specs_field: {WORKER: replica(min(max(p.replicas, low), p.max_replicas), True)},
+        }
+    else:
+        specs = {MASTER: replica(1, True)}
+        if p.replicas > 1:
+            specs[WORKER] = replica(p.replicas - 1, True)
+        spec = {PYTORCHJOB.replica_specs_field: specs}
+    if p.nproc_per_node:
+        spec["nprocPerNode"] = p.nproc_per_node
+    # The kubeflow-training SDK cannot read a job without runPolicy.
+    spec["runPolicy"] = {"cleanPodPolicy": "None"}
+    return spec
+
+
+PYTORCHJOB = JobKind(
+    kind=c.PYTORCHJOB_KIND,
+    group=c.KUBEFLOW_GROUP,
+    version=c.KUBEFLOW_VERSION,
+    plural=c.PYTORCHJOB_PLURAL,
+    singular=c.PYTORCHJOB_SINGULAR,
+    model=PyTorchJob,
+    replica_specs_field="pytorchReplicaSpecs",
+    replica_types=c.PYTORCH_REPLICA_TYPES,
+    container=c.PYTORCH_CONTAINER,
+    port_name=c.PYTORCH_PORT_NAME,
+    default_port=c.PYTORCH_DEFAULT_PORT,
+    default_restart_policy=c.PYTORCH_DEFAULT_RESTART_POLICY,
+    controller_name=c.PYTORCH_CONTROLLER_NAME,
+    framework=c.PYTORCH_FRAMEWORK,
+    lead_replica_types=(MASTER, WORKER),
+    defaulter=default_pytorchjob,
+    validator=validate_pytorchjob,
+    deprecations=pytorchjob_deprecations,
+    layout=layout_pytorchjob,
+    description="PyTorchJob represents a distributed PyTorch training job.",
+    scale_replica_type=WORKER,
+)

@@ -1,10 +1,13 @@
-"""Every rule a PyTorchJob or MSJob must satisfy, each problem reported with its field path.
+"""Every rule a training job must satisfy, each problem reported with its field path.
 
 ``validate`` works on the raw wire dict, before defaulting, as the reference webhook does,
-and reports every problem at once (``check`` also hands back the job it parsed on the way): type errors from parsing (``trainctl.api.loader``), the rules of
-training-operator's validating webhook and of ms-operator's (log-only) validation, and the
-gaps both leave open (docs/compatibility.md lists them). It never raises: the rules read the
-dict defensively and skip a value whose type is wrong, since parsing has reported it.
+and reports every problem at once (``check`` also hands back the job it parsed on the way):
+type errors from parsing (``trainctl.api.loader``), the rules every kind shares (here: names,
+run policy, the scaled replica count, updates), the kind's own rules (``JobKind.validator``,
+in the kind's module: training-operator's validating webhook, ms-operator's log-only
+validation) and the gaps the references leave open (docs/compatibility.md lists them). It
+never raises: the rules read the dict defensively (``trainctl.api.rules``) and skip a value
+whose type is wrong, since parsing has reported it.
 
 The controller calls this on every job it sees, so the rules are plain dict lookups.
 """
@@ -16,11 +19,11 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from trainctl.api import constants as c
 from trainctl.api import kinds
-from trainctl.api.defaults import Job
-from trainctl.api.errors import FieldError, json_type, show, supported
+from trainctl.api.common import Job
+from trainctl.api.errors import FieldError, json_type, show
 from trainctl.api.loader import job_kind, parse_structure
+from trainctl.api.rules import dict_at, int_or_none
 
 # A Service name, hence every replica's name, must be a DNS-1035 label.
 DNS1035_MAX = 63
@@ -44,7 +47,8 @@ def check(obj: Any, old: Any = None) -> tuple[Optional[Job], list[FieldError]]:
     job, type_errors = parse_structure(obj)
     errors += type_errors
     errors += _unsupported_run_policy(obj, kind)
-    errors += _KIND_RULES[kind.kind](obj)
+    errors += kind.validator(obj)
+    errors += _validate_scaled_replicas(obj, kind)
     if isinstance(old, dict) and old.get("kind") == kind.kind:
         errors += _validate_update(obj, old)
     return job, _unique(errors)
@@ -61,14 +65,11 @@ def warnings(obj: Any, job: Optional[Job] = None) -> list[str]:
     An unknown field is most often a typo (``restartpolicy``); the API server would prune it,
     so the job would silently run without it. ``job``: ``obj`` already parsed (by ``check``).
     """
-    spec = _dict(obj, "spec")
-    elastic = _dict(spec, "elasticPolicy")
-    out = []
-    if elastic.get("nProcPerNode") is not None:
-        out.append("spec.elasticPolicy.nProcPerNode is deprecated, use spec.nprocPerNode instead")
+    kind = kinds.of(obj)
+    out = [] if kind is None else kind.deprecations(obj)
     if job is None:
         job, _ = parse_structure(obj)
-    if job is not None:
+    if isinstance(job, BaseModel):
         out += [f'unknown field "{path}"' for path in _unknown_fields(job, "")]
     return out
 
@@ -94,16 +95,6 @@ def _unknown_fields(model: BaseModel, path: str) -> list[str]:
 # --- helpers --------------------------------------------------------------------------------
 
 
-def _dict(obj: Any, key: str) -> dict[str, Any]:
-    value = obj.get(key) if isinstance(obj, dict) else None
-    return value if isinstance(value, dict) else {}
-
-
-def _int(value: Any) -> Optional[int]:
-    """An integer field's value, or None when unset or of the wrong type (bool is not an int)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _unique(errors: list[FieldError]) -> list[FieldError]:
     seen: set[FieldError] = set()
     out = []
@@ -118,7 +109,7 @@ def _unique(errors: list[FieldError]) -> list[FieldError]:
 
 
 def _validate_metadata(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
-    metadata = _dict(obj, "metadata")
+    metadata = dict_at(obj, "metadata")
     name, generate_name = metadata.get("name"), metadata.get("generateName")
     if name is None and generate_name is None:
         return [FieldError("metadata.name", "Required", "name or generateName is required")]
@@ -137,17 +128,17 @@ def _validate_metadata(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldEr
 
 def _validate_name_length(obj: dict[str, Any], kind: kinds.JobKind, path: str, name: str) -> list[FieldError]:
     """Each replica gets a Service ``<job>-<type>-<index>``, which must also be a DNS-1035 label."""
-    spec = _dict(obj, "spec")
-    specs = _dict(spec, kind.replica_specs_field)
+    spec = dict_at(obj, "spec")
+    specs = dict_at(spec, kind.replica_specs_field)
     longest = ""
     for rtype, rspec in specs.items():
         if not isinstance(rtype, str) or not isinstance(rspec, dict):
             continue
-        replicas = _int(rspec.get("replicas"))
+        replicas = int_or_none(rspec.get("replicas"))
         count = 1 if replicas is None else replicas
         if rtype == kind.scale_replica_type:
             # The HPA may scale it up to maxReplicas.
-            count = max(count, _int(_dict(spec, "elasticPolicy").get("maxReplicas")) or 0)
+            count = max(count, int_or_none(dict_at(spec, "elasticPolicy").get("maxReplicas")) or 0)
         child = f"{name}-{rtype.lower()}-{max(count - 1, 0)}"
         if len(child) > len(longest):
             longest = child
@@ -168,91 +159,12 @@ def _validate_name_length(obj: dict[str, Any], kind: kinds.JobKind, path: str, n
 
 def _unsupported_run_policy(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
     """RunPolicy fields the kind's API version does not have (MSJob: suspend, managedBy)."""
-    run_policy = _dict(_dict(obj, "spec"), "runPolicy")
+    run_policy = dict_at(dict_at(obj, "spec"), "runPolicy")
     return [
         FieldError(f"spec.runPolicy.{field}", "Forbidden", f"not supported by {kind.kind} ({kind.api_version})")
         for field in kind.unsupported_run_policy
         if run_policy.get(field) is not None
     ]
-
-
-# --- pod templates --------------------------------------------------------------------------
-
-
-def _validate_template(path: str, rspec: dict[str, Any], container_name: str) -> list[FieldError]:
-    """The reference webhook's container rules, plus the types the model leaves to us."""
-    template = rspec.get("template")
-    containers_path = f"{path}.template.spec.containers"
-    if template is not None and not isinstance(template, dict):
-        return []  # parsing reported it
-    pod_spec = (template or {}).get("spec")
-    if pod_spec is not None and not isinstance(pod_spec, dict):
-        return [FieldError(f"{path}.template.spec", "TypeInvalid", f"must be an object, not {json_type(pod_spec)}")]
-    containers = (pod_spec or {}).get("containers")
-    if containers is not None and not isinstance(containers, list):
-        return [FieldError(containers_path, "TypeInvalid", f"must be an array, not {json_type(containers)}")]
-    errors = []
-    if not containers:
-        errors.append(FieldError(containers_path, "Required", "must be specified"))
-    found = False
-    for i, container in enumerate(containers or ()):
-        cpath = f"{containers_path}[{i}]"
-        if not isinstance(container, dict):
-            errors.append(FieldError(cpath, "TypeInvalid", f"must be an object, not {json_type(container)}"))
-            continue
-        name, image = container.get("name"), container.get("image")
-        if name is None or name == "":
-            errors.append(FieldError(f"{cpath}.name", "Required", "Required value"))
-        elif not isinstance(name, str):
-            errors.append(FieldError(f"{cpath}.name", "TypeInvalid", f"must be a string, not {json_type(name)}"))
-        found = found or name == container_name
-        if image is None or image == "":
-            errors.append(FieldError(f"{cpath}.image", "Required", "must be required"))
-        elif not isinstance(image, str):
-            errors.append(FieldError(f"{cpath}.image", "TypeInvalid", f"must be a string, not {json_type(image)}"))
-    if not found:
-        errors.append(FieldError(containers_path, "Required", f"must have at least one container with name {container_name}"))
-    return errors
-
-
-# --- PyTorchJob -----------------------------------------------------------------------------
-
-
-def _validate_pytorchjob(obj: dict[str, Any]) -> list[FieldError]:
-    spec = _dict(obj, "spec")
-    specs = _dict(spec, kinds.PYTORCHJOB.replica_specs_field)
-    elastic = spec.get("elasticPolicy")
-    errors: list[FieldError] = []
-
-    for rtype, rspec in specs.items():
-        path = kinds.PYTORCHJOB.replica_path(rtype)
-        if rtype not in c.PYTORCH_REPLICA_TYPES:
-            errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(rtype)}; {supported(c.PYTORCH_REPLICA_TYPES)}"))
-            continue
-        if not isinstance(rspec, dict):
-            continue  # parsing reported it
-        errors += _validate_template(path, rspec, c.PYTORCH_CONTAINER)
-        replicas = rspec.get("replicas")
-        count = _int(replicas)
-        if rtype == "Master" and (replicas is None or (count is not None and count != 1)):
-            errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be 1"))
-
-    if isinstance(elastic, dict):
-        errors += _validate_elastic(spec, elastic, specs)
-    errors += _validate_scaled_replicas(obj, kinds.PYTORCHJOB)
-    return errors
-
-
-def _validate_elastic(spec: dict[str, Any], elastic: dict[str, Any], specs: dict[str, Any]) -> list[FieldError]:
-    errors = []
-    if specs.get("Worker") is None:
-        errors.append(FieldError(kinds.PYTORCHJOB.replica_path("Worker"), "Required", "must be configured if elastic policy is used"))
-    if elastic.get("nProcPerNode") is not None and spec.get("nprocPerNode") is not None:
-        errors.append(FieldError("spec.elasticPolicy.nProcPerNode", "Forbidden", "must not be used with spec.nprocPerNode"))
-    low, high = _int(elastic.get("minReplicas")), _int(elastic.get("maxReplicas"))
-    if low is not None and high is not None and low > high:
-        errors.append(FieldError("spec.elasticPolicy.minReplicas", "Invalid", f"must be less than or equal to maxReplicas ({high}), not {low}"))
-    return errors
 
 
 # --- the scaled replica count ---------------------------------------------------------------
@@ -274,8 +186,8 @@ def replica_bounds(obj: Any) -> Optional[tuple[int, Optional[int]]]:
     kind, _ = job_kind(obj)
     if kind is None or kind.scale_replica_type is None:
         return None
-    elastic = _dict(_dict(obj, "spec"), "elasticPolicy")
-    low, high = _int(elastic.get("minReplicas")), _int(elastic.get("maxReplicas"))
+    elastic = dict_at(dict_at(obj, "spec"), "elasticPolicy")
+    low, high = int_or_none(elastic.get("minReplicas")), int_or_none(elastic.get("maxReplicas"))
     if (low is not None and low < 1) or (high is not None and high < 1) or (low is not None and high is not None and low > high):
         return None  # parsing or the elastic rules reported it
     low, high = low if low is not None else high, high if high is not None else low
@@ -285,11 +197,11 @@ def replica_bounds(obj: Any) -> Optional[tuple[int, Optional[int]]]:
 def _validate_scaled_replicas(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
     """The scaled replica count (the one ``kubectl scale`` and the HPA write) within its bounds."""
     path = scaled_replicas_path(kind)
-    rspec = _dict(_dict(obj, "spec"), kind.replica_specs_field).get(kind.scale_replica_type or "")
+    rspec = dict_at(dict_at(obj, "spec"), kind.replica_specs_field).get(kind.scale_replica_type or "")
     if path is None or not isinstance(rspec, dict):
         return []
     replicas = rspec.get("replicas")
-    count = 1 if replicas is None else _int(replicas)
+    count = 1 if replicas is None else int_or_none(replicas)
     if count is None:
         return []  # parsing reported it
     if count < 1:
@@ -300,76 +212,18 @@ def _validate_scaled_replicas(obj: dict[str, Any], kind: kinds.JobKind) -> list[
     return []
 
 
-# --- MSJob ----------------------------------------------------------------------------------
-
-
-def _validate_msjob(obj: dict[str, Any]) -> list[FieldError]:
-    spec = _dict(obj, "spec")
-    specs = _dict(spec, kinds.MSJOB.replica_specs_field)
-    errors: list[FieldError] = []
-
-    # ms-operator folds keys to their canonical spelling (worker → Worker); two keys that fold
-    # to the same type would be one replica type twice.
-    canonical = {name.lower(): name for name in c.MINDSPORE_REPLICA_TYPES}
-    present: set[str] = set()
-    by_type: dict[str, dict[str, Any]] = {}
-    for key, rspec in specs.items():
-        path = kinds.MSJOB.replica_path(key)
-        rtype = canonical.get(key.lower()) if isinstance(key, str) else None
-        if rtype is None:
-            errors.append(FieldError(path, "NotSupported", f"unsupported replica type {show(key)}; {supported(c.MINDSPORE_REPLICA_TYPES)}"))
-            continue
-        if rtype in present:
-            errors.append(FieldError(path, "Duplicate", f"replica type {rtype} is already specified"))
-            continue
-        present.add(rtype)
-        if not isinstance(rspec, dict):
-            continue  # parsing reported it
-        by_type[rtype] = rspec
-        errors += _validate_template(path, rspec, c.MINDSPORE_CONTAINER)
-        replicas = _int(rspec.get("replicas"))
-        if replicas is None:
-            continue
-        if rtype == "Scheduler" and replicas != 1:
-            errors.append(FieldError(f"{path}.replicas", "Invalid", f"must be 1, not {replicas}: a job has exactly one Scheduler"))
-        elif rtype == "Worker" and replicas < 1:
-            errors.append(FieldError(f"{path}.replicas", "Forbidden", "must be at least 1"))
-        elif replicas < 0:
-            errors.append(FieldError(f"{path}.replicas", "Invalid", f"must be greater than or equal to 0, not {replicas}"))
-
-    if not specs:
-        return errors  # a missing map was reported by parsing
-    worker = by_type.get("Worker")
-    if "Worker" not in present:
-        errors.append(FieldError(kinds.MSJOB.replica_path("Worker"), "Required", "must be configured: an MSJob succeeds when its workers do"))
-    worker_count = _int((worker or {}).get("replicas"))
-    worker_count = 1 if worker_count is None else worker_count
-    if "Scheduler" not in present and ("PS" in present or worker_count > 1):
-        errors.append(
-            FieldError(
-                kinds.MSJOB.replica_path("Scheduler"),
-                "Required",
-                "must be configured when there is a PS or more than one Worker",
-            )
-        )
-    return errors
-
-
-_KIND_RULES = {kinds.PYTORCHJOB.kind: _validate_pytorchjob, kinds.MSJOB.kind: _validate_msjob}
-
-
 # --- updates --------------------------------------------------------------------------------
 
 
 def _validate_update(new: dict[str, Any], old: dict[str, Any]) -> list[FieldError]:
-    new_policy, old_policy = _dict(_dict(new, "spec"), "runPolicy"), _dict(_dict(old, "spec"), "runPolicy")
+    new_policy, old_policy = dict_at(dict_at(new, "spec"), "runPolicy"), dict_at(dict_at(old, "spec"), "runPolicy")
     errors = []
     # The reference meant this check but compares the new object with itself; we compare old and new.
     if new_policy.get("managedBy") != old_policy.get("managedBy"):
         errors.append(FieldError("spec.runPolicy.managedBy", "Invalid", "field is immutable"))
     # As the CRD's transition rule: only when both versions have a queue.
-    new_queue = _dict(new_policy, "schedulingPolicy").get("queue")
-    old_queue = _dict(old_policy, "schedulingPolicy").get("queue")
+    new_queue = dict_at(new_policy, "schedulingPolicy").get("queue")
+    old_queue = dict_at(old_policy, "schedulingPolicy").get("queue")
     if new_queue is not None and old_queue is not None and new_queue != old_queue:
         errors.append(FieldError("spec.runPolicy.schedulingPolicy.queue", "Invalid", "spec.runPolicy.schedulingPolicy.queue is immutable"))
     return errors

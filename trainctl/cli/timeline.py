@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # imported where used, to keep the CLI quick to start
     from trainctl.api.kinds import JobKind
     from trainctl.kube.client import KubeClient
 
-KINDS = {"pytorchjob": "PyTorchJob", "msjob": "MSJob"}
+from trainctl.api import kinds as job_kinds
 
 
 def register(subparsers: Any) -> None:
@@ -29,15 +29,17 @@ def register(subparsers: Any) -> None:
             "the job's conditions, and the WORLD_SIZE its pods' logs report, on one time axis."
         ),
     )
-    parser.add_argument("job", metavar="JOB", help="the PyTorchJob or MSJob name")
+    names = " or ".join(k.kind for k in job_kinds.KINDS)
+    parser.add_argument("job", metavar="JOB", help=f"the {names} name")
     parser.add_argument("-n", "--namespace", help="the job's namespace (default: the kubeconfig context's)")
     parser.add_argument("-o", "--output", metavar="FILE", help="FILE.svg or FILE.html (default: JOB-timeline.svg)")
-    parser.add_argument("--kind", choices=sorted(KINDS), help="the job's kind when both a PyTorchJob and an MSJob have this name")
+    parser.add_argument(
+        "--kind", choices=sorted(k.singular for k in job_kinds.KINDS), help="the job's kind when jobs of several kinds have this name"
+    )
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from trainctl.api import kinds as job_kinds
     from trainctl.kube.client import ApiError, KubeClient
     from trainctl.launch import ClusterConfigError, connect, default_namespace, launcher
     from trainctl.timeline import fetch, render
@@ -49,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     namespace = args.namespace or default_namespace()
     client = KubeClient.for_api_client(api, qps=0, max_attempts=launcher.MAX_ATTEMPTS)
-    kinds = [k for k in job_kinds.KINDS if args.kind is None or k.kind == KINDS[args.kind]]
+    kinds = [k for k in job_kinds.KINDS if args.kind is None or k.singular == args.kind]
     try:
         found = [(kind, job) for kind in kinds if (job := _get(client, kind, namespace, args.job)) is not None]
         if not found:
@@ -57,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"error: no {what} {namespace}/{args.job}", file=sys.stderr)
             return 1
         if len(found) > 1:
-            print(f"error: both a PyTorchJob and an MSJob are named {namespace}/{args.job}: pass --kind", file=sys.stderr)
+            both = " and ".join(kind.kind for kind, _ in found)
+            print(f"error: jobs of several kinds ({both}) are named {namespace}/{args.job}: pass --kind", file=sys.stderr)
             return 1
         kind, job = found[0]
         timeline = fetch.timeline(client, kind, job, now=time.time())

@@ -59,9 +59,19 @@ JobKey = tuple[str, str, str]  # (kind, namespace, name)
 Reconciler = Callable[[dict[str, Any], Observed, datetime], Plan]
 
 CHILD_SELECTOR = c.LABEL_OPERATOR_NAME  # every pod and service a job owns carries it
-COMPONENT_BY_KIND = {k.kind: k.controller_name for k in kinds.KINDS}
-FRAMEWORK_BY_KIND = {k.kind: k.framework for k in kinds.KINDS}
 GANG_SCHEDULERS = {"volcano": r.VOLCANO_PODGROUPS}
+
+
+def component_of(kind: str) -> str:
+    """The Event component of a job kind: its controller's name."""
+    found = kinds.find(kind)
+    return found.controller_name if found is not None else "trainctl"
+
+
+def framework_of(kind: str) -> str:
+    """The ``framework`` label of a job kind's metrics."""
+    found = kinds.find(kind)
+    return found.framework if found is not None else ""
 
 
 class GangSchedulerMissing(Exception):
@@ -136,7 +146,7 @@ class Manager:
 
         ns = options.namespace
         self.job_informers = {
-            res.kind: Informer(client, res, namespace=ns, watch_timeout=options.watch_timeout) for res in r.JOB_RESOURCES
+            res.kind: Informer(client, res, namespace=ns, watch_timeout=options.watch_timeout) for res in r.job_resources()
         }
         owned = self._owned_by_a_job
         self.child_informers = {
@@ -175,7 +185,7 @@ class Manager:
     @staticmethod
     def _owned_by_a_job(obj: dict[str, Any]) -> bool:
         owner = r.controller_owner(obj)
-        return owner is not None and owner.get("kind") in COMPONENT_BY_KIND
+        return owner is not None and kinds.find(owner.get("kind")) is not None
 
     def _on_job_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
         obj = new or old
@@ -243,7 +253,7 @@ class Manager:
         Raises :class:`ApiError` when the API server cannot be used at all (unreachable,
         unauthorized), :class:`GangSchedulerMissing` when the PodGroup CRD is absent.
         """
-        for res in r.JOB_RESOURCES:
+        for res in r.job_resources():
             if not self.client.group_version_served(res.group, res.version):
                 log.warning(
                     "CRD not installed yet; its jobs are picked up once it is",
@@ -340,7 +350,7 @@ class Manager:
                 )
             finally:
                 self.queue.done(key)
-                framework = FRAMEWORK_BY_KIND.get(key[0], "")
+                framework = framework_of(key[0])
                 self.metrics.reconcile_duration.labels(framework=framework, result=result).observe(time.perf_counter() - started)
 
     def reconcile_key(self, key: JobKey) -> Optional[float]:
@@ -412,12 +422,12 @@ class Manager:
             except ApiError as exc:
                 errors.append(f"delete job: {exc}")
         if status_written:
-            framework = FRAMEWORK_BY_KIND.get(job.get("kind", ""), "")
+            framework = framework_of(job.get("kind", ""))
             for name in plan.metrics:
                 if name == "deleted" and not job_deleted:
                     continue
                 self.metrics.count_job(name, key[1], framework)
-            component = COMPONENT_BY_KIND.get(job.get("kind", ""), "trainctl")
+            component = component_of(job.get("kind", ""))
             for event in plan.events:
                 self.events.record(job, event, component, now)
         log.info(
@@ -447,7 +457,7 @@ class Manager:
             before = self._problems.pop(key, frozenset())
             if current:
                 self._problems[key] = current
-        component = COMPONENT_BY_KIND.get(job.get("kind", ""), "trainctl")
+        component = component_of(job.get("kind", ""))
         for event in problems:
             if event not in before:
                 self.events.record(job, event, component, now)
@@ -547,7 +557,7 @@ class Manager:
 
     def _record_outcomes(self, key: JobKey, job: dict[str, Any], outcomes: list[tuple[Optional[plans.ChildEvents], Optional[str]]]) -> None:
         """The plan's per-child Events, once the API calls have answered (error None: success)."""
-        component, now = COMPONENT_BY_KIND.get(key[0], "trainctl"), self.clock()
+        component, now = component_of(key[0]), self.clock()
         for events, error in outcomes:
             if events is not None:
                 event = events.success if error is None else Event(events.failure.type, events.failure.reason, f"{events.failure.message}: {error}")
@@ -566,7 +576,7 @@ class Manager:
         job = informer.store.get(key[1], key[2]) if informer else None
         if job is not None:
             event = Event("Warning", f"FailedCreate{child[0]}", message)
-            self.events.record(job, event, COMPONENT_BY_KIND.get(key[0], "trainctl"), self.clock())
+            self.events.record(job, event, component_of(key[0]), self.clock())
 
     def _delete_all(self, key: JobKey, job: dict[str, Any], refs: list[ObjectRef], errors: list[str]) -> int:
         if not refs:

@@ -59,8 +59,11 @@ def job_resource(kind: kinds.JobKind) -> Resource:
     return Resource(kind.group, kind.version, kind.plural, kind.kind)
 
 
-# Every training-job kind's resource, in the registry's order.
-JOB_RESOURCES = tuple(job_resource(kind) for kind in kinds.KINDS)
+def job_resources() -> tuple[Resource, ...]:
+    """Every registered training-job kind's resource, in the registry's order."""
+    return tuple(job_resource(kind) for kind in kinds.KINDS)
+
+
 PYTORCHJOBS = job_resource(kinds.PYTORCHJOB)
 MSJOBS = job_resource(kinds.MSJOB)
 
@@ -68,14 +71,20 @@ _BY_TYPE = {
     (r.api_version, r.kind): r
     for r in (
         PODS, SERVICES, EVENTS, CONFIGMAPS, SECRETS, NODES, NAMESPACES, CRDS, LEASES, HPAS,
-        *JOB_RESOURCES, VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS,
+        VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS,
     )
 }
 
 
 def resource_for(api_version: str, kind: str) -> Resource:
-    """The resource of an object type the controller knows; KeyError for any other."""
-    return _BY_TYPE[(api_version, kind)]
+    """The resource of an object type the controller knows (any registered job kind); KeyError for any other."""
+    found = _BY_TYPE.get((api_version, kind))
+    if found is not None:
+        return found
+    job_kind = kinds.of({"apiVersion": api_version, "kind": kind})
+    if job_kind is None:
+        raise KeyError((api_version, kind))
+    return job_resource(job_kind)
 
 
 def resource_of(obj: dict[str, Any]) -> Resource:

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from trainctl.api.defaults import default_container
+from trainctl.api.replicas import default_container
 from trainctl.kube.client import ApiError, KubeClient, LogStream
 
 Instance = tuple[str, int]  # (pod uid, restartCount)

@@ -1,19 +1,21 @@
-"""A PyTorchJob or MSJob manifest from the few parameters a pipeline author usually sets.
+"""A training job's manifest from the few parameters a pipeline author usually sets.
 
 The components accept either a whole manifest or these parameters: image, command,
 replicas, elastic bounds, processes per node and resources (CPU, memory, NVIDIA GPUs as
-``nvidia.com/gpu``, Ascend NPUs as ``huawei.com/Ascend910``). The shapes follow the
-references: a PyTorchJob is one Master plus ``replicas - 1`` Workers, or Workers only when
-elastic; an MSJob is its Workers plus the Scheduler MindSpore needs once there are two.
+``nvidia.com/gpu``, Ascend NPUs as ``huawei.com/Ascend910``). Each kind lays its job out
+(``JobKind.layout``), following the references: a PyTorchJob is one Master plus
+``replicas - 1`` Workers, or Workers only when elastic; an MSJob is its Workers plus the
+Scheduler MindSpore needs once there are two. This module makes the containers and the
+manifest around the kind's spec.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from trainctl.api import constants as c
-from trainctl.api.kinds import MSJOB, PYTORCHJOB
+from trainctl.api.jobkind import JobKind, Parameters
 
 RESOURCE_ASCEND_910 = f"{c.RESOURCE_ASCEND_PREFIX}910"
 
@@ -82,39 +84,18 @@ def _metadata(name: str, kind: str) -> dict[str, Any]:
     return {"name": name} if name else {"generateName": f"{kind.lower()}-"}
 
 
-def pytorchjob(name: str, p: JobParameters) -> dict[str, Any]:
-    """A PyTorchJob: Master + (replicas - 1) Workers, or elastic Workers between the bounds."""
-    spec: dict[str, Any]
-    if p.max_replicas:
-        low = p.min_replicas or p.max_replicas
-        spec = {
-            "elasticPolicy": {"minReplicas": low, "maxReplicas": p.max_replicas},
-            PYTORCHJOB.replica_specs_field: {"Worker": _replica(PYTORCHJOB.container, p, min(max(p.replicas, low), p.max_replicas))},
-        }
-    else:
-        specs = {"Master": _replica(PYTORCHJOB.container, p, 1)}
-        if p.replicas > 1:
-            specs["Worker"] = _replica(PYTORCHJOB.container, p, p.replicas - 1)
-        spec = {PYTORCHJOB.replica_specs_field: specs}
-    if p.nproc_per_node:
-        spec["nprocPerNode"] = p.nproc_per_node
-    spec["runPolicy"] = {"cleanPodPolicy": "None"}
-    return {"apiVersion": PYTORCHJOB.api_version, "kind": PYTORCHJOB.kind, "metadata": _metadata(name, PYTORCHJOB.kind), "spec": spec}
+class NoLayout(ValueError):
+    """The kind lays out no job from parameters: it needs a manifest."""
 
 
-def msjob(name: str, p: JobParameters) -> dict[str, Any]:
-    """An MSJob: ``replicas`` Workers, plus one Scheduler when there is more than one Worker."""
-    specs: dict[str, Any] = {}
-    if p.replicas > 1:
-        scheduler = JobParameters(image=p.image, command=p.command, args=p.args, cpu=p.cpu, memory=p.memory)
-        specs["Scheduler"] = _replica(MSJOB.container, scheduler, 1)
-    specs["Worker"] = _replica(MSJOB.container, p, p.replicas)
-    return {
-        "apiVersion": MSJOB.api_version,
-        "kind": MSJOB.kind,
-        "metadata": _metadata(name, MSJOB.kind),
-        "spec": {"runPolicy": {"cleanPodPolicy": c.MINDSPORE_DEFAULT_CLEAN_POD_POLICY}, MSJOB.replica_specs_field: specs},
-    }
+def build(kind: JobKind, name: str, p: JobParameters) -> dict[str, Any]:
+    """The job of ``kind`` the parameters describe, laid out as the kind lays out a job."""
+    if kind.layout is None:
+        raise NoLayout(f"{kind.kind} is launched from a manifest only")
+    coordinator = replace(p, gpus=0, npus=0)
 
+    def replica(replicas: int, accelerators: bool) -> dict[str, Any]:
+        return _replica(kind.container, p if accelerators else coordinator, replicas)
 
-BUILDERS = {PYTORCHJOB.kind: pytorchjob, MSJOB.kind: msjob}
+    sizes = Parameters(p.replicas, p.min_replicas, p.max_replicas, p.nproc_per_node)
+    return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": _metadata(name, kind.kind), "spec": kind.layout(sizes, replica)}

@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
 def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
     """The job to launch; ``ManifestInvalid`` (one line per problem) when it is not usable."""
     from trainctl.launch.manifests import ManifestInvalid, read_jobs
-    from trainctl.pipelines.jobspec import BUILDERS, JobParameters
+    from trainctl.pipelines.jobspec import JobParameters, NoLayout, build
 
     if args.manifest.strip():
         jobs = read_jobs(args.manifest, "manifest").jobs
@@ -100,7 +100,10 @@ def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
     problems = params.problems()
     if problems:
         raise ManifestInvalid(problems)
-    job = BUILDERS[args.kind](args.name, params)
+    try:
+        job = build(kinds.BY_KIND[args.kind], args.name, params)
+    except NoLayout as exc:
+        raise ManifestInvalid([f"manifest: required: {exc}"]) from None
     from trainctl.api.validation import validate
 
     errors = validate(job)

@@ -24,10 +24,12 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import Any
 
 from trainctl.api import constants as c
-from trainctl.api.defaults import default_container
+from trainctl.api import kinds
+from trainctl.api.replicas import default_container
 
 # Span phases: the pod phases, plus the two states a pod phase hides.
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
@@ -573,10 +575,32 @@ def _replica_from_name(pod: str, job: str) -> tuple[str, int]:
 
 def _replica_type(value: str) -> str:
     """The spec's spelling ("Worker") of a replica type, which labels and pod names lower-case."""
-    known = {t.lower(): t for t in (*c.PYTORCH_REPLICA_TYPES, *c.MINDSPORE_REPLICA_TYPES)}
+    known = {t.lower(): t for t in _replica_types()}
     return known.get(value.lower(), value)
 
 
 def _type_order(replica_type: str) -> int:
-    order = (*c.PYTORCH_REPLICA_TYPES[:1], *c.MINDSPORE_REPLICA_TYPES[:2], "Worker")
+    order = _replica_types()
     return order.index(replica_type) if replica_type in order else len(order)
+
+
+def _replica_types() -> tuple[str, ...]:
+    return _merged_order(tuple(k.replica_types for k in kinds.KINDS))
+
+
+@lru_cache(maxsize=8)
+def _merged_order(order_of: tuple[tuple[str, ...], ...]) -> tuple[str, ...]:
+    """Every registered kind's replica types in one order that keeps each kind's own.
+
+    Coordinators before the replicas they coordinate, whichever kind the job is: Master,
+    Scheduler, PS, Worker. Of the types that may come next, the first registered comes
+    first; should two kinds disagree, the first registered type not yet placed goes next.
+    """
+    pending = list(dict.fromkeys(t for types in order_of for t in types))
+    before = {t: {e for types in order_of if t in types for e in types[: types.index(t)]} for t in pending}
+    placed: list[str] = []
+    while pending:
+        ready = next((t for t in pending if before[t] <= set(placed)), pending[0])
+        placed.append(ready)
+        pending.remove(ready)
+    return tuple(placed)

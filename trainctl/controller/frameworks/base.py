@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Optional, TypeVar
 
 from trainctl.api import constants as c
-from trainctl.api.defaults import Job
+from trainctl.api.common import Job
 from trainctl.api.kinds import JobKind
 
 EnvFactory = Callable[[int], list[dict[str, Any]]]

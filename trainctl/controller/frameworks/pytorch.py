@@ -14,8 +14,8 @@ from typing import Any, Callable, Optional
 
 from trainctl.api import constants as c
 from trainctl.api import kinds
-from trainctl.api.defaults import default_container
 from trainctl.api.pytorch import ElasticPolicy, PyTorchJob
+from trainctl.api.replicas import default_container
 from trainctl.controller.frameworks.accelerators import devices_per_pod
 from trainctl.controller.frameworks.base import (
     Autoscaling,

@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.api import constants as c
-from trainctl.api.common import RunPolicy
-from trainctl.api.defaults import Job, default_job
+from trainctl.api.common import Job, RunPolicy
+from trainctl.api.defaults import default_job
 from trainctl.api.validation import check
 from trainctl.controller.frameworks import Framework, framework_for
 from trainctl.controller.frameworks.base import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any, Optional
 
-from trainctl.api.defaults import Job
+from trainctl.api.common import Job
 from trainctl.controller.frameworks.base import Framework
 from trainctl.controller.reconcile.children import JobRef
 from trainctl.controller.reconcile.config import VOLCANO

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from trainctl.api import constants as c
-from trainctl.api.common import ReplicaSpec
-from trainctl.api.defaults import Job, default_container
+from trainctl.api.common import Job, ReplicaSpec
+from trainctl.api.replicas import default_container
 from trainctl.controller.frameworks.accelerators import ascend_visible_devices_env
 from trainctl.controller.frameworks.base import EnvFactory, Framework
 from trainctl.controller.reconcile.children import JobRef, replica_name

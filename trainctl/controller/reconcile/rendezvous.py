@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainctl.api import constants as c
-from trainctl.api.defaults import default_container
+from trainctl.api.replicas import default_container
 from trainctl.controller.frameworks.base import RendezvousStore
 from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT, JobRef
 from trainctl.controller.reconcile.config import ReconcileConfig
