@@ -17,8 +17,9 @@ from typing import Iterator
 import pytest
 import yaml
 
-from trainctl.cluster.cluster import LocalCluster
 from trainctl.launch import Launcher, Outcome, connect
+from trainctl.cluster.cluster import LocalCluster, cleanup_leftovers, find_leftovers, wait_pid_exit
+from trainctl.cluster.kubelet.runtime import ProcessRegistry
 
 from tests.support.jobs import unique
 from tests.support.launch import NAMESPACE, RecordingView, StatusDriver, launched_job
@@ -141,3 +142,37 @@ def test_the_masters_log_is_followed_when_the_pod_is_recreated(launcher, tmp_pat
     assert view.lines == [(pod, "first pod dies"), (pod, "second pod works")]
     assert "Restarting" in view.states
     assert result.restarts == 1
+
+
+def test_a_killed_run_takes_its_throwaway_cluster_with_it(tmp_path):
+    """The throwaway cluster lives in a temporary directory nobody knows of: if `trainctl run`
+    is killed (SIGKILL: no clean-up runs), its components must not run on unseen."""
+    job = launched_job("orphan", python("import time; time.sleep(600)"))
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(job))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "tmp").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
+    env.update(HOME=str(tmp_path / "home"), TMPDIR=str(tmp_path / "tmp"))
+    run = subprocess.Popen([sys.executable, "-m", "trainctl.cli.main", "run", "-f", str(manifest)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 90
+        pods: list[int] = []
+        while not pods and time.monotonic() < deadline and run.poll() is None:
+            time.sleep(0.2)
+            pods = [record.pid for registry in (tmp_path / "tmp").glob("trainctl-run-*/kubelet/*/processes")
+                    for record in ProcessRegistry(registry).records() if record.alive()]
+        assert pods, "the job's pod never ran"
+        directory = next((tmp_path / "tmp").glob("trainctl-run-*"))
+        components = list(find_leftovers(directory).components.values())
+        assert len(components) == 5, components  # API server, scheduler, kubelet, control plane, controller
+        run.kill()
+        run.wait()
+        assert all(wait_pid_exit(pid, 60) for pid in (*components, *pods))
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        for directory in (tmp_path / "tmp").glob("trainctl-run-*"):
+            cleanup_leftovers(directory)

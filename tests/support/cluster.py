@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,16 +56,30 @@ class E2E:
         shutil.rmtree(self.workdir / "checkpoints", ignore_errors=True)
 
 
+def trainctl_local(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+                   timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``trainctl local ARGS`` as a user runs it: exit code, stdout and stderr."""
+    return subprocess.run([sys.executable, "-m", "trainctl.cli.main", "local", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd, env=env)
+
+
+def scratch_workdir(root: Path) -> Path:
+    """``root/work``, the pods' working directory with ``samples/`` in it, and ``root/home``
+    for kubectl; returns the working directory."""
+    workdir = root / "work"
+    workdir.mkdir()
+    (workdir / "samples").symlink_to(SAMPLES, target_is_directory=True)
+    (root / "home").mkdir()
+    return workdir
+
+
 @contextlib.contextmanager
 def scratch_cluster(root: Path, **cluster_options: Any) -> Iterator[E2E]:
     """A started embedded cluster under ``root`` (state, pods' working directory, kubectl's
     home), with the controller's metrics on a free loopback port; stopped on exit.
     ``cluster_options`` are more ``LocalCluster`` keyword arguments (``controller_args`` are
     added to the metrics port's)."""
-    workdir = root / "work"
-    workdir.mkdir()
-    (workdir / "samples").symlink_to(SAMPLES, target_is_directory=True)
-    (root / "home").mkdir()
+    workdir = scratch_workdir(root)
     metrics_port = free_port()
     controller_args = ["--metrics-port", str(metrics_port), *cluster_options.pop("controller_args", [])]
     with LocalCluster(root / "cluster", workdir=workdir, controller_args=controller_args, **cluster_options) as cluster:

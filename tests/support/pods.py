@@ -32,6 +32,19 @@ def sleeper_pod(name: str, fifo: str) -> Obj:
                 {"name": "main", "image": "python:3.11", "command": ["python", "-c", script, fifo]}]}}
 
 
+def running_sleeper(api: KubeClient, fifo_dir: Path, name: str, node: Optional[str] = None) -> Obj:
+    """A :func:`sleeper_pod` (bound to ``node`` when given) once its process said it runs
+    (through a FIFO in ``fifo_dir``) and the pod is Running."""
+    fifo = fifo_dir / f"{name}.ready"
+    os.mkfifo(fifo)
+    obj = sleeper_pod(name, str(fifo))
+    if node:
+        obj["spec"]["nodeName"] = node
+    api.create(PODS, obj)
+    assert read_fifo(fifo) == "ready"
+    return wait_pod(api, name, phase("Running"))
+
+
 def create(api: KubeClient, obj: Obj) -> Obj:
     """Create ``obj`` (in ``default`` unless it names a namespace); it must not exist yet."""
     obj["metadata"].setdefault("namespace", "default")

@@ -2,11 +2,14 @@
 
 ``up`` runs :class:`~trainctl.cluster.cluster.LocalCluster` in the foreground as the
 supervisor: it restarts a component that crashes and stops everything on Ctrl-C or
-SIGTERM. ``--detach`` starts that same supervisor as a background process and returns once
-the cluster is ready. ``down`` stops the supervisor (or, if it died, whatever it left) and
-every pod process; ``status`` says what runs; ``node kill|freeze|thaw|start NAME`` breaks and
-mends one node (:mod:`.nodes`). ``node start`` asks the supervisor (SIGUSR1) to boot a
-killed node's kubelet again; the supervisor never restarts a kubelet the user killed.
+SIGTERM; its components die with it even when it is killed. ``--detach`` starts that same
+supervisor as a background process and returns once the cluster is ready; that cluster
+outlives a crash of its supervisor, unsupervised. ``status`` says what runs, the supervisor or
+not (exit 0 supervised, 1 nothing runs, 3 components or pods run without their supervisor);
+``up`` refuses a directory where such orphans run, and ``down`` stops the supervisor (or,
+if it died, whatever it left) and every pod process. ``node kill|freeze|thaw|start NAME``
+breaks and mends one node (:mod:`.nodes`). ``node start`` asks the supervisor (SIGUSR1) to
+boot a killed node's kubelet again; the supervisor never restarts a kubelet the user killed.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
-SUPERVISOR_PID = Path("run") / "supervisor.pid"
+# `trainctl local status`: components or pods run, but their supervisor does not.
+ORPHANED = 3
 # A component that crashes more often than this is not restarted again.
 MAX_RESTARTS, RESTART_WINDOW_SECONDS = 5, 60.0
 
@@ -269,13 +273,17 @@ def run_up(args: argparse.Namespace) -> int:
     if args.detach:
         return _up_detached(args, directory)
 
+    # `up --detach` runs this command in the background with --ready-fd: that cluster outlives
+    # a crash of its supervisor. One in the foreground (the user's terminal) goes with it.
+    in_background = args.ready_fd is not None
     try:
         cluster = LocalCluster(directory, gpus=args.gpus, npus=args.npus, controller=not args.no_controller,
                                workdir=args.workdir, nodes=args.nodes, node_names=_names(args.node_names),
                                node_cpu=args.node_cpu, node_memory=args.node_memory,
                                node_monitor_grace_period=args.node_monitor_grace_period,
                                hpa_sync_period=args.hpa_sync_period,
-                               controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None)
+                               controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None,
+                               die_with_supervisor=not in_background)
         cluster.lock()
     except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))
@@ -398,7 +406,7 @@ def _supervise(cluster: Any) -> int:
 
 
 def _up_detached(args: argparse.Namespace, directory: Path) -> int:
-    from trainctl.cluster.cluster import read_pid_file
+    from trainctl.cluster.cluster import SUPERVISOR_PID, read_pid_file
 
     running = read_pid_file(directory / SUPERVISOR_PID)
     if running is not None:
@@ -446,7 +454,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
 
 # --- down ----------------------------------------------------------------------------------
 def run_down(args: argparse.Namespace) -> int:
-    from trainctl.cluster.cluster import ClusterError, LocalCluster, cleanup_leftovers, signal_pid_file, wait_pid_exit
+    from trainctl.cluster.cluster import SUPERVISOR_PID, ClusterError, LocalCluster, cleanup_leftovers, signal_pid_file, wait_pid_exit
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     if not directory.is_dir():
@@ -461,7 +469,7 @@ def run_down(args: argparse.Namespace) -> int:
     # Whatever is left (a killed supervisor's components, pod processes) goes too.
     cluster = LocalCluster(directory, controller=False)
     try:
-        cluster.lock()
+        cluster.lock(leftovers_ok=True)
     except ClusterError as exc:
         _say(str(exc))
         return 1
@@ -481,7 +489,7 @@ def run_down(args: argparse.Namespace) -> int:
 # --- node ----------------------------------------------------------------------------------
 def run_node(args: argparse.Namespace) -> int:
     from trainctl.cluster import nodes
-    from trainctl.cluster.cluster import read_pid_file
+    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers, read_pid_file
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     try:
@@ -498,7 +506,9 @@ def run_node(args: argparse.Namespace) -> int:
         else:
             supervisor = read_pid_file(directory / SUPERVISOR_PID)
             if supervisor is None:
-                raise nodes.NodeError(f"no local cluster is running in {directory}")
+                leftovers = find_leftovers(directory)
+                raise nodes.NodeError(leftovers.refusal(directory) if leftovers
+                                      else f"no local cluster is running in {directory}")
             if nodes.node_state(directory, args.name) == nodes.FROZEN:
                 nodes.thaw_node(directory, args.name)
             nodes.set_state(directory, args.name, "")
@@ -512,17 +522,23 @@ def run_node(args: argparse.Namespace) -> int:
 
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
-    from trainctl.cluster import nodes as local_nodes
-    from trainctl.cluster.cluster import read_pid_file
     from trainctl.kube.client import ApiError, KubeClient
     from trainctl.kube.resources import NODES, PODS
 
+    from trainctl.cluster import nodes as local_nodes
+    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers, read_pid_file
+
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     supervisor = read_pid_file(directory / SUPERVISOR_PID)
-    if supervisor is None:
+    leftovers = find_leftovers(directory)
+    if supervisor is None and not leftovers:
         print(f"No local cluster is running in {directory}.")
         return 1
-    print(f"Local cluster in {directory}: supervisor pid {supervisor}")
+    if supervisor is None:
+        print(f"Local cluster in {directory}: supervisor not running; "
+              f"{leftovers.summary()} still running without it (orphaned)")
+    else:
+        print(f"Local cluster in {directory}: supervisor pid {supervisor}")
     specs = local_nodes.read_nodes(directory)
     for name in ("apiserver", "scheduler", *(spec.component for spec in specs), "controlplane", "controller"):
         pid = read_pid_file(directory / "run" / f"{name}.pid")
@@ -554,4 +570,8 @@ def run_status(args: argparse.Namespace) -> int:
         print(f"API server: not answering ({exc})")
     except Exception as exc:  # urllib3 connection errors and kubeconfig errors
         print(f"API server: not answering ({type(exc).__name__})")
+    if supervisor is None:
+        print("Nothing restarts a component that stops, and `up` refuses this directory until they are gone.\n"
+              f"Stop them, pods included, with: trainctl local down --dir {directory}")
+        return ORPHANED
     return 0

@@ -93,7 +93,7 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
 
     view.note("no cluster configured (no KUBECONFIG, no ~/.kube/config): starting a throwaway local cluster")
     with tempfile.TemporaryDirectory(prefix="trainctl-run-") as workdir:
-        cluster = LocalCluster(workdir, controller=True)
+        cluster = LocalCluster(workdir, controller=True, die_with_supervisor=True)  # throwaway: never outlives us
         try:
             cluster.start(on_step=view.note)
         except ClusterError as exc:

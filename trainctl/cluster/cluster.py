@@ -8,6 +8,15 @@ component is its own process with a pid file and a log under the directory, so t
 kill and restart one alone; ``trainctl local up`` adds signal handling, crash restarts and
 ``--detach`` on top (trainctl/cli/local.py).
 
+A supervisor that dies without stopping its cluster (SIGKILL, a crash) leaves processes that
+run on unsupervised: :func:`find_leftovers` names them from the pid files and the kubelets'
+process records, ``trainctl local status`` reports them, a new supervisor refuses the
+directory while they run (it would have to kill them: training that runs must not vanish
+silently), and ``trainctl local down`` stops them (:func:`cleanup_leftovers`). With
+``die_with_supervisor`` (the foreground ``up``) the components get SIGTERM as soon as their
+supervisor is gone, so there is nothing left to find. A new supervisor also removes the
+nodes the last one ran and it does not (:mod:`.node_removal`).
+
 Directory layout (``DIR``):
 
     kubeconfig, token, apiserver.port, state.db   written by the API server
@@ -23,6 +32,7 @@ Directory layout (``DIR``):
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import fcntl
 import os
 import select
@@ -30,6 +40,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Optional
 
@@ -38,14 +49,17 @@ from trainctl.api.durations import positive_duration
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.resources import CRDS
 
+from . import node_removal
 from . import nodes as local_nodes
 from .apiserver.process import PORT_FILE, wait_for_port_file
-from .kubelet.kubelet import DEFAULT_NODE_NAME
-from .kubelet.runtime import ProcessRegistry, process_start_time
+from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
+from .kubelet.runtime import ProcessRegistry, marked_processes, process_start_time
 from .network import cluster_ranges, node_pod_cidr
 from .resources import enforcer
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
+SUPERVISOR_PID = Path("run") / "supervisor.pid"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 class ClusterError(Exception):
@@ -61,16 +75,18 @@ def write_pid_file(path: Path, pid: int) -> None:
 
 
 def read_pid_file(path: Path) -> Optional[int]:
-    """The pid in ``path`` if that process is still the one that wrote it, else None."""
+    """The pid in ``path`` if that process is still the one that wrote it, else None.
+
+    A pid alone proves nothing (pids are reused); the kernel's start time beside it does,
+    so a file without one is not trusted: ``down`` must never kill a stranger."""
     try:
         fields = path.read_text().split()
     except OSError:
         return None
-    if not fields or not fields[0].isdigit():
+    if len(fields) < 2 or not fields[0].isdigit():
         return None
     pid = int(fields[0])
-    start = process_start_time(pid)
-    if start is None or (len(fields) > 1 and fields[1] != start):
+    if process_start_time(pid) != fields[1]:
         return None
     return pid
 
@@ -96,8 +112,23 @@ def signal_pid_file(path: Path, signum: int) -> Optional[int]:
 
 
 # --- components --------------------------------------------------------------------------
+def _die_with_parent() -> Callable[[], None]:
+    """A ``preexec_fn`` after which the child gets SIGTERM when its parent dies, even by
+    SIGKILL (``PR_SET_PDEATHSIG``). The kernel means the parent *thread*: start such a
+    child from a thread that lives as long as the process (the supervisor's main thread)."""
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up before the fork
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before the prctl took effect
+            os._exit(1)
+    return preexec
+
+
 class Component:
-    """One supervised process: start, wait ready, stop (SIGTERM then SIGKILL), kill, restart."""
+    """One supervised process: start, wait ready, stop (SIGTERM then SIGKILL), kill, restart.
+    With ``die_with_parent`` it also gets SIGTERM when the process that started it dies."""
 
     def __init__(self, name: str, directory: Path, argv: Callable[[], list[str]],
                  ready: Callable[["Component", float], None], env: Optional[dict[str, str]] = None) -> None:
@@ -106,6 +137,7 @@ class Component:
         self._argv = argv
         self._ready = ready
         self._env = env
+        self.die_with_parent = False
         self.process: Optional[subprocess.Popen[bytes]] = None
         self.pid_file = directory / "run" / f"{name}.pid"
         self.log_file = directory / "logs" / f"{name}.log"
@@ -136,7 +168,8 @@ class Component:
         with open(self.log_file, "ab") as log:
             self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                             env=self._env, start_new_session=True, pass_fds=pass_fds,
-                                            cwd=str(self.directory))
+                                            cwd=str(self.directory),
+                                            preexec_fn=_die_with_parent() if self.die_with_parent else None)
         if write_fd is not None:
             os.close(write_fd)
         write_pid_file(self.pid_file, self.process.pid)
@@ -219,7 +252,11 @@ def _wait_started(component: Component, timeout: float) -> None:
 
 
 class LocalCluster:
-    """An embedded cluster on ``directory``; a context manager that starts and stops it all."""
+    """An embedded cluster on ``directory``; a context manager that starts and stops it all.
+
+    ``die_with_supervisor``: every component gets SIGTERM when this process dies, even by
+    SIGKILL (the foreground ``trainctl local up``; components must then be started from the
+    main thread). Without it a component outlives a crashed supervisor until ``down``."""
 
     def __init__(self, directory: os.PathLike[str] | str = DEFAULT_DIR, gpus: int = 0, npus: int = 0,
                  controller: bool = True, workdir: Optional[os.PathLike[str] | str] = None,
@@ -229,7 +266,7 @@ class LocalCluster:
                  node_memory: Optional[str] = None, lease_renew_interval: Optional[float] = None,
                  node_monitor_grace_period: Optional[str] = None, hpa_sync_period: Optional[str] = None,
                  controlplane_args: Optional[list[str]] = None, resource_enforcer: Optional[str] = None,
-                 metrics_interval: Optional[float] = None) -> None:
+                 metrics_interval: Optional[float] = None, die_with_supervisor: bool = False) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
         names = node_names or ([node_name] if nodes == 1 else None)
@@ -265,6 +302,8 @@ class LocalCluster:
                 python, "-m", "trainctl.cli.main", "controller", "--kubeconfig", str(self.kubeconfig),
                 "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
                 *(controller_args or [])], _wait_started)
+        for component in self.components:
+            component.die_with_parent = die_with_supervisor
         self._lock_file: Optional[IO[str]] = None
 
     # --- paths and clients ----------------------------------------------------------------
@@ -338,8 +377,10 @@ class LocalCluster:
             self.port = int(port_file.read_text().strip())
 
     # --- lifecycle ------------------------------------------------------------------------
-    def lock(self) -> None:
-        """Take DIR's supervisor lock, or say who holds it."""
+    def lock(self, leftovers_ok: bool = False) -> None:
+        """Take DIR's supervisor lock, or say who holds it. Unless ``leftovers_ok`` (``down``,
+        which is there to stop them), refuse a directory where processes a dead supervisor
+        started still run: starting would kill them, and they may be training."""
         try:
             (self.directory / "run").mkdir(parents=True, exist_ok=True)
             lock_file = open(self.directory / "run" / "supervisor.lock", "a+")
@@ -349,12 +390,16 @@ class LocalCluster:
             fcntl.flock(lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             lock_file.close()
-            pid = read_pid_file(self.directory / "run" / "supervisor.pid")
+            pid = read_pid_file(self.directory / SUPERVISOR_PID)
             who = f" (supervisor pid {pid})" if pid else ""
             raise ClusterError(f"a local cluster is already running in {self.directory}{who}; "
                                f"stop it with: trainctl local down --dir {self.directory}") from None
+        leftovers = find_leftovers(self.directory)
+        if leftovers and not leftovers_ok:
+            lock_file.close()
+            raise ClusterError(leftovers.refusal(self.directory))
         self._lock_file = lock_file
-        write_pid_file(self.directory / "run" / "supervisor.pid", os.getpid())
+        write_pid_file(self.directory / SUPERVISOR_PID, os.getpid())
 
     def start(self, timeout: float = 60.0, on_step: Callable[[str], None] = lambda _msg: None) -> "LocalCluster":
         """Start every component and wait until each is ready; raise ClusterError otherwise."""
@@ -370,6 +415,7 @@ class LocalCluster:
             on_step("starting the API server")
             self.apiserver.start(timeout)
             on_step("installing CRDs, starting the scheduler and the kubelets")
+            self._remove_nodes_not_started()
             local_nodes.write_nodes(self.directory, self.nodes)
             for spec in self.nodes:
                 local_nodes.set_state(self.directory, spec.name, "")
@@ -395,6 +441,20 @@ class LocalCluster:
             raise
         return self
 
+    def _remove_nodes_not_started(self) -> None:
+        """The nodes the last run started and this one does not are gone: remove them (before
+        the scheduler can bind a pod to one), failing the pods they held."""
+        names = {spec.name for spec in self.nodes}
+        gone = sorted({spec.name for spec in local_nodes.read_nodes(self.directory)} - names)
+        if gone:
+            client = self.client()
+            try:
+                node_removal.remove_nodes(client, gone)
+            finally:
+                client.close()
+            for name in gone:
+                local_nodes.set_state(self.directory, name, "")
+
     def install_crds(self) -> list[str]:
         """Apply every CRD trainctl serves (create, or replace when it exists)."""
         return install_crds(self.client())
@@ -408,7 +468,7 @@ class LocalCluster:
             component.stop()
         cleanup_leftovers(self.directory)
         if self._lock_file is not None:
-            (self.directory / "run" / "supervisor.pid").unlink(missing_ok=True)
+            (self.directory / SUPERVISOR_PID).unlink(missing_ok=True)
             self._lock_file.close()
             self._lock_file = None
 
@@ -419,25 +479,76 @@ class LocalCluster:
         self.stop()
 
 
+# --- what a dead supervisor left ----------------------------------------------------------
+def _component_pid_files(directory: Path) -> list[Path]:
+    return [path for path in sorted((directory / "run").glob("*.pid")) if path.name != SUPERVISOR_PID.name]
+
+
+def _pod_registries(directory: Path) -> list[ProcessRegistry]:
+    """Every node's records of its pods' process groups (``kubelet/<node>/processes``)."""
+    return [ProcessRegistry(processes_dir(directory, path.parent.name))
+            for path in sorted((directory / "kubelet").glob("*/processes"))]
+
+
+def _count(count: int, noun: str) -> str:
+    return f"{count} {noun}{'s' if count != 1 else ''}"
+
+
+@dataclass(frozen=True)
+class Leftovers:
+    """The processes of a cluster that still run: components (name to pid, each checked to
+    be the process its pid file names) and pod process groups still alive."""
+
+    components: dict[str, int]
+    pod_processes: int
+
+    def __bool__(self) -> bool:
+        return bool(self.components or self.pod_processes)
+
+    def summary(self) -> str:
+        """``2 components and 1 pod process group``."""
+        return " and ".join(_count(n, noun) for n, noun in ((len(self.components), "component"),
+                                                             (self.pod_processes, "pod process group")) if n)
+
+    def describe(self) -> str:
+        """``apiserver (pid 12), kubelet (pid 13), 2 pod process groups``."""
+        parts = [f"{name} (pid {pid})" for name, pid in self.components.items()]
+        if self.pod_processes:
+            parts.append(_count(self.pod_processes, "pod process group"))
+        return ", ".join(parts)
+
+    def refusal(self, directory: Path) -> str:
+        """Why a new supervisor does not start on ``directory``, and what to do."""
+        return (f"the supervisor of the local cluster in {directory} is not running, but what it started still "
+                f"runs: {self.describe()}; stop it with: trainctl local down --dir {directory}")
+
+
+def find_leftovers(directory: Path) -> Leftovers:
+    """What of the cluster in ``directory`` runs, whether or not its supervisor does."""
+    components = {path.stem: pid for path in _component_pid_files(directory)
+                  if (pid := read_pid_file(path)) is not None}
+    pods = sum(record.alive() for registry in _pod_registries(directory) for record in registry.records())
+    return Leftovers(components, pods)
+
+
 def cleanup_leftovers(directory: Path) -> list[str]:
     """Kill component processes and pod process groups that a crashed supervisor left.
 
-    Returns what was killed, for the user: component names, then ``"N pod processes"``.
+    Returns what was killed, for the user: component names, then ``"N pod process groups"``.
     """
     killed: list[str] = []
-    for pid_file in sorted((directory / "run").glob("*.pid")):
-        name = pid_file.stem
-        if name == "supervisor":
-            continue
+    for pid_file in _component_pid_files(directory):
         pid = signal_pid_file(pid_file, signal.SIGKILL)
         if pid is not None:
             wait_pid_exit(pid, 5)
-            killed.append(name)
+            killed.append(pid_file.stem)
         pid_file.unlink(missing_ok=True)
-    pods = [record for registry in (directory / "kubelet").glob("*/processes")
-            for record in ProcessRegistry(registry).kill_leftovers()]
+    pods = [record for registry in _pod_registries(directory) for record in registry.kill_leftovers()]
+    for record in pods:  # gone when this returns, and what left the group too
+        for pid in (record.pid, *(marked_processes(record.container_id) if record.container_id else ())):
+            wait_pid_exit(pid, 5)
     with contextlib.suppress(OSError):  # the cgroups of every node of this cluster
         enforcer.remove_cluster(cluster=enforcer.cluster_key(directory))
     if pods:
-        killed.append(f"{len(pods)} pod process{'es' if len(pods) > 1 else ''}")
+        killed.append(_count(len(pods), "pod process group"))
     return killed

@@ -7,17 +7,13 @@ import signal
 import subprocess
 import sys
 
-from trainctl.cluster.cluster import read_pid_file
+from trainctl.kube.client import KubeClient
+from trainctl.cluster.cluster import read_pid_file, wait_pid_exit
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.resources import cgroups, enforcer
-from trainctl.kube.client import KubeClient
 
-from tests.support.pods import main_pid, read_fifo, wait_pod
-
-
-def trainctl(*args, cwd=None, env=None):
-    return subprocess.run([sys.executable, "-m", "trainctl.cli.main", "local", *args], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env=env)
+from tests.support.cluster import trainctl_local as trainctl
+from tests.support.pods import main_pid, read_fifo, running_sleeper, wait_pod
 
 
 def test_up_detach_status_down(tmp_path):
@@ -97,22 +93,69 @@ def test_foreground_up_stops_everything_on_sigterm(tmp_path):
     assert all(process_start_time(pid) is None for pid in pids)
 
 
-def test_down_after_a_supervisor_crash_says_what_it_stopped(tmp_path):
+def test_after_a_supervisor_crash_status_tells_up_refuses_and_down_stops_everything(tmp_path):
+    """A detached cluster outlives a crash of its supervisor: it is reported, never silently
+    killed by a new `up`, and `down` leaves none of its processes."""
     directory = tmp_path / "cluster"
     up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", cwd=tmp_path)
     assert up.returncode == 0, up.stderr
-    components = [read_pid_file(directory / "run" / f"{name}.pid") for name in ("apiserver", "kubelet")]
+    components = {name: read_pid_file(directory / "run" / f"{name}.pid")
+                  for name in ("apiserver", "scheduler", "kubelet", "controlplane")}
     supervisor = read_pid_file(directory / "run" / "supervisor.pid")
     try:
+        api = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0)
+        pod = main_pid(running_sleeper(api, tmp_path, "sleeper"))
         os.kill(supervisor, signal.SIGKILL)  # the supervisor crashes; its components run on
-        assert all(process_start_time(pid) for pid in components)
+        assert wait_pid_exit(supervisor, 30)
+
+        status = trainctl("status", "--dir", str(directory))
+        assert status.returncode == 3, status.stdout + status.stderr
+        assert (f"Local cluster in {directory}: supervisor not running; 4 components and 1 pod process group "
+                "still running without it (orphaned)") in status.stdout
+        for name, pid in components.items():
+            assert f"{name:<11} running, pid {pid}" in status.stdout
+        assert "default/sleeper: Running" in status.stdout  # the API server still answers
+        assert f"trainctl local down --dir {directory}" in status.stdout
+
+        for command in (("up", "--dir", str(directory), "--no-controller"),
+                        ("up", "--dir", str(directory), "--detach"),
+                        ("node", "start", "trainctl-local", "--dir", str(directory))):
+            refused = trainctl(*command, cwd=tmp_path)
+            assert refused.returncode == 1, refused.stdout + refused.stderr
+            assert (f"the supervisor of the local cluster in {directory} is not running, but what it started "
+                    f"still runs: ") in refused.stderr and f"apiserver (pid {components['apiserver']})" in refused.stderr
+            assert f"stop it with: trainctl local down --dir {directory}" in refused.stderr
+        assert all(process_start_time(pid) for pid in (pod, *components.values())), "a refused `up` killed nothing"
     finally:
         down = trainctl("down", "--dir", str(directory))
     assert down.returncode == 0, down.stderr
-    assert "No local cluster was running" not in down.stdout
     left = down.stdout.split("stopped what it left: ", 1)[1].split(")", 1)[0].split(", ")
-    assert {"apiserver", "kubelet"} <= set(left), down.stdout
-    assert all(process_start_time(pid) is None for pid in components)
+    assert set(components) | {"1 pod process group"} == set(left), down.stdout
+    assert all(process_start_time(pid) is None for pid in (pod, *components.values()))
+    status = trainctl("status", "--dir", str(directory))
+    assert (status.returncode, status.stdout.strip()) == (1, f"No local cluster is running in {directory}.")
+
+
+def test_a_killed_foreground_supervisor_takes_its_components_and_pods_with_it(tmp_path):
+    directory = tmp_path / "cluster"
+    up = subprocess.Popen([sys.executable, "-m", "trainctl.cli.main", "local", "up", "--dir", str(directory),
+                           "--no-controller"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=tmp_path)
+    try:
+        assert up.stdout.readline().startswith(f"Local cluster is ready in {directory}")
+        components = [read_pid_file(directory / "run" / f"{name}.pid")
+                      for name in ("apiserver", "scheduler", "kubelet", "controlplane")]
+        api = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0)
+        pod = main_pid(running_sleeper(api, tmp_path, "sleeper"))
+        up.kill()
+        up.wait()
+        assert all(wait_pid_exit(pid, 60) for pid in (*components, pod))
+    finally:
+        if up.poll() is None:
+            up.kill()
+            up.wait()
+        trainctl("down", "--dir", str(directory))
+    status = trainctl("status", "--dir", str(directory))
+    assert status.returncode == 1, status.stdout
 
 
 class FlakyComponent:

@@ -13,15 +13,7 @@ from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.kube.resources import LEASES, NODES, PODS, PYTORCHJOBS
 
 from tests.support.net import with_free_port
-from tests.support.pods import main_pid, read_fifo, sleeper_pod, wait_pod
-
-
-def running_sleeper(api, tmp_path, name):
-    fifo = tmp_path / f"{name}.ready"
-    os.mkfifo(fifo)
-    api.create(PODS, sleeper_pod(name, str(fifo)))
-    assert read_fifo(fifo) == "ready"  # the pod's process runs
-    return wait_pod(api, name, lambda p: p.get("status", {}).get("phase") == "Running")
+from tests.support.pods import main_pid, read_fifo, running_sleeper, wait_pod
 
 
 def test_context_manager_starts_everything_and_stops_pods_on_exit(tmp_path):
@@ -104,3 +96,41 @@ def test_a_cleanly_stopped_apiserver_comes_back_on_its_port_and_the_cluster_carr
         for component in cluster.components:
             assert component.alive, f"{component.name} did not survive the API server's absence"
             assert "Traceback" not in component.log_file.read_text(errors="replace"), component.name
+
+
+def test_a_node_the_next_run_does_not_start_is_removed_and_its_pods_failed(tmp_path):
+    """A run of two nodes dies (kubelets first, so nothing reports its pods' end); the next
+    run on the directory has one node. Nothing may stay Running without a process, and no
+    new pod may go to the node that is gone."""
+    directory = tmp_path / "cluster"
+    with LocalCluster(directory, controller=False, workdir=tmp_path, nodes=2) as cluster:
+        api = cluster.client()
+        second = cluster.nodes[1].name
+        pids = [main_pid(running_sleeper(api, tmp_path, name, node))
+                for name, node in (("stays", cluster.node_name), ("lost", second), ("leaving", second))]
+        api.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "by-hand"}})
+        for kubelet in cluster.kubelets.values():
+            kubelet.kill()
+        api.delete(PODS, "default", "leaving")  # graceful: no kubelet left to finish it
+    assert all(process_start_time(pid) is None for pid in pids)
+
+    with LocalCluster(directory, controller=False, workdir=tmp_path) as cluster:
+        api = cluster.client()
+        assert sorted(n["metadata"]["name"] for n in api.list(NODES)[0]) == ["by-hand", cluster.node_name]
+        assert api.get_or_none(LEASES, "kube-node-lease", second) is None
+        lost = api.get(PODS, "default", "lost")
+        assert (lost["status"]["phase"], lost["status"]["reason"]) == ("Failed", "NodeRemoved")
+        assert lost["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
+        assert {c["type"]: c["status"] for c in lost["status"]["conditions"]}["Ready"] == "False"
+        assert api.get_or_none(PODS, "default", "leaving") is None
+        stays = wait_pod(api, "stays", lambda p: p["status"].get("phase") == "Failed")
+        assert stays["status"]["reason"] == "KubeletRestarted"
+
+
+def test_a_pid_file_without_the_process_start_time_is_not_trusted(tmp_path):
+    path = tmp_path / "run" / "x.pid"
+    path.parent.mkdir()
+    path.write_text(f"{os.getpid()}\n")  # this pid runs, but nothing says it is the one meant
+    assert read_pid_file(path) is None
+    path.write_text(f"{os.getpid()} {process_start_time(os.getpid())}\n")
+    assert read_pid_file(path) == os.getpid()

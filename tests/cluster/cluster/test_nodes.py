@@ -22,7 +22,7 @@ from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.kube.resources import LEASES, NODES, PODS
 
 from tests.support.kubectl import Kubectl
-from tests.support.pods import main_pid, pod, read_fifo, sleeper_pod, wait_pod, wait_pod_gone
+from tests.support.pods import main_pid, pod, running_sleeper, wait_pod, wait_pod_gone
 
 NODE_NAMES = ["trainctl-local", "trainctl-local-2", "trainctl-local-3"]
 SLEEP = "import time; time.sleep(600)"
@@ -160,18 +160,9 @@ def test_ports_are_host_ports_across_nodes(api):
     assert message.startswith("0/3 nodes are available: ") and f"port {port}" in message
 
 
-def running_sleeper(api, tmp_path, pod_name, node):
-    """Start a sleeper pod on ``node``; its main pid once it runs and said it is ready."""
-    fifo = tmp_path / f"{pod_name}.ready"
-    os.mkfifo(fifo)
-    api.create(PODS, with_spec(sleeper_pod(pod_name, str(fifo)), nodeName=node))
-    assert read_fifo(fifo) == "ready"
-    return main_pid(wait_pod(api, pod_name, lambda p: p["status"].get("phase") == "Running"))
-
-
 def test_kill_then_start_a_node(cluster, api, tmp_path):
     name = "trainctl-local-2"
-    pid = running_sleeper(api, tmp_path, "victim", name)
+    pid = main_pid(running_sleeper(api, tmp_path, "victim", name))
     kubelet = read_pid_file(cluster.directory / "run" / "kubelet-trainctl-local-2.pid")
     cluster.kill_node(name)
     assert process_start_time(pid) is None and process_start_time(kubelet) is None
@@ -226,7 +217,7 @@ def test_thaw_resumes_the_pods_still_there_and_never_runs_a_deleted_one(cluster,
 
 def test_freeze_lease_stops_node_goes_unknown_and_thaw_kills_what_was_deleted(cluster, api, tmp_path):
     name = "trainctl-local-3"
-    pid = running_sleeper(api, tmp_path, "frozen", name)
+    pid = main_pid(running_sleeper(api, tmp_path, "frozen", name))
     cluster.freeze_node(name)
     try:
         renewed = api.get(LEASES, "kube-node-lease", name)["spec"]["renewTime"]

@@ -110,11 +110,8 @@ class Admission:
                 continue
             if meta.get("deletionTimestamp"):
                 continue  # the sync loop removes it
-            patch: Obj = {"status": {"phase": "Failed", "reason": "KubeletRestarted",
-                                     "message": "The local kubelet restarted; the pod's processes were stopped."}}
-            statuses = _stopped_statuses(pod)
-            if statuses:
-                patch["status"]["containerStatuses"] = statuses
+            patch = {"status": processes_gone_status(pod, "KubeletRestarted",
+                                                     "The local kubelet restarted; the pod's processes were stopped.")}
             try:
                 self._statuses.patch(meta, patch)
             except ApiError as exc:
@@ -124,20 +121,33 @@ class Admission:
                 self._finished.add(meta["uid"])
 
 
-def _stopped_statuses(pod: Obj) -> list[Obj]:
-    """The pod's container statuses with every running container terminated by the restart."""
-    statuses = []
-    for status in pod.get("status", {}).get("containerStatuses") or []:
-        status = dict(status)
-        running = (status.get("state") or {}).get("running")
+def processes_gone_status(pod: Obj, reason: str, message: str) -> Obj:
+    """The status of a pod whose processes are gone: ``Failed`` with ``reason``, every running
+    container terminated (137), as a real kubelet reports containers it no longer finds.
+    Also what the supervisor reports for the pods of a node it no longer starts."""
+    now = now_rfc3339()
+    status: Obj = {"phase": "Failed", "reason": reason, "message": message}
+    conditions = []
+    for condition in pod.get("status", {}).get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") in ("Ready", "ContainersReady") \
+                and condition.get("status") != "False":
+            condition = {**condition, "status": "False", "reason": "PodCompleted", "lastTransitionTime": now}
+        conditions.append(condition)
+    if conditions:  # a merge patch replaces the list: all of them
+        status["conditions"] = conditions
+    containers = []
+    for container in pod.get("status", {}).get("containerStatuses") or []:
+        container = dict(container)
+        running = (container.get("state") or {}).get("running")
         if isinstance(running, dict):
-            status["state"] = {"terminated": {"exitCode": 137, "reason": "Error", "message":
-                               "the kubelet restarted and stopped the container",
-                               "startedAt": running.get("startedAt"), "finishedAt": now_rfc3339()}}
-            status["ready"] = False
-            status["started"] = False
-        statuses.append(status)
-    return statuses
+            container["state"] = {"terminated": {"exitCode": 137, "reason": "Error", "message": message,
+                                  "startedAt": running.get("startedAt"), "finishedAt": now}}
+            container["ready"] = False
+            container["started"] = False
+        containers.append(container)
+    if containers:
+        status["containerStatuses"] = containers
+    return status
 
 
 def _pick_devices(pod: Obj, allocatable: dict[str, Any],
