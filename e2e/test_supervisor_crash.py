@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from trainctl.cluster.cluster import read_pid_file, wait_pid_exit
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.pidfiles import read_pid_file, wait_pid_exit
 
 from tests.support.cluster import scratch_workdir, trainctl_local
 from tests.support.kubectl import Kubectl

@@ -17,9 +17,10 @@ from typing import Iterator
 import pytest
 import yaml
 
-from trainctl.launch import Launcher, Outcome, connect
-from trainctl.cluster.cluster import LocalCluster, cleanup_leftovers, find_leftovers, wait_pid_exit
+from trainctl.cluster.cluster import LocalCluster, cleanup_leftovers, find_leftovers
 from trainctl.cluster.kubelet.runtime import ProcessRegistry
+from trainctl.cluster.pidfiles import wait_pid_exit
+from trainctl.launch import Launcher, Outcome, connect
 
 from tests.support.jobs import unique
 from tests.support.launch import NAMESPACE, RecordingView, StatusDriver, launched_job

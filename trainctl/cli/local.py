@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import logging
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -27,24 +25,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
+from trainctl.cluster.flags import non_negative_int
+from trainctl.cluster.kubelet.program import kubelet_arguments, run_kubelet
+
 # `trainctl local status`: components or pods run, but their supervisor does not.
 ORPHANED = 3
 # A component that crashes more often than this is not restarted again.
 MAX_RESTARTS, RESTART_WINDOW_SECONDS = 5, 60.0
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
-    return value
-
-
 def _positive_int(text: str) -> int:
-    value = _non_negative(text)
+    value = non_negative_int(text)
     if value == 0:
         raise argparse.ArgumentTypeError("must be 1 or more")
     return value
@@ -66,14 +57,7 @@ def _duration_or_never(text: str) -> str:
     return text
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be more than 0, got {value:g}")
-    return value
+
 
 
 def _default_dir() -> str:
@@ -102,8 +86,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                              "controller on DIR, wait until they are ready and print how to use the cluster.")
     up.add_argument("--dir", default=None, help=dir_help)
     up.add_argument("--detach", action="store_true", help="return once ready, leaving the cluster running in the background")
-    up.add_argument("--gpus", type=_non_negative, default=0, metavar="N", help="advertise N fake nvidia.com/gpu devices")
-    up.add_argument("--npus", type=_non_negative, default=0, metavar="N", help="advertise N fake huawei.com/Ascend910 devices")
+    up.add_argument("--gpus", type=non_negative_int, default=0, metavar="N", help="advertise N fake nvidia.com/gpu devices")
+    up.add_argument("--npus", type=non_negative_int, default=0, metavar="N", help="advertise N fake huawei.com/Ascend910 devices")
     up.add_argument("--no-controller", action="store_true", help="do not start trainctl's controller (run your own)")
     up.add_argument("--nodes", type=_positive_int, default=1, metavar="N", help="start N nodes, a kubelet each (default 1)")
     up.add_argument("--node-names", default=None, metavar="A,B,..", help="the nodes' names (default trainctl-local, "
@@ -146,106 +130,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         command.set_defaults(func=run_node, node_command=action)
 
     kubelet = commands.add_parser("kubelet")  # hidden: `up` starts it
-    _kubelet_arguments(kubelet)
+    kubelet_arguments(kubelet)
     kubelet.set_defaults(func=run_kubelet)
-
-
-def _kubelet_arguments(parser: argparse.ArgumentParser) -> None:
-    from trainctl.cluster.kubelet import DEFAULT_NODE_NAME
-
-    parser.add_argument("--dir", required=True, help="cluster directory")
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig (default: DIR/kubeconfig)")
-    parser.add_argument("--node-name", default=DEFAULT_NODE_NAME)
-    parser.add_argument("--gpus", type=_non_negative, default=0)
-    parser.add_argument("--npus", type=_non_negative, default=0)
-    parser.add_argument("--cpu", default=None, help="the node's allocatable CPU (default: the machine's)")
-    parser.add_argument("--memory", default=None, help="the node's allocatable memory (default: the machine's)")
-    parser.add_argument("--workdir", default=None, help="default working directory of pods (default: cwd)")
-    parser.add_argument("--pod-cidr", default=None, help="pod addresses (default: DIR's own slice of 127.128.0.0/10)")
-    parser.add_argument("--backoff-base", type=_positive_float, default=10.0,
-                        help="first CrashLoopBackOff delay in seconds (doubles up to 5 minutes)")
-    parser.add_argument("--node-lease-renew-interval", type=_positive_float, default=10.0, metavar="SECONDS",
-                        help="how often the node's Lease is renewed (Kubernetes: 10)")
-    parser.add_argument("--resource-enforcer", choices=("cgroup-v2", "cgroup-v1", "polling"), default=None,
-                        help="how limits.memory and limits.cpu are enforced (default: the first that works here)")
-    parser.add_argument("--metrics-interval", type=_positive_float, default=15.0,
-                        help="seconds between publications of the node's and its pods' metrics (default 15)")
-    parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
 
 def _say(message: str) -> None:
     print(f"trainctl local: {message}", file=sys.stderr)
-
-
-# --- kubelet -------------------------------------------------------------------------------
-def run_kubelet(args: argparse.Namespace) -> int:
-    from trainctl.cluster.kubelet import Kubelet, KubeletConfig
-
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # Connection retries while the API server restarts are expected; the informers relist.
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
-    directory = Path(args.dir).expanduser().resolve()
-    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else directory / "kubeconfig"
-    if not kubeconfig.exists():
-        _say(f"no kubeconfig at {kubeconfig}: start the API server first (trainctl local up)")
-        return 1
-    config = KubeletConfig(directory=directory, kubeconfig=kubeconfig, node_name=args.node_name, gpus=args.gpus,
-                           npus=args.npus, workdir=Path(args.workdir).resolve() if args.workdir else Path.cwd(),
-                           backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory,
-                           heartbeat_seconds=args.node_lease_renew_interval,
-                           resource_enforcer=args.resource_enforcer, metrics_interval=args.metrics_interval)
-
-    def on_signal(_signum: int, _frame: Any) -> None:
-        raise _Shutdown()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    kubelet: Optional[Kubelet] = None
-    try:
-        try:
-            kubelet = node = Kubelet(config)
-            signal.signal(signal.SIGCONT, lambda _signum, _frame: node.thawed())
-            kubelet.start()
-        except _Shutdown:
-            raise
-        except Exception as exc:  # a bad kubeconfig, an unreachable or refusing API server
-            _say(f"kubelet cannot start: {' '.join(str(exc).split())}")
-            return 1
-        logging.getLogger("trainctl.kubelet").info("node %s ready", config.node_name)
-        if args.ready_fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(args.ready_fd, b"ready\n")
-                os.close(args.ready_fd)
-        _wait_for_signals()
-    except _Shutdown:
-        pass
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if kubelet is not None:
-        kubelet.stop()
-    return 0
-
-
-def _wait_for_signals() -> None:
-    """Run the main thread's signal handlers as signals come, for ever (until one raises).
-
-    Not ``signal.pause()``: the kernel may deliver a signal to any of the kubelet's threads,
-    and then the main thread would sleep on with the handler pending (a thawed node's SIGCONT
-    must reach :meth:`Kubelet.thawed` at once). The wakeup fd is written whichever thread the
-    signal hit, and the handlers run as soon as the main thread wakes."""
-    readable, writable = os.pipe()
-    os.set_blocking(writable, False)
-    signal.set_wakeup_fd(writable)
-    while True:
-        select.select([readable], [], [])
-        os.read(readable, 512)
-
-
-def main_kubelet(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m trainctl.cluster.kubelet")
-    _kubelet_arguments(parser)
-    return run_kubelet(parser.parse_args(argv))
 
 
 class _Shutdown(Exception):
@@ -406,7 +296,8 @@ def _supervise(cluster: Any) -> int:
 
 
 def _up_detached(args: argparse.Namespace, directory: Path) -> int:
-    from trainctl.cluster.cluster import SUPERVISOR_PID, read_pid_file
+    from trainctl.cluster.cluster import SUPERVISOR_PID
+    from trainctl.cluster.pidfiles import read_pid_file
 
     running = read_pid_file(directory / SUPERVISOR_PID)
     if running is not None:
@@ -454,7 +345,8 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
 
 # --- down ----------------------------------------------------------------------------------
 def run_down(args: argparse.Namespace) -> int:
-    from trainctl.cluster.cluster import SUPERVISOR_PID, ClusterError, LocalCluster, cleanup_leftovers, signal_pid_file, wait_pid_exit
+    from trainctl.cluster.cluster import SUPERVISOR_PID, ClusterError, LocalCluster, cleanup_leftovers
+    from trainctl.cluster.pidfiles import signal_pid_file, wait_pid_exit
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     if not directory.is_dir():
@@ -489,7 +381,8 @@ def run_down(args: argparse.Namespace) -> int:
 # --- node ----------------------------------------------------------------------------------
 def run_node(args: argparse.Namespace) -> int:
     from trainctl.cluster import nodes
-    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers, read_pid_file
+    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers
+    from trainctl.cluster.pidfiles import read_pid_file
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     try:
@@ -522,11 +415,11 @@ def run_node(args: argparse.Namespace) -> int:
 
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
+    from trainctl.cluster import nodes as local_nodes
+    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers
+    from trainctl.cluster.pidfiles import read_pid_file
     from trainctl.kube.client import ApiError, KubeClient
     from trainctl.kube.resources import NODES, PODS
-
-    from trainctl.cluster import nodes as local_nodes
-    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers, read_pid_file
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     supervisor = read_pid_file(directory / SUPERVISOR_PID)

@@ -53,8 +53,9 @@ from . import node_removal
 from . import nodes as local_nodes
 from .apiserver.process import PORT_FILE, wait_for_port_file
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
-from .kubelet.runtime import ProcessRegistry, marked_processes, process_start_time
+from .kubelet.runtime import ProcessRegistry, marked_processes
 from .network import cluster_ranges, node_pod_cidr
+from .pidfiles import read_pid_file, signal_pid_file, wait_pid_exit, write_pid_file
 from .resources import enforcer
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
@@ -64,51 +65,6 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 class ClusterError(Exception):
     """Something the user must be told in one line (a component failed, DIR is busy, ...)."""
-
-
-# --- pid files ---------------------------------------------------------------------------
-def write_pid_file(path: Path, pid: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(f"{pid} {process_start_time(pid) or ''}\n")
-    os.replace(tmp, path)
-
-
-def read_pid_file(path: Path) -> Optional[int]:
-    """The pid in ``path`` if that process is still the one that wrote it, else None.
-
-    A pid alone proves nothing (pids are reused); the kernel's start time beside it does,
-    so a file without one is not trusted: ``down`` must never kill a stranger."""
-    try:
-        fields = path.read_text().split()
-    except OSError:
-        return None
-    if len(fields) < 2 or not fields[0].isdigit():
-        return None
-    pid = int(fields[0])
-    if process_start_time(pid) != fields[1]:
-        return None
-    return pid
-
-
-def wait_pid_exit(pid: int, timeout: float) -> bool:
-    """Wait for any process (not only a child) to exit, without polling: a pidfd is readable then."""
-    try:
-        fd = os.pidfd_open(pid)
-    except ProcessLookupError:
-        return True
-    try:
-        return bool(select.select([fd], [], [], timeout)[0])
-    finally:
-        os.close(fd)
-
-
-def signal_pid_file(path: Path, signum: int) -> Optional[int]:
-    pid = read_pid_file(path)
-    if pid is not None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signum)
-    return pid
 
 
 # --- components --------------------------------------------------------------------------

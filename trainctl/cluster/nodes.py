@@ -25,6 +25,7 @@ from typing import Optional
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from .kubelet.node import memory_kib
 from .kubelet.runtime import ProcessRegistry, process_stopped, signal_live
+from .pidfiles import signal_pid_file
 
 NODES_FILE = Path("run") / "nodes.json"
 KILLED, FROZEN = "killed", "frozen"
@@ -110,8 +111,6 @@ def set_state(directory: Path, name: str, state: str) -> None:
 
 
 def _signal_kubelet(directory: Path, spec: NodeSpec, signum: int) -> bool:
-    from .cluster import signal_pid_file
-
     return signal_pid_file(directory / "run" / f"{spec.component}.pid", signum) is not None
 
 

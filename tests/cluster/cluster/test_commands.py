@@ -7,10 +7,10 @@ import signal
 import subprocess
 import sys
 
-from trainctl.kube.client import KubeClient
-from trainctl.cluster.cluster import read_pid_file, wait_pid_exit
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.pidfiles import read_pid_file, wait_pid_exit
 from trainctl.cluster.resources import cgroups, enforcer
+from trainctl.kube.client import KubeClient
 
 from tests.support.cluster import trainctl_local as trainctl
 from tests.support.pods import main_pid, read_fifo, running_sleeper, wait_pod

@@ -17,8 +17,9 @@ import time
 import pytest
 
 from trainctl.cluster import nodes as local_nodes
-from trainctl.cluster.cluster import LocalCluster, read_pid_file
+from trainctl.cluster.cluster import LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.pidfiles import read_pid_file
 from trainctl.kube.resources import LEASES, NODES, PODS
 
 from tests.support.kubectl import Kubectl

@@ -15,6 +15,7 @@ from trainctl.cluster import nodes
 from trainctl.cluster.kubelet import thaw
 from trainctl.cluster.kubelet.kubelet import processes_dir
 from trainctl.cluster.kubelet.runtime import ProcessRecord, ProcessRegistry, process_start_time, process_stopped
+from trainctl.cluster.pidfiles import write_pid_file
 
 from tests.support.waiting import wait_on
 
@@ -78,7 +79,7 @@ def test_thaw_resumes_what_a_silent_kubelet_left_stopped_after_the_timeout(tmp_p
     spec = frozen_node(tmp_path, stopped_sleeper)
     kubelet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # ignores SIGCONT
     try:
-        (tmp_path / "run" / f"{spec.component}.pid").write_text(str(kubelet.pid))
+        write_pid_file(tmp_path / "run" / f"{spec.component}.pid", kubelet.pid)  # with its start time, as the supervisor writes it
         assert nodes.thaw_node(tmp_path, spec.name, timeout=0.3) == 2
     finally:
         kubelet.kill()

@@ -2,6 +2,6 @@
 
 import sys
 
-from trainctl.cli.local import main_kubelet
+from trainctl.cluster.kubelet.program import main_kubelet
 
 sys.exit(main_kubelet())
