@@ -13,7 +13,9 @@ pod is replaced while it is frozen; on thaw its kubelet kills the old processes 
 they run again, so they never print a step, rejoin or write a checkpoint); a static job
 (Master + 2 Workers) whose lone Worker's node dies (all pods are restarted and train
 together again; the time from the kill to that is printed); a static job spread over the
-three nodes trains together.
+three nodes trains together; an elastic job whose node dies after torchrun finished, during
+the upload its command runs next (the replacement finds the rendezvous closed; the store is
+replaced and the job succeeds without training again).
 """
 
 from __future__ import annotations
@@ -278,3 +280,49 @@ def test_a_static_job_trains_again_after_a_lone_workers_node_dies(nodes_env: E2E
         assert all(len(run.uids(pod)) == 2 for pod in DDP_PODS), run.dump()
         named = [e for e in job_events(nodes_env, DDP) if victim in (e.message or "") and lost_node in (e.message or "")]
         assert named, [e.message for e in job_events(nodes_env, DDP)]
+
+
+# --- training finished, then the node died -----------------------------------------------------
+
+UPLOAD_SECONDS = 15  # what the command does after training (an upload, say): the node dies meanwhile
+FINISHED_BOUND = 150.0  # seconds from the kill to the job's end: grace periods, a crash loop's back-off, the upload
+
+
+def with_upload_after_training(job: dict[str, Any]) -> dict[str, Any]:
+    """Each Worker runs ``torchrun train.py ... && <upload>``: the pod outlives its training."""
+    container = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    script = f'torchrun "$@" && echo "[upload] seconds={UPLOAD_SECONDS}" && sleep {UPLOAD_SECONDS}'
+    container["args"] = [*container["command"][1:], *container.get("args", [])]
+    container["command"] = ["sh", "-c", script, "sh"]
+    return job
+
+
+def test_a_job_whose_training_finished_before_its_node_died_succeeds(nodes_env: E2E) -> None:
+    """The lone Worker's torchrun exited 0, which closed the rendezvous on the store pod (on
+    another node); then its node died during the upload. The replacement finds the rendezvous
+    closed: the controller replaces the store, the replacement's next run resumes from the
+    final checkpoint with nothing left to train, uploads, and the job succeeds, with nothing
+    counted failed. (Before, the replacement crash-looped and the job ran for ever.)"""
+    job = with_upload_after_training(elastic_job(60))
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 1
+    with nodes_env.run(job) as run:
+        run.wait_line("torchrun done, the upload running", lambda ln: ln.pod == W0 and ln.event == "upload", 180)
+        lost_node, lost_uid = node_of(run, W0), run.pods[W0]["metadata"]["uid"]
+        store = f"{ELASTIC}-rdzv"
+        assert run.pods[store]["spec"].get("nodeName") != lost_node, f"the store shares the worker's node\n{run.dump()}"
+        killed = time.monotonic()
+        nodes_env.cluster.kill_node(lost_node)
+
+        finished = run.wait_succeeded(timeout=FINISHED_BOUND)
+        print(f"\n[training finished, then the node of {W0} died] Succeeded {time.monotonic() - killed:.1f}s after the kill")
+        assert run.deleted.get(W0) == "Running", f"the upload ended before the kill: {run.deleted}\n{run.dump()}"
+        assert condition(finished, "Succeeded") and not condition(finished, "Failed")
+        assert "failed" not in finished["status"]["replicaStatuses"]["Worker"], finished["status"]
+        assert finished["status"].get("restartCount") == 1, finished["status"]  # the lost pod's replacement
+        (replacement,) = [uid for uid in run.uids(W0) if uid != lost_uid]
+        mine = [ln for ln in run.lines if ln.uid == replacement]
+        assert any(ln.event == "resume" and ln.int("step") == 60 for ln in mine), run.dump()
+        assert not [ln for ln in mine if ln.event == "step"], f"the replacement trained again\n{run.dump()}"
+        assert len(run.uids(store)) == 2, f"the closed store was not replaced\n{run.dump()}"
+        fresh = [e.message for e in job_events(nodes_env, ELASTIC) if store in (e.message or "") and "closed" in (e.message or "")]
+        assert fresh, [e.message for e in job_events(nodes_env, ELASTIC)]

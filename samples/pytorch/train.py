@@ -16,7 +16,10 @@ agree on that checkpoint through the process group, so resuming also works when 
 not share a volume.
 
 A checkpoint that has already reached ``--steps`` is left over from a finished run of the
-same job: the new run starts from step 0 (and its injected faults fire again).
+same job: the new run starts from step 0 (and its injected faults fire again). Unless the
+checkpoint was written under this run's torchrun run id (``TORCHELASTIC_RUN_ID``, which a
+controller sets to the job's uid): then this process joined the run after its training
+ended (a pod replaced during the upload that followed, say) and has nothing left to do.
 
 Output is one line per event, ``[event] key=value ...``, for people and tests to grep:
 ``[start]`` (the distributed env as seen), ``[resume]`` or ``[fresh]``, ``[step]``,
@@ -154,6 +157,12 @@ def save_checkpoint(directory: Path, state: dict[str, Any]) -> Path:
     torch.save(state, tmp)
     os.replace(tmp, path)
     return path
+
+
+def torchrun_run_id() -> str:
+    """torchrun's rendezvous run id, or "" when there is none to tell runs apart by."""
+    value = os.environ.get("TORCHELASTIC_RUN_ID", "")
+    return "" if value == "none" else value  # torchrun's default id: every job has it
 
 
 def load_checkpoint(directory: Optional[Path]) -> Optional[dict[str, Any]]:
@@ -301,7 +310,9 @@ def train(args: argparse.Namespace) -> float:
     model = make_model(args.features, args.hidden)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     checkpoint = agree_on_checkpoint(load_checkpoint(args.checkpoint_dir), world_size)
-    if checkpoint is not None and checkpoint["step"] >= args.steps:
+    run_id = torchrun_run_id()
+    finished_here = bool(run_id) and checkpoint is not None and checkpoint.get("run_id") == run_id
+    if checkpoint is not None and checkpoint["step"] >= args.steps and not finished_here:
         # A checkpoint that already reached --steps belongs to a run that finished: this is
         # a new run of the same job, so it trains from the start and its faults fire again.
         log("fresh", reason="previous-run-finished", saved_step=checkpoint["step"], rank=rank, world_size=world_size)
@@ -345,7 +356,7 @@ def train(args: argparse.Namespace) -> float:
             step_time=time.monotonic() - began, ts=time.time())
         if args.checkpoint_dir is not None and rank == 0 and (done % args.checkpoint_every == 0 or done == args.steps):
             path = save_checkpoint(args.checkpoint_dir, {
-                "step": done, "world_size": world_size,
+                "step": done, "world_size": world_size, "run_id": run_id,
                 "model": model.state_dict(), "optimizer": optimizer.state_dict(),
             })
             log("checkpoint", step=done, path=path)

@@ -11,12 +11,7 @@ from trainctl.controller.reconcile.children import rfc3339
 from trainctl.controller.reconcile.plan import delete_events
 
 from tests.support.jobs import msjob, pytorchjob
-from tests.support.reconcile import Cluster, at, conditions
-
-
-def node(name: str, ready: str = "True", since: float = 0.0, taints: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
-    cond = {"type": "Ready", "status": ready, "lastTransitionTime": rfc3339(at(since))}
-    return {"metadata": {"name": name}, "spec": {"taints": taints or []}, "status": {"conditions": [cond]}}
+from tests.support.reconcile import Cluster, at, conditions, node
 
 
 def running(cluster: Cluster, placement: dict[str, str]) -> None:
@@ -191,6 +186,27 @@ def test_finished_pod_on_a_lost_node_follows_the_usual_rules() -> None:
     cluster = node_b_down(elastic())
     cluster.pods["mnist-worker-1"]["status"] = {"phase": "Succeeded"}
     assert force_deletes(cluster.reconcile(at(100))) == []
+
+
+def test_a_pod_that_succeeded_before_its_node_died_counts_even_while_it_is_being_deleted() -> None:
+    """Kubernetes' taint eviction deletes it too; its work was done, nothing was lost: the
+    elastic job succeeds (any Worker's success is the job's), no replacement, no restart."""
+    cluster = node_b_down(elastic())
+    cluster.pods["mnist-worker-1"]["status"] = {"phase": "Succeeded"}
+    cluster.pods["mnist-worker-1"]["metadata"]["deletionTimestamp"] = rfc3339(at(60))
+    plan = cluster.step(at(100))
+    assert force_deletes(plan) == [] and "mnist-worker-1" in cluster.pods
+    assert ("Succeeded", "True", "PyTorchJobSucceeded") in conditions(cluster.job["status"])
+    assert "restartCount" not in cluster.job["status"]
+
+
+def test_a_static_job_is_not_restarted_for_a_succeeded_pod_whose_node_died() -> None:
+    cluster = node_b_down(pytorchjob(restart="OnFailure"))
+    cluster.pods["mnist-worker-1"]["status"] = {"phase": "Succeeded"}
+    cluster.pods["mnist-worker-1"]["metadata"]["deletionTimestamp"] = rfc3339(at(60))
+    plan = cluster.step(at(100))
+    assert plan.deletes == [] and "restartCount" not in cluster.job["status"]
+    assert cluster.job["status"]["replicaStatuses"]["Worker"]["succeeded"] == 1
 
 
 def test_a_lost_pod_and_another_restart_of_the_same_type_both_count() -> None:

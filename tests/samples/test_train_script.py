@@ -292,6 +292,26 @@ def test_a_finished_run_leaves_nothing_to_resume_so_the_next_run_starts_over(tra
     assert not (tmp_path / train.FAULT_MARKER_DIR).exists(), "faults of the finished run fire again"
 
 
+def test_a_late_member_of_the_run_that_finished_has_nothing_left_to_train(train, capsys, tmp_path, monkeypatch):
+    """The same torchrun run id (the job's uid) finds its own final checkpoint: done at once.
+    Another run id, or torchrun's default "none", is a new run of the job: it starts over."""
+    for name in ("WORLD_SIZE", "RANK", "TORCHELASTIC_RESTART_COUNT", "INJECT_FAULT"):
+        monkeypatch.delenv(name, raising=False)
+    flags = ["--steps=6", "--checkpoint-every=2", "--step-sleep=0", f"--checkpoint-dir={tmp_path}"]
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "uid-1")
+    train.main(flags)
+    capsys.readouterr()
+
+    train.main(flags)
+    out = capsys.readouterr().out
+    assert "[resume] step=6 " in out and not step_lines(out) and "[done] steps=6 " in out, out
+    for other in ("uid-2", "none"):
+        monkeypatch.setenv("TORCHELASTIC_RUN_ID", other)
+        train.main(flags)
+        out = capsys.readouterr().out
+        assert "[fresh] reason=previous-run-finished" in out and len(step_lines(out)) == 6, out
+
+
 def test_the_readme_documents_every_flag_and_only_real_ones(train):
     readme = (REPO / "samples" / "README.md").read_text()
     table = readme[readme.index("| flag | env | default |"):].split("\n\n")[0]

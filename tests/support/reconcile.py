@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 from trainctl.controller.reconcile import Observed, Plan, ReconcileConfig, reconcile
+from trainctl.controller.reconcile.children import rfc3339
 
 T0 = datetime(2024, 5, 1, 12, 0, 0, tzinfo=timezone.utc)
 
@@ -39,6 +40,12 @@ def by_name(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 def conditions(status: dict[str, Any]) -> list[tuple[str, str, str]]:
     return [(c["type"], c["status"], c["reason"]) for c in status.get("conditions", [])]
+
+
+def node(name: str, ready: str = "True", since: float = 0.0, taints: Optional[list[dict[str, Any]]] = None) -> dict[str, Any]:
+    """A Node whose Ready condition has had ``ready`` since ``at(since)``."""
+    cond = {"type": "Ready", "status": ready, "lastTransitionTime": rfc3339(at(since))}
+    return {"metadata": {"name": name}, "spec": {"taints": taints or []}, "status": {"conditions": [cond]}}
 
 
 def terminated(code: int, container_name: str = "pytorch") -> list[dict[str, Any]]:

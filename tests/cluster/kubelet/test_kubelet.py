@@ -54,6 +54,31 @@ def test_on_failure_restarts_in_place_with_back_off(api, kube_env, tmp_path):
     assert previous.stdout == "attempt 1\n", previous.stderr
 
 
+def test_fallback_to_logs_on_error_puts_the_end_of_a_failed_runs_log_in_its_status(api):
+    """As the real kubelet: the last 80 lines, of which the last 2048 bytes; only on failure."""
+    script = ("import sys\nfor i in range(100): print(f'line {i:03d} ' + 'x' * 10)\nprint('the last words', flush=True)\nsys.exit(int(sys.argv[1]))")
+    for name, code, policy in (("tail", "1", "FallbackToLogsOnError"), ("ok", "0", "FallbackToLogsOnError"),
+                               ("file", "1", "File")):
+        spec = pod(name, script, terminationMessagePolicy=policy)
+        spec["spec"]["containers"][0]["command"].append(code)
+        create(api, spec)
+    messages = {}
+    for name in ("tail", "ok", "file"):
+        done = wait_pod(api, name, phase("Succeeded", "Failed"))
+        messages[name] = container_status(done)["state"]["terminated"].get("message")
+    tail = messages["tail"]
+    assert tail.endswith("line 099 xxxxxxxxxx\nthe last words\n"), tail
+    assert tail.startswith("line 021 ") and tail.count("\n") == 80, tail  # 80 lines: 21..99 and the last words
+    assert (messages["ok"], messages["file"]) == (None, None)
+
+
+def test_fallback_to_logs_keeps_only_the_last_2048_bytes_of_stderr_too(api):
+    script = "import sys\nfor i in range(40): print(f'{i:02d} ' + 'y' * 97, file=sys.stderr)\nsys.exit(2)"
+    create(api, pod("long", script, terminationMessagePolicy="FallbackToLogsOnError"))
+    message = container_status(wait_pod(api, "long", phase("Failed")))["state"]["terminated"]["message"]
+    assert len(message.encode()) == 2048 and message.endswith("39 " + "y" * 97 + "\n"), message
+
+
 def test_init_containers_run_in_order_before_the_containers(api, tmp_path):
     order = tmp_path / "order"
     spec = pod("inits", f"print(open({str(order)!r}).read(), end='')")

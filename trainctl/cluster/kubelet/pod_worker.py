@@ -31,6 +31,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
+FALLBACK_TO_LOGS = "FallbackToLogsOnError"
 DEVICE_ENV = {"nvidia.com/gpu": "CUDA_VISIBLE_DEVICES", "huawei.com/Ascend910": "ASCEND_VISIBLE_DEVICES"}
 
 
@@ -273,10 +274,13 @@ class PodWorker:
         self._report()
         code = process.wait()
         assert code is not None
+        # No termination message file is written here (the run is not in a container), so a
+        # failed run's message is its log's end when the spec asks for that.
+        message = process.last_output() if code != 0 and spec.get("terminationMessagePolicy") == FALLBACK_TO_LOGS else ""
         with self._lock:
             self._processes.pop(state.name, None)
             state.state = _terminated(code, process.started_at, process.finished_at or now_rfc3339(),
-                                      state.container_id,
+                                      state.container_id, message,
                                       reason=container_limits.terminated_fields(code, oom_killed=process.oom_killed())["reason"])
         return code
 

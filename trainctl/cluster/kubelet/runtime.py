@@ -9,11 +9,13 @@ CRI log format the API server serves ``pods/log`` from, and its process group is
 under ``DIR/kubelet/processes`` so a restarted kubelet (or ``trainctl local down``) can find
 and stop whatever a crashed kubelet left behind. Each run also lives in a resource group of the
 node's enforcer (``resources``): a cgroup or a polled process tree that holds ``limits.memory``
-and ``limits.cpu`` and answers for the run's usage and for an OOM kill.
+and ``limits.cpu`` and answers for the run's usage and for an OOM kill. The last lines a run
+printed stay at hand for a status message (``terminationMessagePolicy: FallbackToLogsOnError``).
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import json
 import os
@@ -31,6 +33,11 @@ from trainctl.kube.timestamps import now_rfc3339
 
 from ..resources.accounting import ContainerGroup
 from . import paths
+
+# What the real kubelet keeps of a failed container's log as its termination message
+# (FallbackToLogsOnError): the last 80 lines, of which the last 2048 bytes.
+TERMINATION_LOG_LINES = 80
+TERMINATION_LOG_BYTES = 2048
 
 
 def rfc3339_nano(ns: int) -> str:
@@ -201,6 +208,7 @@ class ContainerProcess:
         self.group = group
         self._log = open(log_path, "ab", buffering=0)
         self._log_lock = threading.Lock()
+        self._last_lines: collections.deque[bytes] = collections.deque(maxlen=TERMINATION_LOG_LINES)
         self._registry = registry
         self._pod_uid, self._container = pod_uid, container
         self.started_at = now_rfc3339()
@@ -248,7 +256,15 @@ class ContainerProcess:
             with self._log_lock:
                 if not self._log.closed:
                     self._log.write(record)
+                    self._last_lines.append(line[-TERMINATION_LOG_BYTES:])
         stream.close()
+
+    def last_output(self) -> str:
+        """The end of what the run printed (stdout and stderr in the order written), as the
+        kubelet's termination message from the log: the last lines, then the last bytes."""
+        with self._log_lock:
+            text = b"".join(line if line.endswith(b"\n") else line + b"\n" for line in self._last_lines)
+        return text[-TERMINATION_LOG_BYTES:].decode("utf-8", errors="replace")
 
     def wait(self, timeout: Optional[float] = None) -> Optional[int]:
         """The container's exit code once it ended (and its output is flushed), else None."""

@@ -125,6 +125,7 @@ class _Pass:
         self.specs = self.job.spec.replica_specs
         self.types = self.framework.ordered_types(self.job)
         self.gang = self.config.gang
+        self.store = self.framework.rendezvous_store(self.job, self.reference_env)
         # What this pass may still create, per kind of replica child (never below one).
         per_pass = max(1, self.config.max_creates_per_pass)
         self.create_budget = {"Pod": per_pass, "Service": per_pass}
@@ -243,7 +244,7 @@ class _Pass:
             reference_env=self.reference_env,
             gang_scheduler=self.gang,
         )
-        store = fw.rendezvous_store(self.job, self.reference_env)
+        store = self.store
         if store is not None:
             ctx = replace(ctx, rendezvous_host=rendezvous.store_name(self.name), rendezvous_conf=self.config.rendezvous_conf())
         service_type = fw.env_service(self.job)
@@ -314,6 +315,7 @@ class _Pass:
             duplicated = self.pods.duplicated(rtype)
             if any(index not in duplicated and not is_terminating(pod) and index < (self.specs[rtype].replicas or 0)
                    and (pod.get("status") or {}).get("phase") == "Failed" and not fw.is_retryable(exit_code(pod, fw.container))
+                   and not self.closed_out(pod)
                    for index, pod in self.pods.slots(rtype).items()):
                 out.append(change)
         return out
@@ -339,6 +341,9 @@ class _Pass:
                 continue
             if restart and self.relaunch_oom_killed(rtype, pod):
                 restarts += 1
+                continue
+            if restart and self.closed_out(pod):
+                self.rejoin_closed_out(pod)
                 continue
             if not restart or (pod.get("status") or {}).get("phase") != "Failed":
                 continue
@@ -385,6 +390,7 @@ class _Pass:
             init_image=self.config.init_container_image,
             init_max_tries=self.config.init_container_max_tries,
             ascend_annotation_env=self.gang == VOLCANO and not self.reference_env,
+            report_closed_rendezvous=self.store is not None,
         )
 
     def reconcile_services(self, rtype: str, replicas: int) -> None:
@@ -408,8 +414,8 @@ class _Pass:
         active = succeeded = failed = 0
         duplicated = self.pods.duplicated(rtype)
         for index, pod in self.pods.slots(rtype).items():
-            if index in duplicated or self.is_oom_relaunched(pod) or self.is_lost(pod):
-                continue  # replaced by the controller (more memory, a lost node): neither up nor failed
+            if index in duplicated or self.is_oom_relaunched(pod) or self.is_lost(pod) or self.closed_out(pod):
+                continue  # replaced by the controller (more memory, a lost node, a closed rendezvous): neither up nor failed
             phase = (pod.get("status") or {}).get("phase")
             if phase == "Running":
                 if is_terminating(pod):
@@ -607,10 +613,30 @@ class _Pass:
             )
         elif (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):
             self.plan.deletes.append(_typed_ref(pod, "Pod"))  # recreated once it is gone
+        elif (closer := rendezvous.found_closed(pod, self.pods.replicas(), self.framework.container)) is not None:
+            why = f"for a fresh rendezvous: {closer['metadata'].get('name')} found this one closed, its group had ended"
+            self.plan.deletes.append(_typed_ref(pod, "Pod", cause=why))  # recreated once it is gone
         if name in self.services.by_name:
             return True
         self.plan.creates.append(rendezvous.store_service(job_ref=self.job_ref, base_labels=base, port=port))
         return False
+
+    def closed_out(self, pod: dict[str, Any]) -> bool:
+        """A Failed replica whose run found the rendezvous of trainctl's store closed: it came
+        after its group had ended, so it has neither failed nor run; it is recreated to join
+        a fresh rendezvous, whatever the restart policy (its exit code says nothing)."""
+        return (self.store is not None and (pod.get("status") or {}).get("phase") == "Failed"
+                and rendezvous.ended_on_closed(pod, self.framework.container) is not None)
+
+    def rejoin_closed_out(self, pod: dict[str, Any]) -> None:
+        """Recreate a closed-out replica once the store running started no earlier than its run
+        (the store found closed is being replaced meanwhile; its events bring the next pass)."""
+        store = self.pods.by_name.get(rendezvous.store_name(self.name))
+        started = None if store is None else rendezvous.store_started(store)
+        run = rendezvous.ended_on_closed(pod, self.framework.container)
+        if started is not None and run is not None and started >= run:
+            cause = f"to be recreated: it found the rendezvous closed on node {node_of(pod)}; a fresh one is running"
+            self.delete(pod, with_service=False, cause=cause)
 
     def delete_rendezvous_store(self) -> None:
         for pod in self.pods.rendezvous:

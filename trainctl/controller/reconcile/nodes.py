@@ -85,8 +85,10 @@ def find_lost(
         node_name = (pod.get("spec") or {}).get("nodeName")
         if not node_name or node_name not in nodes:
             continue
-        finished = (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
-        if finished and not (pod.get("metadata") or {}).get("deletionTimestamp"):
+        phase = (pod.get("status") or {}).get("phase")
+        if phase == "Succeeded":
+            continue  # its work is done and counts, being deleted or not: nothing was lost with the node
+        if phase == "Failed" and not (pod.get("metadata") or {}).get("deletionTimestamp"):
             continue  # nothing runs there any more and nobody deletes it: the usual rules apply
         if node_name not in verdicts:
             verdicts[node_name] = not_ready(nodes[node_name])

@@ -19,6 +19,7 @@ from trainctl.controller.frameworks.base import EnvFactory, Framework
 from trainctl.controller.reconcile.children import JobRef, replica_name
 from trainctl.controller.reconcile.config import VOLCANO
 from trainctl.controller.reconcile.plan import Event
+from trainctl.controller.reconcile.rendezvous import with_closed_rendezvous_reported
 
 ANNOTATION_VOLCANO_GROUP = "scheduling.k8s.io/group-name"
 ANNOTATION_VOLCANO_TASK = "volcano.sh/task-spec"
@@ -46,6 +47,7 @@ class PodFactory:
         init_image: str,
         init_max_tries: int,
         ascend_annotation_env: bool,
+        report_closed_rendezvous: bool = False,
     ):
         self.framework, self.job, self.job_ref, self.rtype = framework, job, job_ref, rtype
         self.env_factory = env_factory
@@ -92,6 +94,10 @@ class PodFactory:
         self.annotations = annotations
         self.pod_spec = pod_spec
         wants_env = framework.env_containers(template)
+        containers = tspec.get("containers") or []
+        if report_closed_rendezvous:
+            containers = [with_closed_rendezvous_reported(container) if container.get("name") == framework.container
+                          else container for container in containers]
         self.containers = [
             (
                 container,
@@ -99,7 +105,7 @@ class PodFactory:
                 ascend_visible_devices_env(container) if ascend_annotation_env else None,
                 framework.advisory_env.intersection(e.get("name") for e in container.get("env") or []),
             )
-            for container in tspec.get("containers") or []
+            for container in containers
         ]
 
     def build(self, index: int) -> dict[str, Any]:

@@ -8,20 +8,36 @@ when that pod dies every other agent loses the rendezvous and the whole job ends
 ``torch.distributed.TCPStore`` server on the rendezvous port and does nothing else. It is
 not a replica: it carries the job's base labels and ``trainctl.io/component: rendezvous``
 but no replica-type label, so it is never counted or scaled.
+
+A rendezvous ends for good: when its agents finish, or give up, torchrun marks it closed,
+and every agent that joins it later leaves at once with ``RendezvousClosedError``. A pod
+that starts after that (the replacement of a pod whose node died during an upload that
+followed training, or an agent the kubelet restarts after its group failed) would find it
+closed at every restart, for ever. So the agents' container keeps the end of a failed run's
+log as its termination message (``terminationMessagePolicy: FallbackToLogsOnError``), and a
+run that found the store's rendezvous closed, having started after the store itself did,
+makes the controller replace the store: the next run joins a fresh rendezvous and resumes
+from the job's checkpoint, which says whether anything is left to train.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, Optional
 
 from trainctl.api import constants as c
 from trainctl.api.replicas import default_container
 from trainctl.controller.frameworks.base import RendezvousStore
-from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT, JobRef
+from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT, JobRef, is_terminating, parse_time
 from trainctl.controller.reconcile.config import ReconcileConfig
 
 RDZV_PORT_NAME = "rdzv"
 RDZV_CONTAINER = "rendezvous"
+# What torchrun raises in an agent that joins a closed rendezvous (the last line of its log).
+CLOSED_ERROR = "RendezvousClosedError"
+TERMINATION_MESSAGE_POLICY = "terminationMessagePolicy"
+FALLBACK_TO_LOGS = "FallbackToLogsOnError"
 
 # Binds the pod IP itself and hands the socket to TCPStore, because TCPStore on its own
 # listens on every address (pods that share a host network would collide).
@@ -91,3 +107,52 @@ def store_service(*, job_ref: JobRef, base_labels: dict[str, str], port: int) ->
         "metadata": job_ref.child_metadata(store_name(job_ref.name), labels=dict(selector)),
         "spec": {"selector": selector, "ports": [{"name": RDZV_PORT_NAME, "port": port, "targetPort": port}]},
     }
+
+
+def with_closed_rendezvous_reported(container: dict[str, Any]) -> dict[str, Any]:
+    """An agent's container that reports the end of a failed run's log in its status (unless
+    the user chose a termination message policy), so a closed rendezvous can be seen."""
+    if container.get(TERMINATION_MESSAGE_POLICY):
+        return container
+    return {**container, TERMINATION_MESSAGE_POLICY: FALLBACK_TO_LOGS}
+
+
+def _container_status(pod: dict[str, Any], container: str) -> dict[str, Any]:
+    return next((cs for cs in (pod.get("status") or {}).get("containerStatuses") or [] if cs.get("name") == container), {})
+
+
+def _closed_runs(pod: dict[str, Any], container: str, keys: tuple[str, ...] = ("state", "lastState")) -> Iterator[datetime]:
+    """When each of the container's runs on record that found the rendezvous closed started."""
+    status = _container_status(pod, container)
+    for key in keys:
+        terminated = (status.get(key) or {}).get("terminated") or {}
+        if CLOSED_ERROR in str(terminated.get("message") or ""):
+            started = parse_time(terminated.get("startedAt"))
+            if started is not None:
+                yield started
+
+
+def store_started(store: dict[str, Any]) -> Optional[datetime]:
+    """When the store's current process started; None unless it runs and stays."""
+    if is_terminating(store):
+        return None
+    running = (_container_status(store, RDZV_CONTAINER).get("state") or {}).get("running") or {}
+    return parse_time(running.get("startedAt"))
+
+
+def found_closed(store: dict[str, Any], replicas: list[dict[str, Any]], container: str) -> Optional[dict[str, Any]]:
+    """A replica pod that found the running store's rendezvous closed, if one did.
+
+    Only a run that started after the store's process did can have spoken to this store
+    (times have a second's precision, so a run of the same second is taken for an older
+    one): an earlier run's error was about a store that is gone, whatever its end says.
+    """
+    started = store_started(store)
+    if started is None:
+        return None
+    return next((pod for pod in replicas if any(run > started for run in _closed_runs(pod, container))), None)
+
+
+def ended_on_closed(pod: dict[str, Any], container: str) -> Optional[datetime]:
+    """When the run the container ended with started, if that run found the rendezvous closed."""
+    return next(_closed_runs(pod, container, ("state",)), None)
