@@ -38,47 +38,29 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from trainctl.api import constants as c
-from trainctl.api import kinds
+from trainctl.controller.caches import Caches
+from trainctl.controller.handlers import EventHandlers
+from trainctl.controller.keys import JobKey
 from trainctl.controller.metrics import ControllerMetrics
 from trainctl.controller.options import ManagerOptions
-from trainctl.controller.reconcile import nodes, oom
 from trainctl.controller.reconcile import plan as plans
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 from trainctl.kube import resources as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import EventRecorder
 from trainctl.kube.expectations import ChildKey, Expectations
-from trainctl.kube.informer import Informer
 from trainctl.kube.leader import LeaderElector
 from trainctl.kube.workqueue import WorkQueue
 
 log = logging.getLogger("trainctl.controller")
 
-JobKey = tuple[str, str, str]  # (kind, namespace, name)
 Reconciler = Callable[[dict[str, Any], Observed, datetime], Plan]
-
-CHILD_SELECTOR = c.LABEL_OPERATOR_NAME  # every pod and service a job owns carries it
-COMPONENT_BY_KIND = {k.kind: k.controller_name for k in kinds.KINDS}
-FRAMEWORK_BY_KIND = {k.kind: k.framework for k in kinds.KINDS}
-GANG_SCHEDULERS = {"volcano": r.VOLCANO_PODGROUPS}
-
-
-class GangSchedulerMissing(Exception):
-    """The PodGroup CRD the configured gang scheduler needs is not installed."""
 
 
 class ApplyError(Exception):
     def __init__(self, errors: list[str]) -> None:
         super().__init__("; ".join(errors[:5]) + (f" (and {len(errors) - 5} more)" if len(errors) > 5 else ""))
         self.errors = errors
-
-
-def pod_group_resource(gang_scheduler: Optional[str]) -> Optional[r.Resource]:
-    """Volcano for ``volcano`` (any case), scheduler-plugins for any other name, None when off."""
-    if not gang_scheduler:
-        return None
-    return GANG_SCHEDULERS.get(gang_scheduler.lower(), r.SCHEDULER_PLUGINS_PODGROUPS)
 
 
 def default_reconciler(options: ManagerOptions) -> Reconciler:
@@ -93,10 +75,6 @@ def default_reconciler(options: ManagerOptions) -> Reconciler:
 
 def _without_counts(status: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in status.items() if k != "replicaStatuses"}
-
-
-def _job_name(key: JobKey) -> str:
-    return f"{key[1]}/{key[2]}"
 
 
 class Manager:
@@ -129,34 +107,13 @@ class Manager:
         # job -> its standing problems (Plan.problems) already recorded as Events
         self._problems: dict[JobKey, frozenset[Event]] = {}
         self._once_lock = threading.Lock()
-        # The most memory any Node offers a pod, recomputed after a Node came, went or changed it.
-        self._node_memory: Optional[int] = None
-        self._node_memory_stale = True
-        self._node_memory_lock = threading.Lock()
-
-        ns = options.namespace
-        self.job_informers = {
-            res.kind: Informer(client, res, namespace=ns, watch_timeout=options.watch_timeout) for res in r.JOB_RESOURCES
-        }
-        owned = self._owned_by_a_job
-        self.child_informers = {
-            "Pod": Informer(client, r.PODS, namespace=ns, label_selector=CHILD_SELECTOR, keep=owned, watch_timeout=options.watch_timeout),
-            "Service": Informer(client, r.SERVICES, namespace=ns, label_selector=CHILD_SELECTOR, keep=owned, watch_timeout=options.watch_timeout),
-            # The reference does not label HPAs, so they are selected by owner instead.
-            "HorizontalPodAutoscaler": Informer(client, r.HPAS, namespace=ns, keep=owned, watch_timeout=options.watch_timeout),
-        }
-        self.pod_group_resource = pod_group_resource(options.gang_scheduler)
-        if self.pod_group_resource is not None:
-            self.child_informers["PodGroup"] = Informer(
-                client, self.pod_group_resource, namespace=ns, keep=owned, watch_timeout=options.watch_timeout
-            )
-        # Nodes, for the lost-node rule (trainctl extension): cluster-scoped, all of them.
-        self.node_informer = Informer(client, r.NODES, watch_timeout=options.watch_timeout)
-        self.node_informer.add_handler(self._on_node_event)
-        for informer in self.job_informers.values():
-            informer.add_handler(self._on_job_event)
-        for informer in self.child_informers.values():
-            informer.add_handler(self._on_child_event)
+        self.caches = Caches(client, options)
+        EventHandlers(
+            self.caches,
+            self.queue,
+            child_update_batch_period=options.child_update_batch_period,
+            on_job_gone=self._forget,
+        ).register()
 
         self.elector: Optional[LeaderElector] = None
         if options.leader_elect:
@@ -171,104 +128,29 @@ class Manager:
                 on_lost=self._on_lost_lease,
             )
 
-    # --- wiring -----------------------------------------------------------------------------
-    @staticmethod
-    def _owned_by_a_job(obj: dict[str, Any]) -> bool:
-        owner = r.controller_owner(obj)
-        return owner is not None and owner.get("kind") in COMPONENT_BY_KIND
-
-    def _on_job_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
-        obj = new or old
-        assert obj is not None
-        meta = obj["metadata"]
-        key: JobKey = (obj.get("kind", ""), meta.get("namespace") or "", meta["name"])
-        if event_type == "DELETED":
-            self.expectations.forget(key)
-            self._status_written.pop(key, None)
-            with self._once_lock:
-                for refusal in [k for k in self._refusals if k[0] == key]:
-                    del self._refusals[refusal]
-                self._problems.pop(key, None)
-        self.queue.add(key)
-
-    def _on_child_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
-        obj = new or old
-        assert obj is not None
-        owner = r.controller_owner(obj)
-        if owner is None:
-            return
-        key: JobKey = (owner.get("kind", ""), obj["metadata"].get("namespace") or "", owner.get("name", ""))
-        if event_type == "DELETED":
-            self.queue.add(key)
-        else:
-            self.queue.add_after(key, self.options.child_update_batch_period)
-
-    def _on_node_event(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
-        """A node that became not Ready (or Ready again): reconcile the jobs with pods on it."""
-        if new is None or old is None or oom.node_memory(new) != oom.node_memory(old):
-            self._node_memory_stale = True  # set after the store changed: the next look sees the change
-        if new is not None and old is not None and nodes.not_ready(new) == nodes.not_ready(old):
-            return  # a heartbeat or a label: nothing the lost-node rule looks at
-        name = (new or old or {}).get("metadata", {}).get("name")
-        for pod in self.child_informers["Pod"].store.list():
-            if (pod.get("spec") or {}).get("nodeName") == name:
-                self._on_child_event("DELETED", pod, None)  # at once, not batched
-
-    def _nodes_of(self, pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        out: dict[str, dict[str, Any]] = {}
-        for pod in pods:
-            name = (pod.get("spec") or {}).get("nodeName")
-            if name and name not in out:
-                node = self.node_informer.store.get("", name)
-                if node is not None:
-                    out[name] = node
-        return out
-
-    def _largest_node_memory(self) -> Optional[int]:
-        with self._node_memory_lock:
-            if self._node_memory_stale:
-                self._node_memory_stale = False
-                self._node_memory = oom.largest_node_memory(self.node_informer.store.list())
-            return self._node_memory
-
-    def _lookup(self, child: ChildKey) -> Optional[dict[str, Any]]:
-        kind, namespace, name = child
-        informer = self.child_informers.get(kind)
-        return informer.store.get(namespace, name) if informer else None
+    def _forget(self, key: JobKey) -> None:
+        """The job is gone: drop what the shell remembers about it."""
+        self.expectations.forget(key)
+        self._status_written.pop(key, None)
+        with self._once_lock:
+            for refusal in [k for k in self._refusals if k[0] == key]:
+                del self._refusals[refusal]
+            self._problems.pop(key, None)
 
     # --- lifecycle --------------------------------------------------------------------------
     def check_prerequisites(self) -> None:
-        """Fail fast on what cannot fix itself; warn about CRDs that may still be installed.
-
-        Raises :class:`ApiError` when the API server cannot be used at all (unreachable,
-        unauthorized), :class:`GangSchedulerMissing` when the PodGroup CRD is absent.
-        """
-        for res in r.JOB_RESOURCES:
-            if not self.client.group_version_served(res.group, res.version):
-                log.warning(
-                    "CRD not installed yet; its jobs are picked up once it is",
-                    extra={"crd": f"{res.plural}.{res.group}", "install": "kubectl apply -f manifests/crds/"},
-                )
-        res = self.pod_group_resource
-        if res is not None and not self.client.group_version_served(res.group, res.version):
-            raise GangSchedulerMissing(
-                f"gang scheduler {self.options.gang_scheduler!r} needs the PodGroup CRD "
-                f"({res.plural}.{res.group}/{res.version}), which is not installed"
-            )
-
-    def informers(self) -> list[Informer]:
-        return [*self.job_informers.values(), *self.child_informers.values(), self.node_informer]
+        """Fail fast on what cannot fix itself (see :meth:`Caches.check_prerequisites`)."""
+        self.caches.check_prerequisites()
 
     def synced(self) -> bool:
-        return all(i.synced.is_set() for i in self.informers())
+        return self.caches.synced()
 
     def healthy(self) -> bool:
         return not self._stop.is_set() or any(t.is_alive() for t in self._workers)
 
     def start(self) -> None:
         """Start informers, then (once leader, if electing) the workers. Does not block."""
-        for informer in self.informers():
-            informer.start()
+        self.caches.start()
         threading.Thread(target=self._start_workers, name="manager", daemon=True).start()
 
     def _start_workers(self) -> None:
@@ -298,8 +180,7 @@ class Manager:
             self.elector.stop()
             self.elector.release()
             self.metrics.leader.set(0)
-        for informer in self.informers():
-            informer.stop()
+        self.caches.stop()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
     def request_stop(self) -> None:
@@ -336,43 +217,27 @@ class Manager:
                     level,
                     "reconcile failed, will retry",
                     exc_info=level == logging.ERROR,
-                    extra={"job": _job_name(key), "kind": key[0], "error": str(exc), "retry_in": round(delay, 3)},
+                    extra={"job": key.namespaced_name, "kind": key.kind, "error": str(exc), "retry_in": round(delay, 3)},
                 )
             finally:
                 self.queue.done(key)
-                framework = FRAMEWORK_BY_KIND.get(key[0], "")
+                framework = key.framework
                 self.metrics.reconcile_duration.labels(framework=framework, result=result).observe(time.perf_counter() - started)
 
     def reconcile_key(self, key: JobKey) -> Optional[float]:
         """Reconcile one job; returns the requeue delay the plan asked for."""
-        kind, namespace, name = key
-        informer = self.job_informers.get(kind)
-        job = informer.store.get(namespace, name) if informer else None
+        job = self.caches.job(key)
         if job is None:
-            self.expectations.forget(key)
-            self._status_written.pop(key, None)
-            with self._once_lock:
-                self._problems.pop(key, None)
+            self._forget(key)
             return None
         if job["metadata"].get("deletionTimestamp"):
             return None
-        if not self.expectations.satisfied(key, self._lookup):
+        if not self.expectations.satisfied(key, self.caches.lookup):
             # The watch event that catches the cache up re-queues the job; the requeue is
             # for an event that never comes (the expectation then has lapsed).
-            log.debug("waiting for the cache to show our writes", extra={"job": _job_name(key)})
+            log.debug("waiting for the cache to show our writes", extra={"job": key.namespaced_name})
             return self.expectations.expires_in(key) + 0.01
-        uid = job["metadata"].get("uid", "")
-        pods = self.child_informers["Pod"].store.owned_by(uid)
-        observed = Observed(
-            pods=pods,
-            services=self.child_informers["Service"].store.owned_by(uid),
-            hpa=next(iter(self.child_informers["HorizontalPodAutoscaler"].store.owned_by(uid)), None),
-            pod_group=next(iter(self.child_informers["PodGroup"].store.owned_by(uid)), None)
-            if "PodGroup" in self.child_informers
-            else None,
-            nodes=self._nodes_of(pods),
-            node_memory=self._largest_node_memory(),
-        )
+        observed = self.caches.observed(job)
         now = self.clock()
         plan = self.reconciler(copy.deepcopy(job), observed, now)
         self.reconciles += 1
@@ -382,7 +247,8 @@ class Manager:
         return plan.requeue_after
 
     # --- applying a plan --------------------------------------------------------------------
-    def apply(self, key: JobKey, job: dict[str, Any], plan: Plan, now: datetime) -> None:
+    def apply(self, job_key: tuple[str, str, str], job: dict[str, Any], plan: Plan, now: datetime) -> None:
+        key = JobKey(*job_key)
         errors: list[str] = []
         created = self._create_all(key, job, plan.creates, errors)
         for obj in plan.updates:
@@ -407,24 +273,24 @@ class Manager:
         if plan.delete_job and status_written:
             try:
                 job_deleted = self.client.delete(
-                    r.resource_of(job), key[1], key[2], uid=job["metadata"].get("uid")
+                    r.resource_of(job), key.namespace, key.name, uid=job["metadata"].get("uid")
                 )
             except ApiError as exc:
                 errors.append(f"delete job: {exc}")
         if status_written:
-            framework = FRAMEWORK_BY_KIND.get(job.get("kind", ""), "")
+            framework = key.framework
             for name in plan.metrics:
                 if name == "deleted" and not job_deleted:
                     continue
-                self.metrics.count_job(name, key[1], framework)
-            component = COMPONENT_BY_KIND.get(job.get("kind", ""), "trainctl")
+                self.metrics.count_job(name, key.namespace, framework)
+            component = key.component
             for event in plan.events:
                 self.events.record(job, event, component, now)
         log.info(
             "applied plan",
             extra={
-                "job": _job_name(key),
-                "kind": key[0],
+                "job": key.namespaced_name,
+                "kind": key.kind,
                 "creates": created,
                 "updates": len(plan.updates),
                 "deletes": deleted,
@@ -447,7 +313,7 @@ class Manager:
             before = self._problems.pop(key, frozenset())
             if current:
                 self._problems[key] = current
-        component = COMPONENT_BY_KIND.get(job.get("kind", ""), "trainctl")
+        component = key.component
         for event in problems:
             if event not in before:
                 self.events.record(job, event, component, now)
@@ -469,10 +335,10 @@ class Manager:
         if not objects:
             return 0
         children: list[ChildKey] = [
-            (o.get("kind", ""), o["metadata"].get("namespace") or key[1], o["metadata"]["name"]) for o in objects
+            (o.get("kind", ""), o["metadata"].get("namespace") or key.namespace, o["metadata"]["name"]) for o in objects
         ]
         uid = job["metadata"].get("uid", "")
-        self.expectations.expect_creates(key, uid, [k for k in children if k[0] in self.child_informers])
+        self.expectations.expect_creates(key, uid, [k for k in children if k[0] in self.caches.child_informers])
 
         def create(item: tuple[ChildKey, dict[str, Any]]) -> Optional[str]:
             child, obj = item
@@ -519,7 +385,7 @@ class Manager:
         """Why a create answered AlreadyExists failed: the object under that name is not the
         job's own (None when it is). Typically the pod of a deleted job of the same name,
         still terminating: its deletion event re-queues the job (same namespace and name)."""
-        existing = self._lookup(child)
+        existing = self.caches.lookup(child)
         owner = r.controller_owner(existing) if existing is not None else None
         message = f'{resource.plural} "{child[2]}" already exists'
         if existing is None or owner is None:
@@ -547,7 +413,7 @@ class Manager:
 
     def _record_outcomes(self, key: JobKey, job: dict[str, Any], outcomes: list[tuple[Optional[plans.ChildEvents], Optional[str]]]) -> None:
         """The plan's per-child Events, once the API calls have answered (error None: success)."""
-        component, now = COMPONENT_BY_KIND.get(key[0], "trainctl"), self.clock()
+        component, now = key.component, self.clock()
         for events, error in outcomes:
             if events is not None:
                 event = events.success if error is None else Event(events.failure.type, events.failure.reason, f"{events.failure.message}: {error}")
@@ -562,11 +428,10 @@ class Manager:
             if self._refusals.get((key, child)) == message:
                 return
             self._refusals[(key, child)] = message
-        informer = self.job_informers.get(key[0])
-        job = informer.store.get(key[1], key[2]) if informer else None
+        job = self.caches.job(key)
         if job is not None:
             event = Event("Warning", f"FailedCreate{child[0]}", message)
-            self.events.record(job, event, COMPONENT_BY_KIND.get(key[0], "trainctl"), self.clock())
+            self.events.record(job, event, key.component, self.clock())
 
     def _delete_all(self, key: JobKey, job: dict[str, Any], refs: list[ObjectRef], errors: list[str]) -> int:
         if not refs:
@@ -618,15 +483,11 @@ class Manager:
                     return None
                 body = {**fresh, "status": status}
                 continue
-            key: JobKey = (job.get("kind", ""), meta.get("namespace") or "", meta["name"])
+            key = JobKey.of(job)
             self._status_written[key] = time.monotonic()
             # Write-through: the next reconcile must see this status even before the watch
             # delivers it, or it would redo the same transition (events, counters).
-            informer = self.job_informers.get(job.get("kind", ""))
-            if informer is not None:
-                updated.setdefault("kind", job.get("kind"))
-                updated.setdefault("apiVersion", job.get("apiVersion"))
-                informer.store.upsert(updated, only_if_newer=True)
+            self.caches.write_through(job, updated)
             if attempt > 0:
                 # The job changed under us (that was the conflict), and the cache now holds
                 # the changed version, so its watch event will look stale: reconcile again.
