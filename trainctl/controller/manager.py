@@ -44,7 +44,9 @@ from trainctl.controller.keys import JobKey
 from trainctl.controller.metrics import ControllerMetrics
 from trainctl.controller.options import ManagerOptions
 from trainctl.controller.reconcile import plan as plans
-from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
+from trainctl.controller.reconcile.plan import ObjectRef, Observed, Plan
+from trainctl.controller.recorder import ChildOutcome, JobRecorder, Refusal
+from trainctl.controller.status_writer import StatusWriter
 from trainctl.kube import resources as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import EventRecorder
@@ -73,10 +75,6 @@ def default_reconciler(options: ManagerOptions) -> Reconciler:
     return run
 
 
-def _without_counts(status: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in status.items() if k != "replicaStatuses"}
-
-
 class Manager:
     def __init__(
         self,
@@ -100,14 +98,9 @@ class Manager:
         self._workers: list[threading.Thread] = []
         self.lost_leadership = False
         self.reconciles = 0
-        # job -> time.monotonic() of its last status write, for the status batch period
-        self._status_written: dict[JobKey, float] = {}
-        # (job, child) -> the last refusal recorded as an Event, so retries do not repeat it
-        self._refusals: dict[tuple[JobKey, ChildKey], str] = {}
-        # job -> its standing problems (Plan.problems) already recorded as Events
-        self._problems: dict[JobKey, frozenset[Event]] = {}
-        self._once_lock = threading.Lock()
+        self.recorder = JobRecorder(self.events, self.metrics, clock)
         self.caches = Caches(client, options)
+        self.status = StatusWriter(client, self.caches, self.queue, batch_period=options.status_batch_period)
         EventHandlers(
             self.caches,
             self.queue,
@@ -131,11 +124,8 @@ class Manager:
     def _forget(self, key: JobKey) -> None:
         """The job is gone: drop what the shell remembers about it."""
         self.expectations.forget(key)
-        self._status_written.pop(key, None)
-        with self._once_lock:
-            for refusal in [k for k in self._refusals if k[0] == key]:
-                del self._refusals[refusal]
-            self._problems.pop(key, None)
+        self.status.forget(key)
+        self.recorder.forget(key)
 
     # --- lifecycle --------------------------------------------------------------------------
     def check_prerequisites(self) -> None:
@@ -241,7 +231,7 @@ class Manager:
         now = self.clock()
         plan = self.reconciler(copy.deepcopy(job), observed, now)
         self.reconciles += 1
-        self._record_problems(key, job, plan.problems, now)
+        self.recorder.record_problems(key, job, plan.problems, now)
         if not plan.empty:
             self.apply(key, job, plan, now)
         return plan.requeue_after
@@ -258,17 +248,10 @@ class Manager:
                 errors.append(f"update {obj.get('kind')} {obj['metadata'].get('name')}: {exc}")
         deleted = self._delete_all(key, job, plan.deletes, errors)
 
-        status_written = plan.status is None
-        held = self._status_hold(key, job, plan)
-        if held > 0:
-            # Nothing rides on this status (no transition, Event or counter): a later
-            # reconcile writes it, with whatever else changed by then.
-            self.queue.add_after(key, held)
-        elif plan.status is not None:
-            try:
-                status_written = self._write_status(job, plan.status) is not None
-            except ApiError as exc:
-                errors.append(f"status: {exc}")
+        status = self.status.apply(key, job, plan)
+        if status.error:
+            errors.append(status.error)
+        status_written, held = status.persisted, status.held
         job_deleted = False
         if plan.delete_job and status_written:
             try:
@@ -278,14 +261,7 @@ class Manager:
             except ApiError as exc:
                 errors.append(f"delete job: {exc}")
         if status_written:
-            framework = key.framework
-            for name in plan.metrics:
-                if name == "deleted" and not job_deleted:
-                    continue
-                self.metrics.count_job(name, key.namespace, framework)
-            component = key.component
-            for event in plan.events:
-                self.events.record(job, event, component, now)
+            self.recorder.record_plan(key, job, plan, job_deleted=job_deleted, now=now)
         log.info(
             "applied plan",
             extra={
@@ -304,32 +280,6 @@ class Manager:
         )
         if errors:
             raise ApplyError(errors)
-
-    def _record_problems(self, key: JobKey, job: dict[str, Any], problems: list[Event], now: datetime) -> None:
-        """Record each standing problem with the job's settings once, when it appears (the
-        core states it in every pass); one that went away and comes back is recorded again."""
-        current = frozenset(problems)
-        with self._once_lock:
-            before = self._problems.pop(key, frozenset())
-            if current:
-                self._problems[key] = current
-        component = key.component
-        for event in problems:
-            if event not in before:
-                self.events.record(job, event, component, now)
-
-    def _status_hold(self, key: JobKey, job: dict[str, Any], plan: Plan) -> float:
-        """Seconds to hold ``plan.status`` back: the rest of the status batch period when the
-        new status only moves replica counts (the Job controller's syncJobBatchPeriod, so
-        writes do not grow with pod churn); 0 when it must be written now. A transition
-        (conditions, start or completion time, restarts), an Event or a counter is never held."""
-        written = self._status_written.get(key)
-        period = self.options.status_batch_period
-        if plan.status is None or written is None or period <= 0 or plan.events or plan.metrics or plan.delete_job:
-            return 0.0
-        if _without_counts(plan.status) != _without_counts(job.get("status") or {}):
-            return 0.0
-        return max(0.0, written + period - time.monotonic())
 
     def _create_all(self, key: JobKey, job: dict[str, Any], objects: list[dict[str, Any]], errors: list[str]) -> int:
         if not objects:
@@ -376,9 +326,9 @@ class Manager:
         errors.extend(failures)
         if skipped:
             errors.append(f"{len(skipped)} creates not attempted after a failed batch")
-        self._record_outcomes(key, job, announced)
+        self.recorder.record_outcomes(key, job, [ChildOutcome(e, error) for e, error in announced if e is not None])
         for child, why in refused:
-            self._record_refusal(key, child, why)
+            self.recorder.record_refusal(key, Refusal(child, why), job=self.caches.job(key))
         return attempted - len(failures)
 
     def _in_the_way(self, resource: r.Resource, child: ChildKey, uid: str) -> Optional[str]:
@@ -411,28 +361,6 @@ class Manager:
             size = min(size * 2, self.options.max_create_batch)
         return done
 
-    def _record_outcomes(self, key: JobKey, job: dict[str, Any], outcomes: list[tuple[Optional[plans.ChildEvents], Optional[str]]]) -> None:
-        """The plan's per-child Events, once the API calls have answered (error None: success)."""
-        component, now = key.component, self.clock()
-        for events, error in outcomes:
-            if events is not None:
-                event = events.success if error is None else Event(events.failure.type, events.failure.reason, f"{events.failure.message}: {error}")
-                self.events.record(job, event, component, now)
-
-    def _record_refusal(self, key: JobKey, child: ChildKey, why: str) -> None:
-        """A Warning Event (the reference's ``FailedCreatePod``) when a child cannot be
-        created, e.g. an invalid pod template or another object under its name; repeated
-        only when the reason changes."""
-        message = f"Error creating: {why}"
-        with self._once_lock:
-            if self._refusals.get((key, child)) == message:
-                return
-            self._refusals[(key, child)] = message
-        job = self.caches.job(key)
-        if job is not None:
-            event = Event("Warning", f"FailedCreate{child[0]}", message)
-            self.events.record(job, event, key.component, self.clock())
-
     def _delete_all(self, key: JobKey, job: dict[str, Any], refs: list[ObjectRef], errors: list[str]) -> int:
         if not refs:
             return 0
@@ -460,37 +388,7 @@ class Manager:
                 return f"delete {ref.kind} {ref.name}: {exc}"
 
         results = [delete(refs[0])] if len(refs) == 1 else list(self._pool.map(delete, refs))
-        self._record_outcomes(key, job, announced)
+        self.recorder.record_outcomes(key, job, [ChildOutcome(e, error) for e, error in announced if e is not None])
         failures = [e for e in results if e]
         errors.extend(failures)
         return len(refs) - len(failures)
-
-    def _write_status(self, job: dict[str, Any], status: dict[str, Any], attempts: int = 5) -> Optional[dict[str, Any]]:
-        """PUT the new status; on a conflict re-read the job and re-apply it. None if the job is gone."""
-        resource = r.resource_of(job)
-        meta = job["metadata"]
-        body = {**job, "status": status}
-        for attempt in range(attempts):
-            try:
-                updated = self.client.replace(resource, body, subresource="status")
-            except ApiError as exc:
-                if exc.code == 404:
-                    return None
-                if exc.code != 409 or attempt == attempts - 1:
-                    raise
-                fresh = self.client.get_or_none(resource, meta.get("namespace"), meta["name"])
-                if fresh is None or fresh["metadata"].get("uid") != meta.get("uid"):
-                    return None
-                body = {**fresh, "status": status}
-                continue
-            key = JobKey.of(job)
-            self._status_written[key] = time.monotonic()
-            # Write-through: the next reconcile must see this status even before the watch
-            # delivers it, or it would redo the same transition (events, counters).
-            self.caches.write_through(job, updated)
-            if attempt > 0:
-                # The job changed under us (that was the conflict), and the cache now holds
-                # the changed version, so its watch event will look stale: reconcile again.
-                self.queue.add(key)
-            return updated
-        return None
