@@ -43,7 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from trainctl.controller.manager import Manager, ManagerOptions  # noqa: E402
+from trainctl.controller.manager import Manager  # noqa: E402
+from trainctl.controller.options import ManagerOptions  # noqa: E402
 from trainctl.kube.client import KubeClient  # noqa: E402
 from trainctl.kube.informer import Informer  # noqa: E402
 from trainctl.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
