@@ -43,7 +43,8 @@ sys.path.insert(0, str(REPO))
 
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from trainctl.controller.manager import Manager, ManagerOptions  # noqa: E402
+from trainctl.controller.manager import Manager  # noqa: E402
+from trainctl.controller.options import ManagerOptions  # noqa: E402
 from trainctl.kube.client import KubeClient  # noqa: E402
 from trainctl.kube.informer import Informer  # noqa: E402
 from trainctl.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
@@ -232,7 +233,7 @@ def bench_status_writes(server: Server, replicas: list[int], batch_periods: list
             before = server.writes()
             start = time.monotonic()
             server.client.create(PYTORCHJOBS, job("status", ns, size - 1))
-            jobs = manager.job_informers["PyTorchJob"].store
+            jobs = manager.caches.job_informers["PyTorchJob"].store
             wait_for(lambda jobs=jobs, ns=ns: condition(jobs.get(ns, "status"), "Succeeded"), 600, f"{size}-replica job Succeeded")
             seconds = time.monotonic() - start
             time.sleep(max(1.5, period * 1.5))  # writes still held by the batch period land
@@ -305,8 +306,8 @@ def _plain_client_creates(server: Server, workers: int, concurrency: int) -> tup
 def _controller_creates(server: Server, workers: int, concurrency: int) -> float:
     ns = server.namespace("bench-large")
     manager = start_manager(server, ns, create_concurrency=concurrency)
-    pods = manager.child_informers["Pod"].store
-    services = manager.child_informers["Service"].store
+    pods = manager.caches.child_informers["Pod"].store
+    services = manager.caches.child_informers["Service"].store
     expected = workers + 1
     start = time.monotonic()
     server.client.create(PYTORCHJOBS, job("large", ns, workers))
@@ -336,7 +337,7 @@ def bench_replacement(server: Server, failures: int) -> dict[str, Any]:
                 latencies.append(now - failed_at.pop(name))
                 replaced.notify_all()
 
-    manager.child_informers["Pod"].add_handler(on_pod)
+    manager.caches.child_informers["Pod"].add_handler(on_pod)
     driver = PodPhaseDriver(server.client, ns, lambda pod, running: None).start()
     workers = 4
     server.client.create(PYTORCHJOBS, job("replace", ns, workers))

@@ -15,7 +15,8 @@ import pytest
 from kubernetes import client as k8s_client
 
 from trainctl.cluster.cluster import install_crds
-from trainctl.controller.manager import Manager, ManagerOptions
+from trainctl.controller.manager import Manager
+from trainctl.controller.options import ManagerOptions
 from trainctl.kube.client import KubeClient
 from trainctl.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES
 

@@ -9,8 +9,9 @@ from typing import Any, Optional
 
 import pytest
 
-from trainctl.controller.manager import ApplyError, Manager
+from trainctl.controller.manager import Manager
 from trainctl.controller.options import ManagerOptions
+from trainctl.controller.plan_applier import ApplyError
 from trainctl.controller.reconcile.plan import Plan
 from trainctl.kube.client import ApiError, Created
 from trainctl.kube.resources import EVENTS, PYTORCHJOBS

@@ -108,7 +108,7 @@ def test_a_create_that_meets_the_jobs_own_object_is_success(kube, start_manager,
     job = kube.create(PYTORCHJOBS, pytorchjob("mine", workers=None, restart="OnFailure", uid=None)).object
     uid = job["metadata"]["uid"]
     pod = pods.wait(lambda: owned_by(pods.list(), uid), what="the job's pod")[0]
-    events.wait(lambda: manager._lookup(("Pod", NS, pod["metadata"]["name"])), what="the pod in the controller's cache")
+    events.wait(lambda: manager.caches.lookup(("Pod", NS, pod["metadata"]["name"])), what="the pod in the controller's cache")
     again = {"apiVersion": "v1", "kind": "Pod", "spec": pod["spec"],
              "metadata": {k: pod["metadata"][k] for k in ("name", "namespace", "labels", "ownerReferences")}}
     manager.apply(KEY[:2] + ("mine",), job, Plan(creates=[again]), manager.clock())  # raises ApplyError on a failure

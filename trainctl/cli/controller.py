@@ -51,8 +51,9 @@ def _lease_namespace(explicit: Optional[str]) -> str:
 def run(args: argparse.Namespace) -> int:
     from prometheus_client import start_http_server
 
+    from trainctl.controller.caches import GangSchedulerMissing
     from trainctl.controller.health import HealthServer
-    from trainctl.controller.manager import GangSchedulerMissing, Manager
+    from trainctl.controller.manager import Manager
     from trainctl.controller.metrics import ControllerMetrics
     from trainctl.kube import connect, logs
     from trainctl.kube.client import ApiError, KubeClient
