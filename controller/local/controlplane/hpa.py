@@ -17,13 +17,14 @@ controller's defaults (a 5-minute scale-down stabilization window and at most
 max(2 x current, 4) replicas per step). Conditions, reasons and messages are
 kube-controller-manager's, so ``kubectl describe hpa`` reads the same.
 
-Three choices are the embedded cluster's own, for training pods (see docs/local-cluster.md):
+Four choices are the embedded cluster's own, for training pods (docs/compatibility.md):
 a pod's CPU does not count for its whole initialization period (kube-controller-manager
 trusts a Ready pod's sample once it has been Ready for a metrics window; these pods have
 no readiness probes, so Ready only says a process started, and a torch start-up or an
 elastic restart burns CPU for seconds); a size set from outside (``kubectl scale``) starts
 the recommendations afresh, as a newly seen HPA does, so the stabilization window keeps it
-unless load asks for more; and a target that cannot be read also makes ``ScalingActive``
+unless load asks for more; a rescale that only the window causes names the window as its
+reason (kube's is empty); and a target that cannot be read also makes ``ScalingActive``
 False.
 """
 
