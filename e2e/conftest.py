@@ -20,9 +20,9 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="session")
 def cluster_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
-    # No HPA controller here: it would rescale elastic.yaml's jobs while tests scale them by
-    # hand (its scale-down window remembers a scale-up for 5 min, as on a real cluster).
-    # e2e/test_hpa.py runs a cluster of its own with one.
+    # No HPA controller here: these tests are not about it, and one less process competes for
+    # the two cores. e2e/test_hpa.py runs clusters of its own with one (and shows it leaves
+    # elastic.yaml's jobs at the size a test gives them).
     with scratch_cluster(tmp_path_factory.mktemp("e2e"), controlplane_args=["--controllers", "node-lifecycle"]) as env:
         yield env
 

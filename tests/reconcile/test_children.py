@@ -20,6 +20,7 @@ def elastic(name="el", workers=2, **policy):
 
 def test_hpa_for_elastic_job_with_metrics():
     cluster = Cluster(elastic(metrics=METRICS, rdzvHost="etcd"))
+    cluster.step()
     plan = cluster.step()
     hpa = next(o for o in plan.creates if o["kind"] == "HorizontalPodAutoscaler")
     assert hpa["apiVersion"] == "autoscaling/v2" and hpa["metadata"]["name"] == "el"
@@ -36,6 +37,19 @@ def test_hpa_for_elastic_job_with_metrics():
     assert update[0]["spec"]["maxReplicas"] == 6 and update[0]["metadata"]["resourceVersion"]
     cluster.job["spec"]["runPolicy"] = {"suspend": True}
     assert [d.kind for d in cluster.step().deletes if d.kind == "HorizontalPodAutoscaler"] == ["HorizontalPodAutoscaler"]
+
+
+def test_hpa_is_created_once_the_status_holds_the_scale_selector():
+    # An HPA that reads the job's Scale before the selector is stored finds no pods
+    # (SelectorRequired); the pass that writes the selector leaves the HPA to the next one.
+    cluster = Cluster(elastic(metrics=METRICS))
+    first = cluster.step()
+    assert not [o for o in first.creates if o["kind"] == "HorizontalPodAutoscaler"]
+    selector = first.status["replicaStatuses"]["Worker"]["selector"]
+    assert selector == ("training.kubeflow.org/job-name=el,training.kubeflow.org/operator-name=pytorchjob-controller,"
+                        "training.kubeflow.org/replica-type=worker")
+    second = cluster.step()
+    assert [o["metadata"]["name"] for o in second.creates if o["kind"] == "HorizontalPodAutoscaler"] == ["el"]
 
 
 def test_no_hpa_without_metrics():

@@ -57,6 +57,22 @@ def _duration_or_never(text: str) -> str:
     return text
 
 
+# kube-controller-manager's HPA settings ``up`` hands to the control plane under their names.
+_HPA_FLAGS = (
+    ("--horizontal-pod-autoscaler-cpu-initialization-period", "--hpa-cpu-initialization-period",
+     "hpa_cpu_initialization_period", "how long after a pod starts its CPU does not count for the HPA (default 5m)"),
+    ("--horizontal-pod-autoscaler-initial-readiness-delay", "--hpa-initial-readiness-delay",
+     "hpa_initial_readiness_delay", "after that, an unready pod whose readiness changed this soon after its start "
+     "has never been ready and its CPU does not count (default 30s)"),
+    ("--horizontal-pod-autoscaler-downscale-stabilization", "--hpa-downscale-stabilization",
+     "hpa_downscale_stabilization", "an HPA scales down to the highest size it recommended within this window, and keeps "
+     "a size set with kubectl scale for as long unless load asks for more (default 5m)"),
+)
+
+
+def _controlplane_flags(args: argparse.Namespace) -> list[str]:
+    return [item for flag, _, dest, _ in _HPA_FLAGS if getattr(args, dest) for item in (flag, getattr(args, dest))]
+
 
 
 
@@ -103,8 +119,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          "for this long (default 30s)")
     up.add_argument("--node-monitor-grace-period", default=None, metavar="DURATION", type=_duration,
                     help="a node whose Lease is not renewed for this long becomes Ready=Unknown (default 40s)")
-    up.add_argument("--hpa-sync-period", default=None, metavar="DURATION", type=_duration,
+    up.add_argument("--hpa-sync-period", "--horizontal-pod-autoscaler-sync-period", dest="hpa_sync_period", default=None,
+                    metavar="DURATION", type=_duration,
                     help="how often the HorizontalPodAutoscaler controller syncs each HPA (default 15s)")
+    for flag, short, dest, text in _HPA_FLAGS:
+        up.add_argument(flag, short, dest=dest, default=None, metavar="DURATION", type=_duration, help=text)
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=run_up)
 
@@ -171,7 +190,7 @@ def run_up(args: argparse.Namespace) -> int:
                                workdir=args.workdir, nodes=args.nodes, node_names=_names(args.node_names),
                                node_cpu=args.node_cpu, node_memory=args.node_memory,
                                node_monitor_grace_period=args.node_monitor_grace_period,
-                               hpa_sync_period=args.hpa_sync_period,
+                               hpa_sync_period=args.hpa_sync_period, controlplane_args=_controlplane_flags(args),
                                controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None,
                                die_with_supervisor=not in_background)
         cluster.lock()
@@ -322,6 +341,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
                         ("--node-lost-grace", args.node_lost_grace)):
         if value:
             argv += [flag, value]
+    argv += _controlplane_flags(args)
     argv += ["--workdir", str(Path(args.workdir).resolve() if args.workdir else Path.cwd())]
     log_path = directory / "logs" / "supervisor.log"
     with open(log_path, "ab") as log:

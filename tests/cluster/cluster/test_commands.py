@@ -69,9 +69,10 @@ def test_bad_input_gets_one_clear_line(tmp_path):
     # flags handed on to the controller or the control plane are checked before anything starts
     for flag, value, message in (("--node-lost-grace", "soon", "expected a duration such as 30s or 2m, or 'never'"),
                                  ("--node-monitor-grace-period", "0", "invalid duration '0': must be positive"),
-                                 ("--hpa-sync-period", "x", "invalid duration 'x'")):
+                                 ("--hpa-sync-period", "x", "invalid duration 'x'"),
+                                 ("--horizontal-pod-autoscaler-cpu-initialization-period", "5 minutes", "invalid duration")):
         bad = trainctl("up", "--dir", str(tmp_path / "never-started"), "--detach", flag, value)
-        assert bad.returncode == 2 and f"argument {flag}: {message}" in bad.stderr, bad.stderr
+        assert bad.returncode == 2 and f"argument {flag}" in bad.stderr and f": {message}" in bad.stderr, bad.stderr
     assert not (tmp_path / "never-started").exists()
 
 
@@ -243,7 +244,9 @@ def test_node_commands_with_the_supervisor(tmp_path):
 def test_up_runs_the_control_plane_with_its_flags_and_down_removes_the_clusters_groups(tmp_path):
     directory = tmp_path / "cluster"
     up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", "--hpa-sync-period", "2s",
-                  "--node-monitor-grace-period", "10s", cwd=tmp_path)
+                  "--node-monitor-grace-period", "10s", "--horizontal-pod-autoscaler-cpu-initialization-period", "1m",
+                  "--horizontal-pod-autoscaler-initial-readiness-delay", "10s",
+                  "--horizontal-pod-autoscaler-downscale-stabilization", "2m", cwd=tmp_path)
     try:
         assert up.returncode == 0, up.stderr
         status = trainctl("status", "--dir", str(directory))
@@ -252,6 +255,10 @@ def test_up_runs_the_control_plane_with_its_flags_and_down_removes_the_clusters_
         argv = open(f"/proc/{pid}/cmdline").read().split("\0")
         assert argv[argv.index("--hpa-sync-period") + 1] == "2s"
         assert argv[argv.index("--node-monitor-grace-period") + 1] == "10s"
+        for flag, value in (("--horizontal-pod-autoscaler-cpu-initialization-period", "1m"),
+                            ("--horizontal-pod-autoscaler-initial-readiness-delay", "10s"),
+                            ("--horizontal-pod-autoscaler-downscale-stabilization", "2m")):
+            assert argv[argv.index(flag) + 1] == value
         kubelet_log = (directory / "logs" / "kubelet.log").read_text()
         assert "resource limits: " in kubelet_log
         groups = [hierarchy.mount / "trainctl" / enforcer.cluster_key(directory)

@@ -167,6 +167,48 @@ def test_deleting_and_failed_pods_are_ignored() -> None:
     assert hpa.decide(autoscaler(), observed(2, pods, metrics), hpa.History(), NOW).scale_to == 4
 
 
+def ago(seconds: float) -> str:
+    return format_time(NOW - timedelta(seconds=seconds))
+
+
+def test_cpu_does_not_count_during_the_initialization_period_even_once_ready() -> None:
+    # Ready for far longer than a metrics window, but started a minute ago: a start-up burst.
+    starting = [pod(n, started=ago(60), ready_since=ago(59)) for n in ("p0", "p1")]
+    metrics = [usage("p0", "1"), usage("p1", "1")]  # 200 % against 50 %
+    decision = hpa.decide(autoscaler(), observed(2, starting, metrics), hpa.History(), NOW)
+    assert decision.scale_to is None
+    active = next(c for c in decision.status["conditions"] if c["type"] == "ScalingActive")
+    assert (active["status"], active["reason"]) == ("False", "FailedGetResourceMetric")
+    assert active["message"].endswith("did not receive metrics for targeted pods (pods might be unready)")
+    # The period is the --horizontal-pod-autoscaler-cpu-initialization-period flag's.
+    short = hpa.HpaConfig(cpu_initialization_period=30)
+    assert hpa.decide(autoscaler(), observed(2, starting, metrics), hpa.History(), NOW, short).scale_to == 4
+
+
+def test_a_starting_pod_counts_as_idle_when_scaling_up() -> None:
+    # p0 runs at 120 % of a 50 % target on its own; the new p1 burns a core starting up.
+    pods = [pod("p0"), pod("p1", started=ago(60), ready_since=ago(59))]
+    metrics = [usage("p0", "300m"), usage("p1", "1")]
+    decision = hpa.decide(autoscaler(), observed(2, pods, metrics), hpa.History(), NOW)
+    # p1 as 0 %: (60 + 0) / 2 = 30 % would reverse the direction, so 2 stay; counting its
+    # burst, (60 + 200) / 2 would ask for 6.
+    assert decision.scale_to is None
+    assert conditions(decision)["ScalingActive"] == ("True", "ValidMetricFound")
+
+
+def test_initial_readiness_delay_tells_never_ready_from_lost_readiness() -> None:
+    # Past the initialization period: a pod that went unready within the delay of its start
+    # has never been ready and does not count; one that lost readiness later does.
+    never_ready = pod("p1", started=ago(600), ready_since=ago(590), ready="False")
+    lost_readiness = pod("p1", started=ago(600), ready_since=ago(60), ready="False")
+    metrics = [usage("p0", "250m"), usage("p1", "1")]  # p0 at target; p1 at 400 %
+    assert hpa.decide(autoscaler(), observed(2, [pod("p0"), never_ready], metrics), hpa.History(), NOW).scale_to is None
+    assert hpa.decide(autoscaler(), observed(2, [pod("p0"), lost_readiness], metrics), hpa.History(), NOW).scale_to == 4
+    # The delay is the --horizontal-pod-autoscaler-initial-readiness-delay flag's.
+    short = hpa.HpaConfig(initial_readiness_delay=5)
+    assert hpa.decide(autoscaler(), observed(2, [pod("p0"), never_ready], metrics), hpa.History(), NOW, short).scale_to == 4
+
+
 def test_cpu_of_a_pod_that_just_became_ready_is_not_counted() -> None:
     fast = {"scaleUp": {"policies": [{"type": "Pods", "value": 100, "periodSeconds": 15}]}}
     fresh = pod("p1", started=format_time(NOW - timedelta(seconds=20)), ready_since=format_time(NOW - timedelta(seconds=10)))
@@ -203,6 +245,61 @@ def test_first_sight_of_an_hpa_counts_as_a_recommendation_of_its_current_size() 
     decision = hpa.decide(autoscaler(), observed(4, pods, metrics), hpa.History(), NOW)
     assert decision.scale_to is None
     assert conditions(decision)["AbleToScale"] == ("True", "ScaleDownStabilized")
+
+
+def idle_pair_a_minute_ago() -> hpa.History:
+    """What the HPA remembers after its first sync of two idle pods (10 %: held at 2 by the window)."""
+    pods, metrics = loaded(["50m", "50m"])
+    first = hpa.decide(autoscaler(), observed(2, pods, metrics), hpa.History(), NOW - timedelta(seconds=60))
+    assert first.scale_to is None
+    return first.history
+
+
+def test_a_manual_scale_down_holds_unless_load_asks_for_more() -> None:
+    history = idle_pair_a_minute_ago()
+    pods, metrics = loaded(["50m"])  # kubectl scale --replicas=1
+    decision = hpa.decide(autoscaler(), observed(1, pods, metrics), history, NOW)
+    assert decision.scale_to is None and decision.events == ()
+    assert conditions(decision)["AbleToScale"] == ("True", "ReadyForNewScale")
+    # ... but a lone pod at 200 % of its request is load.
+    pods, metrics = loaded(["1"])
+    decision = hpa.decide(autoscaler(), observed(1, pods, metrics), history, NOW)
+    assert decision.scale_to == 4
+    assert decision.events[0].message == "New size: 4; reason: cpu resource utilization (percentage of request) above target"
+
+
+def test_a_manual_scale_up_holds_for_the_stabilization_window() -> None:
+    pods, metrics = loaded(["50m"] * 3)  # kubectl scale --replicas=3, still idle
+    decision = hpa.decide(autoscaler(), observed(3, pods, metrics), idle_pair_a_minute_ago(), NOW)
+    assert decision.scale_to is None
+    assert conditions(decision)["AbleToScale"] == ("True", "ScaleDownStabilized")
+    later = NOW + timedelta(seconds=301)
+    decision = hpa.decide(autoscaler(), observed(3, pods, metrics), decision.history, later)
+    assert decision.scale_to == 1
+    assert decision.events[0].message == "New size: 1; reason: All metrics below target"
+
+
+def test_the_hpas_own_rescale_is_not_taken_for_a_manual_one() -> None:
+    pods, metrics = loaded(["500m", "500m"])
+    up = hpa.decide(autoscaler(), observed(2, pods, metrics), hpa.History(), NOW - timedelta(seconds=60))
+    assert up.scale_to == 4 and up.history.size == 4
+    pods, metrics = loaded(["50m"] * 4)
+    # Still the 2 of the first sight and the 4 in the window: no scale down yet, and the
+    # recommendations were not reset to 4 (a reset would forget the earlier ones).
+    decision = hpa.decide(autoscaler(), observed(4, pods, metrics), up.history, NOW)
+    assert decision.scale_to is None
+    assert [r.replicas for r in decision.history.recommendations] == [2, 4, 1]
+
+
+def test_a_rescale_moved_only_by_the_window_names_it_as_its_reason() -> None:
+    # An earlier recommendation of 10 was limited to 4; at 4 the metric is on target, and the
+    # window's 10 moves the size on (kube-controller-manager gives no reason here).
+    pods, metrics = loaded(["250m"] * 4)
+    history = hpa.History(recommendations=(hpa.Recommendation(10, NOW - timedelta(seconds=15)),))
+    decision = hpa.decide(autoscaler(), observed(4, pods, metrics), history, NOW)
+    assert decision.scale_to == 8
+    assert decision.events[0].message == ("New size: 8; reason: recent recommendations were higher than current one, "
+                                          "applying the highest recent recommendation")
 
 
 def test_scale_down_window_is_settable() -> None:
@@ -332,9 +429,18 @@ def test_scale_without_selector() -> None:
 
 
 def test_unreadable_scale() -> None:
-    decision = hpa.decide(autoscaler(), hpa.Observed(scale_error="404 NotFound: pytorchjobs \"job\" not found"), hpa.History(), NOW)
+    pods, metrics = loaded(["250m", "250m"])
+    active = hpa.decide(autoscaler(), observed(2, pods, metrics), hpa.History(), NOW)
+    assert conditions(active)["ScalingActive"] == ("True", "ValidMetricFound")
+    gone = hpa.Observed(scale_error='pytorchjobs.kubeflow.org "job" not found')
+    decision = hpa.decide(autoscaler(status=active.status), gone, active.history, NOW + timedelta(seconds=15))
     assert decision.scale_to is None
-    assert conditions(decision)["AbleToScale"] == ("False", "FailedGetScale")
+    assert conditions(decision) == {"AbleToScale": ("False", "FailedGetScale"), "ScalingActive": ("False", "FailedGetScale"),
+                                    "ScalingLimited": ("False", "DesiredWithinRange")}
+    scaling = next(c for c in decision.status["conditions"] if c["type"] == "ScalingActive")
+    assert scaling["message"] == ("the HPA controller was unable to get the target's current scale: "
+                                  'pytorchjobs.kubeflow.org "job" not found')
+    assert [(e.type, e.reason) for e in decision.events] == [("Warning", "FailedGetScale")]
 
 
 def test_failed_rescale_keeps_the_old_size_and_forgets_the_scale_event() -> None:

@@ -4,7 +4,7 @@ subresource, writes the HPA's status and Events, and reports a missing Metrics A
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Optional
 
 from trainctl.cluster.cluster import install_crds
 from trainctl.cluster.controlplane.hpa_controller import HorizontalPodAutoscalerController
@@ -59,6 +59,10 @@ def condition(hpa: Obj, kind: str) -> Obj:
     return next(c for c in hpa.get("status", {}).get("conditions") or () if c["type"] == kind)
 
 
+def condition_status(hpa: Obj, kind: str) -> Optional[str]:
+    return next((c["status"] for c in hpa.get("status", {}).get("conditions") or () if c["type"] == kind), None)
+
+
 def test_scales_a_pytorchjob_up_through_its_scale_subresource(client: FakeMetricsClient) -> None:
     job_with_selector(client, 1)
     running(client, worker_pod(0))
@@ -108,3 +112,36 @@ def test_missing_metrics_api_is_reported_not_acted_on(client: FakeMetricsClient)
     events, _ = client.list(r.EVENTS, "default")
     warnings = [e for e in events if e["reason"] == "FailedGetResourceMetric"]
     assert len(warnings) == 1 and warnings[0]["count"] >= 3
+
+
+def test_a_manual_scale_holds_and_a_deleted_target_stops_scaling(client: FakeMetricsClient) -> None:
+    job_with_selector(client, 2)
+    running(client, worker_pod(0))
+    running(client, worker_pod(1))
+    client.sampled_at = format_time(datetime.now(timezone.utc))
+    client.usage = {"elastic-worker-0": "50m", "elastic-worker-1": "50m"}  # 10 %: wants 1, the window keeps 2
+    client.create(r.HPAS, autoscaler())
+    controller = HorizontalPodAutoscalerController(client, sync_period=0.5)
+    controller.start()
+    try:
+        eventually(lambda: condition_status(client.get(r.HPAS, "default", "elastic"), "ScalingActive") == "True",
+                   what="the HPA computing a size")
+        # kubectl scale pytorchjob elastic --replicas=1 (the controller would then delete worker-1)
+        scale = client.get(r.PYTORCHJOBS, "default", "elastic", subresource="scale")
+        client.replace(r.PYTORCHJOBS, {**scale, "spec": {"replicas": 1}}, subresource="scale")
+        client.delete(r.PODS, "default", "elastic-worker-1")
+        client.usage = {"elastic-worker-0": "50m"}
+        eventually(lambda: client.get(r.HPAS, "default", "elastic")["status"].get("currentReplicas") == 1,
+                   what="the HPA seeing the new size")
+        passes = controller.loop.passes
+        eventually(lambda: controller.loop.passes >= passes + 3, what="three more passes")
+        assert client.get(r.PYTORCHJOBS, "default", "elastic")["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
+        events, _ = client.list(r.EVENTS, "default")
+        assert not [e for e in events if e["reason"] == "SuccessfulRescale"], events
+
+        client.delete(r.PYTORCHJOBS, "default", "elastic")
+        hpa = eventually(lambda: condition_status(h := client.get(r.HPAS, "default", "elastic"), "ScalingActive") == "False" and h,
+                         what="ScalingActive=False")
+    finally:
+        controller.stop()
+    assert (condition(hpa, "AbleToScale")["reason"], condition(hpa, "ScalingActive")["reason"]) == ("FailedGetScale", "FailedGetScale")

@@ -46,10 +46,10 @@ def parser() -> argparse.ArgumentParser:
                    help="scale-down stabilization window when an HPA sets none (default 5m)")
     p.add_argument("--hpa-cpu-initialization-period", "--horizontal-pod-autoscaler-cpu-initialization-period",
                    dest="hpa_cpu_initialization_period", type=positive_duration, default=300.0, metavar="DURATION",
-                   help="after a pod starts, CPU samples count only once it is ready (default 5m)")
+                   help="how long after a pod starts its CPU does not count (default 5m)")
     p.add_argument("--hpa-initial-readiness-delay", "--horizontal-pod-autoscaler-initial-readiness-delay",
                    dest="hpa_initial_readiness_delay", type=positive_duration, default=30.0, metavar="DURATION",
-                   help="readiness changes this soon after start are not held against a pod (default 30s)")
+                   help="after the initialization period, an unready pod whose readiness changed this soon after its start has never been ready, and its CPU does not count (default 30s)")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="info")
     return p

@@ -8,13 +8,24 @@ subresource, if any, the new status, Events and the new History) comes out.
 The arithmetic is the documented algorithm: for each metric
 ``desired = ceil(current * currentValue / targetValue)``, skipped when the ratio is within
 the tolerance (0.1); pods that are being deleted or failed are ignored; pods without
-metrics count as 0 when scaling up and as 100 % of target when scaling down; Pending (and,
-for CPU, not-yet-ready) pods are left out, or count as 0 when scaling up; none of these
-may reverse the direction. The largest proposal over the metrics wins. The proposal is then stabilized over the recent
-recommendations and limited by the scaling policies and min/maxReplicas, with
-``spec.behavior`` when set, otherwise with the controller's defaults (a 5-minute scale-down
-stabilization window and at most max(2 x current, 4) replicas per step). Conditions,
-reasons and messages are kube-controller-manager's, so ``kubectl describe hpa`` reads the same.
+metrics count as 0 when scaling up and as 100 % of target when scaling down; Pending pods,
+and for CPU pods still in their initialization period or never Ready, are left out, or count
+as 0 when scaling up; none of these may reverse the direction. The largest proposal over the
+metrics wins. The proposal is then stabilized over the recent recommendations and limited by
+the scaling policies and min/maxReplicas, with ``spec.behavior`` when set, otherwise with the
+controller's defaults (a 5-minute scale-down stabilization window and at most
+max(2 x current, 4) replicas per step). Conditions, reasons and messages are
+kube-controller-manager's, so ``kubectl describe hpa`` reads the same.
+
+Four choices are the embedded cluster's own, for training pods (docs/compatibility.md):
+a pod's CPU does not count for its whole initialization period (kube-controller-manager
+trusts a Ready pod's sample once it has been Ready for a metrics window; these pods have
+no readiness probes, so Ready only says a process started, and a torch start-up or an
+elastic restart burns CPU for seconds); a size set from outside (``kubectl scale``) starts
+the recommendations afresh, as a newly seen HPA does, so the stabilization window keeps it
+unless load asks for more; a rescale that only the window causes names the window as its
+reason (kube's is empty); and a target that cannot be read also makes ``ScalingActive``
+False.
 """
 
 from __future__ import annotations
@@ -66,11 +77,16 @@ class ScaleEvent:
 
 @dataclass(frozen=True)
 class History:
-    """What the controller remembers about one HPA between syncs (in memory, as kube does)."""
+    """What the controller remembers about one HPA between syncs (in memory, as kube does).
+
+    ``size`` is the target's size as the last sync left it: a different size at the next
+    one was set by someone else.
+    """
 
     recommendations: tuple[Recommendation, ...] = ()
     scale_ups: tuple[ScaleEvent, ...] = ()
     scale_downs: tuple[ScaleEvent, ...] = ()
+    size: Optional[int] = None
 
 
 @dataclass(frozen=True)
@@ -130,9 +146,9 @@ def _pod_condition(pod: Obj, kind: str) -> Optional[Obj]:
     return None
 
 
-def _usage_by_pod(pod_metrics: tuple[Obj, ...], resource: str, container: Optional[str]) -> dict[str, tuple[int, Obj]]:
-    """Pod name -> (usage in milli-units, the PodMetrics); pods missing the resource are left out."""
-    usage: dict[str, tuple[int, Obj]] = {}
+def _usage_by_pod(pod_metrics: tuple[Obj, ...], resource: str, container: Optional[str]) -> dict[str, int]:
+    """Pod name -> usage in milli-units; pods missing the resource are left out."""
+    usage: dict[str, int] = {}
     for item in pod_metrics:
         total, complete, seen = 0, True, False
         for entry in item.get("containers") or ():
@@ -145,7 +161,7 @@ def _usage_by_pod(pod_metrics: tuple[Obj, ...], resource: str, container: Option
             total += value
             seen = True
         if complete and seen:
-            usage[item["metadata"]["name"]] = (total, item)
+            usage[item["metadata"]["name"]] = total
     return usage
 
 
@@ -172,7 +188,7 @@ class _Groups:
     ignored: frozenset[str]
 
 
-def _group_pods(pods: list[Obj], usage: dict[str, tuple[int, Obj]], resource: str, now: datetime, config: HpaConfig) -> _Groups:
+def _group_pods(pods: list[Obj], usage: dict[str, int], resource: str, now: datetime, config: HpaConfig) -> _Groups:
     ready = 0
     unready: set[str] = set()
     missing: set[str] = set()
@@ -189,24 +205,27 @@ def _group_pods(pods: list[Obj], usage: dict[str, tuple[int, Obj]], resource: st
         if name not in usage:
             missing.add(name)
             continue
-        if resource == "cpu" and _cpu_sample_unready(pod, usage[name][1], now, config):
+        if resource == "cpu" and _cpu_sample_unready(pod, now, config):
             unready.add(name)
             continue
         ready += 1
     return _Groups(ready, frozenset(unready), frozenset(missing), frozenset(ignored))
 
 
-def _cpu_sample_unready(pod: Obj, metric: Obj, now: datetime, config: HpaConfig) -> bool:
-    """Whether a CPU sample must not count yet: a starting pod's burst is not its load."""
+def _cpu_sample_unready(pod: Obj, now: datetime, config: HpaConfig) -> bool:
+    """Whether a CPU sample must not count: a starting pod's burst is not its load.
+
+    Within the initialization period after the pod started, never (Ready or not); after it,
+    not while the pod is unready and has never been Ready (it went unready within the
+    initial readiness delay of its start).
+    """
     condition = _pod_condition(pod, "Ready")
     started = units.parse_time((pod.get("status") or {}).get("startTime"))
     if condition is None or started is None:
         return True
-    transition = units.parse_time(condition.get("lastTransitionTime")) or started
     if started + timedelta(seconds=config.cpu_initialization_period) > now:
-        sampled = units.parse_time(metric.get("timestamp")) or now
-        window = timedelta(seconds=units.parse_go_duration(metric.get("window")))
-        return condition.get("status") == "False" or sampled < transition + window
+        return True
+    transition = units.parse_time(condition.get("lastTransitionTime")) or started
     return condition.get("status") == "False" and started + timedelta(seconds=config.initial_readiness_delay) > transition
 
 
@@ -275,7 +294,7 @@ def _observed_samples(resource: str, observed: Observed, now: datetime, config: 
         raise MetricError("", "no pods returned by selector while calculating replica count")
     groups = _group_pods(pods, usage, resource, now, config)
     selected = {pod["metadata"]["name"] for pod in pods} - groups.ignored - groups.unready
-    samples = {name: value for name, (value, _) in usage.items() if name in selected}
+    samples = {name: value for name, value in usage.items() if name in selected}
     if not samples:
         raise MetricError("", "did not receive metrics for targeted pods (pods might be unready)")
     return pods, samples, groups
@@ -497,6 +516,28 @@ def target_name(hpa: Obj) -> str:
 
 def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config: HpaConfig = HpaConfig()) -> Decision:
     """One sync of one HPA (kube's ``reconcileAutoscaler``)."""
+    if observed.scale is None:
+        return _target_unreadable(hpa, observed.scale_error or "", history, now)
+    current = int((observed.scale.get("spec") or {}).get("replicas") or 0)
+    if not history.recommendations or history.size not in (None, current):
+        # First sight of the HPA, or a size someone else set: the recommendations start there.
+        history = replace(history, recommendations=(Recommendation(current, now),))
+    decision = _decide(hpa, observed, observed.scale, current, history, now, config)
+    size = current if decision.scale_to is None else decision.scale_to
+    return replace(decision, history=replace(decision.history, size=size))
+
+
+def _target_unreadable(hpa: Obj, error: str, history: History, now: datetime) -> Decision:
+    """No Scale, so nothing to compute from: neither able to scale nor scaling."""
+    old_status = hpa.get("status") or {}
+    conditions = [dict(c) for c in old_status.get("conditions") or ()]
+    message = f"the HPA controller was unable to get the target's current scale: {error}"
+    set_condition(conditions, "AbleToScale", "False", "FailedGetScale", message, now)
+    set_condition(conditions, "ScalingActive", "False", "FailedGetScale", message, now)
+    return Decision(None, {**old_status, "conditions": conditions}, (Event("Warning", "FailedGetScale", error),), history)
+
+
+def _decide(hpa: Obj, observed: Observed, scale: Obj, current: int, history: History, now: datetime, config: HpaConfig) -> Decision:
     spec = hpa.get("spec") or {}
     old_status = hpa.get("status") or {}
     conditions = [dict(c) for c in old_status.get("conditions") or ()]
@@ -505,16 +546,7 @@ def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config
     minimum: int = min_replicas if min_replicas is not None else 1
     maximum = int(spec.get("maxReplicas") or 0)
     behavior = spec.get("behavior")
-
-    if observed.scale is None:
-        message = f"the HPA controller was unable to get the target's current scale: {observed.scale_error}"
-        set_condition(conditions, "AbleToScale", "False", "FailedGetScale", message, now)
-        status = {**old_status, "conditions": conditions}
-        return Decision(None, status, (Event("Warning", "FailedGetScale", observed.scale_error or ""),), history)
     set_condition(conditions, "AbleToScale", "True", "SucceededGetScale", "the HPA controller was able to get the target's current scale", now)
-    current = int((observed.scale.get("spec") or {}).get("replicas") or 0)
-    if not history.recommendations:
-        history = replace(history, recommendations=(Recommendation(current, now),))
 
     events: list[Event] = []
     metric_statuses: Optional[list[Obj]] = None
@@ -527,7 +559,7 @@ def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config
     elif current < minimum:
         desired, reason = minimum, "Current number of replicas below Spec.MinReplicas"
     else:
-        selector = (observed.scale.get("status") or {}).get("selector")
+        selector = (scale.get("status") or {}).get("selector")
         if not selector:
             set_condition(conditions, "ScalingActive", "False", "InvalidSelector", "the HPA target's scale is missing a selector", now)
             status = _status(conditions, current=current, desired=old_status.get("desiredReplicas", 0), metrics=None, last_scale=last_scale)
@@ -568,6 +600,9 @@ def decide(hpa: Obj, observed: Observed, history: History, now: datetime, config
         set_condition(conditions, "ScalingLimited", *normalized.limited, now)
         history = replace(history, recommendations=normalized.recommendations)
         desired = normalized.replicas
+        if desired != current and not reason:
+            # Only the window moved the size (kube-controller-manager leaves the reason empty).
+            reason = normalized.stabilized[1]
 
     if desired == current:
         status = _status(conditions, current=current, desired=current, metrics=metric_statuses, last_scale=last_scale)
@@ -593,4 +628,5 @@ def rescale_failed(decision: Decision, hpa: Obj, previous: History, error: str, 
     events = tuple(e for e in decision.events if e.reason != "SuccessfulRescale")
     failed = Event("Warning", "FailedRescale", f"New size: {decision.scale_to}; reason: {decision.reason}; error: {error}")
     recommendations = decision.history.recommendations
-    return Decision(None, status, (*events, failed), replace(previous, recommendations=recommendations))
+    current = decision.status["currentReplicas"]
+    return Decision(None, status, (*events, failed), replace(previous, recommendations=recommendations, size=current))

@@ -1,4 +1,4 @@
-"""Kubernetes value formats the controllers read and write: times, durations, quantities.
+"""Kubernetes value formats the controllers read and write: times and quantities.
 
 Quantities are handled in milli-units as integers, as the HPA controller does
 (``Quantity.MilliValue``), so that averages and ratios match kube-controller-manager's.
@@ -7,14 +7,11 @@ Quantities are handled in milli-units as integers, as the HPA controller does
 from __future__ import annotations
 
 import math
-import re
 from datetime import datetime, timezone
 from typing import Any, Optional
 
 from kubernetes.utils import parse_quantity
 
-_GO_DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_UNIT_SECONDS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
 _SI_SUFFIXES = ("k", "M", "G", "T", "P", "E")
 
 
@@ -31,18 +28,6 @@ def parse_time(value: Any) -> Optional[datetime]:
 def format_time(when: datetime) -> str:
     """metav1.Time: RFC 3339 at whole seconds."""
     return when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def parse_go_duration(value: Any, default: float = 0.0) -> float:
-    """Seconds in a Go duration (``30s``, ``1m0s``, ``1.5s``) as metrics-server writes ``window``."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return float(value)
-    if not isinstance(value, str):
-        return default
-    parts = _GO_DURATION.findall(value.strip())
-    if not parts or "".join(n + u for n, u in parts) != value.strip():
-        return default
-    return sum(float(number) * _UNIT_SECONDS[unit] for number, unit in parts)
 
 
 def milli_value(value: Any) -> Optional[int]:

@@ -44,7 +44,7 @@ from trainctl.controller.reconcile.children import (
 )
 from trainctl.controller.reconcile.conditions import FALSE, TRUE, ConditionBook, find
 from trainctl.controller.reconcile.config import VOLCANO, ReconcileConfig
-from trainctl.controller.reconcile.hpa import HPA_API_VERSION, HPA_KIND, desired_hpa, hpa_update
+from trainctl.controller.reconcile.hpa import HPA_API_VERSION, HPA_KIND, desired_hpa, hpa_update, scale_selector_published
 from trainctl.controller.reconcile.plan import Event, ObjectRef, Observed, Plan
 from trainctl.controller.reconcile.pods import PodFactory, build_service, service_ports
 from trainctl.controller.reconcile.scale import kept_size
@@ -652,7 +652,8 @@ class _Pass:
         desired = None if scaling is None else desired_hpa(scaling, job_ref=self.job_ref)
         current = self.observed.hpa
         if current is None:
-            if desired is not None and not suspended:
+            if desired is not None and not suspended and scale_selector_published(
+                    self.framework, self.name, self.specs, self.old_status):
                 self.plan.creates.append(desired)
         elif desired is None or suspended:
             self.plan.deletes.append(_typed_ref(current, HPA_KIND, HPA_API_VERSION))

@@ -3,13 +3,19 @@
 A PyTorchJob gets one when it is elastic and declares metrics. The HPA scales the job
 through its scale subresource (``Worker.replicas``); the reconcile then adds or removes
 pods by index. It exists while the job is not suspended.
+
+It is created only once the job's stored status carries the selector the scale subresource
+reports (``status.replicaStatuses[Worker].selector``, the CRD's ``labelSelectorPath``): an
+HPA that reads a Scale without one can pick no pods, and says so with a ``SelectorRequired``
+Warning. The pass that first writes the selector creates the pods; the next one, woken by
+that status write, creates the HPA.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from trainctl.controller.frameworks.base import Autoscaling
+from trainctl.controller.frameworks.base import Autoscaling, Framework
 from trainctl.controller.reconcile.children import JobRef
 
 HPA_API_VERSION = "autoscaling/v2"
@@ -30,6 +36,16 @@ def desired_hpa(scaling: Autoscaling, *, job_ref: JobRef) -> dict[str, Any]:
             "metrics": scaling.metrics,
         },
     }
+
+
+def scale_selector_published(framework: Framework[Any], job_name: str, replica_types: Any, status: dict[str, Any]) -> bool:
+    """Whether ``status`` (as stored) holds the selector the job's scale subresource reports."""
+    rtype = framework.job_kind.scale_replica_type
+    if rtype is None or rtype not in replica_types:
+        return True  # no Scale selector to wait for
+    expected = framework.scale_selector(job_name, rtype)
+    stored = ((status.get("replicaStatuses") or {}).get(rtype) or {}).get("selector")
+    return expected is None or stored == expected
 
 
 def _differs(desired: dict[str, Any], observed: dict[str, Any]) -> bool:
