@@ -16,9 +16,14 @@ import socket
 import sys
 import threading
 import uuid
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from trainctl.controller import options
+
+if TYPE_CHECKING:  # imported when the command runs, so other commands start without them
+    from trainctl.controller.manager import Manager
+    from trainctl.controller.metrics import ControllerMetrics
+    from trainctl.kube.client import KubeClient
 
 log = logging.getLogger("trainctl.controller")
 
@@ -48,44 +53,80 @@ def _lease_namespace(explicit: Optional[str]) -> str:
         return "default"
 
 
-def run(args: argparse.Namespace) -> int:
-    from prometheus_client import start_http_server
+class _Exit(Exception):
+    """A start-up step cannot go on: the command prints ``message`` and exits with ``code``."""
 
-    from trainctl.controller.caches import GangSchedulerMissing
-    from trainctl.controller.health import HealthServer
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class _ShutdownSignals:
+    """SIGTERM and SIGINT stop the controller, from the first moment: a pod stopped during
+    start-up exits cleanly too. Once the manager exists, they ask it to stop as well."""
+
+    def __init__(self) -> None:
+        self.stopping = threading.Event()
+        self.manager: Optional[Manager] = None
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, _frame: object) -> None:
+        log.info("shutting down", extra={"signal": signal.Signals(signum).name})
+        self.stopping.set()
+        if self.manager is not None:
+            self.manager.request_stop()
+
+
+def run(args: argparse.Namespace) -> int:
     from trainctl.controller.manager import Manager
     from trainctl.controller.metrics import ControllerMetrics
-    from trainctl.kube import connect, logs
-    from trainctl.kube.client import ApiError, KubeClient
+    from trainctl.kube import logs
 
+    settings = _settings(args)
+    logs.configure(settings.log_format, settings.log_level)
+    shutdown = _ShutdownSignals()
+    try:
+        _validate_leader_election(settings)
+        metrics = ControllerMetrics()
+        client = _client(args, settings, metrics)
+        manager = shutdown.manager = Manager(client, settings, metrics=metrics)
+        if not _wait_for_api_server(manager, client, shutdown.stopping):
+            return 0
+        servers = _serve_metrics_and_health(settings, metrics, manager)
+    except _Exit as exc:
+        print(f"trainctl controller: {exc.message}", file=sys.stderr)
+        return exc.code
+    _log_starting(client, settings)
+    if shutdown.stopping.is_set():
+        return 0
+    return _run_manager(manager, servers)
+
+
+def _settings(args: argparse.Namespace) -> options.ManagerOptions:
+    """The flags, with the lease namespace and this replica's leader-election identity filled in."""
     settings = options.from_args(args)
-    settings = dataclasses.replace(
+    return dataclasses.replace(
         settings,
         lease_namespace=_lease_namespace(settings.lease_namespace),
         identity=settings.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}",
     )
-    logs.configure(settings.log_format, settings.log_level)
-    # Handle SIGTERM from the first moment: a pod stopped during start-up exits cleanly too.
-    stopping = threading.Event()
-    manager: Optional[Manager] = None
 
-    def on_signal(signum: int, _frame: object) -> None:
-        log.info("shutting down", extra={"signal": signal.Signals(signum).name})
-        stopping.set()
-        if manager is not None:
-            manager.request_stop()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+def _validate_leader_election(settings: options.ManagerOptions) -> None:
     if not settings.lease_duration > settings.renew_deadline > settings.retry_period > 0:
-        print("trainctl controller: need --lease-duration > --renew-deadline > --retry-period > 0", file=sys.stderr)
-        return 2
-    metrics = ControllerMetrics()
+        raise _Exit(2, "need --lease-duration > --renew-deadline > --retry-period > 0")
+
+
+def _client(args: argparse.Namespace, settings: options.ManagerOptions, metrics: ControllerMetrics) -> KubeClient:
+    from trainctl.kube import connect
+    from trainctl.kube.client import KubeClient
+
     if args.kubeconfig and not os.path.isfile(args.kubeconfig):
-        print(f"trainctl controller: kubeconfig {args.kubeconfig} does not exist", file=sys.stderr)
-        return 1
+        raise _Exit(1, f"kubeconfig {args.kubeconfig} does not exist")
     try:
-        client = KubeClient.from_kubeconfig(
+        return KubeClient.from_kubeconfig(
             args.kubeconfig,
             args.context,
             qps=settings.qps,
@@ -94,26 +135,39 @@ def run(args: argparse.Namespace) -> int:
             on_response=metrics.observe_api,
         )
     except connect.ClusterConfigError as exc:
-        print(f"trainctl controller: cannot load the cluster configuration: {exc}", file=sys.stderr)
-        return 1
-    manager = Manager(client, settings, metrics=metrics)
+        raise _Exit(1, f"cannot load the cluster configuration: {exc}") from None
+
+
+def _wait_for_api_server(manager: Manager, client: KubeClient, stopping: threading.Event) -> bool:
+    """Check the manager's prerequisites, retrying while the API server does not answer.
+
+    False when a shutdown signal came first.
+    """
+    from trainctl.controller.caches import GangSchedulerMissing
+    from trainctl.kube.client import ApiError
+
     delay = 0.5
     while True:
         try:
             manager.check_prerequisites()
-            break
+            return True
         except GangSchedulerMissing as exc:
-            print(f"trainctl controller: {exc}", file=sys.stderr)
-            return 1
+            raise _Exit(1, str(exc)) from None
         except ApiError as exc:
             if not exc.retryable:  # unauthorized, forbidden, …: waiting will not help
-                print(f"trainctl controller: cannot use the API server at {client.host}: {exc}", file=sys.stderr)
-                return 1
+                raise _Exit(1, f"cannot use the API server at {client.host}: {exc}") from None
             # Unreachable or overloaded: it may be restarting (as under `trainctl local up`).
             log.warning("API server not answering yet, retrying", extra={"server": client.host, "error": str(exc), "retry_in": delay})
             if stopping.wait(delay):
-                return 0
+                return False
             delay = min(delay * 2, 10.0)
+
+
+def _serve_metrics_and_health(settings: options.ManagerOptions, metrics: ControllerMetrics, manager: Manager) -> list[Callable[[], None]]:
+    """Start the metrics and health endpoints that are asked for; what stops each."""
+    from prometheus_client import start_http_server
+
+    from trainctl.controller.health import HealthServer
 
     servers: list[Callable[[], None]] = []
     try:
@@ -125,9 +179,11 @@ def run(args: argparse.Namespace) -> int:
             health.start()
             servers.append(health.stop)
     except OSError as exc:
-        print(f"trainctl controller: cannot listen: {exc}", file=sys.stderr)
-        return 1
+        raise _Exit(1, f"cannot listen: {exc}") from None
+    return servers
 
+
+def _log_starting(client: KubeClient, settings: options.ManagerOptions) -> None:
     log.info(
         "starting",
         extra={
@@ -138,8 +194,10 @@ def run(args: argparse.Namespace) -> int:
             "gang_scheduler": settings.gang_scheduler or "(off)",
         },
     )
-    if stopping.is_set():
-        return 0
+
+
+def _run_manager(manager: Manager, servers: list[Callable[[], None]]) -> int:
+    """Run until a signal or a lost lease stops the manager, then stop the servers."""
     manager.start()
     while not manager.wait(1.0):
         pass
