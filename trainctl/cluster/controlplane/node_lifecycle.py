@@ -221,89 +221,123 @@ def reconcile(
     config: NodeLifecycleConfig = NodeLifecycleConfig(),
 ) -> Plan:
     """One monitoring pass over every node (kube's ``monitorNodeHealth``) and its pods."""
-    lease_by_node = {lease["metadata"]["name"]: lease for lease in leases
-                     if lease["metadata"].get("namespace") == LEASE_NAMESPACE}
-    health: dict[str, NodeHealth] = {}
-    node_statuses: list[Obj] = []
-    node_taints: list[Obj] = []
-    events: list[tuple[Obj, Event]] = []
-    judged: dict[str, Obj] = {}  # node name -> the node as this pass leaves it
-    verdicts: list[float] = []  # seconds until a Ready node's grace runs out
+    monitor = _MonitorPass(state, now, config)
+    monitor.monitor_node_health(nodes, leases)
+    zones = monitor.assess_zone_disruption()
+    monitor.taint_nodes(zones)
+    for pod in pods:
+        monitor.process_pod(pod)
+    return monitor.plan(zones)
 
-    for node in nodes:
+
+class _MonitorPass:
+    """What one :func:`reconcile` pass decides, step by step: node health first, then the
+    taints that follow from it, then what those mean for each pod."""
+
+    def __init__(self, state: State, now: datetime, config: NodeLifecycleConfig) -> None:
+        self.state, self.now, self.config = state, now, config
+        self.health: dict[str, NodeHealth] = {}
+        self.judged: dict[str, Obj] = {}  # node name -> the node as this pass leaves it
+        self.verdicts: list[float] = []  # seconds until a Ready node's grace runs out
+        self.buckets: dict[str, disruption.Bucket] = {}
+        self.node_statuses: list[Obj] = []
+        self.node_taints: list[Obj] = []
+        self.pod_statuses: list[Obj] = []
+        self.evictions: list[Obj] = []
+        self.scheduled: dict[PodKey, ScheduledEviction] = {}
+        self.events: list[tuple[Obj, Event]] = []
+
+    def monitor_node_health(self, nodes: list[Obj], leases: list[Obj]) -> None:
+        """Mark Unknown every node whose grace period ran out without a sign of life."""
+        lease_by_node = {lease["metadata"]["name"]: lease for lease in leases
+                         if lease["metadata"].get("namespace") == LEASE_NAMESPACE}
+        for node in nodes:
+            name = node["metadata"]["name"]
+            seen = _observe(node, lease_by_node.get(name), self.state.health.get(name), self.now)
+            self.health[name] = seen
+            self.judged[name] = self._judge(node, seen)
+
+    def _judge(self, node: Obj, seen: NodeHealth) -> Obj:
         name = node["metadata"]["name"]
-        seen = _observe(node, lease_by_node.get(name), state.health.get(name), now)
-        health[name] = seen
         ready = condition(node, "Ready")
-        grace = config.node_monitor_grace_period if ready else config.node_startup_grace_period
+        grace = self.config.node_monitor_grace_period if ready else self.config.node_startup_grace_period
         node = copy.deepcopy(node)
         expires = seen.probe_time + timedelta(seconds=grace)
-        if now <= expires and (ready is None or ready.get("status") == "True"):
-            verdicts.append((expires - now).total_seconds())
-        if now > expires:
-            status = _mark_unknown(node, now)
+        if self.now <= expires and (ready is None or ready.get("status") == "True"):
+            self.verdicts.append((expires - self.now).total_seconds())
+        if self.now > expires:
+            status = _mark_unknown(node, self.now)
             if status is not None:
                 node["status"] = status
-                node_statuses.append(node)
+                self.node_statuses.append(node)
                 if ready is not None and ready.get("status") == "True":
-                    events.append((node, Event("Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady")))
-        judged[name] = node
+                    self.events.append((node, Event("Normal", "NodeNotReady", f"Node {name} status is now: NodeNotReady")))
+        return node
 
-    zones = disruption.assess(judged.values(), state.buckets, now, config.zone_disruption)
-    buckets = dict(zones.buckets)
-    if state.all_fully_disrupted and not zones.all_fully_disrupted:
-        # Some node answers again: the controller was not cut off after all, so every node
-        # gets a fresh grace period before being judged.
-        health = {name: replace(seen, probe_time=now) for name, seen in health.items()}
-    for name, node in judged.items():
-        current = list((node.get("spec") or {}).get("taints") or ())
-        taints = desired_taints(node, now)
-        if zones.all_fully_disrupted:
-            taints = [x for x in taints if not _controlled_no_execute(x)]
-        elif _adds_no_execute(current, taints):
-            zone = disruption.zone_of(node)
-            bucket = buckets.get(zone)
-            if bucket is not None and zones.rates.get(zone, 0.0) > 0 and bucket.tokens >= 1.0:
-                buckets[zone] = replace(bucket, tokens=bucket.tokens - 1.0)
-            else:  # over the zone's tainting rate: a later pass adds it
+    def assess_zone_disruption(self) -> disruption.Zones:
+        zones = disruption.assess(self.judged.values(), self.state.buckets, self.now, self.config.zone_disruption)
+        self.buckets = dict(zones.buckets)
+        if self.state.all_fully_disrupted and not zones.all_fully_disrupted:
+            # Some node answers again: the controller was not cut off after all, so every node
+            # gets a fresh grace period before being judged.
+            self.health = {name: replace(seen, probe_time=self.now) for name, seen in self.health.items()}
+        return zones
+
+    def taint_nodes(self, zones: disruption.Zones) -> None:
+        """Bring each node's taints in line with its conditions, within its zone's tainting rate."""
+        for name, node in self.judged.items():
+            current = list((node.get("spec") or {}).get("taints") or ())
+            taints = desired_taints(node, self.now)
+            if zones.all_fully_disrupted:
+                taints = [x for x in taints if not _controlled_no_execute(x)]
+            elif _adds_no_execute(current, taints) and not self._take_token(node, zones):
+                # over the zone's tainting rate: a later pass adds it
                 taints = [x for x in taints if not _controlled_no_execute(x) or any(t.same_taint(x, c) for c in current)]
-        if taints != current:
-            judged[name] = {**node, "spec": {**(node.get("spec") or {}), "taints": taints}}
-            node_taints.append(judged[name])
+            if taints != current:
+                self.judged[name] = {**node, "spec": {**(node.get("spec") or {}), "taints": taints}}
+                self.node_taints.append(self.judged[name])
 
-    pod_statuses: list[Obj] = []
-    evictions: list[Obj] = []
-    scheduled: dict[PodKey, ScheduledEviction] = {}
-    for pod in pods:
-        pod_node = judged.get((pod.get("spec") or {}).get("nodeName") or "")
-        if pod_node is None:
-            continue
+    def _take_token(self, node: Obj, zones: disruption.Zones) -> bool:
+        """Whether the node's zone may add one NoExecute taint now (and spend the token)."""
+        zone = disruption.zone_of(node)
+        bucket = self.buckets.get(zone)
+        if bucket is not None and zones.rates.get(zone, 0.0) > 0 and bucket.tokens >= 1.0:
+            self.buckets[zone] = replace(bucket, tokens=bucket.tokens - 1.0)
+            return True
+        return False
+
+    def process_pod(self, pod: Obj) -> None:
+        """Mark the pod not Ready if its node was lost; evict it as its node's NoExecute taints say."""
+        node = self.judged.get((pod.get("spec") or {}).get("nodeName") or "")
+        if node is None:
+            return
         updated = copy.deepcopy(pod)
         changed = False
-        if _lost_by_node(pod, pod_node):
-            changed = _set_pod_condition(updated, {"type": "Ready", "status": "False"}, now)
+        if _lost_by_node(pod, node):
+            changed = _set_pod_condition(updated, {"type": "Ready", "status": "False"}, self.now)
             if changed:
-                events.append((pod, Event("Warning", "NodeNotReady", "Node is not ready")))
-        evict, pending = _taint_eviction(pod, pod_node, state.evictions.get(_key(pod)), now)
+                self.events.append((pod, Event("Warning", "NodeNotReady", "Node is not ready")))
+        evict, pending = _taint_eviction(pod, node, self.state.evictions.get(_key(pod)), self.now)
         if pending is not None:
-            scheduled[_key(pod)] = pending
+            self.scheduled[_key(pod)] = pending
         if evict:
             changed = _set_pod_condition(updated, {
                 "type": "DisruptionTarget", "status": "True", "reason": "DeletionByTaintManager",
-                "message": "Taint manager: deleting due to NoExecute taint"}, now) or changed
-            evictions.append(pod)
-            events.append((pod, Event("Normal", "TaintManagerEviction", f"Marking for deletion Pod {_key(pod)[0]}/{_key(pod)[1]}")))
+                "message": "Taint manager: deleting due to NoExecute taint"}, self.now) or changed
+            self.evictions.append(pod)
+            self.events.append((pod, Event("Normal", "TaintManagerEviction", f"Marking for deletion Pod {_key(pod)[0]}/{_key(pod)[1]}")))
         if changed:
-            pod_statuses.append(updated)
+            self.pod_statuses.append(updated)
 
-    due = [(e.at - now).total_seconds() for e in scheduled.values()]
-    return Plan(
-        node_statuses=tuple(node_statuses), node_taints=tuple(node_taints), pod_statuses=tuple(pod_statuses),
-        evictions=tuple(evictions), events=tuple(events),
-        state=State(health, scheduled, buckets, zones.all_fully_disrupted),
-        next_eviction_in=max(0.0, min(due)) if due else None,
-        next_verdict_in=min(verdicts) if verdicts else None,
-    )
+    def plan(self, zones: disruption.Zones) -> Plan:
+        due = [(e.at - self.now).total_seconds() for e in self.scheduled.values()]
+        return Plan(
+            node_statuses=tuple(self.node_statuses), node_taints=tuple(self.node_taints),
+            pod_statuses=tuple(self.pod_statuses), evictions=tuple(self.evictions), events=tuple(self.events),
+            state=State(self.health, self.scheduled, self.buckets, zones.all_fully_disrupted),
+            next_eviction_in=max(0.0, min(due)) if due else None,
+            next_verdict_in=min(self.verdicts) if self.verdicts else None,
+        )
 
 
 def _taint_eviction(pod: Obj, node: Obj, scheduled: Optional[ScheduledEviction], now: datetime) -> tuple[bool, Optional[ScheduledEviction]]:
