@@ -14,7 +14,7 @@ from trainctl.launch import JobExists, Launcher, Outcome
 
 from tests.support.conditions import true_condition
 from tests.support.jobs import unique
-from tests.support.launch import NAMESPACE, Background, launched_job
+from tests.support.launch import NAMESPACE, Background, RecordingView, launched_job
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -174,6 +174,24 @@ def test_following_a_job_that_is_already_gone_ends_at_once(kube, driver, view):
     result = launcher.follow(created, view, deadline=time.monotonic() + 20)
     assert result.outcome is Outcome.DELETED
     assert result.duration < 10  # at once, not at the 20 s deadline
+
+
+class InterruptedView(RecordingView):
+    """Ctrl-C arrives while the launcher shows the job's first progress."""
+
+    def show(self, progress):
+        super().show(progress)
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("delete", [True, False], ids=["delete-on-interrupt", "keep"])
+def test_ctrl_c_ends_the_wait_and_deletes_the_job_only_if_asked(kube, driver, delete):
+    name = unique("interrupted")
+    result = Launcher(kube).launch(launched_job(name), NAMESPACE, InterruptedView(), delete_on_interrupt=delete)
+    assert result.outcome is Outcome.INTERRUPTED and not result.succeeded
+    assert result.message == f"interrupted while PyTorchJob {NAMESPACE}/{name} was Pending"
+    assert result.deleted is delete
+    assert driver.exists(name) is not delete
 
 
 def test_a_cluster_without_the_crd_gets_a_hint(apiserver, view):
