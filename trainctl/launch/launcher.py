@@ -167,129 +167,13 @@ class Launcher:
         end when ``delete_when_done`` (whatever the outcome), and on Ctrl-C when
         ``delete_on_interrupt``. An ``observer`` is told everything the watches see.
         """
-        kind = kind_of(job)
-        meta = job["metadata"]
-        namespace, name, uid = meta["namespace"], meta["name"], meta["uid"]
-        started = time.monotonic() if started is None else started
-        events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
-        tracker = PodTracker()
-        lead_type, lead_index = lead_replica(job, kind)
-        on_line = view.log
-        if observer is not None:
-            observer.job(job)
-
-            def on_line(pod: str, line: str) -> None:
-                view.log(pod, line)
-                observer.log(pod, line)
-
-        logs = LeadPodLogs(self.client, namespace, kind.container, on_line, view.note)
-
-        def on_pod(event: str, pod: dict[str, Any]) -> None:
-            if not owned_by(pod, uid):
-                return  # a leftover pod of an earlier job with the same name
-            if observer is not None:
-                observer.pod(event, pod)
-            labels = (pod.get("metadata") or {}).get("labels") or {}
-            if labels.get(c.LABEL_REPLICA_TYPE) == lead_type and labels.get(c.LABEL_REPLICA_INDEX) == lead_index:
-                logs.observe(None if event == "DELETED" else pod)
-            events.put(("pod", event, pod))
-
-        def on_job_listed() -> None:
-            # Deleted before (or while) we were not watching: a list no longer shows it.
-            if not any((obj.get("metadata") or {}).get("uid") == uid for obj in job_watch.store.list()):
-                events.put(("job", "DELETED", job))
-
-        job_watch = _watch(
-            self.client, job_resource(kind), namespace, lambda event, obj: events.put(("job", event, obj)),
-            on_error=lambda exc: events.put(("error", "job", _api_message(exc))),
-            on_synced=on_job_listed, field_selector=f"metadata.name={name}",
-        )
-        pod_watch = _watch(
-            self.client, PODS, namespace, on_pod,
-            on_error=lambda exc: events.put(("error", "pods", _api_message(exc))),
-            label_selector=f"{c.LABEL_JOB_NAME}={name}",
-        )
-        current, outcome = job, None
-        try:
-            job_watch.start()
-            pod_watch.start()
-            logs.start()
-            view.show(JobProgress.of(current, tracker, time.monotonic() - started))
-            while outcome is None:
-                timeout = None if deadline is None else deadline - time.monotonic()
-                if timeout is not None and timeout <= 0:
-                    outcome = Outcome.TIMED_OUT
-                    break
-                try:
-                    source, event, obj = events.get(timeout=timeout)
-                except queue.Empty:
-                    continue
-                if source == "error":
-                    if event == "job":
-                        raise LaunchError(f"cannot follow {kind.kind} {namespace}/{name}: {obj}")
-                    view.note(f"cannot follow the job's {event}: {obj}")
-                    continue
-                if source == "pod":
-                    note = tracker.observe(event, obj)
-                    if note is not None:
-                        view.note(note)
-                elif (obj.get("metadata") or {}).get("uid") != uid:
-                    continue
-                elif event == "DELETED":
-                    outcome = Outcome.DELETED
-                else:
-                    current = obj
-                    if observer is not None:
-                        observer.job(current)
-                    terminal = terminal_condition(current)
-                    if terminal is not None:
-                        outcome = Outcome(terminal["type"])
-                view.show(JobProgress.of(current, tracker, time.monotonic() - started))
-        except KeyboardInterrupt:
-            outcome = Outcome.INTERRUPTED
-        finally:
-            job_watch.stop()
-            if outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
-                self._catch_up(logs, namespace, name, lead_type, lead_index, uid, deadline)
-            pod_watch.stop()
-            logs.stop()
-        duration = time.monotonic() - started
-
+        followed = _FollowedJob(self.client, job, view, deadline=deadline, started=started, observer=observer)
+        outcome = followed.wait()
+        duration = time.monotonic() - followed.started
         deleted = False
         if outcome is not Outcome.DELETED and (delete_when_done or (outcome is Outcome.INTERRUPTED and delete_on_interrupt)):
-            deleted = self.delete(kind, namespace, name)
-        return LaunchResult(
-            kind=kind.kind,
-            namespace=namespace,
-            name=name,
-            outcome=outcome,
-            message=_outcome_message(outcome, current, kind, namespace, name, deadline, started),
-            condition=current_condition(current),
-            status=current.get("status") or {},
-            duration=duration,
-            restarts=tracker.restarts,
-            pods=sorted(tracker.phases),
-            deleted=deleted or outcome is Outcome.DELETED,
-        )
-
-    def _catch_up(self, logs: LeadPodLogs, namespace: str, name: str, lead_type: str, lead_index: str, uid: str, deadline: float | None) -> None:
-        """Let the lead pod's log reach its last line before the summary is printed.
-
-        The pod watch and the job watch are separate streams, so the job may be seen to
-        finish before the lead pod's final state arrives; one GET closes that gap.
-        """
-        budget = LOG_DRAIN_SECONDS if deadline is None else min(LOG_DRAIN_SECONDS, deadline - time.monotonic())
-        if budget <= 0:
-            return
-        selector = f"{c.LABEL_JOB_NAME}={name},{c.LABEL_REPLICA_TYPE}={lead_type},{c.LABEL_REPLICA_INDEX}={lead_index}"
-        try:
-            pods, _ = self.client.list(PODS, namespace, label_selector=selector)
-        except ApiError:  # the log is a courtesy: never let it change the outcome
-            return
-        for pod in pods:
-            if owned_by(pod, uid):
-                logs.observe(pod)
-        logs.drain(budget)
+            deleted = self.delete(followed.kind, followed.namespace, followed.name)
+        return followed.result(outcome, duration, deleted=deleted or outcome is Outcome.DELETED)
 
     # --- both -----------------------------------------------------------------------------
 
@@ -319,6 +203,165 @@ class Launcher:
             delete_when_done=delete_when_done,
             delete_on_interrupt=delete_on_interrupt,
             observer=observer,
+        )
+
+
+class _FollowedJob:
+    """One ``Launcher.follow``: the watches on a job and its pods, the lead pod's log, and
+    what they have shown so far. Both watches feed one queue, which :meth:`wait` reads."""
+
+    def __init__(
+        self, kube: KubeClient, job: dict[str, Any], view: ProgressView, *,
+        deadline: float | None, started: float | None, observer: FollowObserver | None,
+    ) -> None:
+        self.client, self.view, self.deadline, self.observer = kube, view, deadline, observer
+        self.kind = kind_of(job)
+        meta = job["metadata"]
+        self.namespace, self.name, self.uid = meta["namespace"], meta["name"], meta["uid"]
+        self.started = time.monotonic() if started is None else started
+        self.events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
+        self.tracker = PodTracker()
+        self.lead_type, self.lead_index = lead_replica(job, self.kind)
+        self.created = self.current = job
+        self.outcome: Outcome | None = None
+        if observer is not None:
+            observer.job(job)
+        self.logs = LeadPodLogs(kube, self.namespace, self.kind.container, self._on_line, view.note)
+        self.job_watch = _watch(
+            kube, job_resource(self.kind), self.namespace, lambda event, obj: self.events.put(("job", event, obj)),
+            on_error=lambda exc: self.events.put(("error", "job", _api_message(exc))),
+            on_synced=self._on_job_listed, field_selector=f"metadata.name={self.name}",
+        )
+        self.pod_watch = _watch(
+            kube, PODS, self.namespace, self._on_pod,
+            on_error=lambda exc: self.events.put(("error", "pods", _api_message(exc))),
+            label_selector=f"{c.LABEL_JOB_NAME}={self.name}",
+        )
+
+    # --- the watches' threads -------------------------------------------------------------
+
+    def _on_line(self, pod: str, line: str) -> None:
+        self.view.log(pod, line)
+        if self.observer is not None:
+            self.observer.log(pod, line)
+
+    def _on_pod(self, event: str, pod: dict[str, Any]) -> None:
+        if not owned_by(pod, self.uid):
+            return  # a leftover pod of an earlier job with the same name
+        if self.observer is not None:
+            self.observer.pod(event, pod)
+        if self._is_lead(pod):
+            self.logs.observe(None if event == "DELETED" else pod)
+        self.events.put(("pod", event, pod))
+
+    def _is_lead(self, pod: dict[str, Any]) -> bool:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        return bool(labels.get(c.LABEL_REPLICA_TYPE) == self.lead_type and labels.get(c.LABEL_REPLICA_INDEX) == self.lead_index)
+
+    def _on_job_listed(self) -> None:
+        # Deleted before (or while) we were not watching: a list no longer shows it.
+        if not any((obj.get("metadata") or {}).get("uid") == self.uid for obj in self.job_watch.store.list()):
+            self.events.put(("job", "DELETED", self.created))
+
+    # --- the caller's thread --------------------------------------------------------------
+
+    def wait(self) -> Outcome:
+        """Watch until the job ends, the deadline passes or Ctrl-C; then stop watching."""
+        try:
+            self._start_watches()
+            return self._wait_for_outcome()
+        except KeyboardInterrupt:
+            self.outcome = Outcome.INTERRUPTED
+            return self.outcome
+        finally:
+            self._stop_watches()
+
+    def _start_watches(self) -> None:
+        self.job_watch.start()
+        self.pod_watch.start()
+        self.logs.start()
+        self._show_progress()
+
+    def _wait_for_outcome(self) -> Outcome:
+        while self.outcome is None:
+            timeout = None if self.deadline is None else self.deadline - time.monotonic()
+            if timeout is not None and timeout <= 0:
+                self.outcome = Outcome.TIMED_OUT
+                break
+            try:
+                source, event, obj = self.events.get(timeout=timeout)
+            except queue.Empty:
+                continue
+            if self._observe(source, event, obj):
+                self._show_progress()
+        return self.outcome
+
+    def _observe(self, source: str, event: str, obj: Any) -> bool:
+        """Take in one queued watch event; whether it is one the progress view shows."""
+        if source == "error":
+            if event == "job":
+                raise LaunchError(f"cannot follow {self.kind.kind} {self.namespace}/{self.name}: {obj}")
+            self.view.note(f"cannot follow the job's {event}: {obj}")
+            return False
+        if source == "pod":
+            note = self.tracker.observe(event, obj)
+            if note is not None:
+                self.view.note(note)
+        elif (obj.get("metadata") or {}).get("uid") != self.uid:
+            return False
+        elif event == "DELETED":
+            self.outcome = Outcome.DELETED
+        else:
+            self.current = obj
+            if self.observer is not None:
+                self.observer.job(obj)
+            terminal = terminal_condition(obj)
+            if terminal is not None:
+                self.outcome = Outcome(terminal["type"])
+        return True
+
+    def _show_progress(self) -> None:
+        self.view.show(JobProgress.of(self.current, self.tracker, time.monotonic() - self.started))
+
+    def _stop_watches(self) -> None:
+        self.job_watch.stop()
+        if self.outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
+            self._catch_up_lead_log()
+        self.pod_watch.stop()
+        self.logs.stop()
+
+    def _catch_up_lead_log(self) -> None:
+        """Let the lead pod's log reach its last line before the summary is printed.
+
+        The pod watch and the job watch are separate streams, so the job may be seen to
+        finish before the lead pod's final state arrives; one GET closes that gap.
+        """
+        budget = LOG_DRAIN_SECONDS if self.deadline is None else min(LOG_DRAIN_SECONDS, self.deadline - time.monotonic())
+        if budget <= 0:
+            return
+        selector = f"{c.LABEL_JOB_NAME}={self.name},{c.LABEL_REPLICA_TYPE}={self.lead_type},{c.LABEL_REPLICA_INDEX}={self.lead_index}"
+        try:
+            pods, _ = self.client.list(PODS, self.namespace, label_selector=selector)
+        except ApiError:  # the log is a courtesy: never let it change the outcome
+            return
+        for pod in pods:
+            if owned_by(pod, self.uid):
+                self.logs.observe(pod)
+        self.logs.drain(budget)
+
+    def result(self, outcome: Outcome, duration: float, *, deleted: bool) -> LaunchResult:
+        return LaunchResult(
+            kind=self.kind.kind,
+            namespace=self.namespace,
+            name=self.name,
+            outcome=outcome,
+            message=_outcome_message(outcome, self.current, self.kind, self.namespace, self.name, self.deadline, self.started),
+            condition=current_condition(self.current),
+            status=self.current.get("status") or {},
+            duration=duration,
+            restarts=self.tracker.restarts,
+            pods=sorted(self.tracker.phases),
+            deleted=deleted,
         )
 
 
