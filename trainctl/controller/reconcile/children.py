@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from trainctl.api import constants as c
+from trainctl.controller.frameworks.base import UNKNOWN_EXIT_CODE
 from trainctl.controller.reconcile.plan import ObjectRef
 
 RENDEZVOUS_COMPONENT = "rendezvous"
@@ -64,6 +65,28 @@ def ref(obj: dict[str, Any], *, force: bool = False, as_observed: bool = False, 
         resource_version=meta.get("resourceVersion") if as_observed else None,
         cause=cause,
     )
+
+
+def typed_ref(obj: dict[str, Any], kind: str, api_version: str = "v1", *, force: bool = False,
+              as_observed: bool = False, cause: Optional[str] = None, grace_seconds: Optional[int] = None) -> ObjectRef:
+    """A reference to an observed object; items of a list response carry no apiVersion/kind."""
+    typed = {**obj, "apiVersion": obj.get("apiVersion") or api_version, "kind": obj.get("kind") or kind}
+    return ref(typed, force=force, as_observed=as_observed, cause=cause, grace_seconds=grace_seconds)
+
+
+def node_of(pod: dict[str, Any]) -> str:
+    return (pod.get("spec") or {}).get("nodeName") or "(none)"
+
+
+def exit_code(pod: dict[str, Any], container: str) -> int:
+    """The framework container's exit code, or the references' placeholder 0xBEEF."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") == container:
+            terminated = (cs.get("state") or {}).get("terminated")
+            if terminated is not None and terminated.get("exitCode") is not None:
+                code: int = terminated["exitCode"]
+                return code
+    return UNKNOWN_EXIT_CODE
 
 
 def rfc3339(moment: datetime) -> str:

@@ -13,8 +13,10 @@ from typing import Any, Optional
 
 from trainctl.api.common import Job
 from trainctl.controller.frameworks.base import Framework
-from trainctl.controller.reconcile.children import JobRef
+from trainctl.controller.reconcile.children import JobRef, typed_ref
 from trainctl.controller.reconcile.config import VOLCANO
+from trainctl.controller.reconcile.plan import Event
+from trainctl.controller.reconcile.state import Pass
 
 VOLCANO_API_VERSION = "scheduling.volcano.sh/v1beta1"
 SCHEDULER_PLUGINS_API_VERSION = "scheduling.x-k8s.io/v1alpha1"
@@ -107,3 +109,28 @@ def admitted(gang: str, observed: Optional[dict[str, Any]]) -> bool:
     if observed is None:
         return False
     return ((observed.get("status") or {}).get("phase") or "") not in _NOT_ADMITTED
+
+
+def reconcile(p: Pass) -> bool:
+    """Create or update the PodGroup; whether pods may be created now."""
+    if not p.gang:
+        return True
+    current = p.observed.pod_group
+    desired = desired_pod_group(p.framework, p.job, job_ref=p.job_ref, gang=p.gang, annotations=p.annotations, observed=current)
+    if current is None:
+        p.plan.creates.append(desired)
+    else:
+        update = pod_group_update(desired, current)
+        if update is not None:
+            p.plan.updates.append(update)
+    if admitted(p.gang, current):
+        return True
+    p.requeue.append(p.config.podgroup_poll_seconds)
+    return False
+
+
+def delete(p: Pass) -> None:
+    if p.gang and p.observed.pod_group is not None:
+        api_version = VOLCANO_API_VERSION if p.gang == VOLCANO else SCHEDULER_PLUGINS_API_VERSION
+        p.plan.deletes.append(typed_ref(p.observed.pod_group, PODGROUP_KIND, api_version))
+        p.warnings.setdefault("JobTerminated", Event("Normal", "JobTerminated", "Job has been terminated. Deleting PodGroup"))

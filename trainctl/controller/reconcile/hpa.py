@@ -16,7 +16,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from trainctl.controller.frameworks.base import Autoscaling, Framework
-from trainctl.controller.reconcile.children import JobRef
+from trainctl.controller.reconcile.children import JobRef, typed_ref
+from trainctl.controller.reconcile.state import Pass
 
 HPA_API_VERSION = "autoscaling/v2"
 HPA_KIND = "HorizontalPodAutoscaler"
@@ -57,3 +58,19 @@ def hpa_update(desired: dict[str, Any], observed: dict[str, Any]) -> Optional[di
     if not _differs(desired["spec"], observed.get("spec") or {}):
         return None
     return {**observed, "spec": {**(observed.get("spec") or {}), **desired["spec"]}}
+
+
+def reconcile(p: Pass, suspended: bool) -> None:
+    """Create, update or delete the job's HPA: it exists while the job is not suspended."""
+    scaling = p.framework.autoscaling(p.job)
+    desired = None if scaling is None else desired_hpa(scaling, job_ref=p.job_ref)
+    current = p.observed.hpa
+    if current is None:
+        if desired is not None and not suspended and scale_selector_published(p.framework, p.name, p.specs, p.old_status):
+            p.plan.creates.append(desired)
+    elif desired is None or suspended:
+        p.plan.deletes.append(typed_ref(current, HPA_KIND, HPA_API_VERSION))
+    else:
+        update = hpa_update(desired, current)
+        if update is not None:
+            p.plan.updates.append(update)

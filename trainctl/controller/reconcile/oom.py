@@ -25,7 +25,7 @@ factor or no quantity is reported and the controller's setting used, never trust
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Iterable, Optional
 
@@ -85,8 +85,8 @@ def parse_maximum(text: Any) -> int:
 def node_memory(node: dict[str, Any]) -> Optional[int]:
     """What ``node`` can give pods: its allocatable memory (else its capacity), in bytes."""
     status = node.get("status") or {}
-    for field in ("allocatable", "capacity"):
-        size = parse_memory((status.get(field) or {}).get("memory"))
+    for key in ("allocatable", "capacity"):
+        size = parse_memory((status.get(key) or {}).get("memory"))
         if size is not None and size > 0:
             return size
     return None
@@ -216,3 +216,27 @@ def with_memory(pod: dict[str, Any], container: str, memory: str, previous: str)
     meta = dict(pod["metadata"])
     meta["annotations"] = {**(meta.get("annotations") or {}), c.ANNOTATION_OOM_MEMORY: f"{previous} -> {memory}"}
     return {**pod, "metadata": meta, "spec": spec}
+
+
+@dataclass
+class Relaunches:
+    """What one pass found about a job's OOMKilled replicas.
+
+    ``memory`` is ``status.oomMemory`` as this pass leaves it; ``relaunch`` maps the uid of a
+    pod to replace to (type, index, limit, new limit); ``replacing`` holds the uids of
+    OOMKilled pods already being deleted for a relaunch; ``at_max`` says why memory ended a
+    replica, for the failure message.
+    """
+
+    memory: dict[str, dict[str, Any]] = field(default_factory=dict)
+    relaunch: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
+    replacing: set[str] = field(default_factory=set)
+    at_max: list[str] = field(default_factory=list)
+
+    def handles(self, pod: dict[str, Any]) -> bool:
+        """Whether ``pod`` is replaced for an OOM kill, in this pass or by a delete under way."""
+        uid = (pod.get("metadata") or {}).get("uid")
+        return uid in self.relaunch or uid in self.replacing
+
+    def with_cause(self, message: str) -> str:
+        return message + ("; " + "; ".join(self.at_max) if self.at_max else "")

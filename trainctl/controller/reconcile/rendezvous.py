@@ -29,8 +29,16 @@ from typing import Any, Optional
 from trainctl.api import constants as c
 from trainctl.api.replicas import default_container
 from trainctl.controller.frameworks.base import RendezvousStore
-from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT, JobRef, is_terminating, parse_time
+from trainctl.controller.reconcile.children import (
+    RENDEZVOUS_COMPONENT,
+    JobRef,
+    is_terminating,
+    node_of,
+    parse_time,
+    typed_ref,
+)
 from trainctl.controller.reconcile.config import ReconcileConfig
+from trainctl.controller.reconcile.state import Pass
 
 RDZV_PORT_NAME = "rdzv"
 RDZV_CONTAINER = "rendezvous"
@@ -156,3 +164,52 @@ def found_closed(store: dict[str, Any], replicas: list[dict[str, Any]], containe
 def ended_on_closed(pod: dict[str, Any], container: str) -> Optional[datetime]:
     """When the run the container ended with started, if that run found the rendezvous closed."""
     return next(_closed_runs(pod, container, ("state",)), None)
+
+
+# --- the store as a step of the pass ----------------------------------------------------------
+def reconcile_store(p: Pass, store: RendezvousStore) -> bool:
+    """Keep the store pod and its Service; whether the Service is there for agents to use."""
+    base = p.framework.base_labels(p.name)
+    name = store_name(p.name)
+    pod = p.pods.by_name.get(name)
+    if pod is None:
+        p.plan.creates.append(
+            store_pod(store, job_ref=p.job_ref, container_name=p.framework.container, base_labels=base, config=p.config)
+        )
+    elif (pod.get("status") or {}).get("phase") in ("Failed", "Succeeded") and not is_terminating(pod):
+        p.plan.deletes.append(typed_ref(pod, "Pod"))  # recreated once it is gone
+    elif (closer := found_closed(pod, p.pods.replicas(), p.framework.container)) is not None:
+        why = f"for a fresh rendezvous: {closer['metadata'].get('name')} found this one closed, its group had ended"
+        p.plan.deletes.append(typed_ref(pod, "Pod", cause=why))  # recreated once it is gone
+    if name in p.services.by_name:
+        return True
+    p.plan.creates.append(store_service(job_ref=p.job_ref, base_labels=base, port=store.port))
+    return False
+
+
+def closed_out(p: Pass, pod: dict[str, Any]) -> bool:
+    """A Failed replica whose run found the rendezvous of trainctl's store closed: it came
+    after its group had ended, so it has neither failed nor run; it is recreated to join
+    a fresh rendezvous, whatever the restart policy (its exit code says nothing)."""
+    return (p.store is not None and (pod.get("status") or {}).get("phase") == "Failed"
+            and ended_on_closed(pod, p.framework.container) is not None)
+
+
+def rejoin_closed_out(p: Pass, pod: dict[str, Any]) -> None:
+    """Recreate a closed-out replica once the store running started no earlier than its run
+    (the store found closed is being replaced meanwhile; its events bring the next pass)."""
+    store = p.pods.by_name.get(store_name(p.name))
+    started = None if store is None else store_started(store)
+    run = ended_on_closed(pod, p.framework.container)
+    if started is not None and run is not None and started >= run:
+        cause = f"to be recreated: it found the rendezvous closed on node {node_of(pod)}; a fresh one is running"
+        p.delete(pod, with_service=False, cause=cause)
+
+
+def delete_store(p: Pass) -> None:
+    for pod in p.pods.rendezvous:
+        if not is_terminating(pod):
+            p.plan.deletes.append(typed_ref(pod, "Pod"))
+    for service in p.services.rendezvous:
+        if not is_terminating(service):
+            p.plan.deletes.append(typed_ref(service, "Service"))
