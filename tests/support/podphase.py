@@ -75,13 +75,23 @@ class PodPhaseDriver:
         self.informer.stop()
 
     def set_phase(self, pod: dict[str, Any], phase: str, exit_code: Optional[int] = None) -> None:
+        """Write the phase as a kubelet would: a conflict (the cached pod was stale, as it
+        often is on a loaded machine) is retried on the pod as it is now, never dropped."""
         container = (pod["spec"].get("containers") or [{}])[0].get("name", "pytorch")
-        body = {**pod, "status": pod_status(phase, exit_code, container)}
-        try:
-            self.client.replace(PODS, body, subresource="status")
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
+        for _ in range(10):
+            body = {**pod, "status": pod_status(phase, exit_code, container)}
+            try:
+                self.client.replace(PODS, body, subresource="status")
+                return
+            except ApiError as exc:
+                if exc.code == 404:
+                    return
+                if exc.code != 409:
+                    raise
+            current = self.client.get_or_none(PODS, pod["metadata"].get("namespace"), pod["metadata"]["name"])
+            if current is None or current["metadata"].get("uid") != pod["metadata"].get("uid"):
+                return
+            pod = current
 
     def _on_pod(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
         if new is None or new["metadata"].get("deletionTimestamp"):

@@ -60,14 +60,22 @@ def hpa_update(desired: dict[str, Any], observed: dict[str, Any]) -> Optional[di
     return {**observed, "spec": {**(observed.get("spec") or {}), **desired["spec"]}}
 
 
+# How soon to look again for the scale selector this pass writes (a status that only moves
+# replica counts may be held for the status batch period, so not at once).
+_SELECTOR_REQUEUE_SECONDS = 1.0
+
+
 def reconcile(p: Pass, suspended: bool) -> None:
     """Create, update or delete the job's HPA: it exists while the job is not suspended."""
     scaling = p.framework.autoscaling(p.job)
     desired = None if scaling is None else desired_hpa(scaling, job_ref=p.job_ref)
     current = p.observed.hpa
     if current is None:
-        if desired is not None and not suspended and scale_selector_published(p.framework, p.name, p.specs, p.old_status):
-            p.plan.creates.append(desired)
+        if desired is not None and not suspended:
+            if scale_selector_published(p.framework, p.name, p.specs, p.old_status):
+                p.plan.creates.append(desired)
+            else:  # this pass writes the selector; the HPA follows once it is stored
+                p.requeue.append(_SELECTOR_REQUEUE_SECONDS)
     elif desired is None or suspended:
         p.plan.deletes.append(typed_ref(current, HPA_KIND, HPA_API_VERSION))
     else:

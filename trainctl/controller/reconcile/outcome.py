@@ -47,4 +47,7 @@ def conclude(
     replicas.set_replica_statuses(p, counts)
     if p.done():
         lifecycle.complete(p)
+        # The finished path (cleanPodPolicy, the PodGroup, the TTL) runs in the next pass, on
+        # the status this one writes; the shell does not see its own status write as a change.
+        p.requeue.append(0.0)
     limits.deadline_requeue(p)
