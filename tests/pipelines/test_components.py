@@ -45,6 +45,7 @@ COMMON_INPUTS = {
     "memory": ("STRING", ""),
     "gpus": ("NUMBER_INTEGER", 0),
     "npus": ("NUMBER_INTEGER", 0),
+    "port": ("NUMBER_INTEGER", 0),
     "timeout_seconds": ("NUMBER_INTEGER", 0),
     "delete_when_done": ("BOOLEAN", True),
 }

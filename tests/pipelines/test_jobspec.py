@@ -75,3 +75,17 @@ def test_bad_parameters_are_each_one_line():
         "min_replicas (5) must be between 1 and max_replicas (2)",
         "gpus, npus: must not be negative",
     ]
+
+
+@pytest.mark.parametrize(("kind", "port_name"), [(PYTORCHJOB, "pytorchjob-port"), (MSJOB, "msjob-port")])
+def test_a_port_names_the_framework_port_of_every_replica(kind, port_name):
+    job = build(kind, "p", JobParameters(image="img:1", replicas=2, port=29500))
+    assert validate(job) == []
+    ports = [c.get("ports") for c in containers(job, kind.replica_specs_field).values()]
+    assert ports and all(p == [{"name": port_name, "containerPort": 29500}] for p in ports)
+    assert "ports" not in containers(build(kind, "p", JobParameters(image="img:1", replicas=2)), kind.replica_specs_field)["Worker"]
+
+
+def test_a_port_out_of_range_is_a_problem():
+    assert JobParameters(image="img:1", port=70000).problems() == [
+        "port: must be between 1 and 65535 (0: the kind's default), got 70000"]

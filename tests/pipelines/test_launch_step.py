@@ -24,7 +24,7 @@ from trainctl.cluster.cluster import LocalCluster
 from trainctl.launch import Launcher, Outcome, PlainView, connect
 from trainctl.pipelines.launch import main
 
-from tests.support.net import with_free_port
+from tests.support.net import free_port, with_free_port
 from tests.support.repo import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -77,7 +77,7 @@ def job_exists(cluster: LocalCluster, plural: str, group: str, name: str) -> boo
 def test_pytorchjob_step_succeeds_writes_outputs_and_logs(step, capsys, cluster):
     code, condition, status = step(
         "--kind=PyTorchJob", "--image=python:3.11", "--name=step-ok", "--command=" + python("print('hello from the master')"),
-        "--replicas=2.0", "--timeout-seconds=60", "--delete-when-done=true",
+        "--replicas=2.0", "--timeout-seconds=60", "--delete-when-done=true", f"--port={free_port('0.0.0.0')}",
     )
     out = capsys.readouterr().out
     assert code == 0, out
@@ -132,7 +132,8 @@ def test_a_cancelled_step_deletes_its_job(cluster):
     env = {**os.environ, "KUBECONFIG": str(cluster.kubeconfig)}
     step = subprocess.Popen(
         [sys.executable, "-m", "trainctl.pipelines.launch", "--kind=PyTorchJob", "--image=python:3.11",
-         "--name=step-cancel", "--command=" + python("import time; time.sleep(300)"), "--delete-when-done=false"],
+         "--name=step-cancel", "--command=" + python("import time; time.sleep(300)"), "--delete-when-done=false",
+         f"--port={free_port('0.0.0.0')}"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=REPO,
     )
     try:

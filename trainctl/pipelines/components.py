@@ -74,6 +74,7 @@ def pytorchjob_launcher(
     memory: str = "",
     gpus: int = 0,
     npus: int = 0,
+    port: int = 0,
     timeout_seconds: int = 0,
     delete_when_done: bool = True,
 ) -> dsl.ContainerSpec:
@@ -101,6 +102,7 @@ def msjob_launcher(
     memory: str = "",
     gpus: int = 0,
     npus: int = 0,
+    port: int = 0,
     timeout_seconds: int = 0,
     delete_when_done: bool = True,
 ) -> dsl.ContainerSpec:

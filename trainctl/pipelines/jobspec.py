@@ -33,6 +33,8 @@ class JobParameters:
     memory: str = ""
     gpus: int = 0
     npus: int = 0
+    # The framework container's named port (pytorchjob-port, msjob-port); 0 keeps the kind's default.
+    port: int = 0
 
     def problems(self) -> list[str]:
         found = []
@@ -48,11 +50,15 @@ class JobParameters:
             found.append("max_replicas: required when min_replicas is set")
         if self.gpus < 0 or self.npus < 0:
             found.append("gpus, npus: must not be negative")
+        if not 0 <= self.port <= 65535:
+            found.append(f"port: must be between 1 and 65535 (0: the kind's default), got {self.port}")
         return found
 
 
-def _container(name: str, p: JobParameters) -> dict[str, Any]:
-    container: dict[str, Any] = {"name": name, "image": p.image}
+def _container(kind: JobKind, p: JobParameters) -> dict[str, Any]:
+    container: dict[str, Any] = {"name": kind.container, "image": p.image}
+    if p.port:
+        container["ports"] = [{"name": kind.port_name, "containerPort": p.port}]
     if p.command:
         container["command"] = list(p.command)
     if p.args:
@@ -73,8 +79,8 @@ def _container(name: str, p: JobParameters) -> dict[str, Any]:
     return container
 
 
-def _replica(name: str, p: JobParameters, replicas: int, restart_policy: str | None = None) -> dict[str, Any]:
-    spec: dict[str, Any] = {"replicas": replicas, "template": {"spec": {"containers": [_container(name, p)]}}}
+def _replica(kind: JobKind, p: JobParameters, replicas: int, restart_policy: str | None = None) -> dict[str, Any]:
+    spec: dict[str, Any] = {"replicas": replicas, "template": {"spec": {"containers": [_container(kind, p)]}}}
     if restart_policy:
         spec["restartPolicy"] = restart_policy
     return spec
@@ -95,7 +101,7 @@ def build(kind: JobKind, name: str, p: JobParameters) -> dict[str, Any]:
     coordinator = replace(p, gpus=0, npus=0)
 
     def replica(replicas: int, accelerators: bool) -> dict[str, Any]:
-        return _replica(kind.container, p if accelerators else coordinator, replicas)
+        return _replica(kind, p if accelerators else coordinator, replicas)
 
     sizes = Parameters(p.replicas, p.min_replicas, p.max_replicas, p.nproc_per_node)
     return {"apiVersion": kind.api_version, "kind": kind.kind, "metadata": _metadata(name, kind.kind), "spec": kind.layout(sizes, replica)}

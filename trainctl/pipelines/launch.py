@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--memory", default="")
     parser.add_argument("--gpus", type=parse_int, default=0)
     parser.add_argument("--npus", type=parse_int, default=0)
+    parser.add_argument("--port", type=parse_int, default=0, help="the framework container's port (0: the kind's default)")
     parser.add_argument("--timeout-seconds", type=float, default=0.0, help="0 waits for as long as the job runs")
     parser.add_argument("--delete-when-done", type=parse_bool, default=True)
     parser.add_argument("--condition-path", type=Path, help="output: the final condition (Succeeded, Failed, TimedOut …)")
