@@ -13,15 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-try:
-    import trainctl  # noqa: F401  (installed: pip install -e .)
-except ImportError:
-    # A plain checkout: api/ and controller/ install as trainctl.api and trainctl.controller
-    # (setup.py's package_dir); a namespace package rooted at the checkout maps them the same way.
-    import types
-
-    sys.modules["trainctl"] = types.ModuleType("trainctl")
-    sys.modules["trainctl"].__path__ = [str(ROOT)]
+# The checkout's trainctl/ package, whether or not it is installed.
+sys.path.insert(0, str(ROOT))
 
 from trainctl.api.crd import crds, render  # noqa: E402
 
