@@ -41,6 +41,7 @@ from ..network import HOST_IP, cluster_ranges, node_service_address, node_servic
 from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
+from ..network.podnet import PodNetwork, SharedNetwork
 from ..network.proxy import ServiceProxy
 from ..resources import enforcer as enforcers
 from ..scheduler.rules import is_terminal
@@ -137,6 +138,7 @@ class Kubelet:
         network_dir = config.directory / "network"
         self.hosts = HostsFile(network_dir / "nodes" / config.node_name if node_services else network_dir)
         self.proxy = ServiceProxy()
+        self.network: PodNetwork = SharedNetwork()
         self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
                                     node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
         self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
