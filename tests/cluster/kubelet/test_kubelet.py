@@ -195,7 +195,8 @@ def test_gpu_pods_get_devices_and_too_many_gpus_stay_pending(api, tmp_path):
     assert pending["status"]["phase"] == "Pending"
     assert not pending["spec"].get("nodeName")
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    assert message == ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+                       " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 SLEEPER = """
@@ -251,7 +252,8 @@ def test_ports_conflict_across_owners_until_freed(api, tmp_path):
         return any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or [])
     pending = wait_pod(api, "b-master-0", waits_for_port)
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert message in (f"0/1 nodes are available: port {port} is in use by pod default/{name}."
+    assert message in (f"0/1 nodes are available: port {port} is in use by pod default/{name}. preemption: "
+                       "0/1 nodes are available: 1 No preemption victims found for incoming pod."
                        for name in ("a-master-0", "a-worker-0"))
     api.delete(PODS, "default", "a-master-0", grace_period_seconds=0)
     api.delete(PODS, "default", "a-worker-0", grace_period_seconds=0)
@@ -304,7 +306,8 @@ def test_a_port_held_outside_the_cluster_keeps_the_pod_pending_until_released(ap
         return any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or [])
     pending = wait_pod(api, "wants-port", unschedulable)
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert message == f"0/1 nodes are available: port {port} is in use on this machine (not by a pod of this cluster)."
+    assert message == (f"0/1 nodes are available: port {port} is in use on this machine (not by a pod of this cluster)."
+                       " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
     holder.close()
     assert wait_pod(api, "wants-port", phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
 

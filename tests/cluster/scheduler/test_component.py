@@ -29,6 +29,7 @@ def test_no_pass_runs_until_the_nodes_are_listed(apiserver):
         create(client, pod("early", "pass"))
         component = SchedulerComponent(client)
         component.pods.start()
+        component.namespaces.start()
         try:
             _wait(component.pods.synced)
             component.sync()
@@ -46,5 +47,6 @@ def test_no_pass_runs_until_the_nodes_are_listed(apiserver):
         finally:
             component.pods.stop()
             component.nodes.stop()
+            component.namespaces.stop()
     finally:
         client.close()
