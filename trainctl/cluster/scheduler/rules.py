@@ -59,7 +59,8 @@ def container_requests(container: Obj) -> dict[str, Decimal]:
 
 
 def pod_requests(pod: Obj) -> dict[str, Decimal]:
-    """Effective pod request: max(sum over containers, max over init containers), per resource."""
+    """Effective pod request: max(sum over containers, max over init containers), per resource,
+    plus the pod's ``overhead`` (what its sandbox costs, set from a RuntimeClass)."""
     spec = pod.get("spec", {})
     total: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
@@ -68,6 +69,9 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
     for container in spec.get("initContainers") or []:
         for name, amount in container_requests(container).items():
             total[name] = max(total.get(name, Decimal(0)), amount)
+    overhead = spec.get("overhead")
+    for name, value in (overhead.items() if isinstance(overhead, dict) else ()):
+        total[name] = total.get(name, Decimal(0)) + quantity(value)
     return total
 
 
