@@ -307,7 +307,7 @@ def test_a_port_held_outside_the_cluster_keeps_the_pod_pending_until_released(ap
     pending = wait_pod(api, "wants-port", unschedulable)
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
     assert message == (f"0/1 nodes are available: port {port} is in use on this machine (not by a pod of this cluster)."
-                       " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+                       " preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     holder.close()
     assert wait_pod(api, "wants-port", phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
 

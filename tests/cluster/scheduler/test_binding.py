@@ -155,5 +155,13 @@ def test_preemption_that_would_help_is_named_as_not_implemented():
     assert schedule(never, nodes).preemption == "preemption: not eligible due to preemptionPolicy=Never."
 
 
+def test_a_port_held_outside_the_cluster_is_no_case_for_preemption():
+    p = pod("p", priority=1000)
+    p["spec"]["containers"][0]["ports"] = [{"containerPort": 23456}]
+    nodes = [NodeResources("n1", ALLOC).with_pod(pod("low"))]
+    decision = schedule(p, nodes, port_available=lambda port, protocol: False)
+    assert decision.preemption == "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+
+
 def test_no_nodes_at_all():
     assert schedule(pod("p"), []).full_message == "no nodes available to schedule pods"

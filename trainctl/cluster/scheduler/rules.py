@@ -285,8 +285,8 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
     if not matches_node_selection(pod, node):
         return [_Problem(NODE_SELECTOR_PROBLEM, unresolvable=True)]
     problems = _port_problems(pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available)
-    if problems:
-        return problems
+    if problems:  # no eviction frees a port a program outside the cluster holds
+        return [replace(p, unresolvable=MACHINE_PORT_PROBLEM in p.text) for p in problems]
     wanted = pod_requests(pod)
     if len(bound) + 1 > capacity.get("pods", Decimal(110)):
         problems.append(_Problem("Too many pods"))
