@@ -131,3 +131,15 @@ def test_subject_access_review_answers_for_another_user(apiserver: ApiServerHand
     review["spec"]["resourceAttributes"]["verb"] = "delete"
     assert call(apiserver, "/apis/authorization.k8s.io/v1/subjectaccessreviews", apiserver.token, "POST",
                 review)[1]["status"] == {"allowed": False}
+
+
+def test_rbac_objects_are_validated_as_kube_validates_them(kubectl: Kubectl) -> None:
+    kubectl("create", "namespace", NS)
+    no_verbs = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "r", "namespace": NS},
+                "rules": [{"apiGroups": [""], "resources": ["pods"]}]}
+    refused = kubectl.run("apply", "-f", "-", input=json.dumps(no_verbs), check=False)
+    assert 'The Role "r" is invalid: rules[0].verbs: Required value' in refused.stderr, refused.stderr
+    kubectl("create", "rolebinding", "b", "--clusterrole=view", "--user=alice", "-n", NS)
+    moved = kubectl.run("patch", "rolebinding", "b", "-n", NS, "--type=merge", "-p", '{"roleRef":{"name":"edit"}}',
+                        check=False)
+    assert "roleRef: Invalid value" in moved.stderr and "cannot change roleRef" in moved.stderr, moved.stderr
