@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import subprocess
+import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -185,3 +186,30 @@ def test_the_controller_runs_a_job_with_only_its_service_accounts_rights(tmp_pat
             controller.terminate()
         log = controller.log()
         assert "forbidden" not in log.lower(), log
+
+
+def test_a_pipeline_step_launches_a_job_with_only_the_pipeline_runners_rights(e2e: E2E, tmp_path: Path) -> None:
+    kubectl = e2e.kubectl
+    kubectl("create", "namespace", "kubeflow")
+    try:
+        kubectl("create", "serviceaccount", "pipeline-runner", "-n", "kubeflow")
+        kubectl("apply", "-k", str(REPO / "manifests" / "pipelines"))
+        token = kubectl("create", "token", "pipeline-runner", "-n", "kubeflow").strip()
+        kubeconfig = kubeconfig_with_token(e2e.cluster.kubeconfig, token, tmp_path / "step.kubeconfig")
+        step = subprocess.run(
+            [sys.executable, "-m", "trainctl.pipelines.launch", "--kind=PyTorchJob", "--name=step-rbac",
+             "--namespace=kubeflow", "--image=python", "--command=" + json.dumps([sys.executable, "-c", "print('ok')"]),
+             "--replicas=1", f"--port={free_port('0.0.0.0')}", "--timeout-seconds=120",
+             f"--condition-path={tmp_path / 'condition'}"],
+            env={**Kubectl.for_kubeconfig(kubeconfig, tmp_path).env, "PYTHONUNBUFFERED": "1"},
+            capture_output=True, text=True, timeout=180, cwd=REPO)
+        assert step.returncode == 0, step.stdout + step.stderr
+        assert (tmp_path / "condition").read_text() == "Succeeded"
+        assert "step-rbac-master-0 | ok" in step.stdout, step.stdout
+        # ... and nothing more: the step's account may not read the job's pods' Secrets.
+        as_step = Kubectl.for_kubeconfig(kubeconfig, tmp_path)
+        assert as_step.run("auth", "can-i", "get", "secrets", "-n", "kubeflow", check=False).stdout.strip() == "no"
+        assert as_step.run("auth", "can-i", "create", "pytorchjobs.kubeflow.org", "-n", "default",
+                           check=False).stdout.strip() == "no"
+    finally:
+        kubectl("delete", "namespace", "kubeflow", "--wait=true", "--timeout=60s", timeout=90)
