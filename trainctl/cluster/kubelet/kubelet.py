@@ -148,7 +148,7 @@ class Kubelet:
         ca_file = load_configuration(str(config.kubeconfig)).ssl_ca_cert
         self.service_accounts = ServiceAccountFiles(self.client, self.pods_dir, Path(ca_file).read_bytes() if ca_file else b"")
         # The proxy serves the kubernetes Service's port 443 where this process may listen on it.
-        self.api_through_proxy = may_listen_on(443)
+        self._may_listen_on_443 = may_listen_on(443)
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
@@ -344,6 +344,12 @@ class Kubelet:
                                   self.endpoints.store.get(SERVICE_NAMESPACE, SERVICE_NAME),
                                   self.names.service_address, self.api_through_proxy))
         return env
+
+    @property
+    def api_through_proxy(self) -> bool:
+        """Whether pods reach the API server at the kubernetes Service's ClusterIP (port 443):
+        always inside a pod network of their own, else where this kubelet's proxy may listen on 443."""
+        return self.network.mode != "shared" or self._may_listen_on_443
 
     def mount_service_account(self, pod: Obj) -> None:
         claim_pod_directory(self.pods_dir, _uid(pod), self.node_name)  # removed with the pod's logs
