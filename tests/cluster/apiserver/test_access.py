@@ -143,3 +143,19 @@ def test_rbac_objects_are_validated_as_kube_validates_them(kubectl: Kubectl) -> 
     moved = kubectl.run("patch", "rolebinding", "b", "-n", NS, "--type=merge", "-p", '{"roleRef":{"name":"edit"}}',
                         check=False)
     assert "roleRef: Invalid value" in moved.stderr and "cannot change roleRef" in moved.stderr, moved.stderr
+
+
+def test_the_kubernetes_service_names_the_server_and_comes_back_when_deleted(apiserver: ApiServerHandle,
+                                                                            kubectl: Kubectl) -> None:
+    service = kubectl.json("get", "service", "kubernetes", "-n", "default")
+    assert service["spec"]["ports"] == [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": apiserver.port}]
+    endpoints = kubectl.json("get", "endpoints", "kubernetes", "-n", "default")
+    assert endpoints["subsets"] == [{"addresses": [{"ip": "127.0.0.1"}],
+                                     "ports": [{"name": "https", "port": apiserver.port, "protocol": "TCP"}]}]
+    kubectl("delete", "service", "kubernetes", "-n", "default")
+    deadline = time.monotonic() + 60
+    while kubectl.run("get", "service", "kubernetes", "-n", "default", check=False).returncode != 0:
+        assert time.monotonic() < deadline, "the kubernetes Service did not come back"
+        time.sleep(0.5)
+    again = kubectl.json("get", "service", "kubernetes", "-n", "default")
+    assert again["spec"]["clusterIP"] == service["spec"]["clusterIP"]

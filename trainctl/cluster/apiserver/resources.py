@@ -80,6 +80,21 @@ class Resources:
         assert rtype is not None
         return rtype
 
+    async def keep_publishing(self, host: str, port: int, period: float = 10.0) -> None:
+        """Publish the server's address now and then every ``period`` seconds, putting back a
+        deleted or changed ``kubernetes`` Service, as kube-apiserver's own controller does."""
+        await self.publish_address(host, port)
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(period)
+                try:
+                    await self.publish_address(host, port)
+                except errors.ApiError as exc:
+                    log.warning("cannot restore the kubernetes Service: %s", exc.message)
+
+        self._spawn(loop())
+
     async def publish_address(self, host: str, port: int) -> None:
         """Point the ``kubernetes`` Service and its Endpoints at where this server listens now."""
         svc_type, ep_type = self._type("services"), self._type("endpoints")

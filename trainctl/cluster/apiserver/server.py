@@ -89,7 +89,7 @@ class ApiServer:
     async def listening(self, host: str, port: int) -> None:
         """The server listens on ``host:port``: say so in the ``kubernetes`` Service."""
         self.address = f"{host}:{port}"
-        await self.resources.publish_address(host, port)
+        await self.resources.keep_publishing(host, port)
 
     def end_streams(self) -> None:
         """Finish every watch and log stream, so that shutdown need not wait for clients."""
