@@ -159,3 +159,12 @@ def test_the_kubernetes_service_names_the_server_and_comes_back_when_deleted(api
         time.sleep(0.5)
     again = kubectl.json("get", "service", "kubernetes", "-n", "default")
     assert again["spec"]["clusterIP"] == service["spec"]["clusterIP"]
+
+
+def test_kubectl_shows_role_bindings_as_kube_does(kubectl: Kubectl) -> None:
+    setup_reader(kubectl)
+    lines = kubectl("get", "rolebinding", "reader", "-n", NS, "-o", "wide").splitlines()
+    assert lines[0].split() == ["NAME", "ROLE", "AGE", "USERS", "GROUPS", "SERVICEACCOUNTS"]
+    assert lines[1].split()[:2] == ["reader", "Role/get-pods"] and lines[1].split()[-1] == f"{NS}/reader"
+    header, row = kubectl("get", "clusterrole", "view").splitlines()
+    assert header.split() == ["NAME", "CREATED", "AT"] and row.split()[0] == "view"
