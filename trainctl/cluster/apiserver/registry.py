@@ -163,7 +163,8 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE),
         ResourceType("", "v1", "configmaps", "ConfigMap", "configmap", short_names=("cm",)),
         ResourceType("", "v1", "secrets", "Secret", "secret"),
-        ResourceType("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", short_names=("sa",)),
+        ResourceType("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", short_names=("sa",),
+                     subresources=("token",)),
         ResourceType("", "v1", "nodes", "Node", "node", namespaced=False, short_names=("no",),
                      subresources=("status",), shape=_NODE_SHAPE),
         ResourceType("events.k8s.io", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE),
@@ -175,6 +176,29 @@ def builtin_types() -> list[ResourceType]:
                      "CustomResourceDefinition", "customresourcedefinition", namespaced=False,
                      short_names=("crd", "crds"), categories=("api-extensions",),
                      subresources=("status",), shape=_CRD_SHAPE),
+        *identity_types(),
+    ]
+
+
+def identity_types() -> list[ResourceType]:
+    """RBAC and the review kinds (``access``, ``reviews``): the reviews are only created, never stored."""
+    rbac, authz, authn = "rbac.authorization.k8s.io", "authorization.k8s.io", "authentication.k8s.io"
+    return [
+        ResourceType(rbac, "v1", "clusterrolebindings", "ClusterRoleBinding", "clusterrolebinding", namespaced=False),
+        ResourceType(rbac, "v1", "clusterroles", "ClusterRole", "clusterrole", namespaced=False),
+        ResourceType(rbac, "v1", "rolebindings", "RoleBinding", "rolebinding"),
+        ResourceType(rbac, "v1", "roles", "Role", "role"),
+        ResourceType(authz, "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", "localsubjectaccessreview",
+                     verbs=("create",)),
+        ResourceType(authz, "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", "selfsubjectaccessreview",
+                     namespaced=False, verbs=("create",)),
+        ResourceType(authz, "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", "selfsubjectrulesreview",
+                     namespaced=False, verbs=("create",)),
+        ResourceType(authz, "v1", "subjectaccessreviews", "SubjectAccessReview", "subjectaccessreview",
+                     namespaced=False, verbs=("create",)),
+        ResourceType(authn, "v1", "selfsubjectreviews", "SelfSubjectReview", "selfsubjectreview",
+                     namespaced=False, verbs=("create",)),
+        ResourceType(authn, "v1", "tokenreviews", "TokenReview", "tokenreview", namespaced=False, verbs=("create",)),
     ]
 
 

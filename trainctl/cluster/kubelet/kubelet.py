@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trainctl.kube.client import KubeClient
+from trainctl.kube.connect import load_configuration
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
+from trainctl.kube.resources import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
 
 from ..network import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
 from ..network.hosts import HostsFile
@@ -51,9 +52,10 @@ from .admission import Admission
 from .deletion import Terminator, grace_seconds
 from .heartbeat import NodeHeartbeat
 from .pod_worker import PodWorker
-from .runtime import ProcessRegistry, signal_live
+from .runtime import ProcessRegistry, claim_pod_directory, signal_live
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
+from .serviceaccount import SERVICE_NAME, SERVICE_NAMESPACE, ServiceAccountFiles, api_server_env, may_listen_on
 from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)
@@ -124,6 +126,7 @@ class Kubelet:
         self.step_errors: list[str] = []  # per-pod steps that raised: kubelet bugs, never input
         self.pods = self._informer(PODS)
         self.services = self._informer(SERVICES)
+        self.endpoints = self._informer(ENDPOINTS)
         ips = PodIPAllocator(config.pod_cidr or cluster_ranges(config.directory)[0])
         self.statuses = StatusWriter(self.client)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds)
@@ -142,6 +145,10 @@ class Kubelet:
         self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
                                     node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
         self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
+        ca_file = load_configuration(str(config.kubeconfig)).ssl_ca_cert
+        self.service_accounts = ServiceAccountFiles(self.client, self.pods_dir, Path(ca_file).read_bytes() if ca_file else b"")
+        # The proxy serves the kubernetes Service's port 443 where this process may listen on it.
+        self._may_listen_on_443 = may_listen_on(443)
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
@@ -153,8 +160,9 @@ class Kubelet:
         self.heartbeat.register()
         self.pods.start()
         self.services.start()
+        self.endpoints.start()
         deadline = time.monotonic() + timeout
-        if not all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in (self.pods, self.services)):
+        if not all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in (self.pods, self.services, self.endpoints)):
             raise TimeoutError("the API server did not answer the kubelet's list requests")
         self.admission.fail_orphans(self._listed_pods()[1], self.node_name)
         self._thread = threading.Thread(target=self._sync_loop, name="kubelet-sync", daemon=True)
@@ -178,6 +186,7 @@ class Kubelet:
         self.heartbeat.stop()
         self.pods.stop()
         self.services.stop()
+        self.endpoints.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.client.close()
@@ -270,7 +279,8 @@ class Kubelet:
             for pod in pods:
                 if self._runnable(pod):
                     self._step("admit", pod, self.admission.admit, pod)
-        self._step("sync Services", None, self.service_rules.sync, pods, self.services.store.list())
+        self._step("sync Services", None, self.service_rules.sync, pods, self.services.store.list(),
+                   self.endpoints.store.list())
 
     def _runnable(self, pod: Obj) -> bool:
         """A live pod bound to this node that it can read; a pod it cannot read is rejected
@@ -327,8 +337,23 @@ class Kubelet:
         bin_dir = os.path.dirname(sys.executable)
         env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", "").split(os.pathsep) if p and p != bin_dir])
         env.pop("KUBECONFIG", None)
+        for name in [n for n in env if n.startswith(("KUBERNETES_SERVICE_", "KUBERNETES_PORT"))]:
+            del env[name]
         env.update(self.hosts.pod_env(namespace, os.environ.get("PYTHONPATH")))
+        env.update(api_server_env(self.services.store.get(SERVICE_NAMESPACE, SERVICE_NAME),
+                                  self.endpoints.store.get(SERVICE_NAMESPACE, SERVICE_NAME),
+                                  self.names.service_address, self.api_through_proxy))
         return env
+
+    @property
+    def api_through_proxy(self) -> bool:
+        """Whether pods reach the API server at the kubernetes Service's ClusterIP (port 443):
+        always inside a pod network of their own, else where this kubelet's proxy may listen on 443."""
+        return self.network.mode != "shared" or self._may_listen_on_443
+
+    def mount_service_account(self, pod: Obj) -> None:
+        claim_pod_directory(self.pods_dir, _uid(pod), self.node_name)  # removed with the pod's logs
+        self.service_accounts.write(pod)
 
     def working_dir(self, container: Obj) -> str:
         wanted = container.get("workingDir")

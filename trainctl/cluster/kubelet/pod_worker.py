@@ -26,6 +26,7 @@ from ..resources.accounting import ContainerGroup, Enforcer
 from . import paths
 from .env import ConfigError, command_line, container_env, downward_api_names
 from .runtime import ContainerProcess, ProcessRegistry, claim_pod_directory
+from .serviceaccount import AccountMissing
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class PodContext(Protocol):
     def configmap(self, namespace: str, name: str) -> Optional[Obj]: ...
     def secret(self, namespace: str, name: str) -> Optional[Obj]: ...
     def base_env(self, namespace: str) -> dict[str, str]: ...
+    def mount_service_account(self, pod: Obj) -> None:
+        """Write the pod's ServiceAccount files; raises while they cannot be written yet."""
     def working_dir(self, container: Obj) -> str: ...
     def report(self, pod: Obj, status: Obj) -> None:
         """Write the pod's status; never raises (a failed write is retried by the kubelet)."""
@@ -342,10 +345,29 @@ class PodWorker:
         grace = self.pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
         self.stop(float(grace if isinstance(grace, (int, float)) else 30))
 
+    def _mount_service_account(self) -> None:
+        """The pod's token files before any container starts, waiting (interruptibly) while
+        its ServiceAccount is missing or the API server does not answer, as a kubelet waits
+        on a volume it cannot set up."""
+        while not self.stopping.is_set():
+            try:
+                self.ctx.mount_service_account(self.pod)
+                return
+            except (AccountMissing, ApiError) as exc:
+                waiting = {"reason": "ContainerCreating",
+                           "message": f'MountVolume.SetUp failed for volume "kube-api-access": {exc}'}
+            with self._lock:
+                for state in self.init_states + self.states:
+                    state.state = {"waiting": waiting}
+            self._report()
+            self.ctx.wait_for_change(5.0)
+        raise _Stopped()
+
     def _run(self) -> None:
         threading.Thread(target=self._watch_deadline, daemon=True, name=f"deadline-{self.uid}").start()
         try:
             self._report()
+            self._mount_service_account()
             for spec, state in zip(self.init_specs, self.init_states, strict=True):
                 while True:
                     code = self._run_once(spec)
