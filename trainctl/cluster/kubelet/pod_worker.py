@@ -69,6 +69,14 @@ class ContainerState:
     state: Obj = field(default_factory=lambda: {"waiting": {"reason": "PodInitializing"}})
     last_state: Obj = field(default_factory=dict)
     container_id: str = ""
+    created: bool = False  # an instance exists: the next one is a restart
+
+    def next_instance(self) -> None:
+        """A new instance of the container is about to start: ``restartCount`` counts the
+        instances before it, as the real kubelet's (the first run is 0, its restart 1)."""
+        if self.created:
+            self.restart_count += 1
+        self.created = True
 
     def render(self) -> Obj:
         running = "running" in self.state
@@ -248,6 +256,8 @@ class PodWorker:
         """Start the container once and wait for it; return its exit code."""
         state = self._state_of(spec)
         argv, env = self._environment(spec)
+        with self._lock:
+            state.next_instance()
         started = now_rfc3339()
         try:
             claim_pod_directory(self.ctx.pods_dir, self.uid, self.ctx.node_name)
@@ -291,7 +301,9 @@ class PodWorker:
         return 128
 
     def _back_off(self, state: ContainerState) -> None:
-        """CrashLoopBackOff: the first restart is immediate, then base, 2*base, ... up to the cap."""
+        """CrashLoopBackOff: the first restart is immediate, then base, 2*base, ... up to the cap.
+        While it waits, ``restartCount`` still names the run that ended (its log is the one
+        ``kubectl logs`` shows); it moves on when the next run starts."""
         delay = 0.0 if state.restart_count == 0 else min(self.ctx.backoff_cap,
                                                           self.ctx.backoff_base * 2 ** (state.restart_count - 1))
         with self._lock:
@@ -300,7 +312,6 @@ class PodWorker:
                 state.state = {"waiting": {"reason": "CrashLoopBackOff", "message":
                                f"back-off {delay:g}s restarting failed container={state.name} "
                                f"pod={self.pod['metadata'].get('name')}_{self.namespace}({self.uid})"}}
-            state.restart_count += 1
         if delay > 0:
             self._report()
             self.stopping.wait(delay)
