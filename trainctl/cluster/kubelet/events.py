@@ -97,7 +97,7 @@ class KubeletEvents:
         while self._queue.unfinished_tasks and time.monotonic() < deadline:
             time.sleep(0.02)
 
-    def stop(self, timeout: float = 5.0) -> None:
+    def stop(self, timeout: float = 2.0) -> None:
         """Write what is queued (at most ``timeout`` seconds), then stop."""
         self.flush(timeout)
         try:
