@@ -7,6 +7,7 @@ import json
 import sqlite3
 
 import pytest
+import requests
 
 from trainctl.cluster.apiserver.event_conversion import to_core, to_events
 from trainctl.cluster.apiserver.process import start_apiserver
@@ -153,3 +154,13 @@ def test_events_an_earlier_server_kept_apart_join_the_one_store(tmp_path):
         db.close()
     finally:
         server.stop()
+
+
+def test_the_one_store_is_counted_once_under_the_core_name(apiserver, kube):
+    kube.create(EVENTS, _core_event("counted.1"))
+    session = requests.Session()
+    session.headers["Authorization"] = f"Bearer {apiserver.token}"
+    text = session.get(f"{apiserver.url}/metrics", verify=str(apiserver.ca_cert), timeout=10).text
+    session.close()
+    assert 'apiserver_storage_objects{resource="events"} 1.0' in text
+    assert 'resource="events.events.k8s.io"' not in text
