@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-node-lease", "kube-public")
 _DEFAULT_WRITE = WriteOptions()
+_SEPARATE_EVENTS_KEY = "events.k8s.io/events"
 
 
 def _without(obj: Obj, *keys: str) -> Obj:
@@ -73,6 +74,7 @@ class Resources:
             for obj in objects:
                 if self.store.get(rtype.storage_key, "", obj["metadata"]["name"]) is None:
                     await self.create(rtype, None, obj)
+        await self._join_event_stores()
         self._spawn(self.gc.run())
 
     def _type(self, plural: str, group: str = "") -> ResourceType:
@@ -140,6 +142,17 @@ class Resources:
             raise errors.ApiError(403, "Forbidden", f'pods "{meta.get("name")}" is forbidden: error looking up service '
                                   f'account {meta.get("namespace")}/{name}: serviceaccount "{name}" not found',
                                   {"name": meta.get("name"), "kind": "pods"})
+
+    async def _join_event_stores(self) -> None:
+        """Earlier versions of this server kept ``events.k8s.io`` Events apart from core
+        Events; move any such Event into the one store, as a core Event."""
+        events = self.registry.get("events.k8s.io", "v1", "events")
+        assert events is not None
+        for obj in self.store.list(_SEPARATE_EVENTS_KEY):
+            meta = obj["metadata"]
+            await self.store.remove(_SEPARATE_EVENTS_KEY, obj)
+            if self.store.get(events.storage_key, meta.get("namespace") or "", meta["name"]) is None:
+                await self.store.put(events.storage_key, events.stored(clone(obj)))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -231,6 +244,7 @@ class Resources:
             return obj, warnings
         if rtype.is_service:
             self.cluster_ips.assign(obj, None)
+        obj = rtype.stored(obj)
         committed = self.store.put(rtype.storage_key, obj)
         if rtype.storage_key == CRD_STORAGE_KEY:
             self._register_crd(obj)  # served from the moment it is stored, like the CRD itself
@@ -270,6 +284,7 @@ class Resources:
 
     async def _update(self, rtype: ResourceType, old: Obj, new: Obj, *, subresource: str | None = None,
                       options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, builtins.list[str]]:
+        old = rtype.view(old) if rtype.conversion is not None else old  # judged as the client writes it
         name = old["metadata"]["name"]
         uid = new["metadata"].get("uid")
         if uid and uid != old["metadata"].get("uid"):  # written for an object that was deleted and recreated
@@ -314,6 +329,7 @@ class Resources:
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
             await self.deletion.remove(rtype, new)
             return rtype.view(new), warnings
+        new = rtype.stored(new)
         committed = self.store.put(rtype.storage_key, new)
         if rtype.storage_key == CRD_STORAGE_KEY:
             self._register_crd(new)

@@ -130,7 +130,7 @@ class ApiServer:
         if path == "/version":
             return json_response(discovery.KUBERNETES_VERSION)
         if path == "/metrics":
-            for rtype in {t.storage_key: t for t in self.registry}.values():
+            for rtype in {t.storage_key: t for t in reversed(list(self.registry))}.values():  # each store by its first type
                 self.metrics.objects.labels(rtype.group_resource).set(self.store.count(rtype.storage_key))
             self.metrics.watchers.set(self.store.watcher_count())
             body, content_type = self.metrics.render()

@@ -50,6 +50,7 @@ from . import node as nodes
 from . import podspec, thaw
 from .admission import Admission
 from .deletion import Terminator, grace_seconds
+from .events import KubeletEvents
 from .heartbeat import NodeHeartbeat
 from .pod_worker import PodWorker
 from .runtime import ProcessRegistry, claim_pod_directory, signal_live
@@ -129,7 +130,10 @@ class Kubelet:
         self.endpoints = self._informer(ENDPOINTS)
         ips = PodIPAllocator(config.pod_cidr or cluster_ranges(config.directory)[0])
         self.statuses = StatusWriter(self.client)
-        self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds)
+        # Events have a client of their own, rate-limited as a kubelet's (--event-qps 50).
+        self.events = KubeletEvents(KubeClient.from_kubeconfig(str(config.kubeconfig), qps=50, max_attempts=3, pool_size=2), self.node_name)
+        self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds,
+                                       events=self.events)
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self.node_name, self._dirty.set)
         # On a cluster of several nodes each node serves the ClusterIPs at addresses of its
@@ -157,6 +161,7 @@ class Kubelet:
             log.info("stopped %d process group(s) left by a previous kubelet", len(killed))
         self.hosts.install_resolver()
         self.proxy.start()
+        self.events.node("Normal", "Starting", "Starting kubelet.")
         self.heartbeat.register()
         self.pods.start()
         self.services.start()
@@ -184,12 +189,14 @@ class Kubelet:
         self.registry.kill_leftovers()
         self.enforcer.close()
         self.heartbeat.stop()
+        self.events.stop()
         self.pods.stop()
         self.services.stop()
         self.endpoints.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.client.close()
+        self.events.recorder.client.close()
         self.proxy.stop()
 
     def thawed(self) -> None:
