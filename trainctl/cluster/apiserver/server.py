@@ -110,7 +110,7 @@ class ApiServer:
             raise
         except Exception as exc:
             log.exception("internal error serving %s %s", request.method, request.path)
-            response = error_response(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
+            response = error_response(errors.internal(f"Internal error occurred: {exc}"))
         if request[RESOURCE]:
             self.metrics.observe(request[VERB], request[RESOURCE], response.status, time.perf_counter() - started)
         return response
