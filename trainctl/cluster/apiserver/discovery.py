@@ -25,10 +25,14 @@ _SUBRESOURCE_KINDS = {
     "log": None,
     "binding": {"group": "", "version": "v1", "kind": "Binding"},
     "eviction": {"group": "policy", "version": "v1", "kind": "Eviction"},
+    "exec": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+    "attach": {"group": "", "version": "v1", "kind": "PodAttachOptions"},
+    "portforward": {"group": "", "version": "v1", "kind": "PodPortForwardOptions"},
 }
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"],
                       "log": ["get"], "binding": ["create"], "eviction": ["create"],
-                      "finalize": ["update"]}
+                      "finalize": ["update"], "exec": ["create", "get"], "attach": ["create", "get"],
+                      "portforward": ["create", "get"]}
 
 
 def wants_aggregated(accept: str) -> bool:

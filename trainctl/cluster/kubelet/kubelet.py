@@ -54,6 +54,7 @@ from .pod_worker import PodWorker
 from .runtime import ProcessRegistry, signal_live
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
+from .streaming.server import PodTarget, StreamingServer, bearer_token
 from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ class Kubelet:
         self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
                                     node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
         self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
+        # The API server reaches it with the credential it gave this kubelet.
+        self.streaming = StreamingServer(self, bearer_token(self.client.configuration), self.host_ip)
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
@@ -150,6 +153,7 @@ class Kubelet:
             log.info("stopped %d process group(s) left by a previous kubelet", len(killed))
         self.hosts.install_resolver()
         self.proxy.start()
+        self.heartbeat.kubelet_port = self.streaming.start()
         self.heartbeat.register()
         self.pods.start()
         self.services.start()
@@ -182,6 +186,7 @@ class Kubelet:
             self._thread.join(timeout=10)
         self.client.close()
         self.proxy.stop()
+        self.streaming.stop()
 
     def thawed(self) -> None:
         """SIGCONT arrived: the node was frozen and its pods' processes still are (see
@@ -329,6 +334,15 @@ class Kubelet:
         env.pop("KUBECONFIG", None)
         env.update(self.hosts.pod_env(namespace, os.environ.get("PYTHONPATH")))
         return env
+
+    def find_pod(self, namespace: str, name: str) -> Optional[PodTarget]:
+        """A pod this node runs, for the streaming server."""
+        for worker in self.admission.workers().values():
+            meta = _meta(worker.pod)
+            if meta.get("namespace", "default") == namespace and meta.get("name") == name:
+                return PodTarget(namespace, name, worker.uid, worker.pod_ip,
+                                 {spec.get("name", ""): worker.running(spec.get("name", "")) for spec in worker.specs})
+        return None
 
     def working_dir(self, container: Obj) -> str:
         wanted = container.get("workingDir")
