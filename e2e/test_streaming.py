@@ -1,0 +1,195 @@
+"""kubectl exec, exec -it, cp, port-forward, attach and run -i against the embedded cluster.
+
+Each goes kubectl → API server (``pods/exec``, ``pods/attach``, ``pods/portforward``) → the
+node's kubelet streaming server → a process in the pod, with the protocols kubectl 1.32
+speaks (WebSocket channels; SPDY/3.1 tunnelled in WebSocket for port-forward).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import struct
+import termios
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import E2E
+from tests.support.net import free_port
+
+pytestmark = pytest.mark.e2e
+
+POD = "streamed"
+
+
+def pod(name: str, command: list[str], **container: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": "python", "command": command, **container}]}}
+
+
+def wait_running(e2e: E2E, name: str, timeout: float = 60) -> dict[str, Any]:
+    e2e.kubectl("wait", "--for=jsonpath={.status.phase}=Running", f"pod/{name}", f"--timeout={timeout:g}s",
+                timeout=timeout + 10)
+    return e2e.kubectl.json("get", "pod", name)
+
+
+@pytest.fixture
+def running(e2e: E2E) -> Iterator[dict[str, Any]]:
+    """A pod that sleeps, with an env value, a working directory and a memory limit."""
+    workdir = e2e.workdir / "streamed"
+    workdir.mkdir(exist_ok=True)
+    e2e.kubectl.apply(pod(POD, ["python", "-c", "import time; time.sleep(3600)"], workingDir=str(workdir),
+                          env=[{"name": "GREETING", "value": "hello from the pod"}],
+                          resources={"limits": {"memory": "200Mi"}}))
+    try:
+        yield wait_running(e2e, POD)
+    finally:
+        e2e.kubectl("delete", "pod", POD, "--wait=true", "--timeout=60s", timeout=90)
+
+
+def test_exec_runs_in_the_container_and_its_exit_code_is_kubectls(e2e: E2E, running: dict[str, Any]) -> None:
+    result = e2e.kubectl.run("exec", POD, "--", "sh", "-c", 'echo "$GREETING"; pwd; echo oops >&2; exit 3', check=False)
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.splitlines() == ["hello from the pod", running["spec"]["containers"][0]["workingDir"]]
+    assert "oops" in result.stderr and "command terminated with exit code 3" in result.stderr
+    assert e2e.kubectl.run("exec", POD, "--", "true").returncode == 0
+    # stdin, closed at its end (v5.channel.k8s.io)
+    assert e2e.kubectl("exec", "-i", POD, "--", "tr", "a-z", "A-Z", input="shout\n") == "SHOUT\n"
+
+
+def test_an_execd_process_lives_in_the_containers_resource_group(e2e: E2E, running: dict[str, Any]) -> None:
+    main_pid = int(running["status"]["containerStatuses"][0]["containerID"].removeprefix("process://"))
+    assert e2e.kubectl("exec", POD, "--", "cat", "/proc/self/cgroup") == Path(f"/proc/{main_pid}/cgroup").read_text()
+    # It counts against the container's limit (200Mi): asking for 600 MiB gets it killed.
+    hungry = e2e.kubectl.run("exec", POD, "--", "python", "-c",
+                             "import time; b = bytearray(600 << 20); time.sleep(5)", check=False, timeout=90)
+    assert hungry.returncode == 137, (hungry.returncode, hungry.stderr)
+
+
+def _read_until(fd: int, needle: bytes, timeout: float = 60) -> bytes:
+    seen, deadline = b"", time.monotonic() + timeout
+    while needle not in seen and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    assert needle in seen, seen
+    return seen
+
+
+def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: dict[str, Any]) -> None:
+    child, terminal = pty.fork()
+    if child == 0:  # kubectl on a terminal of its own, as a user runs it
+        os.execvpe("kubectl", ["kubectl", "exec", "-it", POD, "--", "sh"], e2e.kubectl.env)
+    try:
+        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))  # kubectl hears SIGWINCH
+        _read_until(terminal, b"$ " if os.getuid() else b"# ")
+        os.write(terminal, b"tty; stty size; echo $((6*7)); exit 5\n")
+        seen = _read_until(terminal, b"42")
+        assert re.search(rb"/dev/pts/\d+", seen), seen
+        assert b"33 111" in seen, seen
+    finally:
+        _, status = os.waitpid(child, 0)
+        os.close(terminal)
+    assert os.waitstatus_to_exitcode(status) == 5
+
+
+def test_kubectl_cp_both_ways(e2e: E2E, running: dict[str, Any], tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    (source / "deeper").mkdir(parents=True)
+    (source / "a.txt").write_text("alpha\n")
+    (source / "deeper" / "b.bin").write_bytes(bytes(range(256)) * 64)
+    inside = e2e.workdir / "streamed" / "copied"
+    e2e.kubectl("cp", str(source), f"{POD}:{inside}")
+    assert (inside / "a.txt").read_text() == "alpha\n"
+    assert e2e.kubectl("exec", POD, "--", "cat", str(inside / "a.txt")) == "alpha\n"
+    back = tmp_path / "back"
+    e2e.kubectl("cp", f"{POD}:{inside}", str(back))
+    assert (back / "a.txt").read_text() == "alpha\n"
+    assert (back / "deeper" / "b.bin").read_bytes() == bytes(range(256)) * 64
+
+
+def test_port_forward_reaches_a_pods_http_server(e2e: E2E, tmp_path: Path) -> None:
+    site = e2e.workdir / "site"
+    site.mkdir(exist_ok=True)
+    (site / "index.html").write_text("served from the pod\n")
+    port = free_port("0.0.0.0")
+    e2e.kubectl.apply(pod("web", ["python", "-m", "http.server", str(port), "--directory", str(site)]))
+    forwarder = None
+    try:
+        wait_running(e2e, "web")
+        forwarder = e2e.kubectl.popen("port-forward", "pod/web", f"0:{port}")
+        assert forwarder.stdout is not None
+        line = forwarder.stdout.readline()
+        local = int(re.search(r"127\.0\.0\.1:(\d+)", line).group(1))  # type: ignore[union-attr]
+        deadline = time.monotonic() + 60
+        while True:  # the server may still be starting
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{local}/index.html", timeout=10) as response:
+                    assert response.read() == b"served from the pod\n"
+                    break
+            except (OSError, AssertionError):
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        for _ in range(3):  # a connection each, on the one session
+            with urllib.request.urlopen(f"http://127.0.0.1:{local}/index.html", timeout=10) as response:
+                assert response.read() == b"served from the pod\n"
+    finally:
+        if forwarder is not None:
+            forwarder.terminate()
+            forwarder.communicate(timeout=30)
+        e2e.kubectl("delete", "pod", "web", "--wait=true", "--timeout=60s", timeout=90)
+
+
+def test_run_i_rm_attaches_to_the_containers_stdin_and_reports_its_exit(e2e: E2E) -> None:
+    result = e2e.kubectl.run("run", "-i", "--rm", "upper", "--image=python", "--restart=Never", "--",
+                             "python", "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(4)",
+                             input="attached input\n", check=False, timeout=120)
+    assert "ATTACHED INPUT" in result.stdout, (result.stdout, result.stderr)
+    assert result.returncode == 4, result.stderr
+    assert 'pod "upper" deleted' in result.stdout + result.stderr
+    assert e2e.kubectl.run("get", "pod", "upper", check=False).returncode == 1
+
+
+def test_attach_streams_what_a_running_container_prints(e2e: E2E) -> None:
+    e2e.kubectl.apply(pod("talker", ["sh", "-c", "sleep 2; for i in 1 2 3 4 5 6 7 8 9 10; do echo tick $i; sleep 1; done"]))
+    try:
+        wait_running(e2e, "talker")
+        attached = e2e.kubectl.run("attach", "talker", timeout=90)
+        ticks = [line for line in attached.stdout.splitlines() if line.startswith("tick")]
+        assert ticks and ticks[-1] == "tick 10", attached.stdout
+    finally:
+        e2e.kubectl("delete", "pod", "talker", "--wait=true", "--timeout=60s", timeout=90)
+
+
+def test_kubectl_debug_says_ephemeral_containers_are_unsupported(e2e: E2E, running: dict[str, Any]) -> None:
+    result = e2e.kubectl.run("debug", POD, "--image=python", "--", "true", check=False)
+    assert result.returncode == 1 and "panic" not in result.stderr
+    assert "ephemeral containers are disabled for this cluster" in result.stderr
+
+
+def test_exec_into_a_finished_pod_is_refused_with_the_phase(e2e: E2E) -> None:
+    e2e.kubectl.apply(pod("done", ["true"]))
+    try:
+        e2e.kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/done", "--timeout=60s", timeout=70)
+        result = e2e.kubectl.run("exec", "done", "--", "true", check=False)
+        assert result.returncode == 1
+        assert "cannot exec into a container in a completed pod" in result.stderr
+    finally:
+        e2e.kubectl("delete", "pod", "done", "--wait=true", "--timeout=60s", timeout=90)
+
+
