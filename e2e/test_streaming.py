@@ -193,3 +193,16 @@ def test_exec_into_a_finished_pod_is_refused_with_the_phase(e2e: E2E) -> None:
         e2e.kubectl("delete", "pod", "done", "--wait=true", "--timeout=60s", timeout=90)
 
 
+
+
+def test_the_python_clients_stream_execs_too(e2e: E2E, running: dict[str, Any]) -> None:
+    """The ``kubernetes`` package speaks v4.channel.k8s.io through websocket-client."""
+    from kubernetes import client
+    from kubernetes.stream import stream
+
+    core = client.CoreV1Api(e2e.api)
+    session = stream(core.connect_get_namespaced_pod_exec, POD, "default", command=["sh", "-c", "echo out; exit 2"],
+                     stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False)
+    session.run_forever(timeout=60)
+    assert session.read_stdout() == "out\n"
+    assert session.returncode == 2

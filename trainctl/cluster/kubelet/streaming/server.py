@@ -126,6 +126,10 @@ class StreamingServer:
 
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
+        if parts[:1] in (["exec"], ["attach"], ["portforward"]) and not web.WebSocketResponse().can_prepare(request).ok:
+            # kubectl falls back to SPDY only when the WebSocket upgrade failed
+            raise Refused(400, "BadRequest", f"{parts[0]} is served over WebSocket only (kubectl 1.30 or later); "
+                          "this server does not speak SPDY upgrades")
         if len(parts) == 4 and parts[0] in ("exec", "attach"):
             pod = self._pod(parts[1], parts[2])
             if parts[3] not in pod.containers:
@@ -151,9 +155,6 @@ class StreamingServer:
 
     async def _port_forward(self, request: web.BaseRequest, pod: PodTarget) -> web.StreamResponse:
         ws = web.WebSocketResponse(protocols=(portforward.TUNNEL_PROTOCOL,), max_msg_size=0, compress=False)
-        if not ws.can_prepare(request).ok:
-            raise Refused(400, "BadRequest", "port-forward needs a WebSocket upgrade "
-                          f"with the subprotocol {portforward.TUNNEL_PROTOCOL}")
         await ws.prepare(request)
         if ws.ws_protocol != portforward.TUNNEL_PROTOCOL:
             await ws.close(message=f"offer the subprotocol {portforward.TUNNEL_PROTOCOL}".encode())
