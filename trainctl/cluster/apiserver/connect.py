@@ -24,7 +24,7 @@ from .logs import choose_container
 Obj = dict[str, Any]
 CONNECT_TIMEOUT = 10.0
 HEAD_LIMIT = 64 * 1024
-READ_SIZE = 64 * 1024
+READ_SIZE = 256 * 1024
 SUBRESOURCES = ("exec", "attach", "portforward")
 # What the client says about the upgrade is passed on; nothing else of its request is.
 _FORWARDED = ("upgrade", "connection", "sec-websocket-key", "sec-websocket-version", "sec-websocket-protocol",

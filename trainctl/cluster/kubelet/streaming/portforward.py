@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 PROTOCOL = "portforward.k8s.io"
 TUNNEL_PROTOCOL = "SPDY/3.1+" + PROTOCOL  # SPDY inside WebSocket binary messages (kubectl 1.31 on)
 DIAL_TIMEOUT = 10.0
-READ_SIZE = 64 * 1024
+READ_SIZE = 256 * 1024
 
 Dial = Callable[[int], socket.socket]  # blocking: a connected socket to the pod's port
 

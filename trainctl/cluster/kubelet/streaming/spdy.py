@@ -20,7 +20,7 @@ SYN_STREAM, SYN_REPLY, RST_STREAM, SETTINGS, PING, GOAWAY, HEADERS, WINDOW_UPDAT
 FLAG_FIN = 0x01
 # RST_STREAM status codes.
 PROTOCOL_ERROR, INVALID_STREAM, REFUSED_STREAM, CANCEL, INTERNAL_ERROR = 1, 2, 3, 5, 6
-MAX_DATA = 1 << 16  # bytes per DATA frame written (the protocol allows 2^24 - 1)
+MAX_DATA = 1 << 18  # bytes per DATA frame written (the protocol allows 2^24 - 1)
 
 # The compression dictionary of SPDY/3 (draft 3, section 2.6.10.1): length-prefixed words,
 # then a run of common header values.
