@@ -134,7 +134,9 @@ def test_port_forward_reaches_a_pods_http_server(e2e: E2E, tmp_path: Path) -> No
         forwarder = e2e.kubectl.popen("port-forward", "pod/web", f"0:{port}")
         assert forwarder.stdout is not None
         line = forwarder.stdout.readline()
-        local = int(re.search(r"127\.0\.0\.1:(\d+)", line).group(1))  # type: ignore[union-attr]
+        listening = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert listening, f"kubectl port-forward said {line!r}"
+        local = int(listening.group(1))
         deadline = time.monotonic() + 60
         while True:  # the server may still be starting
             try:
