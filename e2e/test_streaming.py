@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.cluster import E2E
+from tests.support.cluster import E2E, scratch_cluster
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
@@ -208,3 +208,24 @@ def test_the_python_clients_stream_execs_too(e2e: E2E, running: dict[str, Any]) 
     session.run_forever(timeout=60)
     assert session.read_stdout() == "out\n"
     assert session.returncode == 2
+
+
+def test_exec_names_a_container_the_pod_does_not_have(e2e: E2E, running: dict[str, Any]) -> None:
+    wrong = e2e.kubectl.run("exec", POD, "-c", "nope", "--", "true", check=False)
+    assert wrong.returncode == 1 and "container nope is not valid for pod streamed" in wrong.stderr
+
+
+def test_exec_reaches_the_kubelet_of_the_pods_node_and_says_when_it_is_gone(tmp_path: Path) -> None:
+    """Two nodes, two kubelets: the API server finds the right one through the pod's Node."""
+    with scratch_cluster(tmp_path, nodes=2, controller=False) as two:
+        spec = pod("far", ["python", "-c", "import time; time.sleep(3600)"])
+        spec["spec"]["nodeName"] = "trainctl-local-2"
+        two.kubectl.apply(spec)
+        wait_running(two, "far")
+        ports = {n["metadata"]["name"]: n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+                 for n in two.kubectl.json("get", "nodes")["items"]}
+        assert len(set(ports.values())) == 2 and all(ports.values()), ports
+        assert two.kubectl("exec", "far", "--", "sh", "-c", "echo $HOSTNAME") == "far\n"
+        two.cluster.kill_node("trainctl-local-2")
+        gone = two.kubectl.run("exec", "far", "--", "true", check=False)
+        assert gone.returncode == 1 and "error dialing backend" in gone.stderr, gone.stderr
