@@ -16,11 +16,11 @@ from trainctl.cluster.resources import limits, polling
 CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] (.*)$")
 
 
-def start(tmp_path, code, name="c", stdio=Stdio()):
+def start(tmp_path, code, name="c", stdio=None):
     registry = ProcessRegistry(tmp_path / "processes")
     process = ContainerProcess([sys.executable, "-c", textwrap.dedent(code)], dict(os.environ), str(tmp_path),
                                tmp_path / "logs" / "0.log", registry, "uid-1", name,
-                               polling.PolledGroup(limits.ContainerLimits(), on_close=lambda _group: None), stdio)
+                               polling.PolledGroup(limits.ContainerLimits(), on_close=lambda _group: None), stdio or Stdio())
     return process, registry
 
 
