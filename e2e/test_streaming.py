@@ -42,6 +42,16 @@ def wait_running(e2e: E2E, name: str, timeout: float = 60) -> dict[str, Any]:
     return e2e.kubectl.json("get", "pod", name)
 
 
+def wait_listening(e2e: E2E, name: str, port: int) -> None:
+    """Until the pod's server accepts connections, asked from inside the pod: kubectl
+    port-forward ends at the first connection the pod refuses."""
+    probe = ("import socket, sys, time\nend = time.monotonic() + 60\nwhile True:\n"
+             " try: socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close(); break\n"
+             " except OSError:\n  assert time.monotonic() < end; time.sleep(0.2)")
+    ip = e2e.kubectl.json("get", "pod", name)["status"]["podIP"]
+    e2e.kubectl("exec", name, "--", "python", "-c", probe, ip, str(port), timeout=90)
+
+
 @pytest.fixture
 def running(e2e: E2E) -> Iterator[dict[str, Any]]:
     """A pod that sleeps, with an env value, a working directory and a memory limit."""
@@ -131,23 +141,14 @@ def test_port_forward_reaches_a_pods_http_server(e2e: E2E, tmp_path: Path) -> No
     forwarder = None
     try:
         wait_running(e2e, "web")
+        wait_listening(e2e, "web", port)
         forwarder = e2e.kubectl.popen("port-forward", "pod/web", f"0:{port}")
         assert forwarder.stdout is not None
         line = forwarder.stdout.readline()
         listening = re.search(r"127\.0\.0\.1:(\d+)", line)
         assert listening, f"kubectl port-forward said {line!r}"
         local = int(listening.group(1))
-        deadline = time.monotonic() + 60
-        while True:  # the server may still be starting
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{local}/index.html", timeout=10) as response:
-                    assert response.read() == b"served from the pod\n"
-                    break
-            except (OSError, AssertionError):
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
-        for _ in range(3):  # a connection each, on the one session
+        for _ in range(4):  # a connection each, on the one session
             with urllib.request.urlopen(f"http://127.0.0.1:{local}/index.html", timeout=10) as response:
                 assert response.read() == b"served from the pod\n"
     finally:
@@ -229,3 +230,30 @@ def test_exec_reaches_the_kubelet_of_the_pods_node_and_says_when_it_is_gone(tmp_
         two.cluster.kill_node("trainctl-local-2")
         gone = two.kubectl.run("exec", "far", "--", "true", check=False)
         assert gone.returncode == 1 and "error dialing backend" in gone.stderr, gone.stderr
+
+
+def test_the_python_clients_portforward_reaches_a_pods_port(e2e: E2E) -> None:
+    """``kubernetes.stream.portforward``: the WebSocket form, ports in the query."""
+    from kubernetes import client
+    from kubernetes.stream import portforward
+
+    port = free_port("0.0.0.0")
+    echo = ("import socket, sys; s = socket.create_server(('0.0.0.0', int(sys.argv[1])))\n"
+            "while True:\n c, _ = s.accept(); c.sendall(c.recv(100).upper()); c.close()")
+    e2e.kubectl.apply(pod("echo", ["python", "-c", echo, str(port)]))
+    try:
+        wait_running(e2e, "echo")
+        wait_listening(e2e, "echo", port)
+        core = client.CoreV1Api(e2e.api)
+        forward = portforward(core.connect_get_namespaced_pod_portforward, "echo", "default", ports=str(port))
+        sock = forward.socket(port)
+        sock.settimeout(30)
+        sock.sendall(b"over the channels")
+        assert sock.recv(100) == b"OVER THE CHANNELS", forward.error(port)
+        sock.close()
+        refused = portforward(core.connect_get_namespaced_pod_portforward, "echo", "default", ports="1")
+        refused.socket(1).settimeout(30)
+        assert refused.socket(1).recv(10) == b""
+        assert "Connection refused" in (refused.error(1) or "")
+    finally:
+        e2e.kubectl("delete", "pod", "echo", "--wait=true", "--timeout=60s", timeout=90)

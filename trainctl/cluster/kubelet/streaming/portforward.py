@@ -6,6 +6,11 @@ accepts, both with the headers ``port`` and ``requestID``: first ``streamType: e
 pod network, :mod:`trainctl.cluster.network.podnet`) and copies bytes both ways on the data
 stream, half-closing each side as the other ends. A port it cannot reach is said on the
 error stream, which kubectl prints.
+
+The Python ``kubernetes`` client's ``portforward()`` speaks the older WebSocket form instead
+(``v4.channel.k8s.io``, the ports in the query): one connection per port for the life of the
+WebSocket, port ``i`` on channels ``2i`` (data) and ``2i + 1`` (error), each opened by the
+server with the port number (two bytes, little-endian); :func:`serve_channels`.
 """
 
 from __future__ import annotations
@@ -15,9 +20,12 @@ import contextlib
 import functools
 import logging
 import socket
+import struct
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Optional
+
+from aiohttp import WSMsgType, web
 
 from . import spdy
 
@@ -25,6 +33,7 @@ log = logging.getLogger(__name__)
 
 PROTOCOL = "portforward.k8s.io"
 TUNNEL_PROTOCOL = "SPDY/3.1+" + PROTOCOL  # SPDY inside WebSocket binary messages (kubectl 1.31 on)
+CHANNEL_PROTOCOLS = ("v4.channel.k8s.io", "channel.k8s.io")  # the one-connection-per-port WebSocket form
 DIAL_TIMEOUT = 10.0
 READ_SIZE = 256 * 1024
 
@@ -169,3 +178,55 @@ class Forwarder:
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def serve_channels(ws: web.WebSocketResponse, ports: list[int], dial: Dial, describe: str) -> None:
+    """The WebSocket form: each port dialed once, its bytes on its pair of channels."""
+    writers: dict[int, asyncio.StreamWriter] = {}
+    pumps: list[asyncio.Task[None]] = []
+
+    async def send(channel: int, data: bytes) -> None:
+        with contextlib.suppress(ConnectionError):
+            await ws.send_bytes(bytes([channel]) + data)
+
+    async def pump(index: int, reader: asyncio.StreamReader) -> None:
+        with contextlib.suppress(ConnectionError):
+            while chunk := await reader.read(READ_SIZE):
+                await send(2 * index, chunk)
+
+    for index, port in enumerate(ports):
+        await send(2 * index, struct.pack("<H", port))
+        await send(2 * index + 1, struct.pack("<H", port))
+    for index, port in enumerate(ports):
+        try:
+            sock = await asyncio.to_thread(dial, port)
+            reader, writers[index] = await asyncio.open_connection(sock=sock)
+        except OSError as exc:
+            await send(2 * index + 1, f"error forwarding port {port} to {describe}: {exc}".encode())
+            continue
+        pumps.append(asyncio.create_task(pump(index, reader)))
+    async def everything_read() -> None:
+        await asyncio.gather(*pumps)
+
+    waits = [asyncio.create_task(everything_read()), asyncio.create_task(_from_client(ws, writers))]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (*waits, *pumps):
+            task.cancel()
+        for writer in writers.values():
+            writer.close()
+        await ws.close()
+
+
+async def _from_client(ws: web.WebSocketResponse, writers: dict[int, asyncio.StreamWriter]) -> None:
+    async for message in ws:
+        if message.type != WSMsgType.BINARY or not message.data or message.data[0] % 2:
+            continue
+        writer = writers.get(message.data[0] // 2)
+        if writer is not None and not writer.is_closing():
+            try:
+                writer.write(message.data[1:])
+                await writer.drain()
+            except ConnectionError:
+                writer.close()

@@ -154,19 +154,30 @@ class StreamingServer:
         return pod
 
     async def _port_forward(self, request: web.BaseRequest, pod: PodTarget) -> web.StreamResponse:
-        ws = web.WebSocketResponse(protocols=(portforward.TUNNEL_PROTOCOL,), max_msg_size=0, compress=False)
+        ports = []
+        for value in request.query.getall("ports", []):
+            for part in value.split(","):
+                if not part.strip().isdigit() or not 0 < int(part) < 65536:
+                    raise Refused(400, "BadRequest", f"invalid port {part!r}: ports must be numbers in 1-65535")
+                ports.append(int(part))
+        ws = web.WebSocketResponse(protocols=(portforward.TUNNEL_PROTOCOL, *portforward.CHANNEL_PROTOCOLS),
+                                   max_msg_size=0, compress=False)
         await ws.prepare(request)
-        if ws.ws_protocol != portforward.TUNNEL_PROTOCOL:
-            await ws.close(message=f"offer the subprotocol {portforward.TUNNEL_PROTOCOL}".encode())
-            return ws
-        network = self._host.network
+        network, describe = self._host.network, f"pod {pod.name}, uid {pod.uid}"
 
         def dial(port: int) -> socket.socket:
             sock = network.dial(pod.ip, port, portforward.DIAL_TIMEOUT)
             sock.settimeout(None)
             return sock
 
-        forwarder = portforward.Forwarder(ws.send_bytes, dial, f"pod {pod.name}, uid {pod.uid}")
+        if ws.ws_protocol in portforward.CHANNEL_PROTOCOLS and ports:
+            await portforward.serve_channels(ws, ports, dial, describe)
+            return ws
+        if ws.ws_protocol != portforward.TUNNEL_PROTOCOL:
+            await ws.close(message=f"offer the subprotocol {portforward.TUNNEL_PROTOCOL}, or "
+                           f"{portforward.CHANNEL_PROTOCOLS[0]} with the ports in the query".encode())
+            return ws
+        forwarder = portforward.Forwarder(ws.send_bytes, dial, describe)
         try:
             async for message in ws:
                 if message.type == WSMsgType.BINARY:
