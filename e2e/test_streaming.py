@@ -12,6 +12,7 @@ import os
 import pty
 import re
 import select
+import signal
 import struct
 import termios
 import time
@@ -100,21 +101,60 @@ def _read_until(fd: int, needle: bytes, timeout: float = 60) -> bytes:
     return seen
 
 
-def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: dict[str, Any]) -> None:
+def on_terminal(e2e: E2E, *args: str) -> tuple[int, int]:
+    """kubectl on a pseudo-terminal of its own (33 rows, 111 columns), as a user runs it:
+    (its pid, the terminal's other side)."""
     child, terminal = pty.fork()
-    if child == 0:  # kubectl on a terminal of its own, as a user runs it
-        os.execvpe("kubectl", ["kubectl", "exec", "-it", POD, "--", "sh"], e2e.kubectl.env)
+    if child == 0:
+        os.execvpe("kubectl", ["kubectl", *args], e2e.kubectl.env)
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))  # kubectl hears SIGWINCH
+    return child, terminal
+
+
+def finished(child: int, terminal: int, timeout: float = 60) -> int:
+    """kubectl's exit code; killed when it has not exited within ``timeout`` (a failed test)."""
+    deadline = time.monotonic() + timeout
+    while (ended := os.waitpid(child, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            ended = os.waitpid(child, 0)
+            break
+        time.sleep(0.1)
+    os.close(terminal)
+    return os.waitstatus_to_exitcode(ended[1])
+
+
+PROMPT = b"$ " if os.getuid() else b"# "
+
+
+def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: dict[str, Any]) -> None:
+    child, terminal = on_terminal(e2e, "exec", "-it", POD, "--", "sh")
     try:
-        fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))  # kubectl hears SIGWINCH
-        _read_until(terminal, b"$ " if os.getuid() else b"# ")
+        _read_until(terminal, PROMPT)
         os.write(terminal, b"tty; stty size; echo $((6*7)); exit 5\n")
         seen = _read_until(terminal, b"42")
         assert re.search(rb"/dev/pts/\d+", seen), seen
         assert b"33 111" in seen, seen
     finally:
-        _, status = os.waitpid(child, 0)
-        os.close(terminal)
-    assert os.waitstatus_to_exitcode(status) == 5
+        code = finished(child, terminal)
+    assert code == 5
+
+
+def test_run_it_rm_runs_a_container_on_a_terminal(e2e: E2E) -> None:
+    """``stdin`` and ``tty`` in the pod's spec: the container's own terminal, attached."""
+    child, terminal = on_terminal(e2e, "run", "-it", "--rm", "shell", "--image=python", "--restart=Never", "--", "sh")
+    try:
+        _read_until(terminal, b"try pressing enter")
+        os.write(terminal, b"\n")
+        _read_until(terminal, PROMPT)
+        os.write(terminal, b"stty size; echo $((6*7)); exit 3\n")
+        seen = _read_until(terminal, b"42")
+        assert b"33 111" in seen, seen
+        _read_until(terminal, b'pod "shell" deleted')
+    finally:
+        code = finished(child, terminal)
+        e2e.kubectl("delete", "pod", "shell", "--ignore-not-found", "--wait=true", "--timeout=60s", timeout=90)
+    assert code == 3
 
 
 def test_kubectl_cp_both_ways(e2e: E2E, running: dict[str, Any], tmp_path: Path) -> None:
