@@ -13,6 +13,7 @@ import pty
 import re
 import select
 import signal
+import socket
 import struct
 import termios
 import time
@@ -24,6 +25,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import E2E, scratch_cluster
+from tests.support.kubectl import Kubectl
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
@@ -297,3 +299,31 @@ def test_the_python_clients_portforward_reaches_a_pods_port(e2e: E2E) -> None:
         assert "Connection refused" in (refused.error(1) or "")
     finally:
         e2e.kubectl("delete", "pod", "echo", "--wait=true", "--timeout=60s", timeout=90)
+
+
+def test_kubectl_speaking_spdy_as_before_1_30_execs_and_forwards_too(e2e: E2E, running: dict[str, Any]) -> None:
+    """The SPDY/3.1 upgrades of older kubectl (and of a newer one's fallback), forced here."""
+    spdy = Kubectl({**e2e.kubectl.env, "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false",
+                    "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"})
+    result = spdy.run("exec", POD, "-v=6", "--", "sh", "-c", 'echo "$GREETING"; exit 3', check=False)
+    assert result.returncode == 3 and result.stdout == "hello from the pod\n", result.stderr
+    assert re.search(r"POST https://\S+/exec\?\S+ 101 Switching Protocols", result.stderr), result.stderr
+    assert spdy("exec", "-i", POD, "--", "tr", "a-z", "A-Z", input="shout\n") == "SHOUT\n"
+
+    port = free_port("0.0.0.0")
+    e2e.kubectl("exec", POD, "--", "sh", "-c",
+                f"python -c \"import socket; s = socket.create_server(('0.0.0.0', {port}))\n"
+                f"while True: c, _ = s.accept(); c.sendall(b'spdy ok'); c.close()\" > /dev/null 2>&1 &")
+    wait_listening(e2e, POD, port)
+    forwarder = spdy.popen("port-forward", f"pod/{POD}", f"0:{port}")
+    try:
+        assert forwarder.stdout is not None
+        line = forwarder.stdout.readline()
+        listening = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert listening, f"kubectl port-forward said {line!r}"
+        for _ in range(2):
+            with socket.create_connection(("127.0.0.1", int(listening.group(1))), timeout=30) as conn:
+                assert conn.recv(100) == b"spdy ok"
+    finally:
+        forwarder.terminate()
+        forwarder.communicate(timeout=30)

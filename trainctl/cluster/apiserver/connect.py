@@ -132,11 +132,13 @@ async def proxy(request: web.BaseRequest, pod: Obj, node: Obj | None, subresourc
         if name.lower() not in _HOP_BY_HOP:
             response.headers.add(name, value)
     try:
-        await response.prepare(request)
         protocol, transport = request.protocol, request.transport
         assert transport is not None
         protocol.keep_alive(False)
+        # Before the 101 goes out: what the client sends after it (SPDY frames, which the HTTP
+        # parser does not know as an upgrade) is the kubelet's, never a new request.
         protocol.set_parser(_Upstream(writer, transport))  # type: ignore[arg-type]  # any feed_data/feed_eof will do
+        await response.prepare(request)
         while data := await reader.read(READ_SIZE):
             if transport.is_closing():
                 break

@@ -24,7 +24,7 @@ import os
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from aiohttp import WSMsgType, web
 from multidict import MultiMapping
@@ -67,6 +67,20 @@ def exit_status(code: int, command: list[str]) -> dict[str, Any]:
 def failure(message: str) -> dict[str, Any]:
     return {"metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500, "message": message,
             "details": {"causes": [{"message": message}]}}
+
+
+class Connection(Protocol):
+    """The streams of one exec or attach, whatever carries them (WebSocket channels here,
+    SPDY streams in :mod:`.spdyupgrade`)."""
+
+    async def send(self, channel: int, data: bytes) -> None: ...
+
+    async def finish(self, status: dict[str, Any]) -> None:
+        """The outcome, then the end of the connection."""
+
+    async def receive(self, on_stdin: Callable[[bytes], Awaitable[None]], on_stdin_closed: Callable[[], None],
+                      on_resize: Callable[[int, int], None]) -> None:
+        """Dispatch what the client sends until it goes away."""
 
 
 class Channels:
@@ -151,15 +165,12 @@ async def _read_fd(fd: int) -> bytes:
             return b""
 
 
-async def _pump(read: Callable[[], Awaitable[bytes]], channels: Channels, channel: int) -> None:
+async def _pump(read: Callable[[], Awaitable[bytes]], channels: Connection, channel: int) -> None:
     while chunk := await read():
         await channels.send(channel, chunk)
 
 
-async def run_exec(request: web.BaseRequest, container: ContainerProcess, enter: list[str], options: Options) -> web.StreamResponse:
-    ws, channels = await accept(request)
-    if channels is None:
-        return ws
+async def run_exec(channels: Connection, container: ContainerProcess, enter: list[str], options: Options) -> None:
     group = container.group
     argv = enter + options.command
     terminal = None
@@ -191,7 +202,7 @@ async def run_exec(request: web.BaseRequest, container: ContainerProcess, enter:
             os.close(terminal)
         reason = getattr(exc, "strerror", None) or exc
         await channels.finish(failure(f"failed to exec in container: exec: {options.command[0]!r}: {reason}"))
-        return channels.ws
+        return
 
     pumps: list[asyncio.Task[None]] = []
     if terminal is not None:
@@ -238,13 +249,9 @@ async def run_exec(request: web.BaseRequest, container: ContainerProcess, enter:
             task.cancel()
         if terminal is not None:
             os.close(terminal)
-    return channels.ws
 
 
-async def run_attach(request: web.BaseRequest, container: ContainerProcess, options: Options) -> web.StreamResponse:
-    ws, channels = await accept(request)
-    if channels is None:
-        return ws
+async def run_attach(channels: Connection, container: ContainerProcess, options: Options) -> None:
     loop = asyncio.get_running_loop()
     output: asyncio.Queue[tuple[str, Optional[bytes]]] = asyncio.Queue()
     def heard(stream: str, chunk: Optional[bytes]) -> None:  # on the container's output threads
@@ -281,4 +288,3 @@ async def run_attach(request: web.BaseRequest, container: ContainerProcess, opti
         attachment.detach()
         for task in (client, relaying):
             task.cancel()
-    return channels.ws

@@ -26,7 +26,7 @@ from aiohttp import WSMsgType, web
 
 from ...network.podnet import PodNetwork
 from ..runtime import ContainerProcess
-from . import portforward, remotecommand, spdy
+from . import portforward, remotecommand, spdy, spdyupgrade
 
 log = logging.getLogger(__name__)
 
@@ -126,10 +126,9 @@ class StreamingServer:
 
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
-        if parts[:1] in (["exec"], ["attach"], ["portforward"]) and not web.WebSocketResponse().can_prepare(request).ok:
-            # kubectl falls back to SPDY only when the WebSocket upgrade failed
-            raise Refused(400, "BadRequest", f"{parts[0]} is served over WebSocket only (kubectl 1.30 or later); "
-                          "this server does not speak SPDY upgrades")
+        if (parts[:1] in (["exec"], ["attach"], ["portforward"]) and not spdyupgrade.requested(request)
+                and not web.WebSocketResponse().can_prepare(request).ok):
+            raise Refused(400, "BadRequest", f"{parts[0]} needs a WebSocket or SPDY/3.1 upgrade")
         if len(parts) == 4 and parts[0] in ("exec", "attach"):
             pod = self._pod(parts[1], parts[2])
             if parts[3] not in pod.containers:
@@ -138,11 +137,25 @@ class StreamingServer:
             if container is None:
                 raise Refused(400, "BadRequest", f'container "{parts[3]}" in pod {pod.namespace}/{pod.name} is not running')
             options = remotecommand.Options.parse(request.query)
-            if parts[0] == "exec":
-                if not options.command:
-                    raise Refused(400, "BadRequest", "you must specify at least 1 command")
-                return await remotecommand.run_exec(request, container, self._host.network.enter_argv(pod.uid), options)
-            return await remotecommand.run_attach(request, container, options)
+            connection: Optional[remotecommand.Connection]
+            response: web.StreamResponse
+            if parts[0] == "exec" and not options.command:
+                raise Refused(400, "BadRequest", "you must specify at least 1 command")
+            if spdyupgrade.requested(request):
+                protocol = spdyupgrade.chosen(request, spdyupgrade.EXEC_PROTOCOLS)
+                if protocol is None:
+                    raise Refused(403, "Forbidden", "unable to upgrade: unable to negotiate protocol: client supports "
+                                  f"{request.headers.getall('X-Stream-Protocol-Version', [])}, server supports "
+                                  f"{list(spdyupgrade.EXEC_PROTOCOLS)}")
+                response, connection = await spdyupgrade.accept_streams(request, options, protocol)
+            else:
+                response, connection = await remotecommand.accept(request)
+            if connection is not None:
+                if parts[0] == "exec":
+                    await remotecommand.run_exec(connection, container, self._host.network.enter_argv(pod.uid), options)
+                else:
+                    await remotecommand.run_attach(connection, container, options)
+            return response
         if len(parts) == 3 and parts[0] == "portforward":
             return await self._port_forward(request, self._pod(parts[1], parts[2]))
         raise Refused(404, "NotFound", "the server could not find the requested resource")
@@ -160,15 +173,22 @@ class StreamingServer:
                 if not part.strip().isdigit() or not 0 < int(part) < 65536:
                     raise Refused(400, "BadRequest", f"invalid port {part!r}: ports must be numbers in 1-65535")
                 ports.append(int(part))
-        ws = web.WebSocketResponse(protocols=(portforward.TUNNEL_PROTOCOL, *portforward.CHANNEL_PROTOCOLS),
-                                   max_msg_size=0, compress=False)
-        await ws.prepare(request)
         network, describe = self._host.network, f"pod {pod.name}, uid {pod.uid}"
 
         def dial(port: int) -> socket.socket:
             sock = network.dial(pod.ip, port, portforward.DIAL_TIMEOUT)
             sock.settimeout(None)
             return sock
+
+        if spdyupgrade.requested(request):
+            if spdyupgrade.chosen(request, (portforward.PROTOCOL,)) is None:
+                raise Refused(403, "Forbidden", "unable to upgrade: unable to negotiate protocol: client supports "
+                              f"{request.headers.getall('X-Stream-Protocol-Version', [])}, server supports "
+                              f"[{portforward.PROTOCOL}]")
+            return await spdyupgrade.serve_port_forward(request, dial, describe)
+        ws = web.WebSocketResponse(protocols=(portforward.TUNNEL_PROTOCOL, *portforward.CHANNEL_PROTOCOLS),
+                                   max_msg_size=0, compress=False)
+        await ws.prepare(request)
 
         if ws.ws_protocol in portforward.CHANNEL_PROTOCOLS and ports:
             await portforward.serve_channels(ws, ports, dial, describe)
