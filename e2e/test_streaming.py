@@ -17,6 +17,7 @@ import socket
 import struct
 import termios
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -327,3 +328,14 @@ def test_kubectl_speaking_spdy_as_before_1_30_execs_and_forwards_too(e2e: E2E, r
     finally:
         forwarder.terminate()
         forwarder.communicate(timeout=30)
+
+
+def test_the_kubelets_streaming_server_answers_only_the_api_server(e2e: E2E, running: dict[str, Any]) -> None:
+    node = e2e.kubectl.json("get", "node", running["spec"]["nodeName"])
+    address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    url = f"http://{address}:{port}/exec/default/{POD}/main?command=true&stdout=true"
+    for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30)
+        assert refused.value.code == 401
