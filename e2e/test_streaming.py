@@ -104,12 +104,15 @@ def _read_until(fd: int, needle: bytes, timeout: float = 60) -> bytes:
     return seen
 
 
-def on_terminal(e2e: E2E, *args: str) -> tuple[int, int]:
+SPDY = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false", "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}  # as before 1.30
+
+
+def on_terminal(e2e: E2E, *args: str, env: dict[str, str] | None = None) -> tuple[int, int]:
     """kubectl on a pseudo-terminal of its own (33 rows, 111 columns), as a user runs it:
     (its pid, the terminal's other side)."""
     child, terminal = pty.fork()
     if child == 0:
-        os.execvpe("kubectl", ["kubectl", *args], e2e.kubectl.env)
+        os.execvpe("kubectl", ["kubectl", *args], {**e2e.kubectl.env, **(env or {})})
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))  # kubectl hears SIGWINCH
     return child, terminal
 
@@ -130,8 +133,10 @@ def finished(child: int, terminal: int, timeout: float = 60) -> int:
 PROMPT = b"$ " if os.getuid() else b"# "
 
 
-def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: dict[str, Any]) -> None:
-    child, terminal = on_terminal(e2e, "exec", "-it", POD, "--", "sh")
+@pytest.mark.parametrize("protocol", [{}, SPDY], ids=["websocket", "spdy"])
+def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: dict[str, Any],
+                                                             protocol: dict[str, str]) -> None:
+    child, terminal = on_terminal(e2e, "exec", "-it", POD, "--", "sh", env=protocol)
     try:
         _read_until(terminal, PROMPT)
         os.write(terminal, b"tty; stty size; echo $((6*7)); exit 5\n")
@@ -304,8 +309,7 @@ def test_the_python_clients_portforward_reaches_a_pods_port(e2e: E2E) -> None:
 
 def test_kubectl_speaking_spdy_as_before_1_30_execs_and_forwards_too(e2e: E2E, running: dict[str, Any]) -> None:
     """The SPDY/3.1 upgrades of older kubectl (and of a newer one's fallback), forced here."""
-    spdy = Kubectl({**e2e.kubectl.env, "KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false",
-                    "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"})
+    spdy = Kubectl({**e2e.kubectl.env, **SPDY})
     result = spdy.run("exec", POD, "-v=6", "--", "sh", "-c", 'echo "$GREETING"; exit 3', check=False)
     assert result.returncode == 3 and result.stdout == "hello from the pod\n", result.stderr
     assert re.search(r"POST https://\S+/exec\?\S+ 101 Switching Protocols", result.stderr), result.stderr

@@ -10,7 +10,7 @@ import pytest
 from multidict import MultiDict
 
 from trainctl.cluster.kubelet.streaming import spdy
-from trainctl.cluster.kubelet.streaming.remotecommand import Options, _sizes
+from trainctl.cluster.kubelet.streaming.remotecommand import Options, sizes
 
 
 class Client:
@@ -101,5 +101,5 @@ def test_exec_options_and_resizes_as_kubectl_sends_them() -> None:
     options = Options.parse(query)
     assert options.command == ["sh", "-c", "echo hi"] and options.stdin and options.tty
     assert not options.stderr  # a terminal has one output stream
-    assert _sizes(b'{"Width":80,"Height":24}{"Width":100,"Height":30}\n') == [(80, 24), (100, 30)]
-    assert _sizes(b'{"Width":"x"}') == []
+    assert sizes(b'{"Width":80,"Height":24}{"Width":100,"Height":30}\n') == [(80, 24), (100, 30)]
+    assert sizes(b'{"Width":"x"}') == []

@@ -104,7 +104,6 @@ class Channels:
     async def receive(self, on_stdin: Callable[[bytes], Awaitable[None]], on_stdin_closed: Callable[[], None],
                       on_resize: Callable[[int, int], None]) -> None:
         """Dispatch what the client sends until it closes the connection."""
-        resizes = b""
         async for message in self.ws:
             if message.type != WSMsgType.BINARY or not message.data:
                 continue
@@ -114,13 +113,11 @@ class Channels:
             elif channel == CLOSE and data[:1] == bytes([STDIN]):
                 on_stdin_closed()
             elif channel == RESIZE:
-                resizes += data
-                for width, height in _sizes(resizes):
+                for width, height in sizes(data):
                     on_resize(width, height)
-                resizes = b""
 
 
-def _sizes(data: bytes) -> list[tuple[int, int]]:
+def sizes(data: bytes) -> list[tuple[int, int]]:
     """Every ``{"Width", "Height"}`` object in ``data`` (several may come in one message)."""
     found, text, decoder, index = [], data.decode("utf-8", "replace"), json.JSONDecoder(), 0
     while index < len(text):
@@ -163,6 +160,22 @@ async def _read_fd(fd: int) -> bytes:
                 loop.remove_reader(fd)
         except OSError:
             return b""
+
+
+async def _write_fd(fd: int, data: bytes) -> None:
+    """All of ``data`` to a non-blocking fd, waiting while it is full (a paste into a terminal)."""
+    loop = asyncio.get_running_loop()
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view):]
+        except BlockingIOError:
+            ready = loop.create_future()
+            loop.add_writer(fd, ready.set_result, None)
+            try:
+                await ready
+            finally:
+                loop.remove_writer(fd)
 
 
 async def _pump(read: Callable[[], Awaitable[bytes]], channels: Connection, channel: int) -> None:
@@ -215,8 +228,8 @@ async def run_exec(channels: Connection, container: ContainerProcess, enter: lis
 
     async def write(data: bytes) -> None:
         if terminal is not None:
-            with contextlib.suppress(OSError):
-                os.write(terminal, data)
+            with contextlib.suppress(OSError):  # the terminal is gone: the command ended
+                await _write_fd(terminal, data)
         elif child.stdin is not None and not child.stdin.is_closing():
             child.stdin.write(data)
             with contextlib.suppress(ConnectionError):

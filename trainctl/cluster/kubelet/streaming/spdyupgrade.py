@@ -22,7 +22,7 @@ from typing import Any, Optional
 from aiohttp import web
 
 from . import portforward, spdy
-from .remotecommand import ERROR, RESIZE, STDERR, STDIN, STDOUT, Options, _sizes
+from .remotecommand import ERROR, RESIZE, STDERR, STDIN, STDOUT, Options, sizes
 
 UPGRADE = "SPDY/3.1"
 EXEC_PROTOCOLS = ("v4.channel.k8s.io",)
@@ -133,10 +133,8 @@ class SpdyStreams:
     async def receive(self, on_stdin: Callable[[bytes], Awaitable[None]], on_stdin_closed: Callable[[], None],
                       on_resize: Callable[[int, int], None]) -> None:
         stdin, resize = self.streams.get(STDIN), self.streams.get(RESIZE)
-        resizes = b""
 
         async def handle(event: spdy.Event) -> None:
-            nonlocal resizes
             if isinstance(event, spdy.Data) and event.stream_id == stdin:
                 if event.data:
                     await on_stdin(event.data)
@@ -145,10 +143,8 @@ class SpdyStreams:
             elif isinstance(event, spdy.Reset) and event.stream_id == stdin:
                 on_stdin_closed()
             elif isinstance(event, spdy.Data) and event.stream_id == resize:
-                resizes += event.data
-                for width, height in _sizes(resizes):
+                for width, height in sizes(event.data):
                     on_resize(width, height)
-                resizes = b""
             elif isinstance(event, spdy.Ping):
                 await self._send(functools.partial(self._session.ping_frame, event.ping_id))
 
