@@ -144,38 +144,41 @@ async def accept(request: web.BaseRequest) -> tuple[web.WebSocketResponse, Optio
     return ws, Channels(ws)
 
 
+async def _ready(fd: int, writing: bool) -> None:
+    """Until a non-blocking fd can be read (or written)."""
+    loop = asyncio.get_running_loop()
+    ready: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+    (loop.add_writer if writing else loop.add_reader)(fd, wake)
+    try:
+        await ready
+    finally:
+        (loop.remove_writer if writing else loop.remove_reader)(fd)
+
+
 async def _read_fd(fd: int) -> bytes:
     """One read of a non-blocking fd, waiting until it is readable; b"" at its end (a
     terminal's controlling side reads EIO once the other side is closed)."""
-    loop = asyncio.get_running_loop()
     while True:
         try:
             return os.read(fd, READ_SIZE)
         except BlockingIOError:
-            ready = loop.create_future()
-            loop.add_reader(fd, ready.set_result, None)
-            try:
-                await ready
-            finally:
-                loop.remove_reader(fd)
+            await _ready(fd, writing=False)
         except OSError:
             return b""
 
 
 async def _write_fd(fd: int, data: bytes) -> None:
     """All of ``data`` to a non-blocking fd, waiting while it is full (a paste into a terminal)."""
-    loop = asyncio.get_running_loop()
     view = memoryview(data)
     while view:
         try:
             view = view[os.write(fd, view):]
         except BlockingIOError:
-            ready = loop.create_future()
-            loop.add_writer(fd, ready.set_result, None)
-            try:
-                await ready
-            finally:
-                loop.remove_writer(fd)
+            await _ready(fd, writing=True)
 
 
 async def _pump(read: Callable[[], Awaitable[bytes]], channels: Connection, channel: int) -> None:
