@@ -51,7 +51,7 @@ class ClusterIPAllocator:
         else:
             ip = next((str(a) for a in self._service_net.hosts() if str(a) not in self._allocated_ips), None)
             if ip is None:
-                raise errors.ApiError(500, "InternalError", f"range is full: no more ClusterIPs in {self._service_net}")
+                raise errors.internal(f"range is full: no more ClusterIPs in {self._service_net}")
         if ip and ip != "None":
             self._allocated_ips.add(ip)
         if ip:
