@@ -90,8 +90,12 @@ class Scheduler:
         decision = schedule(pod, nodes, self._port_available)
         if decision.fits:
             if self._bind(pod, decision.node_name):
+                chosen = next(node for node in nodes if node.name == decision.node_name)
                 for index, node in enumerate(nodes):
-                    nodes[index] = node.with_pod(pod) if node.name == decision.node_name else node.with_neighbour(pod)
+                    if node is chosen:
+                        nodes[index] = node.with_pod(pod)
+                    elif not (node.own_machine or chosen.own_machine):  # they share this machine's ports
+                        nodes[index] = node.with_neighbour(pod)
                 with self._lock:
                     self._assumed[uid] = decision.node_name
                     self._unschedulable.pop(uid, None)

@@ -38,12 +38,12 @@ def node_views(nodes: Sequence[Obj], pods: Sequence[Obj], assumed: dict[str, str
         if name and not is_terminal(pod):
             by_node.setdefault(name, []).append(pod)
     ordered = sorted(nodes, key=lambda n: (n.get("metadata") or {}).get("name", ""))
-    views = []
-    for node in ordered:
-        name = node["metadata"]["name"]
-        others = tuple(p for other, bound in by_node.items() if other != name for p in bound)
-        views.append(replace(NodeResources.from_node(node, by_node.get(name, ())), neighbours=others))
-    return views
+    views = [NodeResources.from_node(node, by_node.get(node["metadata"]["name"], ())) for node in ordered]
+    # The nodes of this machine share its ports; a hollow node is a machine of its own.
+    on_machine = [view.name for view in views if not view.own_machine]
+    return [view if view.own_machine else
+            replace(view, neighbours=tuple(p for other in on_machine if other != view.name for p in by_node.get(other, ())))
+            for view in views]
 
 
 class SchedulerComponent:

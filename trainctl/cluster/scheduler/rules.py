@@ -29,6 +29,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 NPU_RESOURCE = "huawei.com/Ascend910"
 DEVICE_RESOURCES = (GPU_RESOURCE, NPU_RESOURCE)
 MACHINE_PORT_PROBLEM = "is in use on this machine (not by a pod of this cluster)"
+# A node served by the hollow-node process (trainctl/cluster/kubelet/hollow.py): a machine of
+# its own, whose ports are its own, as on a real cluster.
+HOLLOW_NODE_LABEL = "trainctl.io/hollow-node"
 # Resources checked against the node; anything else a pod asks for must be advertised too.
 _IGNORED_RESOURCES = {"ephemeral-storage"}
 
@@ -143,6 +146,7 @@ class NodeResources:
     # Pods bound to the machine's other nodes: every node is this one machine, so a port one
     # of them holds is held on all (the port rule looks at these too).
     neighbours: tuple[Obj, ...] = ()
+    own_machine: bool = False  # a hollow node: no neighbours, and no port of this machine is its own
 
     def with_pod(self, pod: Obj) -> "NodeResources":
         """The node once ``pod`` is bound to it (later pods of the same pass see it)."""
@@ -158,7 +162,8 @@ class NodeResources:
         meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
         return cls(meta.get("name", ""), dict(status.get("allocatable") or {}), dict(meta.get("labels") or {}),
                    tuple(bound), taints=tuple(t for t in spec.get("taints") or [] if isinstance(t, dict)),
-                   unschedulable=bool(spec.get("unschedulable")))
+                   unschedulable=bool(spec.get("unschedulable")),
+                   own_machine=(meta.get("labels") or {}).get(HOLLOW_NODE_LABEL) == "true")
 
 
 # --- tolerations and node affinity ---------------------------------------------------------
@@ -260,7 +265,9 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
         return [_Problem(f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}")]
     if not matches_node_selection(pod, node):
         return [_Problem(NODE_SELECTOR_PROBLEM)]
-    problems = _port_problems(pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available)
+    # A hollow node's pods have a network of their own, as on a real cluster: no port collides.
+    problems = [] if node.own_machine else _port_problems(
+        pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available)
     if problems:
         return problems
     wanted = pod_requests(pod)
