@@ -22,11 +22,21 @@ from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.resources import PODS
 from trainctl.kube.timestamps import now_rfc3339
 
-from .rules import MACHINE_PORT_PROBLEM, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
+from .rules import MACHINE_PORT_PROBLEM, Decision, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+MIN_FEASIBLE_NODES_TO_FIND = 100  # kube-scheduler's minFeasibleNodesToFind
+
+
+def nodes_to_find(count: int) -> int:
+    """How many of ``count`` nodes a pod is weighed against: kube-scheduler's adaptive
+    percentageOfNodesToScore (50 % minus 1 % per 125 nodes, at least 5 %), at least 100."""
+    if count <= MIN_FEASIBLE_NODES_TO_FIND:
+        return count
+    percentage = max(5, 50 - count // 125)
+    return max(MIN_FEASIBLE_NODES_TO_FIND, count * percentage // 100)
 
 
 def creation_order(pod: Obj) -> tuple[str, str, str]:
@@ -52,6 +62,7 @@ class Scheduler:
         self._unschedulable: dict[str, str] = {}  # pod uid -> the message last written
         # A port held outside the cluster frees without any API event: look again soon.
         self.waiting_for_machine_ports = False
+        self._next_start = 0  # where the next pod's look at a large cluster's nodes begins
 
     def assumed_node(self, uid: str) -> Optional[str]:
         with self._lock:
@@ -87,7 +98,7 @@ class Scheduler:
         """Bind ``pod`` to the first node it fits (and count it there, in ``nodes``), or
         say why it fits nowhere."""
         uid = pod["metadata"]["uid"]
-        decision = schedule(pod, nodes, self._port_available)
+        decision = self._decide(pod, nodes)
         if decision.fits:
             if self._bind(pod, decision.node_name):
                 chosen = next(node for node in nodes if node.name == decision.node_name)
@@ -105,6 +116,19 @@ class Scheduler:
             written = self._unschedulable.get(uid)
         if written != decision.message:
             self._mark_unschedulable(pod, decision.message)
+
+    def _decide(self, pod: Obj, nodes: list[NodeResources]) -> Decision:
+        """On a large cluster, as kube-scheduler: weigh the pod against a share of the nodes,
+        each pod starting where the last one stopped, so the nodes are used in turn; fall back
+        to every node (and its reasons) when none of that share fits."""
+        enough = nodes_to_find(len(nodes))
+        if enough == len(nodes):
+            return schedule(pod, nodes, self._port_available)
+        start = self._next_start % len(nodes)
+        window = (nodes[start:] + nodes[:start])[:enough]
+        self._next_start = start + enough
+        decision = schedule(pod, window, self._port_available)
+        return decision if decision.fits else schedule(pod, nodes, self._port_available)
 
     def _bind(self, pod: Obj, node_name: str) -> bool:
         meta = pod["metadata"]

@@ -12,6 +12,7 @@ CPU and memory (so pods spread). :mod:`.binding` acts on the decisions.
 
 from __future__ import annotations
 
+import functools
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -38,6 +39,14 @@ _IGNORED_RESOURCES = {"ephemeral-storage"}
 
 def quantity(value: Any) -> Decimal:
     """A Kubernetes quantity ("500m", "1Gi", 2) as a Decimal; malformed counts as zero."""
+    try:
+        return _parsed(value)
+    except TypeError:  # unhashable: a malformed value
+        return Decimal(0)
+
+
+@functools.lru_cache(maxsize=4096)  # a cluster has few distinct quantities, read for every node and pod
+def _parsed(value: Any) -> Decimal:
     try:
         return parse_quantity(value)
     except (ValueError, TypeError):
@@ -148,6 +157,23 @@ class NodeResources:
     neighbours: tuple[Obj, ...] = ()
     own_machine: bool = False  # a hollow node: no neighbours, and no port of this machine is its own
 
+    @functools.cached_property
+    def capacity(self) -> dict[str, Decimal]:
+        return {name: quantity(value) for name, value in self.allocatable.items()}
+
+    @functools.cached_property
+    def live_bound(self) -> list[Obj]:
+        return [p for p in self.bound if not is_terminal(p)]
+
+    @functools.cached_property
+    def requested(self) -> dict[str, Decimal]:
+        """What the live pods bound here request, by resource (computed once per view)."""
+        used: dict[str, Decimal] = {}
+        for other in self.live_bound:
+            for name, amount in pod_requests(other).items():
+                used[name] = used.get(name, Decimal(0)) + amount
+        return used
+
     def with_pod(self, pod: Obj) -> "NodeResources":
         """The node once ``pod`` is bound to it (later pods of the same pass see it)."""
         return replace(self, bound=self.bound + (pod,))
@@ -250,12 +276,7 @@ class _Problem:
 
 
 def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortProbe]) -> list[_Problem]:
-    bound = [p for p in node.bound if not is_terminal(p)]
-    capacity = {name: quantity(value) for name, value in node.allocatable.items()}
-    used: dict[str, Decimal] = {}
-    for other in bound:
-        for name, amount in pod_requests(other).items():
-            used[name] = used.get(name, Decimal(0)) + amount
+    bound, capacity, used = node.live_bound, node.capacity, node.requested
 
     # kube-scheduler's filter plugins in their order; a node is reported by the first that fails.
     cordon = {"key": taints.UNSCHEDULABLE, "effect": taints.NO_SCHEDULE}
@@ -343,14 +364,10 @@ def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[
 def score(pod: Obj, node: NodeResources) -> tuple[int, int, Decimal]:
     """How much ``pod`` wants ``node``: preferred affinity weight, fewest untolerated
     PreferNoSchedule taints, then the largest free share of CPU and memory (spreading)."""
-    used: dict[str, Decimal] = {}
-    for other in node.bound:
-        if not is_terminal(other):
-            for name, amount in pod_requests(other).items():
-                used[name] = used.get(name, Decimal(0)) + amount
+    used = node.requested
     free = Decimal(0)
     for name in ("cpu", "memory"):
-        capacity = quantity(node.allocatable.get(name, 0))
+        capacity = node.capacity.get(name, Decimal(0))
         if capacity > 0:
             free += (capacity - used.get(name, Decimal(0))) / capacity
     return (preferred_weight(pod, node), -len(untolerated(pod, node.taints, ("PreferNoSchedule",))), free)
