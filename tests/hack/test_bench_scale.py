@@ -28,7 +28,8 @@ def test_the_quick_run_finishes_every_job_and_reports_every_number(tmp_path: Pat
     assert report["failover"]["acted_s"] is not None  # the standby took over and created the probe's pods
     assert report["failover"]["new_leader"] != report["failover"]["killed"]
     assert [state["jobs"] for state in report["steady"]] == [1, 3, 10]
-    for key in ("created_p50_s", "created_p99_s", "running_p50_s", "running_p99_s", "controller_cpu_per_job_s",
+    for key in ("created_p50_s", "created_p99_s", "running_p50_s", "running_p99_s", "pod_startup_p50_s",
+                "pod_startup_p99_s", "controller_cpu_per_job_s",
                 "controller_cpu_per_pod_event_ms", "controller_peak_rss_mib", "queue_depth_max",
                 "queue_longest_wait_s", "scheduling_pods_per_s", "controller_creates_per_s",
                 "plain_client_creates_per_s"):

@@ -62,6 +62,7 @@ RUN_UNTIL = "hollow.trainctl.io/run-until"
 FAIL_RUNS = "hollow.trainctl.io/fail-runs"
 FAIL_AFTER_SECONDS = "hollow.trainctl.io/fail-after-seconds"
 FAILED_EXIT_CODE = 143
+RETRY_SECONDS = 2.0
 DEFAULT_PREFIX = "hollow-node-"
 
 
@@ -253,8 +254,14 @@ class HollowNodes:
             self._end_at(uid, until, 0)
 
     def _timer_loop(self) -> None:
+        """Ends pods when their time comes; retries status writes that failed (the API
+        server was away or too slow), as the kubelet's sync loop does."""
+        retried = time.monotonic()
         with self._wake:
             while not self._stopped.is_set():
+                if time.monotonic() - retried >= RETRY_SECONDS and self.statuses.retrying:
+                    self._writers.submit(self.statuses.retry)
+                    retried = time.monotonic()
                 now = time.time()
                 while self._timers and self._timers[0][0] <= now:
                     when, uid, code = heapq.heappop(self._timers)
@@ -263,7 +270,7 @@ class HollowNodes:
                         pod, started = entry
                         phase = "Succeeded" if code == 0 else "Failed"
                         self._writers.submit(self.statuses.report, pod, pod_status(pod, phase, started, code))
-                self._wake.wait(self._timers[0][0] - now if self._timers else None)
+                self._wake.wait(min(RETRY_SECONDS, self._timers[0][0] - now) if self._timers else RETRY_SECONDS)
 
     def _delete_pod(self, pod: Obj) -> None:
         meta = pod["metadata"]
