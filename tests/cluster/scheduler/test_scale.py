@@ -111,3 +111,35 @@ def test_a_pod_that_fits_outside_the_share_is_still_placed() -> None:
     recorder = place(nodes, [], [pinned, nowhere])
     assert recorder.bound == {"pinned": "hollow-0999"}
     assert recorder.unschedulable == ["nowhere"]
+
+
+def test_bindings_go_on_in_the_background_and_a_failed_one_is_forgotten() -> None:
+    """One binding at a time caps scheduling at the API server's round trip; the pass
+    assumes the pod and goes on, and a binding the server refuses is undone."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from trainctl.kube.client import ApiError
+
+    gate = threading.Event()
+    failures: list[str] = []
+
+    class Slow(Recorder):
+        def create(self, _resource: Any, body: Obj, subresource: str = "") -> None:
+            gate.wait(10)
+            if body["metadata"]["name"] == "taken":
+                raise ApiError(409, "Conflict", "pod taken is already assigned to node hollow-2")
+            super().create(_resource, body, subresource)
+
+    api = Slow()
+    with ThreadPoolExecutor(4) as binder:
+        scheduler = Scheduler(api, api, binder=binder, on_bind_failed=lambda: failures.append("again"))  # type: ignore[arg-type]
+        views = scheduler.new_pass(node_views([node("hollow-1"), node("hollow-2")], [], {}))
+        for one in (pod("fine", "job-a"), pod("taken", "job-b")):
+            scheduler.place(one, views)
+        assert set(scheduler.assumed()) == {"uid-fine", "uid-taken"}  # placed while no binding has answered
+        assert api.bound == {}
+        gate.set()
+    assert set(api.bound) == {"fine"}
+    assert set(scheduler.assumed()) == {"uid-fine"}  # until the watch shows it bound
+    assert failures == ["again"]

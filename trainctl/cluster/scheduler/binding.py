@@ -3,9 +3,12 @@
 A pass takes the nodes' free resources (:class:`~.rules.NodeResources`) and places the
 pending pods on them one by one, oldest first, so it does not care whether it runs inside
 the one kubelet or, once the cluster has several nodes, as a component of its own. A pod that
-fits is bound through the ``pods/binding`` subresource and *assumed* on its node until
-the watch shows the binding (kube-scheduler's assume cache), so the node can start it at
-once and the next pod of the same pass sees it. A pod that fits nowhere gets
+fits is *assumed* on its node until the watch shows the binding (kube-scheduler's assume
+cache), so the next pod of the same pass sees it, and bound through the ``pods/binding``
+subresource: given a ``binder`` (an executor), in the background while the pass goes on, as
+kube-scheduler's binding cycle runs apart from its scheduling cycle (one request at a time
+would cap scheduling at the API server's round trip); a binding that fails is forgotten and
+``on_bind_failed`` asks for another pass. A pod that fits nowhere gets
 ``PodScheduled=False, reason=Unschedulable`` with kube-scheduler's message, written once
 per distinct message.
 """
@@ -14,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
 from typing import Any, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
@@ -53,8 +57,11 @@ def wants_scheduling(pod: Obj) -> bool:
 class Scheduler:
     """Pending pods -> bindings or Unschedulable conditions."""
 
-    def __init__(self, client: KubeClient, statuses: StatusWriter, port_available: Optional[PortProbe] = None) -> None:
+    def __init__(self, client: KubeClient, statuses: StatusWriter, port_available: Optional[PortProbe] = None,
+                 binder: Optional[Executor] = None, on_bind_failed: Callable[[], None] = lambda: None) -> None:
         self._client = client
+        self._binder = binder
+        self._on_bind_failed = on_bind_failed
         self._statuses = statuses
         self._port_available = port_available
         self._lock = threading.Lock()  # guards the two maps below
@@ -100,22 +107,42 @@ class Scheduler:
         uid = pod["metadata"]["uid"]
         decision = self._decide(pod, nodes)
         if decision.fits:
-            if self._bind(pod, decision.node_name):
-                chosen = next(node for node in nodes if node.name == decision.node_name)
-                for index, node in enumerate(nodes):
-                    if node is chosen:
-                        nodes[index] = node.with_pod(pod)
-                    elif not (node.own_machine or chosen.own_machine):  # they share this machine's ports
-                        nodes[index] = node.with_neighbour(pod)
-                with self._lock:
-                    self._assumed[uid] = decision.node_name
-                    self._unschedulable.pop(uid, None)
+            if self._binder is None:
+                if self._bind(pod, decision.node_name):
+                    self._assume(pod, decision.node_name, nodes)
+            else:
+                self._assume(pod, decision.node_name, nodes)
+                self._binder.submit(self._bind_in_background, pod, decision.node_name)
             return
         self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
         with self._lock:
             written = self._unschedulable.get(uid)
         if written != decision.message:
             self._mark_unschedulable(pod, decision.message)
+
+    def _assume(self, pod: Obj, node_name: str, nodes: list[NodeResources]) -> None:
+        """Count ``pod`` on its node (and as a neighbour on this machine's others) for the
+        rest of the pass, and for later passes until the watch shows it bound."""
+        chosen = next(node for node in nodes if node.name == node_name)
+        for index, node in enumerate(nodes):
+            if node is chosen:
+                nodes[index] = node.with_pod(pod)
+            elif not (node.own_machine or chosen.own_machine):  # they share this machine's ports
+                nodes[index] = node.with_neighbour(pod)
+        with self._lock:
+            self._assumed[pod["metadata"]["uid"]] = node_name
+            self._unschedulable.pop(pod["metadata"]["uid"], None)
+
+    def _bind_in_background(self, pod: Obj, node_name: str) -> None:
+        try:
+            bound = self._bind(pod, node_name)
+        except Exception:  # no answer (the API server restarting): forget it, the next pass retries
+            log.exception("bind %s/%s", pod["metadata"].get("namespace"), pod["metadata"]["name"])
+            bound = False
+        if not bound:
+            with self._lock:
+                self._assumed.pop(pod["metadata"]["uid"], None)
+            self._on_bind_failed()
 
     def _decide(self, pod: Obj, nodes: list[NodeResources]) -> Decision:
         """On a large cluster, as kube-scheduler: weigh the pod against a share of the nodes,

@@ -12,6 +12,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -27,6 +28,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 RETRY_SECONDS = 2.0
+BINDERS = 16  # bindings in flight at once
 
 
 def node_views(nodes: Sequence[Obj], pods: Sequence[Obj], assumed: dict[str, str]) -> list[NodeResources]:
@@ -51,8 +53,10 @@ class SchedulerComponent:
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine)
         self._dirty = threading.Event()
+        self._binder = ThreadPoolExecutor(BINDERS, thread_name_prefix="bind")
+        self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine, binder=self._binder,
+                                   on_bind_failed=self._dirty.set)
         self._stopped = threading.Event()
         self.pods = Informer(client, PODS, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.nodes = Informer(client, NODES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
@@ -73,6 +77,7 @@ class SchedulerComponent:
         self.nodes.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self._binder.shutdown(wait=True)
 
     def _loop(self) -> None:
         while not self._stopped.is_set():
@@ -110,7 +115,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)
-    client = KubeClient.from_kubeconfig(args.kubeconfig, qps=0, max_attempts=1, pool_size=4)
+    client = KubeClient.from_kubeconfig(args.kubeconfig, qps=0, max_attempts=1, pool_size=BINDERS + 4)
     component = SchedulerComponent(client)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
