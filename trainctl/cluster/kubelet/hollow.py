@@ -23,16 +23,20 @@ a machine of its own to the scheduler (a port one holds is not held on the other
 they exist while their process runs (it deletes them when it stops).
 
 ``python -m trainctl.cluster.kubelet.hollow --kubeconfig K --nodes N`` (``trainctl local up
---hollow-nodes N`` starts it).
+--hollow-nodes N`` starts it) runs the heartbeats in a process of their own, forked at start,
+apart from the pod work: under a flood of pod events one interpreter could not keep a
+thousand Leases renewed, the nodes went NotReady and their jobs were restarted as lost.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import heapq
 import logging
 import os
+import select
 import signal
 import sys
 import threading
@@ -64,6 +68,7 @@ FAIL_AFTER_SECONDS = "hollow.trainctl.io/fail-after-seconds"
 FAILED_EXIT_CODE = 143
 RETRY_SECONDS = 2.0
 DEFAULT_PREFIX = "hollow-node-"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 def node_names(count: int, prefix: str = DEFAULT_PREFIX) -> list[str]:
@@ -142,24 +147,32 @@ class HollowNodes:
         self.pods = Informer(client, PODS, keep=self._bound_here, retry_delay=0.05, max_retry_delay=2.0)
         self.pods.add_handler(self._on_pod)
         self._threads: list[threading.Thread] = []
+        self._serving = (False, False)  # (heartbeats, pods)
 
     def _bound_here(self, pod: Obj) -> bool:
         return (pod.get("spec") or {}).get("nodeName") in self._mine
 
     # --- lifecycle ------------------------------------------------------------------------
-    def start(self, timeout: float = 120.0) -> None:
-        """Register every node (in parallel), then serve their pods."""
-        for future in [self._writers.submit(h.register, False) for h in self.heartbeats]:
-            future.result(timeout)
-        self.pods.start()
-        if not self.pods.synced.wait(timeout):
-            raise TimeoutError("the API server did not answer the hollow nodes' pod list")
-        for target, name in ((self._beat_loop, "hollow-heartbeat"), (self._timer_loop, "hollow-timers")):
+    def start(self, timeout: float = 120.0, *, heartbeats: bool = True, pods: bool = True) -> None:
+        """Register every node (in parallel) and keep them beating, and serve their pods
+        (either part alone: :func:`main` runs each in a process of its own)."""
+        self._serving = (heartbeats, pods)
+        loops = []
+        if heartbeats:
+            for future in [self._writers.submit(h.register, False) for h in self.heartbeats]:
+                future.result(timeout)
+            loops.append((self._beat_loop, "hollow-heartbeat"))
+        if pods:
+            self.pods.start()
+            if not self.pods.synced.wait(timeout):
+                raise TimeoutError("the API server did not answer the hollow nodes' pod list")
+            loops.append((self._timer_loop, "hollow-timers"))
+        for target, name in loops:
             thread = threading.Thread(target=target, name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
 
-    def stop(self, delete_nodes: bool = True) -> None:
+    def stop(self) -> None:
         self._stopped.set()
         with self._wake:
             self._wake.notify_all()
@@ -167,7 +180,7 @@ class HollowNodes:
         for thread in self._threads:
             thread.join(timeout=10)
         self._beaters.shutdown(wait=True)
-        if delete_nodes:  # hollow nodes live as long as their process
+        if self._serving[0]:  # hollow nodes live as long as their heartbeats
             wait([self._writers.submit(self._delete_node, name) for name in self.names], timeout=60)
         self._writers.shutdown(wait=True)
 
@@ -281,6 +294,35 @@ class HollowNodes:
                 log.warning("delete pod %s/%s: %s", meta.get("namespace"), meta["name"], exc)
 
 
+def _connect(args: argparse.Namespace) -> tuple[KubeClient, HollowNodes]:
+    client = KubeClient.from_kubeconfig(args.kubeconfig, qps=0, max_attempts=3, pool_size=16)
+    return client, HollowNodes(client, node_names(args.nodes, args.name_prefix),
+                               capacity(cpu=args.cpu, memory=args.memory), args.node_lease_renew_interval)
+
+
+def _heartbeats(args: argparse.Namespace, ready: int) -> None:
+    """The heartbeat process: the nodes' Leases and status, nothing else, so a flood of pod
+    work in the other process (its GIL, its backlog) never makes a node miss its Lease
+    (a thousand nodes went NotReady that way, and their jobs were restarted as lost)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # dies with the pod process
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    client, hollow = _connect(args)
+    try:
+        hollow.start(pods=False)
+    except Exception as exc:
+        print(f"hollow nodes cannot register: {exc}", file=sys.stderr)
+        os._exit(1)
+    os.write(ready, b"ok")
+    os.close(ready)
+    while not stop.wait(3600):
+        pass
+    hollow.stop()
+    client.close()
+    os._exit(0)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m trainctl.cluster.kubelet.hollow")
     parser.add_argument("--kubeconfig", required=True)
@@ -294,27 +336,38 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)
+    registered, ready = os.pipe()
+    beating = os.fork()  # before any thread or connection of this process exists
+    if beating == 0:
+        os.close(registered)
+        _heartbeats(args, ready)
+    os.close(ready)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    client = KubeClient.from_kubeconfig(args.kubeconfig, qps=0, max_attempts=3, pool_size=16)
-    hollow = HollowNodes(client, node_names(args.nodes, args.name_prefix),
-                         capacity(cpu=args.cpu, memory=args.memory), args.node_lease_renew_interval)
     try:
-        hollow.start()
-    except Exception as exc:
-        print(f"hollow nodes cannot start: {exc}", file=sys.stderr)
-        return 1
-    log.info("%d hollow nodes ready", args.nodes)
-    if args.ready_fd is not None:
-        with contextlib.suppress(OSError):
-            os.write(args.ready_fd, b"ready\n")
-            os.close(args.ready_fd)
-    while not stop.wait(3600):
-        pass
-    hollow.stop()
-    client.close()
-    return 0
+        if select.select([registered], [], [], 300)[0] == [] or os.read(registered, 8) != b"ok":
+            print("hollow nodes cannot start: their heartbeat process did not register them", file=sys.stderr)
+            return 1
+        client, hollow = _connect(args)
+        try:
+            hollow.start(heartbeats=False)
+        except Exception as exc:
+            print(f"hollow nodes cannot start: {exc}", file=sys.stderr)
+            return 1
+        log.info("%d hollow nodes ready", args.nodes)
+        if args.ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(args.ready_fd, b"ready\n")
+                os.close(args.ready_fd)
+        while not stop.wait(3600):
+            pass
+        hollow.stop()
+        client.close()
+        return 0
+    finally:
+        os.kill(beating, signal.SIGTERM)  # it deletes the nodes
+        os.waitpid(beating, 0)
 
 
 if __name__ == "__main__":
