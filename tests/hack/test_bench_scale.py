@@ -35,7 +35,7 @@ def test_the_quick_run_finishes_every_job_and_reports_every_number(tmp_path: Pat
                 "plain_client_creates_per_s"):
         assert report[key] is not None, key
     assert report["requests_per_job"]["create"] > 0
-    assert set(report["components"]) == {"API server", "scheduler", "control plane", "hollow nodes"}
+    assert set(report["components"]) == {"API server", "scheduler", "control plane", "hollow nodes", "hollow heartbeats"}
     for state in report["steady"]:
         assert {"controller_cpu_share", "controller_writes_per_minute", "cpu_share", "loadavg"} <= set(state)
     assert plot.stat().st_size > 0
