@@ -83,3 +83,21 @@ def test_depth_is_reported():
     q.add("b")
     q.get(timeout=0)
     assert depths == [1, 2, 1]
+
+
+def test_each_key_reports_how_long_it_waited_in_the_queue():
+    waits: list[float] = []
+    q: WorkQueue[str] = WorkQueue(on_wait=waits.append)
+    q.add("a")
+    time.sleep(0.2)
+    assert q.get(timeout=0) == "a"
+    q.add("a")  # again while held: it waits from done() on, not from now
+    time.sleep(0.5)
+    q.done("a")
+    assert q.get(timeout=0) == "a"
+    q.add_after("b", 0.5)  # a delayed key waits from when it is due
+    assert q.get(timeout=2) == "b"
+    assert len(waits) == 3
+    assert waits[0] >= 0.2
+    assert waits[1] < 0.5
+    assert waits[2] < 0.5

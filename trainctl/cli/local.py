@@ -124,6 +124,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help="how often the HorizontalPodAutoscaler controller syncs each HPA (default 15s)")
     for flag, short, dest, text in _HPA_FLAGS:
         up.add_argument(flag, short, dest=dest, default=None, metavar="DURATION", type=_duration, help=text)
+    up.add_argument("--hollow-nodes", type=non_negative_int, default=0, metavar="N",
+                    help="also N hollow nodes (kubemark's): one process serves them, reports their pods Running, "
+                         "runs no pod processes (see docs/local-cluster.md)")
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=run_up)
 
@@ -192,7 +195,7 @@ def run_up(args: argparse.Namespace) -> int:
                                node_monitor_grace_period=args.node_monitor_grace_period,
                                hpa_sync_period=args.hpa_sync_period, controlplane_args=_controlplane_flags(args),
                                controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None,
-                               die_with_supervisor=not in_background)
+                               die_with_supervisor=not in_background, hollow_nodes=args.hollow_nodes)
         cluster.lock()
     except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))
@@ -342,6 +345,8 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
         if value:
             argv += [flag, value]
     argv += _controlplane_flags(args)
+    if args.hollow_nodes:
+        argv += ["--hollow-nodes", str(args.hollow_nodes)]
     argv += ["--workdir", str(Path(args.workdir).resolve() if args.workdir else Path.cwd())]
     log_path = directory / "logs" / "supervisor.log"
     with open(log_path, "ab") as log:

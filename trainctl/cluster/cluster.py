@@ -222,12 +222,15 @@ class LocalCluster:
                  node_memory: Optional[str] = None, lease_renew_interval: Optional[float] = None,
                  node_monitor_grace_period: Optional[str] = None, hpa_sync_period: Optional[str] = None,
                  controlplane_args: Optional[list[str]] = None, resource_enforcer: Optional[str] = None,
-                 metrics_interval: Optional[float] = None, die_with_supervisor: bool = False) -> None:
+                 metrics_interval: Optional[float] = None, die_with_supervisor: bool = False,
+                 hollow_nodes: int = 0, hollow_node_args: Optional[list[str]] = None) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
         names = node_names or ([node_name] if nodes == 1 else None)
-        self.nodes = local_nodes.node_specs(len(names) if names else nodes, names, node_cpu, node_memory)
-        self.node_name = self.nodes[0].name
+        # Hollow nodes only (nodes=0): no kubelet runs pod processes.
+        self.nodes = [] if nodes == 0 and hollow_nodes and not names else \
+            local_nodes.node_specs(len(names) if names else nodes, names, node_cpu, node_memory)
+        self.node_name = self.nodes[0].name if self.nodes else node_name
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
         if lease_renew_interval is None and node_monitor_grace_period:
@@ -245,7 +248,17 @@ class LocalCluster:
         self.scheduler = Component("scheduler", self.directory, lambda: [
             python, "-m", "trainctl.cluster.scheduler", "--kubeconfig", str(self.kubeconfig)], _wait_started)
         self.kubelets = {spec.name: self._kubelet(spec) for spec in self.nodes}
-        self.kubelet = self.kubelets[self.node_name]
+        # kubemark's hollow nodes: one process registers them all and runs no pod processes.
+        self.hollow: Optional[Component] = None
+        if hollow_nodes:
+            self.hollow = Component("kubelet-hollow", self.directory, lambda: [
+                python, "-m", "trainctl.cluster.kubelet.hollow", "--kubeconfig", str(self.kubeconfig),
+                "--nodes", str(hollow_nodes),
+                *(["--node-lease-renew-interval", str(self.lease_renew_interval)] if self.lease_renew_interval else []),
+                *(hollow_node_args or [])], _wait_pipe)
+        first = self.kubelets.get(self.node_name) or self.hollow
+        assert first is not None, "a cluster needs a node"
+        self.kubelet: Component = first
         # kube-controller-manager's node lifecycle and HPA controllers.
         self.controlplane = Component("controlplane", self.directory, lambda: [
             python, "-m", "trainctl.cluster.controlplane", "--kubeconfig", str(self.kubeconfig),
@@ -286,7 +299,8 @@ class LocalCluster:
 
     @property
     def components(self) -> list[Component]:
-        return [c for c in (self.apiserver, self.scheduler, *self.kubelets.values(), self.controlplane, self.controller) if c is not None]
+        return [c for c in (self.apiserver, self.scheduler, *self.kubelets.values(), self.hollow, self.controlplane,
+                            self.controller) if c is not None]
 
     # --- node failures (trainctl local node ...) --------------------------------------------
     def kill_node(self, name: str) -> None:
@@ -375,11 +389,12 @@ class LocalCluster:
             local_nodes.write_nodes(self.directory, self.nodes)
             for spec in self.nodes:
                 local_nodes.set_state(self.directory, spec.name, "")
-            for kubelet in self.kubelets.values():
+            kubelets = [*self.kubelets.values(), *([self.hollow] if self.hollow else [])]
+            for kubelet in kubelets:
                 kubelet.launch()  # their start-up overlaps the CRD installation
             self.scheduler.start(timeout)
             self.install_crds()
-            for kubelet in self.kubelets.values():
+            for kubelet in kubelets:
                 kubelet.wait_ready(timeout)
             on_step("starting the control plane")
             self.controlplane.start(timeout)

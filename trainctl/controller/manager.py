@@ -76,7 +76,7 @@ class Manager:
         self.metrics = metrics or ControllerMetrics()
         self.reconciler = reconciler or default_reconciler(options)
         self.clock = clock
-        self.queue: WorkQueue[JobKey] = WorkQueue(on_depth=self.metrics.queue_depth.set)
+        self.queue: WorkQueue[JobKey] = WorkQueue(on_depth=self.metrics.queue_depth.set, on_wait=self.metrics.observe_queue_wait)
         self.expectations = Expectations()
         self.events = EventRecorder(client)
         self.recorder = JobRecorder(self.events, self.metrics, clock)

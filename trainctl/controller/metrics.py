@@ -43,6 +43,16 @@ class ControllerMetrics:
             registry=self.registry,
         )
         self.queue_depth = Gauge("trainctl_workqueue_depth", "Jobs waiting for a worker.", registry=self.registry)
+        self.queue_wait = Histogram(
+            "trainctl_workqueue_queue_duration_seconds",
+            "How long a job key waited in the work queue before a worker took it.",
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+        self.longest_queue_wait = Gauge(
+            "trainctl_workqueue_longest_wait_seconds", "The longest any job key waited in the work queue since start.",
+            registry=self.registry,
+        )
         self.api_requests = Counter(
             "trainctl_api_requests",
             "Requests to the Kubernetes API server, by verb and HTTP code ('error' when no answer came).",
@@ -50,11 +60,18 @@ class ControllerMetrics:
             registry=self.registry,
         )
         self.leader = Gauge("trainctl_leader", "1 while this replica holds the leader lease.", registry=self.registry)
+        self._longest_wait = 0.0
 
     def count_job(self, name: str, namespace: str, framework: str) -> None:
         counter = self.jobs.get(name)
         if counter is not None:
             counter.labels(job_namespace=namespace, framework=framework).inc()
+
+    def observe_queue_wait(self, seconds: float) -> None:
+        self.queue_wait.observe(seconds)
+        if seconds > self._longest_wait:
+            self._longest_wait = seconds
+            self.longest_queue_wait.set(seconds)
 
     def observe_api(self, verb: str, code: str) -> None:
         self.api_requests.labels(verb=verb, code=code).inc()

@@ -8,6 +8,8 @@
 - :meth:`add_after` really fires: deadlines and TTLs are kept in a heap and released by the
   same condition variable the workers wait on, so no timer thread is needed.
 - :meth:`shut_down` stops handing out keys; workers finish what they hold.
+- ``on_depth`` hears the queue's length after each change, ``on_wait`` how long each key
+  waited in the queue before a worker took it (client-go's ``workqueue_queue_duration_seconds``).
 """
 
 from __future__ import annotations
@@ -29,8 +31,10 @@ class WorkQueue(Generic[K]):
         base_delay: float = 0.005,
         max_delay: float = 300.0,
         on_depth: Optional[Callable[[int], None]] = None,
+        on_wait: Optional[Callable[[float], None]] = None,
     ) -> None:
         self._queue: deque[K] = deque()
+        self._queued_at: dict[K, float] = {}  # when each queued key joined the queue
         self._dirty: set[K] = set()
         self._processing: set[K] = set()
         self._waiting: list[tuple[float, int, K]] = []
@@ -40,6 +44,7 @@ class WorkQueue(Generic[K]):
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._on_depth = on_depth
+        self._on_wait = on_wait
         self._shutting_down = False
         self._cond = threading.Condition()
 
@@ -53,9 +58,7 @@ class WorkQueue(Generic[K]):
             return
         self._dirty.add(key)
         if key not in self._processing:
-            self._queue.append(key)
-            self._report_depth()
-            self._cond.notify()
+            self._enqueue_locked(key)
 
     def add_after(self, key: K, delay: float) -> None:
         """Queue ``key`` in ``delay`` seconds; an earlier pending deadline for it wins."""
@@ -103,6 +106,9 @@ class WorkQueue(Generic[K]):
                     self._dirty.discard(key)
                     self._processing.add(key)
                     self._report_depth()
+                    queued_at = self._queued_at.pop(key, None)
+                    if self._on_wait is not None and queued_at is not None:
+                        self._on_wait(time.monotonic() - queued_at)
                     return key
                 now = time.monotonic()
                 wait = None
@@ -119,9 +125,13 @@ class WorkQueue(Generic[K]):
         with self._cond:
             self._processing.discard(key)
             if key in self._dirty:
-                self._queue.append(key)
-                self._report_depth()
-                self._cond.notify()
+                self._enqueue_locked(key)
+
+    def _enqueue_locked(self, key: K) -> None:
+        self._queue.append(key)
+        self._queued_at[key] = time.monotonic()
+        self._report_depth()
+        self._cond.notify()
 
     def _release_due_locked(self) -> None:
         now = time.monotonic()

@@ -67,6 +67,8 @@ async def stream(request: web.BaseRequest, rtype: ResourceType, namespace: str |
         await response.write_eof()
         return response
     deadline = time.monotonic() + timeout if timeout and timeout > 0 else None
+    sent_rv = watcher.since  # every event up to here was sent (or did not match)
+    fell_behind = False
     try:
         await response.prepare(request)
         if since is None:
@@ -88,10 +90,15 @@ async def stream(request: web.BaseRequest, rtype: ResourceType, namespace: str |
                     await response.write(bookmark(rtype, store.published_rv))
                 continue
             if event is None:
+                fell_behind = True
                 break  # the watcher fell too far behind, or the server is stopping
             await response.write(event_line(rtype, event, include))
+            sent_rv = event.rv
         if bookmarks:
-            await response.write(bookmark(rtype, store.published_rv))
+            # The last bookmark must not claim events still queued (a slow client at its
+            # deadline, or one that fell behind): it would re-watch past them, and lose them.
+            caught_up = watcher.queue.empty() and not fell_behind
+            await response.write(bookmark(rtype, store.published_rv if caught_up else sent_rv))
         await response.write_eof()
     except ConnectionResetError:
         pass  # the client went away

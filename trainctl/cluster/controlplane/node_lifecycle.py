@@ -113,7 +113,8 @@ def condition(obj: Obj, kind: str) -> Optional[Obj]:
     return None
 
 
-def _observe(node: Obj, lease: Optional[Obj], saved: Optional[NodeHealth], now: datetime) -> NodeHealth:
+def _observe(node: Obj, lease: Optional[Obj], saved: Optional[NodeHealth], now: datetime,
+             renewal_seen: Optional[datetime] = None) -> NodeHealth:
     ready = condition(node, "Ready")
     heartbeat = ready.get("lastHeartbeatTime") if ready else None
     if saved is None:
@@ -125,7 +126,7 @@ def _observe(node: Obj, lease: Optional[Obj], saved: Optional[NodeHealth], now: 
         health = saved
     renewed = units.parse_time(((lease or {}).get("spec") or {}).get("renewTime"))
     if renewed is not None and (health.renew_time is None or renewed > health.renew_time):
-        health = NodeHealth(now, health.heartbeat, renewed)
+        health = NodeHealth(min(renewal_seen or now, now), health.heartbeat, renewed)
     return health
 
 
@@ -218,11 +219,14 @@ def _key(obj: Obj) -> PodKey:
 
 def reconcile(
     nodes: list[Obj], leases: list[Obj], pods: list[Obj], state: State, now: datetime,
-    config: NodeLifecycleConfig = NodeLifecycleConfig(),
+    config: NodeLifecycleConfig = NodeLifecycleConfig(), renewals_seen: Optional[Mapping[str, datetime]] = None,
 ) -> Plan:
-    """One monitoring pass over every node (kube's ``monitorNodeHealth``) and its pods."""
+    """One monitoring pass over every node (kube's ``monitorNodeHealth``) and its pods.
+
+    ``renewals_seen``: when this controller saw each node's latest Lease renewal arrive, if
+    it noted that before the pass (otherwise a new renewal counts as seen ``now``)."""
     monitor = _MonitorPass(state, now, config)
-    monitor.monitor_node_health(nodes, leases)
+    monitor.monitor_node_health(nodes, leases, renewals_seen or {})
     zones = monitor.assess_zone_disruption()
     monitor.taint_nodes(zones)
     for pod in pods:
@@ -247,7 +251,7 @@ class _MonitorPass:
         self.scheduled: dict[PodKey, ScheduledEviction] = {}
         self.events: list[tuple[Obj, Event]] = []
 
-    def monitor_node_health(self, nodes: list[Obj], leases: list[Obj]) -> None:
+    def monitor_node_health(self, nodes: list[Obj], leases: list[Obj], renewals_seen: Mapping[str, datetime]) -> None:
         """Mark Unknown every node whose grace period ran out without a sign of life."""
         lease_by_node = {lease["metadata"]["name"]: lease for lease in leases
                          if lease["metadata"].get("namespace") == LEASE_NAMESPACE}
@@ -255,7 +259,7 @@ class _MonitorPass:
             name = node["metadata"]["name"]
             if name not in self.state.health:  # as kube's controller says of every node it starts to watch
                 self.events.append((node, Event("Normal", "RegisteredNode", f"Node {name} event: Registered Node {name} in Controller")))
-            seen = _observe(node, lease_by_node.get(name), self.state.health.get(name), self.now)
+            seen = _observe(node, lease_by_node.get(name), self.state.health.get(name), self.now, renewals_seen.get(name))
             self.health[name] = seen
             self.judged[name] = self._judge(node, seen)
 

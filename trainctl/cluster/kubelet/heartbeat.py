@@ -34,14 +34,17 @@ class NodeHeartbeat:
     """One Node and its Lease, kept alive by a thread of its own."""
 
     def __init__(self, client: KubeClient, node_name: str, allocatable: dict[str, Any], interval: float,
-                 events: Optional[KubeletEvents] = None) -> None:
+                 events: Optional[KubeletEvents] = None,
+                 labels: Optional[dict[str, str]] = None) -> None:
         self._client = client
         self._events = events
         self.node_name = node_name
+        self._extra_labels = labels or {}
         self._allocatable = allocatable
         self._interval = interval
         self._ready_since = now_rfc3339()
         self._node: Obj = {}
+        self._beats = 0
         self._stopped = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.kubelet_port = 0  # where the API server reaches this kubelet (exec, attach, port-forward)
@@ -50,15 +53,18 @@ class NodeHeartbeat:
     def labels(self) -> dict[str, str]:
         return dict(self._node.get("metadata", {}).get("labels") or {})
 
-    def register(self) -> None:
-        """Create the Node (or find it), say it is Ready, renew its Lease; then keep beating."""
+    def register(self, beat: bool = True) -> None:
+        """Create the Node (or find it), say it is Ready, renew its Lease; then keep beating
+        (unless ``beat`` is false: the caller then calls :meth:`beat` itself)."""
         node = self._client.get_or_none(NODES, None, self.node_name)
         if node is None:
-            created = self._client.create(NODES, nodes.node_object(self.node_name)).object
+            created = self._client.create(NODES, nodes.node_object(self.node_name, self._extra_labels)).object
             node = created or self._client.get(NODES, None, self.node_name)
         self._node = node
         self.write_status(ready=True, message="kubelet is posting ready status")
         self._renew_lease()
+        if not beat:
+            return
         self._thread = threading.Thread(target=self._loop, name="kubelet-heartbeat", daemon=True)
         self._thread.start()
 
@@ -115,16 +121,19 @@ class NodeHeartbeat:
                                              "metadata": {"name": nodes.LEASE_NAMESPACE}})
             self._client.create(LEASES, nodes.lease_object(self._node))
 
+    def beat(self, late: bool = False) -> None:
+        """One heartbeat: renew the Lease, and post the status every few beats or when late."""
+        try:
+            self._renew_lease()
+            self._beats += 1
+            if late or self._beats % STATUS_EVERY_BEATS == 0:
+                self.write_status(ready=True, message="kubelet is posting ready status")
+        except Exception as exc:  # API errors, or urllib3's while the API server restarts
+            log.debug("heartbeat: %s", exc)
+
     def _loop(self) -> None:
-        beats = 0
         last = time.monotonic()
         while not self._stopped.wait(self._interval):
             late = time.monotonic() - last > 2 * self._interval  # monotonic time runs on while SIGSTOPped
             last = time.monotonic()
-            try:
-                self._renew_lease()
-                beats += 1
-                if late or beats % STATUS_EVERY_BEATS == 0:
-                    self.write_status(ready=True, message="kubelet is posting ready status")
-            except Exception as exc:  # API errors, or urllib3's while the API server restarts
-                log.debug("heartbeat: %s", exc)
+            self.beat(late)

@@ -50,14 +50,14 @@ def _arch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
 
 
-def node_object(name: str) -> Obj:
+def node_object(name: str, labels: Optional[dict[str, str]] = None) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {
             "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": _arch(),
             "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": _arch(),
-            "node-role.kubernetes.io/control-plane": "",
+            "node-role.kubernetes.io/control-plane": "", **(labels or {}),
         }},
         "spec": {},
     }

@@ -3,9 +3,12 @@
 A pass takes the nodes' free resources (:class:`~.rules.NodeResources`) and places the
 pending pods on them one by one, oldest first, so it does not care whether it runs inside
 the one kubelet or, once the cluster has several nodes, as a component of its own. A pod that
-fits is bound through the ``pods/binding`` subresource and *assumed* on its node until
-the watch shows the binding (kube-scheduler's assume cache), so the node can start it at
-once and the next pod of the same pass sees it. A pod that fits nowhere gets
+fits is *assumed* on its node until the watch shows the binding (kube-scheduler's assume
+cache), so the next pod of the same pass sees it, and bound through the ``pods/binding``
+subresource: given a ``binder`` (an executor), in the background while the pass goes on, as
+kube-scheduler's binding cycle runs apart from its scheduling cycle (one request at a time
+would cap scheduling at the API server's round trip); a binding that fails is forgotten and
+``on_bind_failed`` asks for another pass. A pod that fits nowhere gets
 ``PodScheduled=False, reason=Unschedulable`` with kube-scheduler's message, written once
 per distinct message. Pods go in kube-scheduler's queue order: higher ``spec.priority`` first,
 then oldest first; a pod with ``schedulingGates`` is not tried (``reason=SchedulingGated``).
@@ -23,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
 from typing import Any, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
@@ -34,15 +38,33 @@ from trainctl.kube.timestamps import now_rfc3339
 from . import events
 from .assigned import AssignedPods
 from .preemption import priority
-from .rules import MACHINE_PORT_PROBLEM, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
+from .rules import MACHINE_PORT_PROBLEM, Decision, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
 from .unsupported import GATED_MESSAGE, is_gated
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+MIN_FEASIBLE_NODES_TO_FIND = 100  # kube-scheduler's minFeasibleNodesToFind
+
+
+def nodes_to_find(count: int) -> int:
+    """How many of ``count`` nodes a pod is weighed against: kube-scheduler's adaptive
+    percentageOfNodesToScore (50 % minus 1 % per 125 nodes, at least 5 %), at least 100."""
+    if count <= MIN_FEASIBLE_NODES_TO_FIND:
+        return count
+    percentage = max(5, 50 - count // 125)
+    return max(MIN_FEASIBLE_NODES_TO_FIND, count * percentage // 100)
 
 
 INITIAL_BACKOFF, MAX_BACKOFF = 1.0, 10.0  # seconds: kube-scheduler's podInitialBackoff and podMaxBackoff
+
+
+def _places_by_neighbours(pod: Obj) -> bool:
+    """Whether placing ``pod`` compares topology domains (inter-pod terms, spreading): those
+    are judged over every node, as kube-scheduler counts them before it filters a share."""
+    spec = pod.get("spec") or {}
+    affinity = spec.get("affinity") or {}
+    return bool(spec.get("topologySpreadConstraints") or affinity.get("podAffinity") or affinity.get("podAntiAffinity"))
 
 
 def creation_order(pod: Obj) -> tuple[str, str, str]:
@@ -65,8 +87,11 @@ class Scheduler:
     """Pending pods -> bindings or Unschedulable conditions."""
 
     def __init__(self, client: KubeClient, statuses: StatusWriter, port_available: Optional[PortProbe] = None,
-                 recorder: Optional[events.SchedulerEvents] = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 recorder: Optional[events.SchedulerEvents] = None, clock: Callable[[], float] = time.monotonic,
+                 binder: Optional[Executor] = None, on_bind_failed: Callable[[], None] = lambda: None) -> None:
         self._client = client
+        self._binder = binder
+        self._on_bind_failed = on_bind_failed
         self._statuses = statuses
         self._port_available = port_available
         self._events = recorder
@@ -78,6 +103,7 @@ class Scheduler:
         self._assigned = AssignedPods()
         # A port held outside the cluster frees without any API event: look again soon.
         self.waiting_for_machine_ports = False
+        self._next_start = 0  # where the next pod's look at a large cluster's nodes begins
 
     def assumed_node(self, uid: str) -> Optional[str]:
         with self._lock:
@@ -120,17 +146,15 @@ class Scheduler:
         if is_gated(pod):
             self._write_condition(pod, "SchedulingGated", GATED_MESSAGE)
             return
-        decision = schedule(pod, nodes, self._port_available, self._assigned)
+        decision = self._decide(pod, nodes)
         if decision.fits:
-            if self._bind(pod, decision.node_name):
-                for index, node in enumerate(nodes):
-                    nodes[index] = node.with_pod(pod) if node.name == decision.node_name else node.with_neighbour(pod)
-                self._assigned.add(pod, decision.node_name)
-                with self._lock:
-                    self._assumed[uid] = decision.node_name
-                    self._unschedulable.pop(uid, None)
-                    self._failures.pop(uid, None)
-                self._record(pod, events.scheduled(pod, decision.node_name))
+            if self._binder is None:
+                if self._bind(pod, decision.node_name):
+                    self._assume(pod, decision.node_name, nodes)
+                    self._record(pod, events.scheduled(pod, decision.node_name))
+            else:
+                self._assume(pod, decision.node_name, nodes)
+                self._binder.submit(self._bind_in_background, pod, decision.node_name)
             return
         self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
         message = decision.full_message
@@ -152,6 +176,47 @@ class Scheduler:
     def _record(self, pod: Obj, event: Event) -> None:
         if self._events is not None:
             self._events.record(pod, event)
+
+    def _assume(self, pod: Obj, node_name: str, nodes: list[NodeResources]) -> None:
+        """Count ``pod`` on its node (and as a neighbour on this machine's others) for the
+        rest of the pass, and for later passes until the watch shows it bound."""
+        chosen = next(node for node in nodes if node.name == node_name)
+        for index, node in enumerate(nodes):
+            if node is chosen:
+                nodes[index] = node.with_pod(pod)
+            elif not (node.own_machine or chosen.own_machine):  # they share this machine's ports
+                nodes[index] = node.with_neighbour(pod)
+        self._assigned.add(pod, node_name)
+        with self._lock:
+            self._assumed[pod["metadata"]["uid"]] = node_name
+            self._unschedulable.pop(pod["metadata"]["uid"], None)
+            self._failures.pop(pod["metadata"]["uid"], None)
+
+    def _bind_in_background(self, pod: Obj, node_name: str) -> None:
+        try:
+            bound = self._bind(pod, node_name)
+        except Exception:  # no answer (the API server restarting): forget it, the next pass retries
+            log.exception("bind %s/%s", pod["metadata"].get("namespace"), pod["metadata"]["name"])
+            bound = False
+        if bound:
+            self._record(pod, events.scheduled(pod, node_name))
+        else:
+            with self._lock:
+                self._assumed.pop(pod["metadata"]["uid"], None)
+            self._on_bind_failed()
+
+    def _decide(self, pod: Obj, nodes: list[NodeResources]) -> Decision:
+        """On a large cluster, as kube-scheduler: weigh the pod against a share of the nodes,
+        each pod starting where the last one stopped, so the nodes are used in turn; fall back
+        to every node (and its reasons) when none of that share fits."""
+        enough = nodes_to_find(len(nodes))
+        if enough == len(nodes) or _places_by_neighbours(pod):
+            return schedule(pod, nodes, self._port_available, self._assigned)
+        start = self._next_start % len(nodes)
+        window = (nodes[start:] + nodes[:start])[:enough]
+        self._next_start = start + enough
+        decision = schedule(pod, window, self._port_available, self._assigned)
+        return decision if decision.fits else schedule(pod, nodes, self._port_available, self._assigned)
 
     def _bind(self, pod: Obj, node_name: str) -> bool:
         meta = pod["metadata"]

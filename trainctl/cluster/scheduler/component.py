@@ -14,6 +14,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 RETRY_SECONDS = 2.0
+BINDERS = 16  # bindings in flight at once
 
 
 def node_views(nodes: Sequence[Obj], pods: Sequence[Obj], assumed: dict[str, str]) -> list[NodeResources]:
@@ -41,12 +43,12 @@ def node_views(nodes: Sequence[Obj], pods: Sequence[Obj], assumed: dict[str, str
         if name and not is_terminal(pod):
             by_node.setdefault(name, []).append(pod)
     ordered = sorted(nodes, key=lambda n: (n.get("metadata") or {}).get("name", ""))
-    views = []
-    for node in ordered:
-        name = node["metadata"]["name"]
-        others = tuple(p for other, bound in by_node.items() if other != name for p in bound)
-        views.append(replace(NodeResources.from_node(node, by_node.get(name, ())), neighbours=others))
-    return views
+    views = [NodeResources.from_node(node, by_node.get(node["metadata"]["name"], ())) for node in ordered]
+    # The nodes of this machine share its ports; a hollow node is a machine of its own.
+    on_machine = [view.name for view in views if not view.own_machine]
+    return [view if view.own_machine else
+            replace(view, neighbours=tuple(p for other in on_machine if other != view.name for p in by_node.get(other, ())))
+            for view in views]
 
 
 class SchedulerComponent:
@@ -55,8 +57,10 @@ class SchedulerComponent:
     def __init__(self, client: KubeClient) -> None:
         self.client = client
         self.events = SchedulerEvents(client)
-        self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine, self.events)
         self._dirty = threading.Event()
+        self._binder = ThreadPoolExecutor(BINDERS, thread_name_prefix="bind")
+        self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine, self.events,
+                                   binder=self._binder, on_bind_failed=self._dirty.set)
         self._stopped = threading.Event()
         self.pods = Informer(client, PODS, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.nodes = Informer(client, NODES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
@@ -82,6 +86,7 @@ class SchedulerComponent:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.events.stop()
+        self._binder.shutdown(wait=True)
 
     def _loop(self) -> None:
         while not self._stopped.is_set():
@@ -125,7 +130,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)
-    client = KubeClient.from_kubeconfig(args.kubeconfig, qps=0, max_attempts=1, pool_size=4)
+    client = KubeClient.from_kubeconfig(args.kubeconfig, qps=0, max_attempts=1, pool_size=BINDERS + 4)
     component = SchedulerComponent(client)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

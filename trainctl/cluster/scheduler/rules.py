@@ -17,6 +17,7 @@ PreferNoSchedule taints, then the least requested CPU and memory (so pods spread
 """
 from __future__ import annotations
 
+import functools
 import socket
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -39,12 +40,23 @@ GPU_RESOURCE = "nvidia.com/gpu"
 NPU_RESOURCE = "huawei.com/Ascend910"
 DEVICE_RESOURCES = (GPU_RESOURCE, NPU_RESOURCE)
 MACHINE_PORT_PROBLEM = "is in use on this machine (not by a pod of this cluster)"
+# A node served by the hollow-node process (trainctl/cluster/kubelet/hollow.py): a machine of
+# its own, whose ports are its own, as on a real cluster.
+HOLLOW_NODE_LABEL = "trainctl.io/hollow-node"
 # Resources checked against the node; anything else a pod asks for must be advertised too.
 _IGNORED_RESOURCES = {"ephemeral-storage"}
 
 
 def quantity(value: Any) -> Decimal:
     """A Kubernetes quantity ("500m", "1Gi", 2) as a Decimal; malformed counts as zero."""
+    try:
+        return _parsed(value)
+    except TypeError:  # unhashable: a malformed value
+        return Decimal(0)
+
+
+@functools.lru_cache(maxsize=4096)  # a cluster has few distinct quantities, read for every node and pod
+def _parsed(value: Any) -> Decimal:
     try:
         return parse_quantity(value)
     except (ValueError, TypeError):
@@ -158,6 +170,24 @@ class NodeResources:
     # Pods bound to the machine's other nodes: every node is this one machine, so a port one
     # of them holds is held on all (the port rule looks at these too).
     neighbours: tuple[Obj, ...] = ()
+    own_machine: bool = False  # a hollow node: no neighbours, and no port of this machine is its own
+
+    @functools.cached_property
+    def capacity(self) -> dict[str, Decimal]:
+        return {name: quantity(value) for name, value in self.allocatable.items()}
+
+    @functools.cached_property
+    def live_bound(self) -> list[Obj]:
+        return [p for p in self.bound if not is_terminal(p)]
+
+    @functools.cached_property
+    def requested(self) -> dict[str, Decimal]:
+        """What the live pods bound here request, by resource (computed once per view)."""
+        used: dict[str, Decimal] = {}
+        for other in self.live_bound:
+            for name, amount in pod_requests(other).items():
+                used[name] = used.get(name, Decimal(0)) + amount
+        return used
 
     def with_pod(self, pod: Obj) -> "NodeResources":
         """The node once ``pod`` is bound to it (later pods of the same pass see it)."""
@@ -173,7 +203,8 @@ class NodeResources:
         meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
         return cls(meta.get("name", ""), dict(status.get("allocatable") or {}), dict(meta.get("labels") or {}),
                    tuple(bound), taints=tuple(t for t in spec.get("taints") or [] if isinstance(t, dict)),
-                   unschedulable=bool(spec.get("unschedulable")))
+                   unschedulable=bool(spec.get("unschedulable")),
+                   own_machine=(meta.get("labels") or {}).get(HOLLOW_NODE_LABEL) == "true")
 
 
 # --- tolerations and node affinity ---------------------------------------------------------
@@ -268,12 +299,7 @@ def _inclusion(pod: Obj) -> tuple[Callable[[NodeResources], bool], Callable[[Nod
 
 def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortProbe],
                    checks: Optional[_PodChecks] = None) -> list[_Problem]:
-    bound = [p for p in node.bound if not is_terminal(p)]
-    capacity = {name: quantity(value) for name, value in node.allocatable.items()}
-    used: dict[str, Decimal] = {}
-    for other in bound:
-        for name, amount in pod_requests(other).items():
-            used[name] = used.get(name, Decimal(0)) + amount
+    bound, capacity, used = node.live_bound, node.capacity, node.requested
 
     # kube-scheduler's filter plugins in their order; a node is reported by the first that fails.
     cordon = {"key": taints.UNSCHEDULABLE, "effect": taints.NO_SCHEDULE}
@@ -284,7 +310,9 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
         return [_Problem(text, unresolvable=True)]
     if not matches_node_selection(pod, node):
         return [_Problem(NODE_SELECTOR_PROBLEM, unresolvable=True)]
-    problems = _port_problems(pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available)
+    # A hollow node's pods have a network of their own, as on a real cluster: no port collides.
+    problems = [] if node.own_machine else _port_problems(
+        pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available)
     if problems:  # no eviction frees a port a program outside the cluster holds
         return [replace(p, unresolvable=MACHINE_PORT_PROBLEM in p.text) for p in problems]
     wanted = pod_requests(pod)
@@ -387,14 +415,10 @@ def score(pod: Obj, node: NodeResources, interpod_score: int = 0,
     preferred inter-pod affinity (placed pods' terms included), least ScheduleAnyway skew,
     fewest untolerated PreferNoSchedule taints, then the largest free share of CPU and
     memory (spreading)."""
-    used: dict[str, Decimal] = {}
-    for other in node.bound:
-        if not is_terminal(other):
-            for name, amount in pod_requests(other).items():
-                used[name] = used.get(name, Decimal(0)) + amount
+    used = node.requested
     free = Decimal(0)
     for name in ("cpu", "memory"):
-        capacity = quantity(node.allocatable.get(name, 0))
+        capacity = node.capacity.get(name, Decimal(0))
         if capacity > 0:
             free += (capacity - used.get(name, Decimal(0))) / capacity
     return (preferred_weight(pod, node), interpod_score, -spread_penalty,
