@@ -24,8 +24,10 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
+from .. import unixsock
 from . import pki
-from .process import PORT_FILE
+from .ipam import kubernetes_service_ip
+from .process import PORT_FILE, UNIX_SOCKET
 from .server import STATE_FILE, ApiServer
 
 CLUSTER_NAME = "trainctl-local"
@@ -106,7 +108,7 @@ async def serve(args: argparse.Namespace) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / PORT_FILE).unlink(missing_ok=True)
     token = load_or_create_token(data_dir)
-    certificates = pki.ensure(data_dir / "pki", args.host)
+    certificates = pki.ensure(data_dir / "pki", args.host, kubernetes_service_ip(args.service_cidr))
     try:
         server = ApiServer(data_dir, token, args.service_cidr, args.bookmark_interval, args.watch_window, args.fsync)
     except sqlite3.Error as exc:  # damaged, not a database, unreadable
@@ -129,6 +131,10 @@ async def serve(args: argparse.Namespace) -> int:
         print(f"apiserver: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 1
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    # The same server on a unix socket: the path crosses network namespaces, so pods of the
+    # isolated network reach it (the `kubernetes` Service) through the cluster's router.
+    await web.SockSite(runner, unixsock.listen(data_dir / UNIX_SOCKET),
+                       ssl_context=certificates.server_context()).start()
     url = f"https://{args.host}:{port}"
     server.address = f"{args.host}:{port}"
     write_private(data_dir / "kubeconfig", kubeconfig(url, token, certificates.ca_pem()))

@@ -18,6 +18,11 @@ from .errors import Cause
 Obj = dict[str, Any]
 
 
+def kubernetes_service_ip(cidr: str) -> str:
+    """The ClusterIP of the ``kubernetes`` Service: the range's first address, as kube-apiserver's."""
+    return str(ipaddress.ip_network(cidr).network_address + 1)
+
+
 class ClusterIPAllocator:
     def __init__(self, cidr: str, in_use: Iterable[str] = ()) -> None:
         self._service_net = ipaddress.ip_network(cidr)
@@ -49,7 +54,9 @@ class ClusterIPAllocator:
                     "spec.clusterIPs", "FieldValueInvalid", f'Invalid value: ["{requested}"]: failed to allocate IP {requested}: {why}')])
             ip = requested
         else:
-            ip = next((str(a) for a in self._service_net.hosts() if str(a) not in self._allocated_ips), None)
+            # The first address is the `kubernetes` Service's, as kube-apiserver reserves it.
+            reserved = {*self._allocated_ips, kubernetes_service_ip(str(self._service_net))}
+            ip = next((str(a) for a in self._service_net.hosts() if str(a) not in reserved), None)
             if ip is None:
                 raise errors.ApiError(500, "InternalError", f"range is full: no more ClusterIPs in {self._service_net}")
         if ip and ip != "None":

@@ -51,12 +51,18 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-def ensure(directory: Path, host: str) -> Pki:
-    """Load the CA and serving certificate from ``directory``, creating what is missing."""
+# The names pods use for the API server through the `kubernetes` Service.
+SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
+
+
+def ensure(directory: Path, host: str, service_ip: str | None = None) -> Pki:
+    """Load the CA and serving certificate from ``directory``, creating what is missing. The
+    certificate names ``host`` and, given ``service_ip``, the `kubernetes` Service (its
+    ClusterIP and DNS names), as kube-apiserver's serving certificate does."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     pki = Pki(directory / "ca.crt", directory / "apiserver.crt", directory / "apiserver.key")
     ca_key_path = directory / "ca.key"
-    if pki.server_cert.exists() and pki.server_key.exists() and pki.ca_cert.exists() and _covers(pki.server_cert, host):
+    if pki.server_cert.exists() and pki.server_key.exists() and pki.ca_cert.exists() and _covers(pki.server_cert, host, service_ip):
         return pki
     now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
     if pki.ca_cert.exists() and ca_key_path.exists():
@@ -85,6 +91,8 @@ def ensure(directory: Path, host: str) -> Pki:
     names: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(host))]
     if host != "127.0.0.1":
         names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    if service_ip:
+        names += [x509.IPAddress(ipaddress.ip_address(service_ip)), *(x509.DNSName(name) for name in SERVICE_NAMES)]
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name("trainctl-local-apiserver"))
@@ -104,10 +112,11 @@ def ensure(directory: Path, host: str) -> Pki:
     return pki
 
 
-def _covers(cert_path: Path, host: str) -> bool:
+def _covers(cert_path: Path, host: str, service_ip: str | None = None) -> bool:
     cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
     try:
         names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return False
-    return ipaddress.ip_address(host) in names.get_values_for_type(x509.IPAddress)
+    addresses = names.get_values_for_type(x509.IPAddress)
+    return all(ipaddress.ip_address(ip) in addresses for ip in (host, service_ip) if ip)

@@ -30,8 +30,10 @@ STATUS_EVERY_BEATS = 30  # node status every 5 minutes at the default 10 s inter
 class NodeHeartbeat:
     """One Node and its Lease, kept alive by a thread of its own."""
 
-    def __init__(self, client: KubeClient, node_name: str, allocatable: dict[str, Any], interval: float) -> None:
+    def __init__(self, client: KubeClient, node_name: str, allocatable: dict[str, Any], interval: float,
+                 labels: Optional[dict[str, str]] = None) -> None:
         self._client = client
+        self._labels = dict(labels or {})
         self.node_name = node_name
         self._allocatable = allocatable
         self._interval = interval
@@ -48,8 +50,13 @@ class NodeHeartbeat:
         """Create the Node (or find it), say it is Ready, renew its Lease; then keep beating."""
         node = self._client.get_or_none(NODES, None, self.node_name)
         if node is None:
-            created = self._client.create(NODES, nodes.node_object(self.node_name)).object
+            obj = nodes.node_object(self.node_name)
+            obj["metadata"]["labels"].update(self._labels)
+            created = self._client.create(NODES, obj).object
             node = created or self._client.get(NODES, None, self.node_name)
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if any(labels.get(key) != value for key, value in self._labels.items()):
+            node = self._client.patch(NODES, None, self.node_name, {"metadata": {"labels": self._labels}})
         self._node = node
         self.write_status(ready=True, message="kubelet is posting ready status")
         self._renew_lease()
@@ -88,6 +95,7 @@ class NodeHeartbeat:
 
     def _loop(self) -> None:
         beats = 0
+        failed = False
         last = time.monotonic()
         while not self._stopped.wait(self._interval):
             late = time.monotonic() - last > 2 * self._interval  # monotonic time runs on while SIGSTOPped
@@ -95,7 +103,11 @@ class NodeHeartbeat:
             try:
                 self._renew_lease()
                 beats += 1
-                if late or beats % STATUS_EVERY_BEATS == 0:
+                # After beats that did not reach the API server (a partition), the node
+                # lifecycle controller has said Unknown: say Ready at once.
+                if late or failed or beats % STATUS_EVERY_BEATS == 0:
                     self.write_status(ready=True, message="kubelet is posting ready status")
+                failed = False
             except Exception as exc:  # API errors, or urllib3's while the API server restarts
+                failed = True
                 log.debug("heartbeat: %s", exc)
