@@ -9,6 +9,7 @@ that working directory, with a way to run a job and to clean up after it.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from .kubectl import Kubectl
 from .net import free_port, with_free_port
 from .observer import JobObserver
 from .repo import SAMPLES
+
+TEST_NETWORK_VARIABLE = "TRAINCTL_TEST_NETWORK"
 
 
 @dataclass
@@ -81,6 +84,9 @@ def scratch_cluster(root: Path, **cluster_options: Any) -> Iterator[E2E]:
     added to the metrics port's)."""
     workdir = scratch_workdir(root)
     metrics_port = free_port()
+    # The pod network the suite runs in: the default (isolated where the machine allows it),
+    # or TRAINCTL_TEST_NETWORK=shared|isolated to run the same tests in the other mode.
+    cluster_options.setdefault("network", os.environ.get(TEST_NETWORK_VARIABLE, "auto"))
     controller_args = ["--metrics-port", str(metrics_port), *cluster_options.pop("controller_args", [])]
     with LocalCluster(root / "cluster", workdir=workdir, controller_args=controller_args, **cluster_options) as cluster:
         api = connect(str(cluster.kubeconfig))

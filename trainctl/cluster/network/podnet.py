@@ -31,8 +31,8 @@ class PodNetwork(Protocol):
     def dial(self, host: str, port: int, timeout: float) -> socket.socket:
         """A TCP connection to ``host:port`` as seen from the pod network."""
 
-    def setup_pod(self, pod_uid: str, ip: str) -> None:
-        """Give the pod its network (with address ``ip``) before its first process starts."""
+    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "") -> None:
+        """Give the pod its network (address ``ip``, ``hostname``) before its first process starts."""
 
     def teardown_pod(self, pod_uid: str) -> None:
         """The pod's processes are gone: release its network."""
@@ -49,7 +49,7 @@ class SharedNetwork:
     def dial(self, host: str, port: int, timeout: float) -> socket.socket:
         return socket.create_connection((host, port), timeout=timeout)
 
-    def setup_pod(self, pod_uid: str, ip: str) -> None:
+    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "") -> None:
         pass
 
     def teardown_pod(self, pod_uid: str) -> None:
@@ -79,10 +79,10 @@ class IsolatedNetwork:
         answer, _ = control.request(self.directory, {"op": "node", "node": self.node_name, "cidr": self.pod_cidr})
         self.kubernetes_ip = str(answer.get("kubernetes") or "")
 
-    def setup_pod(self, pod_uid: str, ip: str) -> None:
-        """The pod's sandbox, with ``ip`` on its ``eth0`` (idempotent)."""
+    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "") -> None:
+        """The pod's sandbox, with ``ip`` on its ``eth0`` and ``hostname`` (idempotent)."""
         answer, _ = control.request(self.directory, {
-            "op": "sandbox", "uid": pod_uid, "node": self.node_name, "ip": ip,
+            "op": "sandbox", "uid": pod_uid, "node": self.node_name, "ip": ip, "hostname": hostname,
             "serviceaccount": str(self.directory / "pods" / pod_uid / "serviceaccount")})
         with self._lock:
             self._pauses[pod_uid] = int(answer["pid"])
@@ -99,7 +99,7 @@ class IsolatedNetwork:
             raise OSError(f"pod {pod_uid} has no network sandbox on this node")
         # --wd=. keeps the working directory the process was started in (the pod's mount
         # namespace is a copy of the machine's, so the same path is there).
-        return ["nsenter", "-t", str(pid), "-U", "-n", "-m", "--preserve-credentials", "--wd=.", "--"]
+        return ["nsenter", "-t", str(pid), "-U", "-n", "-m", "-u", "--preserve-credentials", "--wd=.", "--"]
 
     def dial(self, host: str, port: int, timeout: float) -> socket.socket:
         try:

@@ -50,13 +50,25 @@ log = logging.getLogger(__name__)
 Message = dict[str, Any]
 PARTITIONED, HEALING = "partitioned", "healing"
 SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
-# The pause process: holds the pod's namespaces until the router closes its stdin or dies.
-_PAUSE = ["unshare", "-n", "-m", "--propagation", "private", "--", "sh", "-c", "echo ready; exec cat >/dev/null"]
-# Inside the pod's mount namespace: the ServiceAccount directory where pods look for it. The
-# machine's own tree is never written: without that directory, a tmpfs over /run holds it.
-_MOUNT_SERVICE_ACCOUNT = (
+# The pause process: holds the pod's network, mount and UTS namespaces (its hostname, the
+# pod's) until the router closes its stdin or dies.
+_PAUSE = ["unshare", "-n", "-m", "-u", "--propagation", "private", "--",
+          "sh", "-c", 'hostname "$1" && echo ready && exec cat >/dev/null', "sh"]
+# Inside the pod's mount namespace: its own /etc/hosts (its hostname is its IP, as the
+# kubelet's managed hosts file says; gloo and others find their address that way) and the
+# ServiceAccount directory where pods look for it. The machine's own tree is never written:
+# without that directory, a tmpfs over /run holds it.
+_MOUNTS = (
+    'mount --bind "$3" /etc/hosts || exit 1; '
     'target="$2"; [ -d "$target" ] || mount -t tmpfs -o mode=755 tmpfs /run || exit 1; '
     'mkdir -p "$target" && mount --bind "$1" "$target"')
+
+
+def hosts_file(ip: str, hostname: str) -> str:
+    """A pod's /etc/hosts, as the kubelet writes it."""
+    return ("# Kubernetes-managed hosts file (the local cluster's isolated network).\n"
+            "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+            f"{ip}\t{hostname}\n")
 
 
 class NetworkSetupError(Exception):
@@ -288,6 +300,7 @@ class Router:
     def op_sandbox(self, message: Message) -> tuple[Message, None]:
         uid, ip = str(message["uid"]), str(ipaddress.IPv4Address(str(message["ip"])))
         account = Path(str(message["serviceaccount"]))
+        hostname = str(message.get("hostname") or "pod")[:63]
         with self._lock:
             existing = self._sandboxes.get(uid)
             if existing is not None and existing.pause.poll() is None:
@@ -297,7 +310,10 @@ class Router:
         if ipaddress.IPv4Address(ip) not in node.cidr:
             raise NetworkSetupError(f"pod IP {ip} is not in node {node.name}'s range {node.cidr}")
         account.mkdir(parents=True, exist_ok=True)
-        pause = subprocess.Popen(_PAUSE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        hosts = account.parent / "etc-hosts"
+        hosts.write_text(hosts_file(ip, hostname))
+        pause = subprocess.Popen([*_PAUSE, hostname], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE)
         sandbox = Sandbox(uid, node.name, ip, veth, pause)
         try:
             assert pause.stdout is not None
@@ -309,8 +325,7 @@ class Router:
             run(["nsenter", "-t", pid, "-n", "ip", "-batch", "-"],
                 f"addr add {ip}/{node.cidr.prefixlen} dev eth0\nlink set eth0 up\nlink set lo up\n"
                 f"route add default via {node.gateway}\n")
-            run(["nsenter", "-t", pid, "-m", "sh", "-c", _MOUNT_SERVICE_ACCOUNT, "sh", str(account),
-                 SERVICE_ACCOUNT_PATH])
+            run(["nsenter", "-t", pid, "-m", "sh", "-c", _MOUNTS, "sh", str(account), SERVICE_ACCOUNT_PATH, str(hosts)])
             with self._lock:
                 self._sandboxes[uid] = sandbox
                 up = node.state != PARTITIONED
