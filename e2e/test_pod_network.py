@@ -95,7 +95,7 @@ def test_a_partitioned_node_heals_without_its_old_rank_rejoining(partition_env: 
     env = partition_env
     with env.run(elastic_job(1000)) as run:
         run.wait_for("both workers training at world_size=2", lambda: all(
-            any(step_of(pod, 2)(ln) and ln.int("step") >= 20 for ln in run.events("step", pod)) for pod in (W0, W1)), 180)
+            any(step_of(pod, 2)(ln) and ln.int("step") >= 20 for ln in run.events("step", pod)) for pod in (W0, W1)), 300)
         starts = last_starts(run, {W0, W1})
         victim = next(pod for pod, ln in starts.items() if ln.int("RANK") == 0 and ln.int("WORLD_SIZE") == 2)
         node, old_uid = alone_on_its_node(run, victim), run.pods[victim]["metadata"]["uid"]
