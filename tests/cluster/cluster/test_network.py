@@ -8,6 +8,7 @@ The pods are plain Python one-liners; the e2e suite runs real torch jobs on the 
 from __future__ import annotations
 
 import time
+import urllib.request
 
 import pytest
 
@@ -19,6 +20,7 @@ from trainctl.cluster.network.podnet import IsolatedNetwork
 from trainctl.kube.resources import NODES, PODS, SERVICES
 
 from tests.support.cluster import trainctl_local
+from tests.support.net import free_port
 from tests.support.pods import main_pid, pod, wait_pod, wait_pod_gone
 
 SERVE = "import http.server as h; h.HTTPServer(('', 8080), h.SimpleHTTPRequestHandler).serve_forever()"
@@ -123,6 +125,20 @@ def test_pods_reach_each_other_across_nodes_by_service_and_the_api_server_by_the
     assert api.get(SERVICES, "default", "web")["spec"]["clusterIP"].startswith("10.96.")
     # A process outside the pod network reaches a pod through the router, as port-forward does.
     assert _answers(cluster, api.get(PODS, "default", "server")["status"]["podIP"])
+
+
+def test_a_host_port_reaches_the_pod_from_the_machine(cluster, api):
+    """hostPort keeps its meaning: the machine's port, forwarded into the pod's own network."""
+    host_port = free_port("0.0.0.0")
+    api.create(PODS, on(NODE_B, pod("exposed", SERVE, ports=[{"containerPort": 8080, "hostPort": host_port}])))
+    running(api, "exposed")
+
+    def answers():
+        try:
+            return urllib.request.urlopen(f"http://127.0.0.1:{host_port}/", timeout=3).status == 200
+        except OSError:
+            return False
+    wait(answers, "the pod answering on its hostPort")
 
 
 def test_a_partitioned_node_keeps_its_processes_and_heals_without_the_deleted_ones(cluster, api):

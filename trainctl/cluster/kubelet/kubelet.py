@@ -39,7 +39,7 @@ from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
 
 from ..network import HOST_IP, cluster_ranges, isolation, node_service_address, node_service_cidr
-from ..network.apipath import ApiPath
+from ..network.forward import Forwarder, HostPort, HostPorts
 from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
@@ -102,6 +102,20 @@ def _uid(obj: Obj) -> str:
     return str(_meta(obj).get("uid") or "")
 
 
+def _host_ports(workers: dict[str, PodWorker]) -> set[HostPort]:
+    """The TCP hostPorts of the pods running here, each to its pod's containerPort."""
+    rules: set[HostPort] = set()
+    for worker in workers.values():
+        if worker.phase != "Running":
+            continue
+        for container in worker.pod.get("spec", {}).get("containers") or []:
+            for port in container.get("ports") or []:
+                host, target = port.get("hostPort"), port.get("containerPort")
+                if isinstance(host, int) and isinstance(target, int) and (port.get("protocol") or "TCP") == "TCP":
+                    rules.add((host, worker.pod_ip, target))
+    return rules
+
+
 class Kubelet:
     """Runs pods bound to one Node as local process groups (the :class:`PodContext` of its workers)."""
 
@@ -120,12 +134,14 @@ class Kubelet:
         isolated = config.network == isolation.ISOLATED
         pod_cidr = config.pod_cidr or (isolation.node_cidr(0) if isolated else cluster_ranges(config.directory)[0])
         self.network: PodNetwork = SharedNetwork()
-        self.api_path: Optional[ApiPath] = None
+        self.api_path: Optional[Forwarder] = None
+        self.host_ports: Optional[HostPorts] = None
         api = connect.load_configuration(str(config.kubeconfig))
         if isolated:
             self.network = IsolatedNetwork(config.directory, config.node_name, pod_cidr)
             self.network.on_healing = lambda: self._dirty.set()
-            self.api_path = ApiPath(self.network.dial_apiserver)
+            self.api_path = Forwarder(self.network.dial_apiserver)
+            self.host_ports = HostPorts(self.network.dial)
             api.host = f"https://127.0.0.1:{self.api_path.port}"
             api.refresh_api_key_hook = None  # it would reload the kubeconfig's server on every request
         log.info("pod network: %s", isolation.DESCRIPTIONS[self.network.mode])
@@ -204,6 +220,8 @@ class Kubelet:
         self.proxy.stop()
         if self.api_path is not None:
             self.api_path.stop()
+        if self.host_ports is not None:
+            self.host_ports.stop()
 
     def thawed(self) -> None:
         """SIGCONT arrived: the node was frozen and its pods' processes still are (see
@@ -318,6 +336,8 @@ class Kubelet:
                 if self._runnable(pod):
                     self._step("admit", pod, self.admission.admit, pod)
         self._step("sync Services", None, self.service_rules.sync, pods, self.services.store.list())
+        if self.host_ports is not None:
+            self._step("sync hostPorts", None, self.host_ports.sync, _host_ports(self.admission.workers()))
 
     def _runnable(self, pod: Obj) -> bool:
         """A live pod bound to this node that it can read; a pod it cannot read is rejected
