@@ -198,3 +198,13 @@ def test_isolated_is_refused_aloud_where_the_machine_refuses_namespaces(monkeypa
     assert isolation.choose("auto")[0] == isolation.ISOLATED
     assert isolation.choose("shared")[0] == isolation.SHARED
 
+
+
+def test_after_the_router_restarts_kubelets_and_new_pods_are_back_on_the_network(cluster, api):
+    """A restarted router knows no node: each kubelet tells it again on its next request."""
+    cluster.network.kill()
+    cluster.network.start()
+    api.create(PODS, on(NODE_B, pod("after", SERVE)))
+    after = running(api, "after")
+    wait(lambda: _answers(cluster, after["status"]["podIP"]), "the new pod reachable")
+    assert node_ready(api, NODE_B) == "True"

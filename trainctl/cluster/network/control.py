@@ -16,6 +16,7 @@ from typing import Any, Optional
 from .. import unixsock
 
 SOCKET = Path("run") / "network.sock"
+UNKNOWN_NODE = "has no pod network"  # in the refusal of a request for a node the router does not know
 MAX_ANSWER = 1 << 20
 
 Message = dict[str, Any]

@@ -79,9 +79,21 @@ class IsolatedNetwork:
         answer, _ = control.request(self.directory, {"op": "node", "node": self.node_name, "cidr": self.pod_cidr})
         self.kubernetes_ip = str(answer.get("kubernetes") or "")
 
+    def _for_node(self, message: dict[str, Any], timeout: float = 30.0) -> tuple[dict[str, Any], Optional[socket.socket]]:
+        """A request about this node; a router that does not know the node (it restarted, and
+        its pods' sandboxes went with it) is told about it again first."""
+        try:
+            return control.request(self.directory, message, timeout)
+        except control.RouterError as exc:
+            if control.UNKNOWN_NODE not in str(exc):
+                raise
+        self.attach()
+        self._published = None
+        return control.request(self.directory, message, timeout)
+
     def setup_pod(self, pod_uid: str, ip: str, hostname: str = "") -> None:
         """The pod's sandbox, with ``ip`` on its ``eth0`` and ``hostname`` (idempotent)."""
-        answer, _ = control.request(self.directory, {
+        answer, _ = self._for_node({
             "op": "sandbox", "uid": pod_uid, "node": self.node_name, "ip": ip, "hostname": hostname,
             "serviceaccount": str(self.directory / "pods" / pod_uid / "serviceaccount")})
         with self._lock:
@@ -114,7 +126,7 @@ class IsolatedNetwork:
 
     def dial_apiserver(self) -> socket.socket:
         """This node's kubelet's connection to the API server (cut while it is partitioned)."""
-        answer, connection = control.request(self.directory, {"op": "apiserver", "node": self.node_name}, timeout=15)
+        answer, connection = self._for_node({"op": "apiserver", "node": self.node_name}, timeout=15)
         if answer.get("healing") and not self.healing.is_set():
             self.healing.set()
             self.on_healing()
@@ -124,14 +136,14 @@ class IsolatedNetwork:
 
     def restore(self, pod_uids: set[str]) -> None:
         """After a heal: links back for the pods this node still runs."""
-        control.request(self.directory, {"op": "restore", "node": self.node_name, "uids": sorted(pod_uids)})
+        self._for_node({"op": "restore", "node": self.node_name, "uids": sorted(pod_uids)})
 
     def publish_services(self, rules: dict[tuple[str, int], list[tuple[str, int]]]) -> None:
         """This node's ClusterIP rules, for the proxy the router runs (sent only on change)."""
         listed = sorted([list(frontend), sorted(list(b) for b in backends)] for frontend, backends in rules.items())
         if listed == self._published:
             return
-        control.request(self.directory, {"op": "services", "node": self.node_name, "rules": listed})
+        self._for_node({"op": "services", "node": self.node_name, "rules": listed})
         self._published = listed
 
 

@@ -246,7 +246,7 @@ class Router:
     def _node(self, name: str) -> Node:
         node = self._nodes.get(name)
         if node is None:
-            raise NetworkSetupError(f"node {name} has no pod network (its kubelet has not started)")
+            raise NetworkSetupError(f"node {name} {control.UNKNOWN_NODE} (its kubelet has not started)")
         return node
 
     def op_partition(self, message: Message) -> tuple[Message, None]:
