@@ -60,6 +60,7 @@ def ddp_job(name: str, steps: int) -> dict[str, Any]:
     return job
 
 
+@pytest.mark.timeout(900)  # two jobs at once on a loaded two-core machine
 def test_two_jobs_on_the_default_port_train_at_the_same_time(tmp_path: Path) -> None:
     with scratch_cluster(tmp_path, network="isolated") as env:
         assert env.cluster.network_mode == "isolated"
@@ -87,6 +88,7 @@ def partition_env(tmp_path: Path) -> Iterator[E2E]:
         yield env
 
 
+@pytest.mark.timeout(900)  # a cold start, the detection and replacement, the heal, the rest of the training
 def test_a_partitioned_node_heals_without_its_old_rank_rejoining(partition_env: E2E) -> None:
     """Rank 0's node is partitioned: its processes run on, cut off; the pod is replaced and
     the job trains at full size again. On heal the node's kubelet lists its pods, kills the

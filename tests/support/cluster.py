@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes import client
 
 from trainctl.cluster.cluster import LocalCluster
+from trainctl.cluster.network import isolation
 from trainctl.launch import connect
 from trainctl.launch.kinds import kind_of
 
@@ -30,6 +31,19 @@ from .observer import JobObserver
 from .repo import SAMPLES
 
 TEST_NETWORK_VARIABLE = "TRAINCTL_TEST_NETWORK"
+
+
+def in_process_network() -> str:
+    """The pod network of the tests' in-process kubelets: TRAINCTL_TEST_NETWORK, else shared."""
+    return os.environ.get(TEST_NETWORK_VARIABLE, isolation.SHARED)
+
+
+def machine_port(port: int) -> dict[str, int]:
+    """A container port the scheduler treats as the machine's: any declared port on the
+    shared network, a hostPort on the isolated one (each pod has its own ports there)."""
+    if in_process_network() == isolation.ISOLATED:
+        return {"containerPort": port, "hostPort": port}
+    return {"containerPort": port}
 
 
 @dataclass

@@ -21,11 +21,11 @@ from trainctl.cluster.network import cluster_ranges, isolation
 from trainctl.cluster.scheduler.component import SchedulerComponent
 from trainctl.kube.client import KubeClient
 
-from tests.support.cluster import TEST_NETWORK_VARIABLE
+from tests.support.cluster import in_process_network
 
 # TRAINCTL_TEST_NETWORK=isolated runs these tests on the isolated pod network, with a
 # router of their own (as LocalCluster starts it); the default is the shared network.
-NETWORK = os.environ.get(TEST_NETWORK_VARIABLE, isolation.SHARED)
+NETWORK = in_process_network()
 
 
 @pytest.fixture
