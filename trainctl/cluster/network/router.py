@@ -206,6 +206,9 @@ class Router:
                 reply, connection = handler(message)
             except (NetworkSetupError, OSError, ValueError, KeyError, subprocess.TimeoutExpired) as exc:
                 reply = {"error": str(exc) or type(exc).__name__}
+            except Exception as exc:  # a bug here must not leave the caller without an answer
+                log.exception("request failed")
+                reply = {"error": f"the network router failed: {exc!r}"}
             with contextlib.suppress(OSError):
                 control.answer(sock, reply, connection)
             if connection is not None:
