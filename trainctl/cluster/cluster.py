@@ -15,13 +15,16 @@ directory while they run (it would have to kill them: training that runs must no
 silently), and ``trainctl local down`` stops them (:func:`cleanup_leftovers`). With
 ``die_with_supervisor`` (the foreground ``up``) the components get SIGTERM as soon as their
 supervisor is gone, so there is nothing left to find. A new supervisor also removes the
-nodes the last one ran and it does not (:mod:`.node_removal`).
+nodes the last one ran and it does not (:mod:`.node_removal`). On the isolated pod network
+one more component runs before the kubelets: the network router (:mod:`.network.router`).
 
 Directory layout (``DIR``):
 
     kubeconfig, token, apiserver.port, state.db   written by the API server
     run/<component>.pid                           "<pid> <kernel start time>"
     run/nodes.json, run/nodes/<node>              the nodes and what the user did to them
+    run/network, run/network.sock                 the pod network chosen (and why); the isolated network's router
+    run/apiserver.sock                            the API server on a unix socket (the router forwards to it)
     run/supervisor.lock                           flock held by the supervising process
     logs/<component>.log                          each component's stdout and stderr
     pods/<uid>/<container>/<restart>.log          container logs (CRI format)
