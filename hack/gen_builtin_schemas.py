@@ -33,6 +33,9 @@ ROOTS = (
     "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
     "io.k8s.api.autoscaling.v1.Scale",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
+    # Identity (registry.identity_types).
+    "io.k8s.api.rbac.v1.Role", "io.k8s.api.rbac.v1.ClusterRole", "io.k8s.api.rbac.v1.RoleBinding",
+    "io.k8s.api.rbac.v1.ClusterRoleBinding", "io.k8s.api.authentication.v1.TokenRequest",
 )
 REF_PREFIX = "#/definitions/"
 

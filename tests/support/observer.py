@@ -276,11 +276,10 @@ class JobObserver:
             # name now. The pod that took over the name (an OOM relaunch, say) has its own
             # follower; a container restarted once since has this instance's log as "previous".
             now = self._current_instance(name, container) if response is not None else None
-            expected = (instance[0], instance[1] + previous)
-            if response is not None and now is not None and now != expected:
+            if response is not None and now is not None and self._served(now, previous) != instance:
                 response.close()  # unread: its connection must not go back to the pool
                 self._close(response)
-                if now == (instance[0], instance[1] + 1) and not previous:
+                if not previous and self._served(now, True) == instance:
                     previous = True
                     continue
                 with self._changed:
@@ -312,15 +311,27 @@ class JobObserver:
                     return
             self._stopped.wait(0.2)  # cut while it runs (the API server restarting?): read on
 
-    def _current_instance(self, name: str, container: str) -> Instance | None:
-        """Pod ``name``'s (uid, restartCount) now that a log stream of it is open; None once gone
-        (the stream opened before was then of the pod that is gone)."""
+    def _current_instance(self, name: str, container: str) -> tuple[str, int, bool] | None:
+        """Pod ``name``'s (uid, restartCount, whether it waits after a run that ended) now that a
+        log stream of it is open; None once gone (the stream was then of the pod that is gone)."""
         try:
             current = self._core.read_namespaced_pod(name, self.namespace, _request_timeout=5)
         except _STREAM_ERRORS:
             return None
-        restarts = [cs.restart_count or 0 for cs in current.status.container_statuses or () if cs.name == container]
-        return current.metadata.uid, (int(restarts[0]) if restarts else 0)
+        statuses = [cs for cs in current.status.container_statuses or () if cs.name == container]
+        if not statuses:
+            return current.metadata.uid, 0, False
+        status = statuses[0]
+        ended = bool(status.state and status.state.waiting and status.last_state and status.last_state.terminated)
+        return current.metadata.uid, int(status.restart_count or 0), ended
+
+    @staticmethod
+    def _served(now: tuple[str, int, bool], previous: bool) -> Instance:
+        """The instance whose log the API server serves, as a real kubelet picks it: the
+        current run, or the one that ended while the container waits to restart (then
+        ``previous`` is that one too, restartCount still naming it)."""
+        uid, restarts, ended = now
+        return uid, restarts - 1 if previous and not ended else restarts
 
     def _container(self, pod: Obj) -> str:
         names = [ct["name"] for ct in pod["spec"]["containers"]]

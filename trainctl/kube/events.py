@@ -219,10 +219,13 @@ class EventCorrelator:
         return True
 
 
-def event_object(job: dict[str, Any], event: EventLike, component: str, now: datetime) -> dict[str, Any]:
+def event_object(job: dict[str, Any], event: EventLike, component: str, now: datetime, *,
+                 host: str = "", field_path: str = "") -> dict[str, Any]:
+    """The core/v1 Event about ``job`` (any object); ``host`` is the reporting node (a
+    kubelet's), ``field_path`` the part of the object it is about (``spec.containers{x}``)."""
     meta = job["metadata"]
     stamp = _stamp(now)
-    return {
+    written: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
@@ -247,6 +250,12 @@ def event_object(job: dict[str, Any], event: EventLike, component: str, now: dat
         "lastTimestamp": stamp,
         "count": 1,
     }
+    if field_path:
+        written["involvedObject"]["fieldPath"] = field_path
+    if host:  # client-go's recorder: the source's host is the reporting instance
+        written["source"]["host"] = host
+        written["reportingInstance"] = host
+    return written
 
 
 class EventRecorder:
@@ -260,9 +269,10 @@ class EventRecorder:
         self.created = 0  # of which creates of a new Event
         self.dropped = 0  # events the spam filter kept from the API server
 
-    def record(self, job: dict[str, Any], event: EventLike, component: str, now: datetime) -> None:
+    def record(self, job: dict[str, Any], event: EventLike, component: str, now: datetime, *,
+               host: str = "", field_path: str = "") -> None:
         with self._lock:
-            write = self.correlator.correlate(event_object(job, event, component, now), now)
+            write = self.correlator.correlate(event_object(job, event, component, now, host=host, field_path=field_path), now)
             if write is None:
                 self.dropped += 1
                 return

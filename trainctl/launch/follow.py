@@ -100,7 +100,9 @@ class LeadPodLogs:
         status = container_status(pod, self._container_name(pod)) or {}
         if int(status.get("restartCount") or 0) != instance[1]:
             return True
-        return "terminated" in (status.get("state") or {})
+        state = status.get("state") or {}
+        # Waiting after a run that ended (CrashLoopBackOff): restartCount still names that run.
+        return "terminated" in state or ("waiting" in state and "terminated" in (status.get("lastState") or {}))
 
     def _pending(self) -> Instance | None:
         """The newest container instance with a log we have not streamed yet."""

@@ -88,3 +88,19 @@ def test_logs_of_a_pod_that_has_not_started(api, log_url):
     waiting = log_url()
     assert waiting.status_code == 400
     assert 'container "pytorch" in pod "trainer" is waiting to start' in waiting.json()["message"]
+
+
+def test_a_container_waiting_to_restart_shows_the_run_that_ended(apiserver, api, running_pod, log_url):
+    """As the real kubelet: in CrashLoopBackOff ``restartCount`` still names the run that
+    crashed, and both ``kubectl logs`` and ``--previous`` read that run's output."""
+    write_cri_log(apiserver.dir, running_pod, "pytorch", 0, [("2026-01-01T00:00:00Z", "stdout", "first crash")])
+    write_cri_log(apiserver.dir, running_pod, "pytorch", 1, [("2026-01-01T00:01:00Z", "stdout", "second crash")])
+    crashed = {"terminated": {"exitCode": 1, "reason": "Error"}}
+    client.CoreV1Api(api).patch_namespaced_pod_status("trainer", NS, {"status": {"containerStatuses": [
+        {"name": "pytorch", "restartCount": 1, "ready": False, "image": "x", "imageID": "", "lastState": crashed,
+         "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 10s restarting failed container"}}},
+        {"name": "sidecar", "restartCount": 0, "ready": True, "image": "y", "imageID": "", "state": {"running": {}}}]}})
+    assert log_url().text == "second crash\n"
+    assert log_url("?previous=true").text == "second crash\n"
+    with log_url("?follow=true", stream=True) as response:  # the run has ended: so does the stream
+        assert response.text == "second crash\n"

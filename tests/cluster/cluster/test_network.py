@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from trainctl.cluster.apiserver.ipam import kubernetes_service_ip
+from trainctl.cluster.apiserver.system_objects import cluster_ip
 from trainctl.cluster.cluster import ClusterError, LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.network import isolation
@@ -115,7 +115,7 @@ def test_pods_reach_each_other_across_nodes_by_service_and_the_api_server_by_the
         "        print('http', urllib.request.urlopen('http://web.default.svc.cluster.local/').status); break\n"
         "    except OSError: time.sleep(0.2)\n"
         f"context = ssl.create_default_context(cafile={str(ca)!r})\n"
-        f"request = urllib.request.Request('https://{kubernetes_service_ip(isolation.SERVICE_CIDR)}:443/version')\n"
+        f"request = urllib.request.Request('https://{cluster_ip(isolation.SERVICE_CIDR)}:443/version')\n"
         "print('api', json.load(urllib.request.urlopen(request, context=context))['major'])\n")
     api.create(PODS, on(NODE_A, pod("client", script)))
     done = finished(api, "client")

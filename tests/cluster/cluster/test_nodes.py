@@ -107,7 +107,9 @@ def test_requests_spread_pods_and_the_rest_wait_in_kube_scheduler_words(api):
         api.create(PODS, pod(f"big-{i}", SLEEP, resources={"requests": {"cpu": "700m"}}))
     assert sorted(node_of(api, f"big-{i}") for i in range(3)) == NODE_NAMES
     api.create(PODS, pod("one-too-many", SLEEP, resources={"requests": {"cpu": "700m"}}))
-    assert unschedulable_message(api, "one-too-many") == "0/3 nodes are available: 3 Insufficient cpu."
+    assert unschedulable_message(api, "one-too-many") == (
+        "0/3 nodes are available: 3 Insufficient cpu. "
+        "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod.")
     api.delete(PODS, "default", "big-1", grace_period_seconds=0)
     wait_pod(api, "one-too-many", lambda p: bool(p["spec"].get("nodeName")))
 
@@ -134,12 +136,14 @@ def test_selector_affinity_taints_cordon_and_scheduler_name(api, kubectl):
         api.create(PODS, with_spec(pod("intolerant", SLEEP), affinity=only_3))
         assert unschedulable_message(api, "intolerant") == (
             "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: train}, "
-            "2 node(s) didn't match Pod's node affinity/selector.")
+            "2 node(s) didn't match Pod's node affinity/selector. "
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
         kubectl("cordon", "trainctl-local-2")
         api.create(PODS, with_spec(pod("cordoned-out", SLEEP), nodeSelector={"zone": "b"}))
         assert unschedulable_message(api, "cordoned-out") == (
             "0/3 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-            "1 node(s) had untolerated taint {dedicated: train}, 1 node(s) were unschedulable.")
+            "1 node(s) had untolerated taint {dedicated: train}, 1 node(s) were unschedulable. "
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.")
         kubectl("uncordon", "trainctl-local-2")
         assert node_of(api, "cordoned-out") == "trainctl-local-2"
         api.create(PODS, with_spec(pod("for-volcano", SLEEP), schedulerName="volcano"))

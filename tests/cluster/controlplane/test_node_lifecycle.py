@@ -95,8 +95,18 @@ def test_healthy_node_is_left_alone() -> None:
     for second in (0, 10, 20, 30, 40, 50):  # the Lease is renewed every 10 s
         leases = [lease("n1", at(second))]
         plan = judge(nodes, leases, pods, state, at(second))
-        assert (plan.node_statuses, plan.node_taints, plan.pod_statuses, plan.evictions, plan.events) == ((), (), (), (), ())
+        events = () if second else plan.events  # the first pass registers the nodes (below)
+        assert (plan.node_statuses, plan.node_taints, plan.pod_statuses, plan.evictions, plan.events) == ((), (), (), (), events)
         state = plan.state
+
+
+def test_each_node_is_registered_once_as_kubes_controller_says() -> None:
+    first = judge([node()], [lease("n1", T0)], [], nl.State(), T0)
+    assert sorted((obj["metadata"]["name"], e.type, e.reason, e.message) for obj, e in first.events) == [
+        ("n1", "Normal", "RegisteredNode", "Node n1 event: Registered Node n1 in Controller"),
+        ("peer", "Normal", "RegisteredNode", "Node peer event: Registered Node peer in Controller")]
+    later = judge([node(), node("n2")], [lease("n1", T0), lease("n2", T0)], [], first.state, at(5))
+    assert [(obj["metadata"]["name"], e.reason) for obj, e in later.events] == [("n2", "RegisteredNode")]
 
 
 def test_lease_not_renewed_makes_the_node_unknown_and_unreachable() -> None:

@@ -199,7 +199,8 @@ def test_gpu_pods_get_devices_and_too_many_gpus_stay_pending(api, tmp_path):
     assert pending["status"]["phase"] == "Pending"
     assert not pending["spec"].get("nodeName")
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert message == "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+    assert message == ("0/1 nodes are available: 1 Insufficient nvidia.com/gpu."
+                       " preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
 
 
 SLEEPER = """
@@ -255,7 +256,8 @@ def test_ports_conflict_across_owners_until_freed(api, tmp_path):
         return any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or [])
     pending = wait_pod(api, "b-master-0", waits_for_port)
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert message in (f"0/1 nodes are available: port {port} is in use by pod default/{name}."
+    assert message in (f"0/1 nodes are available: port {port} is in use by pod default/{name}. preemption: "
+                       "0/1 nodes are available: 1 No preemption victims found for incoming pod."
                        for name in ("a-master-0", "a-worker-0"))
     api.delete(PODS, "default", "a-master-0", grace_period_seconds=0)
     api.delete(PODS, "default", "a-worker-0", grace_period_seconds=0)
@@ -308,7 +310,8 @@ def test_a_port_held_outside_the_cluster_keeps_the_pod_pending_until_released(ap
         return any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or [])
     pending = wait_pod(api, "wants-port", unschedulable)
     message = next(c["message"] for c in pending["status"]["conditions"] if c["type"] == "PodScheduled")
-    assert message == f"0/1 nodes are available: port {port} is in use on this machine (not by a pod of this cluster)."
+    assert message == (f"0/1 nodes are available: port {port} is in use on this machine (not by a pod of this cluster)."
+                       " preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling.")
     holder.close()
     assert wait_pod(api, "wants-port", phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
 
@@ -397,3 +400,33 @@ def test_processes_that_leave_the_containers_session_die_with_it(api, tmp_path):
     while process_start_time(child) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert process_start_time(child) is None, f"pid {child} outlived its container"
+
+
+def test_a_crash_looping_container_counts_restarts_and_shows_its_last_crash(api, kube_env, tmp_path):
+    """restartCount is the number of restarts (the first run is 0), as a real kubelet's; while
+    the container waits in CrashLoopBackOff it names the run that crashed, whose output
+    ``kubectl logs`` prints."""
+    counter = tmp_path / "runs"
+    script = (f"import pathlib, sys; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
+              "p.write_text(str(n + 1)); print('crash', n); sys.exit(1)")
+    create(api, pod("crash", script, restart_policy="Always"))
+
+    def backing_off(p: dict) -> bool:
+        status = container_status(p)
+        return status.get("state", {}).get("waiting", {}).get("reason") == "CrashLoopBackOff" and status["restartCount"] >= 4
+
+    for _ in range(20):  # look while the pod stays in one back-off (each is twice the last)
+        before = wait_pod(api, "crash", backing_off, timeout=60)
+        logs = subprocess.run(["kubectl", "logs", "crash"], env=kube_env, capture_output=True, text=True, timeout=30)
+        previous = subprocess.run(["kubectl", "logs", "crash", "--previous"], env=kube_env, capture_output=True,
+                                  text=True, timeout=30)
+        runs = int(counter.read_text())
+        after = api.get(PODS, "default", "crash")
+        if after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]:
+            break
+    else:
+        raise AssertionError("the pod never stayed in one back-off long enough to look at it")
+    status = container_status(after)
+    assert status["restartCount"] == runs - 1
+    assert status["lastState"]["terminated"]["exitCode"] == 1
+    assert logs.stdout == previous.stdout == f"crash {runs - 1}\n", (logs.stderr, previous.stderr)

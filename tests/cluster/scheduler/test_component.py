@@ -6,7 +6,7 @@ import time
 
 from trainctl.cluster.scheduler.component import SchedulerComponent
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import NODES, PODS
+from trainctl.kube.resources import EVENTS, NODES, PODS
 
 from tests.support.pods import create, pod
 
@@ -29,6 +29,7 @@ def test_no_pass_runs_until_the_nodes_are_listed(apiserver):
         create(client, pod("early", "pass"))
         component = SchedulerComponent(client)
         component.pods.start()
+        component.namespaces.start()
         try:
             _wait(component.pods.synced)
             component.sync()
@@ -46,5 +47,41 @@ def test_no_pass_runs_until_the_nodes_are_listed(apiserver):
         finally:
             component.pods.stop()
             component.nodes.stop()
+            component.namespaces.stop()
     finally:
+        client.close()
+
+
+def _events_of(client, name):
+    return [e for e in client.list(EVENTS, "default")[0] if (e.get("involvedObject") or {}).get("name") == name]
+
+
+def test_events_name_the_scheduler_and_the_pod(apiserver):
+    """Scheduled for a bound pod and FailedScheduling for one that fits nowhere, from
+    default-scheduler, about the Pod, as kubectl describe reads them."""
+    client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1)
+    component = SchedulerComponent(client)
+    try:
+        client.create(NODES, NODE)
+        create(client, pod("small", "pass"))
+        create(client, pod("huge", "pass", resources={"requests": {"cpu": "3"}}))
+        component.start()
+        deadline = time.monotonic() + 20
+        while not (_events_of(client, "small") and _events_of(client, "huge")):
+            assert time.monotonic() < deadline, client.list(EVENTS, "default")[0]
+            time.sleep(0.1)
+        (scheduled,), (failed,) = _events_of(client, "small"), _events_of(client, "huge")
+        huge = client.get(PODS, "default", "huge")
+        assert (scheduled["type"], scheduled["reason"], scheduled["message"]) == (
+            "Normal", "Scheduled", "Successfully assigned default/small to node-a")
+        message = ("0/1 nodes are available: 1 Insufficient cpu. "
+                   "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+        assert (failed["type"], failed["reason"], failed["message"]) == ("Warning", "FailedScheduling", message)
+        assert next(c for c in huge["status"]["conditions"] if c["type"] == "PodScheduled")["message"] == message
+        for event in (scheduled, failed):
+            assert event["source"]["component"] == event["reportingComponent"] == "default-scheduler"
+        involved = failed["involvedObject"]
+        assert (involved["apiVersion"], involved["kind"], involved["uid"]) == ("v1", "Pod", huge["metadata"]["uid"])
+    finally:
+        component.stop()
         client.close()

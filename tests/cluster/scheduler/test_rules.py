@@ -66,6 +66,14 @@ def test_effective_request_takes_the_larger_of_init_and_containers():
     assert requests["cpu"] == 1
 
 
+def test_pod_overhead_counts_as_requested():
+    heavy = pod("a", requests={"cpu": "1500m"})
+    heavy["spec"]["overhead"] = {"cpu": "250m", "memory": "120Mi"}
+    assert pod_requests(heavy)["cpu"] == 1.75
+    assert fit(heavy, NODE, [pod("b", requests={"cpu": "250m"})]).fits
+    assert fit(heavy, NODE, [pod("b", requests={"cpu": "500m"})]).message == "0/1 nodes are available: 1 Insufficient cpu."
+
+
 def test_scheduler_name():
     p = pod("a")
     assert wants_this_scheduler(p)

@@ -25,8 +25,7 @@ import yaml
 from aiohttp import web
 
 from .. import unixsock
-from . import pki
-from .ipam import kubernetes_service_ip
+from . import pki, system_objects
 from .process import PORT_FILE, UNIX_SOCKET
 from .server import STATE_FILE, ApiServer
 
@@ -108,7 +107,7 @@ async def serve(args: argparse.Namespace) -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     (data_dir / PORT_FILE).unlink(missing_ok=True)
     token = load_or_create_token(data_dir)
-    certificates = pki.ensure(data_dir / "pki", args.host, kubernetes_service_ip(args.service_cidr))
+    certificates = pki.ensure(data_dir / "pki", args.host, system_objects.cluster_ip(args.service_cidr))
     try:
         server = ApiServer(data_dir, token, args.service_cidr, args.bookmark_interval, args.watch_window, args.fsync)
     except sqlite3.Error as exc:  # damaged, not a database, unreadable
@@ -136,7 +135,7 @@ async def serve(args: argparse.Namespace) -> int:
     await web.SockSite(runner, unixsock.listen(data_dir / UNIX_SOCKET),
                        ssl_context=certificates.server_context()).start()
     url = f"https://{args.host}:{port}"
-    server.address = f"{args.host}:{port}"
+    await server.listening(args.host, port)
     write_private(data_dir / "kubeconfig", kubeconfig(url, token, certificates.ca_pem()))
     write_private(data_dir / PORT_FILE, f"{port}\n")
     logging.getLogger(__name__).info("serving on %s (data in %s)", url, data_dir)

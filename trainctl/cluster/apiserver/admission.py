@@ -73,6 +73,12 @@ class Admission:
         if not name:
             raise errors.invalid(rtype.kind, rtype.group, "", [Cause(
                 "metadata.name", "FieldValueRequired", "Required value: name or generateName is required")])
+        if rtype.group == "rbac.authorization.k8s.io":  # kube's ValidatePathSegmentName (system:discovery)
+            if name in (".", "..") or "/" in name or "%" in name:
+                raise errors.invalid(rtype.kind, rtype.group, name, [Cause(
+                    "metadata.name", "FieldValueInvalid",
+                    f'Invalid value: "{name}": may not be \'.\' or \'..\' and may not contain \'/\' or \'%\'')])
+            return
         if len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
             raise errors.invalid(rtype.kind, rtype.group, name, [Cause(
                 "metadata.name", "FieldValueInvalid",

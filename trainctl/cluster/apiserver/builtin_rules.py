@@ -266,8 +266,17 @@ def _hpa_replicas(obj: Any, old: Any) -> list[Cause]:
 
 
 # (group, kind) -> the rule for a new state of the whole object, given the stored one (None on create).
+def _role_ref_unchanged(obj: Any, old: Any) -> list[Cause]:
+    """A binding's roleRef never changes (kube: delete and recreate the binding instead)."""
+    if old is None or obj.get("roleRef") == old.get("roleRef"):
+        return []
+    return [Cause("roleRef", "FieldValueInvalid", f"Invalid value: {obj.get('roleRef')}: cannot change roleRef")]
+
+
 OBJECT_RULES: dict[tuple[str, str], Callable[[Any, Any], list[Cause]]] = {
     ("autoscaling", "HorizontalPodAutoscaler"): _hpa_replicas,
+    ("rbac.authorization.k8s.io", "RoleBinding"): _role_ref_unchanged,
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"): _role_ref_unchanged,
 }
 # (group, kind) -> (message, pattern, length limit) for metadata.name where it is not a DNS-1123 subdomain.
 NAME_RULES: dict[tuple[str, str], tuple[str, re.Pattern[str], int]] = {

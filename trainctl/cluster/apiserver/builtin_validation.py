@@ -174,7 +174,7 @@ class _Walk:
     def _object(self, node: _Node, value: Obj, old: Obj | None, path: str) -> None:
         prefix = f"{path}." if path else ""
         for key in node.required:
-            if value.get(key) is None:
+            if value.get(key) is None and (old is None or old.get(key) is not None):  # missing before: not new
                 self.causes.append(Cause(prefix + key, "FieldValueRequired", "Required value"))
         properties = node.properties
         if properties is None:

@@ -25,10 +25,11 @@ _SUBRESOURCE_KINDS = {
     "log": None,
     "binding": {"group": "", "version": "v1", "kind": "Binding"},
     "eviction": {"group": "policy", "version": "v1", "kind": "Eviction"},
+    "token": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
 }
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"],
                       "log": ["get"], "binding": ["create"], "eviction": ["create"],
-                      "finalize": ["update"]}
+                      "finalize": ["update"], "token": ["create"]}
 
 
 def wants_aggregated(accept: str) -> bool:

@@ -12,15 +12,10 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Any
 
-from . import errors
+from . import errors, system_objects
 from .errors import Cause
 
 Obj = dict[str, Any]
-
-
-def kubernetes_service_ip(cidr: str) -> str:
-    """The ClusterIP of the ``kubernetes`` Service: the range's first address, as kube-apiserver's."""
-    return str(ipaddress.ip_network(cidr).network_address + 1)
 
 
 class ClusterIPAllocator:
@@ -55,7 +50,7 @@ class ClusterIPAllocator:
             ip = requested
         else:
             # The first address is the `kubernetes` Service's, as kube-apiserver reserves it.
-            reserved = {*self._allocated_ips, kubernetes_service_ip(str(self._service_net))}
+            reserved = {*self._allocated_ips, system_objects.cluster_ip(str(self._service_net))}
             ip = next((str(a) for a in self._service_net.hosts() if str(a) not in reserved), None)
             if ip is None:
                 raise errors.ApiError(500, "InternalError", f"range is full: no more ClusterIPs in {self._service_net}")

@@ -6,7 +6,8 @@ a partial line continued by the next record). This module turns those records ba
 the text ``kubectl logs`` shows, with the query parameters of the real endpoint:
 ``container``, ``previous``, ``tailLines``, ``timestamps``, ``sinceSeconds``, ``sinceTime``,
 ``limitBytes`` and ``follow`` (stream until the container has terminated or the pod is
-gone).
+gone). A container waiting to restart (``CrashLoopBackOff``) shows the run that ended, as
+the real kubelet's does.
 """
 
 from __future__ import annotations
@@ -78,10 +79,19 @@ def choose_container(pod: Obj, requested: str) -> str:
     return requested
 
 
+def _ended(status: Obj) -> bool:
+    """The container waits (CrashLoopBackOff, or the next run's set-up) after a run that
+    ended: ``restartCount`` still names that run, as the real kubelet reports it."""
+    return "waiting" in (status.get("state") or {}) and "terminated" in (status.get("lastState") or {})
+
+
 def log_file(root: Path, pod: Obj, options: LogOptions) -> Path:
+    """The file of the run the real kubelet would read: the current one, or the last that
+    ended while the container waits to restart; with ``previous``, the last that ended."""
     container = options.container
-    restarts = int(_container_status(pod, container).get("restartCount", 0) or 0)
-    attempt = restarts - 1 if options.previous else restarts
+    status = _container_status(pod, container)
+    restarts = int(status.get("restartCount", 0) or 0)
+    attempt = restarts - 1 if options.previous and not _ended(status) else restarts
     name = pod["metadata"]["name"]
     if attempt < 0:
         raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
@@ -113,6 +123,8 @@ def _terminated(pod: Obj | None, options: LogOptions, attempt_path: Path) -> boo
     status = _container_status(pod, options.container)
     if int(status.get("restartCount", 0) or 0) > int(attempt_path.stem):
         return True  # a newer attempt writes another file
+    if _ended(status):
+        return True  # this file is the last run's, which ended
     if "terminated" in (status.get("state") or {}):
         return True
     return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")

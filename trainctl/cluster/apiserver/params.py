@@ -70,7 +70,8 @@ def matcher(params: Mapping[str, str], rtype: ResourceType) -> Callable[[Obj], b
     """The label and field selectors of a list, watch or deletecollection request."""
     return selectors.combine(
         selectors.parse_label_selector(params.get("labelSelector")),
-        selectors.parse_field_selector(params.get("fieldSelector"), rtype.plural, rtype.is_custom),
+        selectors.parse_field_selector(params.get("fieldSelector"), rtype.plural, rtype.is_custom,
+                                       rtype.conversion.field_labels if rtype.conversion else None),
     )
 
 

@@ -51,18 +51,28 @@ def _name(common_name: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
-# The names pods use for the API server through the `kubernetes` Service.
+# The names a pod reaches the API server by, through the ``kubernetes`` Service.
 SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 
 
+def serving_names(host: str, service_ip: str | None = None) -> list[x509.GeneralName]:
+    """The serving certificate's names: loopback, ``host``, and (with ``service_ip``) the
+    ``kubernetes`` Service's ClusterIP and DNS names, as kube-apiserver's certificate has."""
+    names: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(host))]
+    if host != "127.0.0.1":
+        names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
+    if service_ip is not None:
+        names += [x509.IPAddress(ipaddress.ip_address(service_ip)), *(x509.DNSName(n) for n in SERVICE_NAMES)]
+    return names
+
+
 def ensure(directory: Path, host: str, service_ip: str | None = None) -> Pki:
-    """Load the CA and serving certificate from ``directory``, creating what is missing. The
-    certificate names ``host`` and, given ``service_ip``, the `kubernetes` Service (its
-    ClusterIP and DNS names), as kube-apiserver's serving certificate does."""
+    """Load the CA and serving certificate from ``directory``, creating what is missing."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     pki = Pki(directory / "ca.crt", directory / "apiserver.crt", directory / "apiserver.key")
     ca_key_path = directory / "ca.key"
-    if pki.server_cert.exists() and pki.server_key.exists() and pki.ca_cert.exists() and _covers(pki.server_cert, host, service_ip):
+    names = serving_names(host, service_ip)
+    if pki.server_cert.exists() and pki.server_key.exists() and pki.ca_cert.exists() and _covers(pki.server_cert, names):
         return pki
     now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
     if pki.ca_cert.exists() and ca_key_path.exists():
@@ -88,11 +98,6 @@ def ensure(directory: Path, host: str, service_ip: str | None = None) -> Pki:
                                                  serialization.NoEncryption()), private=True)
         _write(pki.ca_cert, ca_cert.public_bytes(serialization.Encoding.PEM), private=False)
     key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address(host))]
-    if host != "127.0.0.1":
-        names.append(x509.IPAddress(ipaddress.ip_address("127.0.0.1")))
-    if service_ip:
-        names += [x509.IPAddress(ipaddress.ip_address(service_ip)), *(x509.DNSName(name) for name in SERVICE_NAMES)]
     cert = (
         x509.CertificateBuilder()
         .subject_name(_name("trainctl-local-apiserver"))
@@ -112,11 +117,25 @@ def ensure(directory: Path, host: str, service_ip: str | None = None) -> Pki:
     return pki
 
 
-def _covers(cert_path: Path, host: str, service_ip: str | None = None) -> bool:
+def _covers(cert_path: Path, names: list[x509.GeneralName]) -> bool:
     cert = x509.load_pem_x509_certificate(cert_path.read_bytes())
     try:
-        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        present = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
     except x509.ExtensionNotFound:
         return False
-    addresses = names.get_values_for_type(x509.IPAddress)
-    return all(ipaddress.ip_address(ip) in addresses for ip in (host, service_ip) if ip)
+    return all(name in present for name in names)
+
+
+def service_account_key(directory: Path) -> ec.EllipticCurvePrivateKey:
+    """The key ServiceAccount tokens are signed with (``DIR/pki/sa.key``), made on first use and
+    kept, so tokens handed out before a restart stay valid after it."""
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = directory / "sa.key"
+    if path.exists():
+        key = serialization.load_pem_private_key(path.read_bytes(), None)
+        if isinstance(key, ec.EllipticCurvePrivateKey):
+            return key
+    key = ec.generate_private_key(ec.SECP256R1())
+    _write(path, key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                   serialization.NoEncryption()), private=True)
+    return key

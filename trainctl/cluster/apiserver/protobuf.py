@@ -65,6 +65,49 @@ KINDS: dict[str, Schema] = {
                        4: ("automountServiceAccountToken", "bool", None)},
     "Service": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _SERVICE_SPEC)},
 }
+_RESOURCE_ATTRIBUTES: Schema = {
+    1: ("namespace", "string", None), 2: ("verb", "string", None), 3: ("group", "string", None),
+    4: ("version", "string", None), 5: ("resource", "string", None), 6: ("subresource", "string", None),
+    7: ("name", "string", None),
+}
+_NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", "string", None), 2: ("verb", "string", None)}
+_SUBJECT_ACCESS_REVIEW_SPEC: Schema = {
+    1: ("resourceAttributes", "message", _RESOURCE_ATTRIBUTES),
+    2: ("nonResourceAttributes", "message", _NON_RESOURCE_ATTRIBUTES),
+    3: ("user", "string", None), 4: ("groups", "strings", None), 6: ("uid", "string", None),
+}
+_POLICY_RULE: Schema = {
+    1: ("verbs", "strings", None), 2: ("apiGroups", "strings", None), 3: ("resources", "strings", None),
+    4: ("resourceNames", "strings", None), 5: ("nonResourceURLs", "strings", None),
+}
+_BINDING: Schema = {
+    1: ("metadata", "message", _OBJECT_META),
+    2: ("subjects", "messages", {1: ("kind", "string", None), 2: ("apiGroup", "string", None),
+                                 3: ("name", "string", None), 4: ("namespace", "string", None)}),
+    3: ("roleRef", "message", {1: ("apiGroup", "string", None), 2: ("kind", "string", None), 3: ("name", "string", None)}),
+}
+# The identity kinds kubectl sends as protobuf (auth can-i, auth whoami, create token, create role...).
+KINDS.update({
+    "SelfSubjectAccessReview": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("resourceAttributes", "message", _RESOURCE_ATTRIBUTES),
+        2: ("nonResourceAttributes", "message", _NON_RESOURCE_ATTRIBUTES)})},
+    "SubjectAccessReview": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _SUBJECT_ACCESS_REVIEW_SPEC)},
+    "LocalSubjectAccessReview": {1: ("metadata", "message", _OBJECT_META),
+                                 2: ("spec", "message", _SUBJECT_ACCESS_REVIEW_SPEC)},
+    "SelfSubjectRulesReview": {1: ("metadata", "message", _OBJECT_META),
+                               2: ("spec", "message", {1: ("namespace", "string", None)})},
+    "SelfSubjectReview": {1: ("metadata", "message", _OBJECT_META)},
+    "TokenReview": {1: ("metadata", "message", _OBJECT_META),
+                    2: ("spec", "message", {1: ("token", "string", None), 2: ("audiences", "strings", None)})},
+    "TokenRequest": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("audiences", "strings", None), 4: ("expirationSeconds", "int", None),
+        3: ("boundObjectRef", "message", {1: ("kind", "string", None), 2: ("apiVersion", "string", None),
+                                          3: ("name", "string", None), 4: ("uid", "string", None)})})},
+    "Role": {1: ("metadata", "message", _OBJECT_META), 2: ("rules", "messages", _POLICY_RULE)},
+    "ClusterRole": {1: ("metadata", "message", _OBJECT_META), 2: ("rules", "messages", _POLICY_RULE)},
+    "RoleBinding": _BINDING,
+    "ClusterRoleBinding": _BINDING,
+})
 _UNKNOWN: Schema = {1: ("typeMeta", "message", {1: ("apiVersion", "string", None), 2: ("kind", "string", None)}),
                     2: ("raw", "raw", None)}
 

@@ -4,7 +4,9 @@ A ``ResourceType`` is everything the rest of the server needs to know about one
 group/version/resource: how discovery names it, which subresources it has, how objects are
 defaulted, pruned and validated (CRDs), which columns ``kubectl get`` shows and where the
 ``scale`` subresource reads and writes replicas. Objects of one resource are stored once,
-whatever version they are read through (``storage_key``).
+whatever version they are read through (``storage_key``); a kind that shares another's
+storage in a different shape (``events.k8s.io`` Events, stored as core Events) converts
+on the way in and out (``Conversion``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,23 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import event_conversion
+
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """How a version whose objects are stored in another version's form reads and writes them."""
+
+    storage_key: str  # the storage it shares
+    to_storage: Callable[[dict[str, Any]], dict[str, Any]]
+    from_storage: Callable[[dict[str, Any]], dict[str, Any]]  # an object already in this version as it is
+    field_labels: dict[str, str]  # this version's field selector labels -> the stored form's
+
+
+EVENTS_CONVERSION = Conversion("/events", event_conversion.to_core, event_conversion.to_events,
+                               event_conversion.FIELD_LABELS)
 
 
 @dataclass
@@ -42,6 +60,7 @@ class ResourceType:
     # Built-ins: the JSON types of the fields the server reads ({} object, [x] array of x,
     # str, int); anything else is a 400, as a Go decoding error is.
     shape: dict[str, Any] | None = None
+    conversion: Conversion | None = None
 
     @property
     def api_version(self) -> str:
@@ -49,7 +68,7 @@ class ResourceType:
 
     @property
     def storage_key(self) -> str:
-        return f"{self.group}/{self.plural}"
+        return self.conversion.storage_key if self.conversion else f"{self.group}/{self.plural}"
 
     @property
     def group_resource(self) -> str:
@@ -69,9 +88,15 @@ class ResourceType:
 
     def view(self, obj: dict[str, Any]) -> dict[str, Any]:
         """A stored object as read through this version."""
+        if self.conversion is not None:
+            return self.conversion.from_storage(obj)
         if obj.get("apiVersion") != self.api_version:
             return {**obj, "apiVersion": self.api_version}
         return obj
+
+    def stored(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """An object written through this version, in the form it is stored in."""
+        return self.conversion.to_storage(obj) if self.conversion is not None else obj
 
 
 def _pod_defaults(pod: dict[str, Any]) -> None:
@@ -163,10 +188,12 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE),
         ResourceType("", "v1", "configmaps", "ConfigMap", "configmap", short_names=("cm",)),
         ResourceType("", "v1", "secrets", "Secret", "secret"),
-        ResourceType("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", short_names=("sa",)),
+        ResourceType("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", short_names=("sa",),
+                     subresources=("token",)),
         ResourceType("", "v1", "nodes", "Node", "node", namespaced=False, short_names=("no",),
                      subresources=("status",), shape=_NODE_SHAPE),
-        ResourceType("events.k8s.io", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE),
+        ResourceType("events.k8s.io", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE,
+                     conversion=EVENTS_CONVERSION),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", "lease"),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
@@ -175,6 +202,29 @@ def builtin_types() -> list[ResourceType]:
                      "CustomResourceDefinition", "customresourcedefinition", namespaced=False,
                      short_names=("crd", "crds"), categories=("api-extensions",),
                      subresources=("status",), shape=_CRD_SHAPE),
+        *identity_types(),
+    ]
+
+
+def identity_types() -> list[ResourceType]:
+    """RBAC and the review kinds (``access``, ``reviews``): the reviews are only created, never stored."""
+    rbac, authz, authn = "rbac.authorization.k8s.io", "authorization.k8s.io", "authentication.k8s.io"
+    return [
+        ResourceType(rbac, "v1", "clusterrolebindings", "ClusterRoleBinding", "clusterrolebinding", namespaced=False),
+        ResourceType(rbac, "v1", "clusterroles", "ClusterRole", "clusterrole", namespaced=False),
+        ResourceType(rbac, "v1", "rolebindings", "RoleBinding", "rolebinding"),
+        ResourceType(rbac, "v1", "roles", "Role", "role"),
+        ResourceType(authz, "v1", "localsubjectaccessreviews", "LocalSubjectAccessReview", "localsubjectaccessreview",
+                     verbs=("create",)),
+        ResourceType(authz, "v1", "selfsubjectaccessreviews", "SelfSubjectAccessReview", "selfsubjectaccessreview",
+                     namespaced=False, verbs=("create",)),
+        ResourceType(authz, "v1", "selfsubjectrulesreviews", "SelfSubjectRulesReview", "selfsubjectrulesreview",
+                     namespaced=False, verbs=("create",)),
+        ResourceType(authz, "v1", "subjectaccessreviews", "SubjectAccessReview", "subjectaccessreview",
+                     namespaced=False, verbs=("create",)),
+        ResourceType(authn, "v1", "selfsubjectreviews", "SelfSubjectReview", "selfsubjectreview",
+                     namespaced=False, verbs=("create",)),
+        ResourceType(authn, "v1", "tokenreviews", "TokenReview", "tokenreview", namespaced=False, verbs=("create",)),
     ]
 
 

@@ -23,7 +23,7 @@ import orjson
 
 from trainctl.kube.timestamps import now_rfc3339
 
-from . import crds, deletion, errors, patch, scale
+from . import bootstrap_policy, crds, deletion, errors, patch, scale, system_objects
 from .admission import CRD_STORAGE_KEY, Admission
 from .errors import Cause
 from .gc import GarbageCollector
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 _BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-node-lease", "kube-public")
 _DEFAULT_WRITE = WriteOptions()
+_SEPARATE_EVENTS_KEY = "events.k8s.io/events"
 
 
 def _without(obj: Obj, *keys: str) -> Obj:
@@ -49,6 +50,7 @@ class Resources:
         self.store = store
         self.registry = registry
         self.admission = Admission(registry)
+        self.service_cidr = service_cidr
         self.cluster_ips = ClusterIPAllocator(
             service_cidr, ((svc.get("spec") or {}).get("clusterIP", "") for svc in store.list("/services")))
         self.gc = GarbageCollector(self, store, registry)
@@ -58,13 +60,99 @@ class Resources:
             self._register_crd(crd)
 
     async def bootstrap(self) -> None:
-        """Create what every cluster has (namespaces) and start the garbage collector."""
-        ns_type = self.registry.get("", "v1", "namespaces")
-        assert ns_type is not None
+        """Create what every cluster has (namespaces, their ServiceAccounts, the default RBAC
+        policy: ``system_objects``) and start the garbage collector."""
+        ns_type = self._type("namespaces")
         for name in _BOOTSTRAP_NAMESPACES:
             if self.store.get(ns_type.storage_key, "", name) is None:
                 await self.create(ns_type, None, {"metadata": {"name": name}})
+        for namespace in self.store.list(ns_type.storage_key):  # namespaces older than this rule
+            await self._ensure_service_account(namespace)
+        for plural, objects in (("clusterroles", bootstrap_policy.cluster_roles()),
+                                ("clusterrolebindings", bootstrap_policy.cluster_role_bindings())):
+            rtype = self._type(plural, "rbac.authorization.k8s.io")
+            for obj in objects:
+                if self.store.get(rtype.storage_key, "", obj["metadata"]["name"]) is None:
+                    await self.create(rtype, None, obj)
+        await self._join_event_stores()
         self._spawn(self.gc.run())
+
+    def _type(self, plural: str, group: str = "") -> ResourceType:
+        rtype = self.registry.get(group, "v1", plural)
+        assert rtype is not None
+        return rtype
+
+    async def keep_publishing(self, host: str, port: int, period: float = 10.0) -> None:
+        """Publish the server's address now and then every ``period`` seconds, putting back a
+        deleted or changed ``kubernetes`` Service, as kube-apiserver's own controller does."""
+        await self.publish_address(host, port)
+
+        async def loop() -> None:
+            while True:
+                await asyncio.sleep(period)
+                try:
+                    await self.publish_address(host, port)
+                except errors.ApiError as exc:
+                    log.warning("cannot restore the kubernetes Service: %s", exc.message)
+
+        self._spawn(loop())
+
+    async def publish_address(self, host: str, port: int) -> None:
+        """Point the ``kubernetes`` Service and its Endpoints at where this server listens now."""
+        svc_type, ep_type = self._type("services"), self._type("endpoints")
+        wanted = system_objects.service(self.service_cidr, port)
+        current = self.store.get(svc_type.storage_key, system_objects.NAMESPACE, system_objects.NAME)
+        if current is None:
+            try:
+                await self.create(svc_type, system_objects.NAMESPACE, wanted)
+            except errors.ApiError as exc:  # its address taken by a Service made before this rule
+                log.warning("the kubernetes Service cannot have %s: %s", wanted["spec"]["clusterIP"], exc)
+                del wanted["spec"]["clusterIP"], wanted["spec"]["clusterIPs"]
+                await self.create(svc_type, system_objects.NAMESPACE, wanted)
+        elif current["spec"].get("ports") != wanted["spec"]["ports"]:
+            await self.rewrite(svc_type, current, {**clone(current), "spec": {**current["spec"], "ports": wanted["spec"]["ports"]}})
+        address = system_objects.endpoints(host, port)
+        current = self.store.get(ep_type.storage_key, system_objects.NAMESPACE, system_objects.NAME)
+        if current is None:
+            await self.create(ep_type, system_objects.NAMESPACE, address)
+        elif current.get("subsets") != address["subsets"]:
+            await self.rewrite(ep_type, current, {**clone(current), "subsets": address["subsets"]})
+
+    async def _ensure_service_account(self, namespace: Obj) -> None:
+        name = namespace["metadata"]["name"]
+        if namespace["metadata"].get("deletionTimestamp"):
+            return
+        sa_type = self._type("serviceaccounts")
+        if self.store.get(sa_type.storage_key, name, system_objects.DEFAULT_SERVICE_ACCOUNT) is None:
+            try:
+                await self.create(sa_type, name, system_objects.service_account(name))
+            except errors.ApiError as exc:
+                if exc.reason != "AlreadyExists":
+                    raise
+
+    def _admit_service_account(self, pod: Obj) -> None:
+        """kube's ServiceAccount admission: a pod runs as ``default`` unless it names another,
+        and the account must exist."""
+        spec, meta = pod.setdefault("spec", {}), pod["metadata"]
+        if not isinstance(spec, dict):
+            return
+        name = spec.get("serviceAccountName") or spec.get("serviceAccount") or system_objects.DEFAULT_SERVICE_ACCOUNT
+        spec["serviceAccountName"] = spec["serviceAccount"] = name
+        if self.store.read("/serviceaccounts", meta.get("namespace") or "", name) is None:
+            raise errors.ApiError(403, "Forbidden", f'pods "{meta.get("name")}" is forbidden: error looking up service '
+                                  f'account {meta.get("namespace")}/{name}: serviceaccount "{name}" not found',
+                                  {"name": meta.get("name"), "kind": "pods"})
+
+    async def _join_event_stores(self) -> None:
+        """Earlier versions of this server kept ``events.k8s.io`` Events apart from core
+        Events; move any such Event into the one store, as a core Event."""
+        events = self.registry.get("events.k8s.io", "v1", "events")
+        assert events is not None
+        for obj in self.store.list(_SEPARATE_EVENTS_KEY):
+            meta = obj["metadata"]
+            await self.store.remove(_SEPARATE_EVENTS_KEY, obj)
+            if self.store.get(events.storage_key, meta.get("namespace") or "", meta["name"]) is None:
+                await self.store.put(events.storage_key, events.stored(clone(obj)))
 
     def _spawn(self, coro: Coroutine[Any, Any, None]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -149,11 +237,14 @@ class Resources:
         meta["generation"] = 1
         if rtype.status_on_create:
             obj.pop("status", None)
+        if rtype.plural == "pods" and not rtype.group:
+            self._admit_service_account(obj)
         warnings = self._admit(rtype, obj, None, options.field_validation)
         if options.dry_run:
             return obj, warnings
         if rtype.is_service:
             self.cluster_ips.assign(obj, None)
+        obj = rtype.stored(obj)
         committed = self.store.put(rtype.storage_key, obj)
         if rtype.storage_key == CRD_STORAGE_KEY:
             self._register_crd(obj)  # served from the moment it is stored, like the CRD itself
@@ -167,6 +258,8 @@ class Resources:
             raise
         if meta.get("ownerReferences"):
             self.gc.check_owners_exist(obj)
+        if rtype.plural == "namespaces" and not rtype.group:
+            await self._ensure_service_account(obj)
         return rtype.view(obj), warnings
 
     def _admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str, *,
@@ -191,6 +284,7 @@ class Resources:
 
     async def _update(self, rtype: ResourceType, old: Obj, new: Obj, *, subresource: str | None = None,
                       options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, builtins.list[str]]:
+        old = rtype.view(old) if rtype.conversion is not None else old  # judged as the client writes it
         name = old["metadata"]["name"]
         uid = new["metadata"].get("uid")
         if uid and uid != old["metadata"].get("uid"):  # written for an object that was deleted and recreated
@@ -235,6 +329,7 @@ class Resources:
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
             await self.deletion.remove(rtype, new)
             return rtype.view(new), warnings
+        new = rtype.stored(new)
         committed = self.store.put(rtype.storage_key, new)
         if rtype.storage_key == CRD_STORAGE_KEY:
             self._register_crd(new)

@@ -10,7 +10,7 @@ fields each kind supports (``metadata.name`` and ``metadata.namespace`` everywhe
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import errors
@@ -104,8 +104,7 @@ _KIND_FIELDS = {
              "spec.serviceAccountName", "status.podIP", "status.nominatedNodeName"},
     "events": {"involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
                "involvedObject.uid", "involvedObject.apiVersion", "involvedObject.resourceVersion",
-               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type",
-               "regarding.kind", "regarding.name", "regarding.namespace", "regarding.uid"},
+               "involvedObject.fieldPath", "reason", "reportingComponent", "source", "type"},
     "secrets": {"type"},
     "namespaces": {"status.phase"},
     "nodes": {"spec.unschedulable"},
@@ -114,6 +113,8 @@ _KIND_FIELDS = {
 
 
 def _field_value(obj: Obj, path: str) -> str:
+    if path == "source" and "involvedObject" in obj:  # an Event's source is its component, as kube selects it
+        return str((obj.get("source") or {}).get("component") or obj.get("reportingComponent") or "")
     value: Any = obj
     for part in path.split("."):
         value = value.get(part) if isinstance(value, dict) else None
@@ -124,10 +125,13 @@ def _field_value(obj: Obj, path: str) -> str:
     return str(value)
 
 
-def parse_field_selector(text: str | None, plural: str, custom: bool) -> Predicate | None:
+def parse_field_selector(text: str | None, plural: str, custom: bool,
+                         labels: Mapping[str, str] | None = None) -> Predicate | None:
+    """``labels``: for a version stored in another's form, its labels and the stored fields
+    they select on."""
     if not text or not text.strip():
         return None
-    allowed = _COMMON_FIELDS | (set() if custom else _KIND_FIELDS.get(plural, set()))
+    allowed = set(labels or ()) or _COMMON_FIELDS | (set() if custom else _KIND_FIELDS.get(plural, set()))
     requirements: list[tuple[str, bool, str]] = []
     for term in text.split(","):
         term = term.strip()
@@ -139,7 +143,7 @@ def parse_field_selector(text: str | None, plural: str, custom: bool) -> Predica
         name, op, value = match.group(1).strip(), match.group(2), match.group(3).strip()
         if name not in allowed:
             raise errors.bad_request(f'field label not supported: {name}')
-        requirements.append((name, op == "!=", value))
+        requirements.append(((labels or {}).get(name, name), op == "!=", value))
 
     def matches(obj: Obj) -> bool:
         return all((_field_value(obj, name) == value) != negate for name, negate, value in requirements)

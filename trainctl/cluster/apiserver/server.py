@@ -11,7 +11,6 @@ streams served by ``watch``, log streams by ``logs`` and the in-memory Metrics A
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import time
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from typing import Any
 from aiohttp import web
 
 from . import (
+    access,
     body,
     discovery,
     errors,
@@ -29,7 +29,10 @@ from . import (
     metrics_api,
     openapi,
     params,
+    pki,
+    reviews,
     tables,
+    tokens,
     watch,
 )
 from .metrics import Metrics
@@ -41,11 +44,11 @@ from .store import Store
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
-_PUBLIC_PATHS = {"/healthz", "/readyz", "/livez", "/version"}
 _NAMESPACE_SUBRESOURCES = {"status", "finalize"}
 STATE_FILE = "state.db"
 VERB = web.RequestKey("verb", str)  # the verb and resource a request is counted under in /metrics
 RESOURCE = web.RequestKey("resource", str)
+USER = web.RequestKey("user", dict)  # who the request acts as (access.Access.admit)
 
 
 @dataclass(frozen=True)
@@ -61,9 +64,9 @@ class ApiServer:
                  bookmark_interval: float = 30.0, watch_window: int = 10_000, fsync: bool = False) -> None:
         self.data_dir = data_dir
         self.token = token
-        self._authorization = f"Bearer {token}".encode()
         self._closing = False
         self.store = Store(data_dir / STATE_FILE, window=watch_window, fsync=fsync)
+        self.access = access.Access(self.store, token, tokens.TokenIssuer(pki.service_account_key(data_dir / "pki")))
         self.registry = Registry()
         for rtype in metrics_api.resource_types():
             self.registry.add(rtype)
@@ -83,6 +86,11 @@ class ApiServer:
     async def start(self) -> None:
         await self.resources.bootstrap()
 
+    async def listening(self, host: str, port: int) -> None:
+        """The server listens on ``host:port``: say so in the ``kubernetes`` Service."""
+        self.address = f"{host}:{port}"
+        await self.resources.keep_publishing(host, port)
+
     def end_streams(self) -> None:
         """Finish every watch and log stream, so that shutdown need not wait for clients."""
         self._closing = True
@@ -99,10 +107,8 @@ class ApiServer:
         request[VERB] = request.method
         request[RESOURCE] = ""
         try:
-            if request.path not in _PUBLIC_PATHS:
-                supplied = request.headers.get("Authorization", "")
-                if not hmac.compare_digest(supplied.encode(), self._authorization):
-                    raise errors.unauthorized()
+            if request.path not in access.PUBLIC_PATHS:
+                request[USER] = self.access.admit(request.method, request.path, request.query, request.headers)
             response = await self._dispatch(request)
         except errors.ApiError as exc:
             response = error_response(exc)
@@ -124,7 +130,7 @@ class ApiServer:
         if path == "/version":
             return json_response(discovery.KUBERNETES_VERSION)
         if path == "/metrics":
-            for rtype in {t.storage_key: t for t in self.registry}.values():
+            for rtype in {t.storage_key: t for t in reversed(list(self.registry))}.values():  # each store by its first type
                 self.metrics.objects.labels(rtype.group_resource).set(self.store.count(rtype.storage_key))
             self.metrics.watchers.set(self.store.watcher_count())
             body, content_type = self.metrics.render()
@@ -226,6 +232,9 @@ class ApiServer:
                 request[VERB] = "CREATE"
                 if rtype.namespaced and info.namespace is None:
                     raise errors.method_not_allowed()
+                if reviews.handles(rtype.group, rtype.plural):
+                    return json_response(self.access.review(rtype.group, rtype.plural, info.namespace,
+                                                            await body.decoded(request), request[USER]), 201)
                 obj, warnings = await self.resources.create(
                     rtype, info.namespace, await body.decoded(request), options=params.write_options(query))
                 return json_response(obj, 201, warning_headers(warnings))
@@ -255,6 +264,11 @@ class ApiServer:
             return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
         if info.subresource == "scale":
             return await self._scale(request, rtype, info.namespace, info.name)
+        if info.subresource == "token":
+            if method != "POST":
+                raise errors.method_not_allowed()
+            request[VERB] = "CREATE"
+            return json_response(self.access.token_request(info.namespace or "", info.name, await body.decoded(request)), 201)
         if method == "GET":
             request[VERB] = "GET"
             obj = self.resources.get(rtype, info.namespace, info.name)

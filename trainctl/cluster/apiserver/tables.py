@@ -290,6 +290,32 @@ def _event_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]
     return columns, cells
 
 
+def _role_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(role: Obj, now: datetime) -> list[Any]:
+        return [role["metadata"]["name"], role["metadata"].get("creationTimestamp", "")]
+
+    return [_NAME, _col("Created At", type_="date")], cells
+
+
+def _binding_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Role"), _AGE, _col("Users", priority=1), _col("Groups", priority=1),
+               _col("ServiceAccounts", priority=1)]
+
+    def cells(binding: Obj, now: datetime) -> list[Any]:
+        ref = binding.get("roleRef") or {}
+        subjects = [s for s in binding.get("subjects") or [] if isinstance(s, dict)]
+
+        def named(kind: str) -> str:
+            return ", ".join(f"{s.get('namespace', '')}/{s.get('name', '')}" if kind == "ServiceAccount"
+                             else str(s.get("name", "")) for s in subjects if s.get("kind") == kind)
+
+        return [binding["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}",
+                age(binding["metadata"].get("creationTimestamp"), now), named("User"), named("Group"),
+                named("ServiceAccount")]
+
+    return columns, cells
+
+
 def _default_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(obj: Obj, now: datetime) -> list[Any]:
         return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"), now)]
@@ -335,6 +361,10 @@ _BUILTIN = {
     ("", "events"): _event_columns,
     ("events.k8s.io", "events"): _event_columns,
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
+    ("rbac.authorization.k8s.io", "roles"): _role_columns,
+    ("rbac.authorization.k8s.io", "clusterroles"): _role_columns,
+    ("rbac.authorization.k8s.io", "rolebindings"): _binding_columns,
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): _binding_columns,
 }
 
 

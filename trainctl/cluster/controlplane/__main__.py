@@ -13,12 +13,12 @@ from typing import Any, Optional
 
 from trainctl.api.durations import positive_duration
 
-CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler")
+CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainctl.cluster.controlplane",
-                                description="The node lifecycle and horizontal pod autoscaler controllers of kube-controller-manager.")
+                                description="The node lifecycle, horizontal pod autoscaler and ServiceAccount controllers of kube-controller-manager.")
     p.add_argument("--kubeconfig", help="kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--controllers", default=",".join(CONTROLLERS),
@@ -79,6 +79,10 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
                                     cpu_initialization_period=args.hpa_cpu_initialization_period,
                                     initial_readiness_delay=args.hpa_initial_readiness_delay)
         controllers.append(HorizontalPodAutoscalerController(client, sync_period=args.hpa_sync_period, config=autoscaling))
+    if "serviceaccount" in wanted:
+        from trainctl.cluster.controlplane.serviceaccounts_controller import ServiceAccountsController
+
+        controllers.append(ServiceAccountsController(client))
     return controllers
 
 

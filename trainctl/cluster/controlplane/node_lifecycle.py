@@ -253,6 +253,8 @@ class _MonitorPass:
                          if lease["metadata"].get("namespace") == LEASE_NAMESPACE}
         for node in nodes:
             name = node["metadata"]["name"]
+            if name not in self.state.health:  # as kube's controller says of every node it starts to watch
+                self.events.append((node, Event("Normal", "RegisteredNode", f"Node {name} event: Registered Node {name} in Controller")))
             seen = _observe(node, lease_by_node.get(name), self.state.health.get(name), self.now)
             self.health[name] = seen
             self.judged[name] = self._judge(node, seen)

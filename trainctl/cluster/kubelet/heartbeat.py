@@ -5,7 +5,9 @@ renewed every ``interval`` seconds (the real kubelet's ``nodeLeaseDurationSecond
 and the Node's status is written every five minutes (the real kubelet's
 ``nodeStatusReportFrequency``), when the kubelet stops, and at once after a beat came late
 (the node was frozen or cut off: the lifecycle controller may have marked it Unknown, and
-it must say Ready again promptly).
+it must say Ready again promptly). A change of the Node's Ready condition is an Event
+(``NodeReady``, ``NodeNotReady``), as the real kubelet records it, and so is each pressure
+condition a new Node first gets.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from trainctl.kube.resources import LEASES, NAMESPACES, NODES
 from trainctl.kube.timestamps import now_rfc3339
 
 from . import node as nodes
+from .events import NORMAL, KubeletEvents
 
 log = logging.getLogger(__name__)
 
@@ -31,8 +34,9 @@ class NodeHeartbeat:
     """One Node and its Lease, kept alive by a thread of its own."""
 
     def __init__(self, client: KubeClient, node_name: str, allocatable: dict[str, Any], interval: float,
-                 labels: Optional[dict[str, str]] = None) -> None:
+                 events: Optional[KubeletEvents] = None, labels: Optional[dict[str, str]] = None) -> None:
         self._client = client
+        self._events = events
         self._labels = dict(labels or {})
         self.node_name = node_name
         self._allocatable = allocatable
@@ -75,12 +79,34 @@ class NodeHeartbeat:
 
     def write_status(self, *, ready: bool, message: str) -> None:
         status = nodes.node_status(self.node_name, self._allocatable, ready, message, self._ready_since)
+        before = self._conditions()
         try:
             self._client.patch(NODES, None, self.node_name, {"status": status}, subresource="status")
         except ApiError as exc:
             if exc.code not in (404, 405):
                 raise
             self._client.patch(NODES, None, self.node_name, {"status": status})
+        if self._events is not None and before is not None:
+            self._record_changes(before, status["conditions"])
+
+    def _conditions(self) -> Optional[dict[str, str]]:
+        """The Node's condition statuses by type as stored now (None: unknown)."""
+        try:
+            node = self._client.get_or_none(NODES, None, self.node_name) or {}
+        except ApiError:
+            return None
+        return {c.get("type", ""): c.get("status", "") for c in (node.get("status") or {}).get("conditions") or []}
+
+    def _record_changes(self, before: dict[str, str], conditions: list[Obj]) -> None:
+        assert self._events is not None
+        for condition in conditions:
+            kind, status = condition["type"], condition["status"]
+            if kind == "Ready" and before.get(kind) != status:
+                event = "NodeReady" if status == "True" else "NodeNotReady"
+                self._events.node(NORMAL, event, f"Node {self.node_name} status is now: {event}")
+            elif kind != "Ready" and kind not in before:  # KubeletHasSufficientMemory -> NodeHasSufficientMemory
+                event = condition["reason"].replace("Kubelet", "Node", 1)
+                self._events.node(NORMAL, event, f"Node {self.node_name} status is now: {event}")
 
     def _renew_lease(self) -> None:
         try:

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from trainctl.kube import connect
 from trainctl.kube.client import KubeClient
+from trainctl.kube.connect import load_configuration
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import CONFIGMAPS, PODS, SECRETS, SERVICES
+from trainctl.kube.resources import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
 
 from ..network import HOST_IP, cluster_ranges, isolation, node_service_address, node_service_cidr
 from ..network.forward import Forwarder, HostPort, HostPorts
@@ -51,11 +51,13 @@ from . import node as nodes
 from . import podspec, thaw
 from .admission import Admission
 from .deletion import Terminator, grace_seconds
+from .events import KubeletEvents
 from .heartbeat import NodeHeartbeat
 from .pod_worker import PodWorker
-from .runtime import ProcessRegistry, signal_live
+from .runtime import ProcessRegistry, claim_pod_directory, signal_live
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
+from .serviceaccount import SERVICE_NAME, SERVICE_NAMESPACE, ServiceAccountFiles, api_server_env, may_listen_on
 from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)
@@ -136,18 +138,15 @@ class Kubelet:
         self.network: PodNetwork = SharedNetwork()
         self.api_path: Optional[Forwarder] = None
         self.host_ports: Optional[HostPorts] = None
-        api = connect.load_configuration(str(config.kubeconfig))
         if isolated:
             self.network = IsolatedNetwork(config.directory, config.node_name, pod_cidr)
             self.network.on_healing = lambda: self._dirty.set()
             self.api_path = Forwarder(self.network.dial_apiserver)
             self.host_ports = HostPorts(self.network.dial)
-            api.host = f"https://127.0.0.1:{self.api_path.port}"
-            api.refresh_api_key_hook = None  # it would reload the kubeconfig's server on every request
         log.info("pod network: %s", isolation.DESCRIPTIONS[self.network.mode])
         # No client-side retries or rate limit: the sync loop retries what failed, and a
         # failed write must reach it at once (the API server may be restarting).
-        self.client = KubeClient(api, qps=0, max_attempts=1, pool_size=8)
+        self.client = KubeClient(self._api_configuration(), qps=0, max_attempts=1, pool_size=8)
         self._dirty = threading.Event()
         self._stopped = threading.Event()
         self._thawed = threading.Event()
@@ -156,10 +155,14 @@ class Kubelet:
         self.step_errors: list[str] = []  # per-pod steps that raised: kubelet bugs, never input
         self.pods = self._informer(PODS)
         self.services = self._informer(SERVICES)
+        self.endpoints = self._informer(ENDPOINTS)
         ips = PodIPAllocator(pod_cidr)
         self.statuses = StatusWriter(self.client)
+        # Events have a client of their own, rate-limited as a kubelet's (--event-qps 50).
+        self.events = KubeletEvents(KubeClient(self._api_configuration(), qps=50, max_attempts=3, pool_size=2),
+                                    self.node_name)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds,
-                                       labels={isolation.POD_NETWORK_LABEL: self.network.mode})
+                                       events=self.events, labels={isolation.POD_NETWORK_LABEL: self.network.mode})
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self.node_name, self._dirty.set)
         # On a cluster of several nodes each node serves the ClusterIPs at addresses of its
@@ -174,6 +177,19 @@ class Kubelet:
         self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
                                     node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
         self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
+        ca_file = load_configuration(str(config.kubeconfig)).ssl_ca_cert
+        self.service_accounts = ServiceAccountFiles(self.client, self.pods_dir, Path(ca_file).read_bytes() if ca_file else b"")
+        # The proxy serves the kubernetes Service's port 443 where this process may listen on it.
+        self._may_listen_on_443 = may_listen_on(443)
+
+    def _api_configuration(self) -> Any:
+        """The kubeconfig's server and credentials; in isolated mode the server is the
+        kubelet's path through the router (cut while the node is partitioned)."""
+        api = load_configuration(str(self.config.kubeconfig))
+        if self.api_path is not None:
+            api.host = f"https://127.0.0.1:{self.api_path.port}"
+            api.refresh_api_key_hook = None  # it would reload the kubeconfig's server on every request
+        return api
 
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
@@ -186,11 +202,13 @@ class Kubelet:
             self.api_path.start()
         self.hosts.install_resolver()
         self.proxy.start()
+        self.events.node("Normal", "Starting", "Starting kubelet.")
         self.heartbeat.register()
         self.pods.start()
         self.services.start()
+        self.endpoints.start()
         deadline = time.monotonic() + timeout
-        if not all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in (self.pods, self.services)):
+        if not all(i.synced.wait(max(0.0, deadline - time.monotonic())) for i in (self.pods, self.services, self.endpoints)):
             raise TimeoutError("the API server did not answer the kubelet's list requests")
         self.admission.fail_orphans(self._listed_pods()[1], self.node_name)
         self._thread = threading.Thread(target=self._sync_loop, name="kubelet-sync", daemon=True)
@@ -212,11 +230,14 @@ class Kubelet:
         self.registry.kill_leftovers()
         self.enforcer.close()
         self.heartbeat.stop()
+        self.events.stop()
         self.pods.stop()
         self.services.stop()
+        self.endpoints.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.client.close()
+        self.events.recorder.client.close()
         self.proxy.stop()
         if self.api_path is not None:
             self.api_path.stop()
@@ -335,7 +356,8 @@ class Kubelet:
             for pod in pods:
                 if self._runnable(pod):
                     self._step("admit", pod, self.admission.admit, pod)
-        self._step("sync Services", None, self.service_rules.sync, pods, self.services.store.list())
+        self._step("sync Services", None, self.service_rules.sync, pods, self.services.store.list(),
+                   self.endpoints.store.list())
         if self.host_ports is not None:
             self._step("sync hostPorts", None, self.host_ports.sync, _host_ports(self.admission.workers()))
 
@@ -394,8 +416,23 @@ class Kubelet:
         bin_dir = os.path.dirname(sys.executable)
         env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", "").split(os.pathsep) if p and p != bin_dir])
         env.pop("KUBECONFIG", None)
+        for name in [n for n in env if n.startswith(("KUBERNETES_SERVICE_", "KUBERNETES_PORT"))]:
+            del env[name]
         env.update(self.hosts.pod_env(namespace, os.environ.get("PYTHONPATH")))
+        env.update(api_server_env(self.services.store.get(SERVICE_NAMESPACE, SERVICE_NAME),
+                                  self.endpoints.store.get(SERVICE_NAMESPACE, SERVICE_NAME),
+                                  self.names.service_address, self.api_through_proxy))
         return env
+
+    @property
+    def api_through_proxy(self) -> bool:
+        """Whether pods reach the API server at the kubernetes Service's ClusterIP (port 443):
+        always inside a pod network of their own, else where this kubelet's proxy may listen on 443."""
+        return self.network.mode != "shared" or self._may_listen_on_443
+
+    def mount_service_account(self, pod: Obj) -> None:
+        claim_pod_directory(self.pods_dir, _uid(pod), self.node_name)  # removed with the pod's logs
+        self.service_accounts.write(pod)
 
     def working_dir(self, container: Obj) -> str:
         wanted = container.get("workingDir")

@@ -26,7 +26,9 @@ from ..resources import limits as container_limits
 from ..resources.accounting import ContainerGroup, Enforcer
 from . import paths
 from .env import ConfigError, command_line, container_env, downward_api_names
+from .events import NORMAL, WARNING, KubeletEvents, pod_label
 from .runtime import ContainerProcess, ProcessRegistry, claim_pod_directory
+from .serviceaccount import AccountMissing
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +49,15 @@ class PodContext(Protocol):
     pods_dir: Path
     backoff_base: float
     backoff_cap: float
+    events: KubeletEvents
     network: PodNetwork
 
     def rewrite(self, text: str, pod: Obj, memo: Optional[dict[tuple[str, str], Any]] = None) -> tuple[str, list[str]]: ...
     def configmap(self, namespace: str, name: str) -> Optional[Obj]: ...
     def secret(self, namespace: str, name: str) -> Optional[Obj]: ...
     def base_env(self, namespace: str) -> dict[str, str]: ...
+    def mount_service_account(self, pod: Obj) -> None:
+        """Write the pod's ServiceAccount files; raises while they cannot be written yet."""
     def working_dir(self, container: Obj) -> str: ...
     def report(self, pod: Obj, status: Obj) -> None:
         """Write the pod's status; never raises (a failed write is retried by the kubelet)."""
@@ -71,6 +76,14 @@ class ContainerState:
     state: Obj = field(default_factory=lambda: {"waiting": {"reason": "PodInitializing"}})
     last_state: Obj = field(default_factory=dict)
     container_id: str = ""
+    created: bool = False  # an instance exists: the next one is a restart
+
+    def next_instance(self) -> None:
+        """A new instance of the container is about to start: ``restartCount`` counts the
+        instances before it, as the real kubelet's (the first run is 0, its restart 1)."""
+        if self.created:
+            self.restart_count += 1
+        self.created = True
 
     def render(self) -> Obj:
         running = "running" in self.state
@@ -140,6 +153,8 @@ class PodWorker:
             self._grace = max(0.0, grace_seconds)
             self.stopping.set()
             processes = list(self._processes.values())
+            for name in self._processes:
+                self._event(name, NORMAL, "Killing", f"Stopping container {name}")
         stoppers = [threading.Thread(target=p.stop, args=(self._grace,), daemon=True) for p in processes]
         for stopper in stoppers:
             stopper.start()
@@ -235,6 +250,8 @@ class PodWorker:
             if state.state.get("waiting") != waiting:
                 with self._lock:
                     state.state = {"waiting": waiting}
+                if waiting["reason"] == "CreateContainerConfigError":
+                    self._event(state.name, WARNING, "Failed", f"Error: {waiting['message']}")
                 self._report()
             self.ctx.wait_for_change(5.0)
         raise _Stopped()
@@ -250,6 +267,8 @@ class PodWorker:
         """Start the container once and wait for it; return its exit code."""
         state = self._state_of(spec)
         argv, env = self._environment(spec)
+        with self._lock:
+            state.next_instance()
         started = now_rfc3339()
         try:
             claim_pod_directory(self.ctx.pods_dir, self.uid, self.ctx.node_name)
@@ -274,9 +293,13 @@ class PodWorker:
             log_path.parent.mkdir(parents=True, exist_ok=True)
             return self._start_failed(state, started, f"failed to start {argv[0]!r}: "
                                       f"{getattr(exc, 'strerror', None) or exc}")
+        self._started_events(spec, state.name)
         self._report()
         code = process.wait()
         assert code is not None
+        if process.oom_killed():
+            self.ctx.events.node(WARNING, "OOMKilling", f"Memory cgroup out of memory: killed process {process.pid} "
+                                 f"({os.path.basename(argv[0])}) of container {state.name} in pod {pod_label(self.pod)}")
         # No termination message file is written here (the run is not in a container), so a
         # failed run's message is its log's end when the spec asks for that.
         message = process.last_output() if code != 0 and spec.get("terminationMessagePolicy") == FALLBACK_TO_LOGS else ""
@@ -290,20 +313,34 @@ class PodWorker:
     def _start_failed(self, state: ContainerState, started: str, message: str) -> int:
         with self._lock:
             state.state = _terminated(128, started, now_rfc3339(), state.container_id, message, reason="StartError")
+        self._event(state.name, WARNING, "Failed", f"Error: {message}")
         self._report()
         return 128
 
+    # --- events -----------------------------------------------------------------------------
+    def _event(self, container: str, type_: str, reason: str, message: str) -> None:
+        self.ctx.events.container(self.pod, container, type_, reason, message)
+
+    def _started_events(self, spec: Obj, name: str) -> None:
+        """What a real kubelet says as a container starts (images are not pulled here: none is)."""
+        if spec.get("image"):
+            self._event(name, NORMAL, "Pulled", f'Container image "{spec["image"]}" already present on machine')
+        self._event(name, NORMAL, "Created", f"Created container: {name}")
+        self._event(name, NORMAL, "Started", f"Started container {name}")
+
     def _back_off(self, state: ContainerState) -> None:
-        """CrashLoopBackOff: the first restart is immediate, then base, 2*base, ... up to the cap."""
+        """CrashLoopBackOff: the first restart is immediate, then base, 2*base, ... up to the cap.
+        While it waits, ``restartCount`` still names the run that ended (its log is the one
+        ``kubectl logs`` shows); it moves on when the next run starts."""
         delay = 0.0 if state.restart_count == 0 else min(self.ctx.backoff_cap,
                                                           self.ctx.backoff_base * 2 ** (state.restart_count - 1))
         with self._lock:
             state.last_state = state.state
             if delay > 0:
                 state.state = {"waiting": {"reason": "CrashLoopBackOff", "message":
-                               f"back-off {delay:g}s restarting failed container={state.name} "
-                               f"pod={self.pod['metadata'].get('name')}_{self.namespace}({self.uid})"}}
-            state.restart_count += 1
+                               f"back-off {delay:g}s restarting failed container={state.name} pod={pod_label(self.pod)}"}}
+                self._event(state.name, WARNING, "BackOff",
+                            f"Back-off restarting failed container {state.name} in pod {pod_label(self.pod)}")
         if delay > 0:
             self._report()
             self.stopping.wait(delay)
@@ -342,8 +379,27 @@ class PodWorker:
             return
         with self._lock:
             self.deadline_exceeded = True
+        self.ctx.events.pod(self.pod, NORMAL, "DeadlineExceeded", "Pod was active on the node longer than the specified deadline")
         grace = self.pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
         self.stop(float(grace if isinstance(grace, (int, float)) else 30))
+
+    def _mount_service_account(self) -> None:
+        """The pod's token files before any container starts, waiting (interruptibly) while
+        its ServiceAccount is missing or the API server does not answer, as a kubelet waits
+        on a volume it cannot set up."""
+        while not self.stopping.is_set():
+            try:
+                self.ctx.mount_service_account(self.pod)
+                return
+            except (AccountMissing, ApiError) as exc:
+                waiting = {"reason": "ContainerCreating",
+                           "message": f'MountVolume.SetUp failed for volume "kube-api-access": {exc}'}
+            with self._lock:
+                for state in self.init_states + self.states:
+                    state.state = {"waiting": waiting}
+            self._report()
+            self.ctx.wait_for_change(5.0)
+        raise _Stopped()
 
     def _sandbox(self) -> None:
         """The pod's network before its first process (a real kubelet's pod sandbox); while
@@ -375,7 +431,8 @@ class PodWorker:
         threading.Thread(target=self._watch_deadline, daemon=True, name=f"deadline-{self.uid}").start()
         try:
             self._report()
-            self._sandbox()
+            self._mount_service_account()
+            self._sandbox()  # after the token files: the sandbox shows their directory in the pod
             for spec, state in zip(self.init_specs, self.init_states, strict=True):
                 while True:
                     code = self._run_once(spec)

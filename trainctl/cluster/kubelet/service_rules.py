@@ -10,6 +10,7 @@ the other Services or the pods from being served.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import Any, Optional, Protocol
 
 from ..network.hosts import HostsFile, service_fqdn
@@ -53,6 +54,18 @@ def target_port(port: Obj, pod: Obj) -> Optional[int]:
     return None
 
 
+def endpoint_backends(endpoints: Optional[Obj], port: Obj) -> list[Backend]:
+    """The addresses an Endpoints object gives a Service port (matched by name)."""
+    backends: list[Backend] = []
+    for subset in (endpoints or {}).get("subsets") or []:
+        number = next((_port_number(p.get("port")) for p in subset.get("ports") or []
+                       if isinstance(p, dict) and p.get("name", "") == port.get("name", "")), None)
+        if number is None:
+            continue
+        backends += [(a["ip"], number) for a in subset.get("addresses") or [] if isinstance(a, dict) and a.get("ip")]
+    return backends
+
+
 class Proxy(Protocol):
     """Who serves the rules: the kubelet's own proxy, or the isolated network's router."""
 
@@ -67,10 +80,11 @@ class ServiceRules:
         self._hosts = hosts
         self._proxy = proxy
 
-    def sync(self, pods: list[Obj], services: list[Obj]) -> None:
+    def sync(self, pods: list[Obj], services: list[Obj], endpoints: Sequence[Obj] = ()) -> None:
         rules: dict[Frontend, list[Backend]] = {}
         addresses: dict[str, str] = {}
         index = PodIndex(pods)
+        by_name = {(_meta(e).get("namespace", "default"), _meta(e).get("name")): e for e in endpoints}
         for service in services:
             meta, spec = _meta(service), service.get("spec", {})
             namespace = meta.get("namespace", "default")
@@ -80,7 +94,7 @@ class ServiceRules:
             cluster_ip = spec.get("clusterIP")
             if not cluster_ip or cluster_ip == "None" or spec.get("type") == "ExternalName":
                 continue
-            endpoints = sorted((p for p in index.select(namespace, spec.get("selector"))
+            selected = sorted((p for p in index.select(namespace, spec.get("selector"))
                                 if _is_ready(p) and not _meta(p).get("deletionTimestamp")
                                 and p.get("status", {}).get("podIP")), key=lambda p: _meta(p).get("name", ""))
             for port in spec.get("ports") or []:
@@ -92,10 +106,12 @@ class ServiceRules:
                                 namespace, meta["name"], port.get("port"))
                     continue
                 backends = []
-                for pod in endpoints:
+                for pod in selected:
                     target = target_port(port, pod)
                     if target:
                         backends.append((pod["status"]["podIP"], target))
+                if not spec.get("selector"):  # its Endpoints are written by someone else (the kubernetes Service)
+                    backends = endpoint_backends(by_name.get((namespace, meta["name"])), port)
                 # This node's address for the ClusterIP is its own; the ClusterIP itself goes
                 # to whichever node's proxy listens first (for clients outside the pods).
                 rules[(self._names.service_address(cluster_ip), number)] = backends

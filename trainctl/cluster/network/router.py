@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import unixsock
-from ..apiserver.ipam import kubernetes_service_ip
+from ..apiserver import system_objects
 from ..apiserver.process import UNIX_SOCKET
 from . import control
 from .proxy import Backend, Frontend, ServiceProxy
@@ -155,7 +155,7 @@ class Router:
     def __init__(self, directory: Path, service_cidr: str) -> None:
         self.directory = directory
         self.service_cidr = service_cidr
-        self.kubernetes_ip = kubernetes_service_ip(service_cidr)
+        self.kubernetes_ip = system_objects.cluster_ip(service_cidr)
         self._lock = threading.Lock()
         self._nodes: dict[str, Node] = {}
         self._open: dict[str, threading.Event] = {}  # per node: its kubelet's relays may copy

@@ -7,31 +7,52 @@ fits is bound through the ``pods/binding`` subresource and *assumed* on its node
 the watch shows the binding (kube-scheduler's assume cache), so the node can start it at
 once and the next pod of the same pass sees it. A pod that fits nowhere gets
 ``PodScheduled=False, reason=Unschedulable`` with kube-scheduler's message, written once
-per distinct message.
+per distinct message. Pods go in kube-scheduler's queue order: higher ``spec.priority`` first,
+then oldest first; a pod with ``schedulingGates`` is not tried (``reason=SchedulingGated``).
+
+Events, as kube-scheduler's: ``Scheduled`` for each binding, ``FailedScheduling`` with the
+condition's message when a pod fits nowhere. Passes run on every change in the cluster, so a
+pod that keeps failing with the same message is recorded again only after a back-off that
+doubles from 1 s to 10 s (kube-scheduler's pod back-off), and the recorder counts the repeats
+on one Event.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.events import Event
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.resources import PODS
 from trainctl.kube.timestamps import now_rfc3339
 
+from . import events
+from .assigned import AssignedPods
+from .preemption import priority
 from .rules import MACHINE_PORT_PROBLEM, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
+from .unsupported import GATED_MESSAGE, is_gated
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
 
+INITIAL_BACKOFF, MAX_BACKOFF = 1.0, 10.0  # seconds: kube-scheduler's podInitialBackoff and podMaxBackoff
+
+
 def creation_order(pod: Obj) -> tuple[str, str, str]:
     meta = pod.get("metadata", {})
     return meta.get("creationTimestamp") or "", meta.get("namespace", ""), meta.get("name", "")
+
+
+def queue_order(pod: Obj) -> tuple[int, tuple[str, str, str]]:
+    """kube-scheduler's PrioritySort: higher priority first, then oldest first."""
+    return -priority(pod), creation_order(pod)
 
 
 def wants_scheduling(pod: Obj) -> bool:
@@ -43,13 +64,18 @@ def wants_scheduling(pod: Obj) -> bool:
 class Scheduler:
     """Pending pods -> bindings or Unschedulable conditions."""
 
-    def __init__(self, client: KubeClient, statuses: StatusWriter, port_available: Optional[PortProbe] = None) -> None:
+    def __init__(self, client: KubeClient, statuses: StatusWriter, port_available: Optional[PortProbe] = None,
+                 recorder: Optional[events.SchedulerEvents] = None, clock: Callable[[], float] = time.monotonic) -> None:
         self._client = client
         self._statuses = statuses
         self._port_available = port_available
-        self._lock = threading.Lock()  # guards the two maps below
+        self._events = recorder
+        self._clock = clock
+        self._lock = threading.Lock()  # guards the three maps below
         self._assumed: dict[str, str] = {}  # pod uid -> node, bound but not yet seen bound
         self._unschedulable: dict[str, str] = {}  # pod uid -> the message last written
+        self._failures: dict[str, tuple[str, float, float]] = {}  # pod uid -> (message, next Event at, back-off)
+        self._assigned = AssignedPods()
         # A port held outside the cluster frees without any API event: look again soon.
         self.waiting_for_machine_ports = False
 
@@ -70,37 +96,62 @@ class Scheduler:
                 if not isinstance(spec, dict) or spec.get("nodeName"):
                     del self._assumed[uid]
             self._unschedulable = {u: m for u, m in self._unschedulable.items() if u in by_uid}
+            self._failures = {u: f for u, f in self._failures.items() if u in by_uid}
 
     def pending(self, pods: list[Obj]) -> list[Obj]:
-        """The pods to place, oldest first."""
+        """The pods to place, in queue order (priority, then age)."""
         with self._lock:
             assumed = set(self._assumed)
         return sorted((p for p in pods if wants_scheduling(p) and p["metadata"]["uid"] not in assumed),
-                      key=creation_order)
+                      key=queue_order)
 
-    def new_pass(self, nodes: Sequence[NodeResources]) -> list[NodeResources]:
-        """Start a pass over the pending pods; :meth:`place` them one by one on the result."""
+    def new_pass(self, nodes: Sequence[NodeResources],
+                 namespace_labels: Optional[Mapping[str, Mapping[str, str]]] = None) -> list[NodeResources]:
+        """Start a pass over the pending pods; :meth:`place` them one by one on the result.
+        ``namespace_labels`` (namespace -> labels) serve inter-pod terms' ``namespaceSelector``."""
         self.waiting_for_machine_ports = False
+        self._assigned = AssignedPods.of(nodes, namespace_labels or {})
         return list(nodes)
 
     def place(self, pod: Obj, nodes: list[NodeResources]) -> None:
         """Bind ``pod`` to the first node it fits (and count it there, in ``nodes``), or
         say why it fits nowhere."""
         uid = pod["metadata"]["uid"]
-        decision = schedule(pod, nodes, self._port_available)
+        if is_gated(pod):
+            self._write_condition(pod, "SchedulingGated", GATED_MESSAGE)
+            return
+        decision = schedule(pod, nodes, self._port_available, self._assigned)
         if decision.fits:
             if self._bind(pod, decision.node_name):
                 for index, node in enumerate(nodes):
                     nodes[index] = node.with_pod(pod) if node.name == decision.node_name else node.with_neighbour(pod)
+                self._assigned.add(pod, decision.node_name)
                 with self._lock:
                     self._assumed[uid] = decision.node_name
                     self._unschedulable.pop(uid, None)
+                    self._failures.pop(uid, None)
+                self._record(pod, events.scheduled(pod, decision.node_name))
             return
         self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
+        message = decision.full_message
+        if self._failed_again(uid, message):
+            self._record(pod, events.failed_scheduling(message))
+        self._write_condition(pod, "Unschedulable", message)
+
+    def _failed_again(self, uid: str, message: str) -> bool:
+        """Is this failure to be recorded: a new message, or the back-off since the last one over?"""
+        now = self._clock()
         with self._lock:
-            written = self._unschedulable.get(uid)
-        if written != decision.message:
-            self._mark_unschedulable(pod, decision.message)
+            last = self._failures.get(uid)
+            if last is not None and last[0] == message and now < last[1]:
+                return False
+            backoff = INITIAL_BACKOFF if last is None or last[0] != message else min(last[2] * 2, MAX_BACKOFF)
+            self._failures[uid] = (message, now + backoff, backoff)
+            return True
+
+    def _record(self, pod: Obj, event: Event) -> None:
+        if self._events is not None:
+            self._events.record(pod, event)
 
     def _bind(self, pod: Obj, node_name: str) -> bool:
         meta = pod["metadata"]
@@ -115,14 +166,18 @@ class Scheduler:
                 log.info("bind %s/%s: %s", meta.get("namespace"), meta["name"], exc)
             return False
 
-    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+    def _write_condition(self, pod: Obj, reason: str, message: str) -> None:
+        """``PodScheduled=False`` with ``reason`` and ``message``, unless already written."""
         meta = pod["metadata"]
-        condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": message,
+        with self._lock:
+            if self._unschedulable.get(meta["uid"]) == message:
+                return
+        condition = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
                      "lastProbeTime": None, "lastTransitionTime": now_rfc3339()}
         try:
             self._statuses.patch(meta, {"status": {"phase": "Pending", "conditions": [condition]}})
         except ApiError as exc:
-            log.debug("unschedulable status of %s: %s", meta["name"], exc)
+            log.debug("%s status of %s: %s", reason, meta["name"], exc)
             return
         with self._lock:
             self._unschedulable[meta["uid"]] = message

@@ -1,7 +1,9 @@
 """The scheduler process: watch Pods and Nodes, place every pending pod on one pass per change.
 
 Each pass sees every Node (its allocatable, labels, taints, cordon) with the non-terminal
-pods bound to it, and hands the pending pods to :class:`~.binding.Scheduler` oldest first.
+pods bound to it, and the Namespaces' labels (for inter-pod terms' ``namespaceSelector``), and
+hands the pending pods to :class:`~.binding.Scheduler` in queue order. Its Events are written
+by :class:`~.events.SchedulerEvents`, off the loop.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from typing import Any, Optional
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import NODES, PODS
+from trainctl.kube.resources import NAMESPACES, NODES, PODS
 
 from .binding import Scheduler
+from .events import SchedulerEvents
 from .rules import NodeResources, is_terminal, port_free_on_machine
 
 log = logging.getLogger(__name__)
@@ -51,18 +54,22 @@ class SchedulerComponent:
 
     def __init__(self, client: KubeClient) -> None:
         self.client = client
-        self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine)
+        self.events = SchedulerEvents(client)
+        self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine, self.events)
         self._dirty = threading.Event()
         self._stopped = threading.Event()
         self.pods = Informer(client, PODS, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.nodes = Informer(client, NODES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
-        for informer in (self.pods, self.nodes):
+        self.namespaces = Informer(client, NAMESPACES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
+        for informer in (self.pods, self.nodes, self.namespaces):
             informer.add_handler(lambda _event, _new, _old: self._dirty.set())
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> None:
+        self.events.start()
         self.pods.start()
         self.nodes.start()
+        self.namespaces.start()
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self._thread.start()
 
@@ -71,8 +78,10 @@ class SchedulerComponent:
         self._dirty.set()
         self.pods.stop()
         self.nodes.stop()
+        self.namespaces.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        self.events.stop()
 
     def _loop(self) -> None:
         while not self._stopped.is_set():
@@ -88,19 +97,25 @@ class SchedulerComponent:
                 self._dirty.set()
 
     def sync(self) -> None:
-        if not (self.pods.synced.is_set() and self.nodes.synced.is_set()):
+        if not all(informer.synced.is_set() for informer in (self.pods, self.nodes, self.namespaces)):
             return  # as kube-scheduler waits for its caches: a pass before the nodes are listed sees none
         pods = [p for p in self.pods.store.list() if isinstance(p.get("spec"), dict) and (p.get("metadata") or {}).get("uid")]
         self.scheduler.observe({p["metadata"]["uid"]: p for p in pods})
         pending = self.scheduler.pending(pods)
         if not pending:
             return
-        views = self.scheduler.new_pass(node_views(self.nodes.store.list(), pods, self.scheduler.assumed()))
+        views = self.scheduler.new_pass(node_views(self.nodes.store.list(), pods, self.scheduler.assumed()),
+                                        self._namespace_labels())
         for pod in pending:
             try:
                 self.scheduler.place(pod, views)
             except Exception:
                 log.exception("scheduling %s/%s failed", pod["metadata"].get("namespace"), pod["metadata"].get("name"))
+
+
+    def _namespace_labels(self) -> dict[str, Any]:
+        return {(ns.get("metadata") or {}).get("name", ""): (ns.get("metadata") or {}).get("labels") or {}
+                for ns in self.namespaces.store.list()}
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -2,14 +2,19 @@
 
 Pure functions over plain pod dicts and :class:`NodeResources` (what one node has, its
 labels, taints and cordon, and what is already bound to it), so the rules can be tested
-without a server. Filters: node unschedulable (cordon), node selector and required node
-affinity, taints and tolerations (NoSchedule/NoExecute; a node that is not Ready carries
-the lifecycle controller's not-ready/unreachable taints, so this covers it), resources,
-ports treated like host ports across owners. Scores, among the nodes that fit: preferred
-node affinity weights, then untolerated PreferNoSchedule taints, then the least requested
-CPU and memory (so pods spread). :mod:`.binding` acts on the decisions.
+without a server. Filters, in kube-scheduler's plugin order, a node reported by the first
+that fails: node unschedulable (cordon), taints and tolerations (NoSchedule/NoExecute; a node
+that is not Ready carries the lifecycle controller's not-ready/unreachable taints, so this
+covers it), node selector and required node affinity, ports treated like host ports across
+owners, resources, then the rules across nodes: topology spread constraints (:mod:`.spread`)
+and inter-pod affinity (:mod:`.interpod`), counted once per pod over :class:`.AssignedPods`.
+A pod that sets a placement field this scheduler does not implement fits nowhere and the
+message names the field (:mod:`.unsupported`); the message's ``preemption:`` half is
+:mod:`.preemption`'s. Scores, among the nodes that fit, most important first: preferred node
+affinity weights, preferred inter-pod affinity, ScheduleAnyway spreading, untolerated
+PreferNoSchedule taints, then the least requested CPU and memory (so pods spread).
+:mod:`.binding` acts on the decisions.
 """
-
 from __future__ import annotations
 
 import socket
@@ -22,6 +27,11 @@ from kubernetes.utils import parse_quantity
 
 from ..controlplane import taints
 from ..network.isolation import ISOLATED, POD_NETWORK_LABEL
+from . import interpod, spread
+from .assigned import AssignedPods
+from .labels import requirement_matches
+from .preemption import preemption_message
+from .unsupported import refusal, unsupported_fields
 
 Obj = dict[str, Any]
 
@@ -50,7 +60,8 @@ def container_requests(container: Obj) -> dict[str, Decimal]:
 
 
 def pod_requests(pod: Obj) -> dict[str, Decimal]:
-    """Effective pod request: max(sum over containers, max over init containers), per resource."""
+    """Effective pod request: max(sum over containers, max over init containers), per resource,
+    plus the pod's ``overhead`` (what its sandbox costs, set from a RuntimeClass)."""
     spec = pod.get("spec", {})
     total: dict[str, Decimal] = {}
     for container in spec.get("containers") or []:
@@ -59,6 +70,9 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
     for container in spec.get("initContainers") or []:
         for name, amount in container_requests(container).items():
             total[name] = max(total.get(name, Decimal(0)), amount)
+    overhead = spec.get("overhead")
+    for name, value in (overhead.items() if isinstance(overhead, dict) else ()):
+        total[name] = total.get(name, Decimal(0)) + quantity(value)
     return total
 
 
@@ -128,6 +142,7 @@ def port_free_on_machine(port: int, protocol: str) -> bool:
 PortProbe = Callable[[int, str], bool]  # (port, protocol) -> free on the machine?
 NODE_SELECTOR_PROBLEM = "node(s) didn't match Pod's node affinity/selector"
 UNSCHEDULABLE_PROBLEM = "node(s) were unschedulable"
+NO_NODES = "no nodes available to schedule pods"
 
 
 @dataclass(frozen=True)
@@ -171,27 +186,6 @@ def untolerated(pod: Obj, node_taints: Iterable[Obj], effects: tuple[str, ...]) 
             and not any(tolerates(toleration, taint) for toleration in tolerations)]
 
 
-def _requirement_matches(requirement: Obj, values_of: Callable[[str], Optional[str]]) -> bool:
-    key, operator = requirement.get("key", ""), requirement.get("operator")
-    values = [str(v) for v in requirement.get("values") or []]
-    actual = values_of(key)
-    if operator == "In":
-        return actual is not None and actual in values
-    if operator == "NotIn":
-        return actual is None or actual not in values
-    if operator == "Exists":
-        return actual is not None
-    if operator == "DoesNotExist":
-        return actual is None
-    if operator in ("Gt", "Lt") and actual is not None and len(values) == 1:
-        try:
-            have, bound = int(actual), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False
-
-
 def term_matches(term: Obj, node: NodeResources) -> bool:
     """A NodeSelectorTerm: its matchExpressions (labels) and matchFields (metadata.name),
     all of them; a term with neither matches no node."""
@@ -200,8 +194,8 @@ def term_matches(term: Obj, node: NodeResources) -> bool:
     if not expressions and not fields:
         return False
     fields_of = {"metadata.name": node.name}
-    return (all(_requirement_matches(r, node.labels.get) for r in expressions)
-            and all(_requirement_matches(r, fields_of.get) for r in fields))
+    return (all(requirement_matches(r, node.labels.get) for r in expressions)
+            and all(requirement_matches(r, fields_of.get) for r in fields))
 
 
 def _node_affinity(pod: Obj) -> Obj:
@@ -231,10 +225,16 @@ class Decision:
     """The outcome for one pod: a node (with its devices) or left Pending with a message."""
 
     fits: bool
-    message: str = ""
+    message: str = ""  # why no node fits: "0/3 nodes are available: ..."
+    preemption: str = ""  # what preemption would find: "preemption: 0/3 nodes are available: ..."
     # resource name -> device indices for the whole pod, e.g. {"nvidia.com/gpu": [0, 1]}.
     devices: dict[str, list[int]] = field(default_factory=dict)
     node_name: str = ""
+
+    @property
+    def full_message(self) -> str:
+        """The PodScheduled condition's and the FailedScheduling Event's message."""
+        return f"{self.message} {self.preemption}" if self.preemption else self.message
 
 
 @dataclass(frozen=True)
@@ -244,9 +244,32 @@ class _Problem:
 
     text: str
     counted: bool = True
+    unresolvable: bool = False  # no eviction would make the node fit (kube-scheduler's UnschedulableAndUnresolvable)
 
 
-def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortProbe]) -> list[_Problem]:
+@dataclass
+class _PodChecks:
+    """What the cross-node rules counted for one pending pod, before any node is judged."""
+
+    spread: spread.SpreadFilter
+    interpod: interpod.InterPodState
+
+    @classmethod
+    def prepare(cls, pod: Obj, nodes: Sequence[NodeResources], assigned: AssignedPods) -> "_PodChecks":
+        return cls(spread.prepare_filter(pod, nodes, assigned, *_inclusion(pod)), interpod.prepare(pod, assigned))
+
+
+def _inclusion(pod: Obj) -> tuple[Callable[[NodeResources], bool], Callable[[NodeResources], bool]]:
+    """Node tests for topology spreading's inclusion policies: node selection, and taints
+    (cordon included) the pod tolerates."""
+    def tolerated(node: NodeResources) -> bool:
+        cordon = [{"key": taints.UNSCHEDULABLE, "effect": taints.NO_SCHEDULE}] if node.unschedulable else []
+        return not untolerated(pod, [*node.taints, *cordon], (taints.NO_SCHEDULE, taints.NO_EXECUTE))
+    return (lambda node: matches_node_selection(pod, node)), tolerated
+
+
+def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortProbe],
+                   checks: Optional[_PodChecks] = None) -> list[_Problem]:
     bound = [p for p in node.bound if not is_terminal(p)]
     capacity = {name: quantity(value) for name, value in node.allocatable.items()}
     used: dict[str, Decimal] = {}
@@ -257,15 +280,16 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
     # kube-scheduler's filter plugins in their order; a node is reported by the first that fails.
     cordon = {"key": taints.UNSCHEDULABLE, "effect": taints.NO_SCHEDULE}
     if node.unschedulable and untolerated(pod, [cordon], (taints.NO_SCHEDULE,)):
-        return [_Problem(UNSCHEDULABLE_PROBLEM)]
+        return [_Problem(UNSCHEDULABLE_PROBLEM, unresolvable=True)]
     for taint in untolerated(pod, node.taints, (taints.NO_SCHEDULE, taints.NO_EXECUTE))[:1]:
-        return [_Problem(f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}")]
+        text = f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}"
+        return [_Problem(text, unresolvable=True)]
     if not matches_node_selection(pod, node):
-        return [_Problem(NODE_SELECTOR_PROBLEM)]
+        return [_Problem(NODE_SELECTOR_PROBLEM, unresolvable=True)]
     problems = _port_problems(pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available,
                               node.labels.get(POD_NETWORK_LABEL) == ISOLATED)
-    if problems:
-        return problems
+    if problems:  # no eviction frees a port a program outside the cluster holds
+        return [replace(p, unresolvable=MACHINE_PORT_PROBLEM in p.text) for p in problems]
     wanted = pod_requests(pod)
     if len(bound) + 1 > capacity.get("pods", Decimal(110)):
         problems.append(_Problem("Too many pods"))
@@ -275,7 +299,13 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
             continue
         if amount + used.get(name, Decimal(0)) > capacity.get(name, Decimal(0)):
             problems.append(_Problem(f"Insufficient {name}"))
-    return problems
+    if problems or checks is None:
+        return problems
+    for check in (checks.spread, checks.interpod):  # PodTopologySpread, then InterPodAffinity
+        found = check.problem(node.labels)
+        if found is not None:
+            return [_Problem(found[0], unresolvable=found[1])]
+    return []
 
 
 def _port_problems(pod: Obj, bound: list[Obj], port_available: Optional[PortProbe],
@@ -312,34 +342,55 @@ def _devices_for(pod: Obj, node: NodeResources) -> dict[str, list[int]]:
     return devices
 
 
-def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[PortProbe] = None) -> Decision:
-    """The first of ``nodes`` that ``pod`` fits on, or kube-scheduler's message for why none.
+def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[PortProbe] = None,
+             assigned: Optional[AssignedPods] = None) -> Decision:
+    """The best of ``nodes`` for ``pod``, or kube-scheduler's message for why none fits.
 
     ``port_available(port, protocol)`` says whether the machine has the port free, for ports
     no pod of the same owner holds yet (another cluster or any other program may use it).
+    ``assigned`` indexes every placed pod for the rules across nodes (inter-pod affinity,
+    topology spreading); without it, it is built from ``nodes``' bound pods.
     """
+    if not nodes:
+        return Decision(False, NO_NODES)
+    refused = unsupported_fields(pod)
+    if refused:
+        return Decision(False, f"0/{len(nodes)} nodes are available: {refusal(refused)}.",
+                        preemption_message(pod, ((node.bound, True) for node in nodes)))
+    assigned = assigned if assigned is not None else AssignedPods.of(nodes)
+    checks = _PodChecks.prepare(pod, nodes, assigned)
     counts: dict[str, int] = {}
     named: list[str] = []
     feasible: list[NodeResources] = []
+    failed: list[tuple[NodeResources, bool]] = []
     for node in nodes:
-        problems = _node_problems(pod, node, port_available)
+        problems = _node_problems(pod, node, port_available, checks)
         if not problems:
             feasible.append(node)
+            continue
+        failed.append((node, any(p.unresolvable for p in problems)))
         for problem in problems:
             if problem.counted:
                 counts[problem.text] = counts.get(problem.text, 0) + 1
             elif problem.text not in named:
                 named.append(problem.text)
     if feasible:
-        best = max(feasible, key=lambda node: score(pod, node))  # max keeps the first of equals
+        penalties = spread.penalties(pod, feasible, nodes, assigned, *_inclusion(pod))
+        best = max(feasible, key=lambda node: score(pod, node, checks.interpod.score(node.labels),
+                                                    penalties.get(node.name, 0.0)))  # max keeps the first of equals
         return Decision(True, devices=_devices_for(pod, best), node_name=best.name)
     reasons = sorted(f"{count} {text}" for text, count in counts.items()) + named  # sorted, as kube-scheduler
-    return Decision(False, f"0/{len(nodes)} nodes are available: {', '.join(reasons)}.")
+    victims = (([p for p in node.bound if not is_terminal(p)], unresolvable) for node, unresolvable in failed)
+    return Decision(False, f"0/{len(nodes)} nodes are available: {', '.join(reasons)}.",
+                    preemption_message(pod, victims))
 
 
-def score(pod: Obj, node: NodeResources) -> tuple[int, int, Decimal]:
-    """How much ``pod`` wants ``node``: preferred affinity weight, fewest untolerated
-    PreferNoSchedule taints, then the largest free share of CPU and memory (spreading)."""
+def score(pod: Obj, node: NodeResources, interpod_score: int = 0,
+          spread_penalty: float = 0.0) -> tuple[int, int, float, int, Decimal]:
+    """How much ``pod`` wants ``node``, most important first: preferred node affinity weight,
+    preferred inter-pod affinity (placed pods' terms included), least ScheduleAnyway skew,
+    fewest untolerated PreferNoSchedule taints, then the largest free share of CPU and
+    memory (spreading)."""
     used: dict[str, Decimal] = {}
     for other in node.bound:
         if not is_terminal(other):
@@ -350,7 +401,8 @@ def score(pod: Obj, node: NodeResources) -> tuple[int, int, Decimal]:
         capacity = quantity(node.allocatable.get(name, 0))
         if capacity > 0:
             free += (capacity - used.get(name, Decimal(0))) / capacity
-    return (preferred_weight(pod, node), -len(untolerated(pod, node.taints, ("PreferNoSchedule",))), free)
+    return (preferred_weight(pod, node), interpod_score, -spread_penalty,
+            -len(untolerated(pod, node.taints, ("PreferNoSchedule",))), free)
 
 
 def fit(pod: Obj, allocatable: dict[str, Any], bound: Iterable[Obj],
