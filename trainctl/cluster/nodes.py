@@ -136,6 +136,7 @@ def kill_node(directory: Path, name: str) -> int:
     """The machine dies: SIGKILL to the kubelet (first, so it reports nothing) and to
     every process of its pods. Marked killed first, so the supervisor leaves it down."""
     spec = find_node(directory, name)
+    _refuse_partitioned(directory, name)
     if node_state(directory, name) == FROZEN:
         _signal_node(directory, spec, signal.SIGCONT)  # a stopped process still dies of SIGKILL; be plain
     set_state(directory, name, KILLED)
@@ -147,6 +148,7 @@ def freeze_node(directory: Path, name: str) -> int:
     spec = find_node(directory, name)
     if node_state(directory, name) == KILLED:
         raise NodeError(f"node {name} is killed; start it with: trainctl local node start {name}")
+    _refuse_partitioned(directory, name)
     set_state(directory, name, FROZEN)
     return _signal_node(directory, spec, signal.SIGSTOP)
 
@@ -169,6 +171,12 @@ def thaw_node(directory: Path, name: str, timeout: float = THAW_SECONDS) -> int:
     return count
 
 
+def _refuse_partitioned(directory: Path, name: str) -> None:
+    """One fault at a time on a partitioned node: its cable comes back first."""
+    if node_state(directory, name) == PARTITIONED:
+        raise NodeError(f"node {name} is partitioned; heal it first: trainctl local node heal {name}")
+
+
 def _router(directory: Path, message: dict[str, str]) -> None:
     try:
         control.request(directory, message)
@@ -180,7 +188,7 @@ def partition_node(directory: Path, name: str) -> None:
     """The machine loses the network: its pods' links go down and its kubelet's path to the
     API server is held (:mod:`.network.router`); every process keeps running."""
     find_node(directory, name)
-    if node_state(directory, name) in (KILLED, PARTITIONED):
+    if node_state(directory, name):
         raise NodeError(f"node {name} is {node_state(directory, name)}")
     _router(directory, {"op": "partition", "node": name})
     set_state(directory, name, PARTITIONED)

@@ -17,6 +17,7 @@ from trainctl.cluster.cluster import ClusterError, LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.network import isolation
 from trainctl.cluster.network.podnet import IsolatedNetwork
+from trainctl.cluster.nodes import NodeError
 from trainctl.kube.resources import NODES, PODS, SERVICES
 
 from tests.support.cluster import trainctl_local
@@ -149,6 +150,9 @@ def test_a_partitioned_node_keeps_its_processes_and_heals_without_the_deleted_on
     wait(lambda: _answers(cluster, pods["kept"]["status"]["podIP"]), "the pod serving")
 
     cluster.partition_node(NODE_B)
+    for fault in (cluster.kill_node, cluster.freeze_node, cluster.partition_node):
+        with pytest.raises(NodeError, match="partitioned"):
+            fault(NODE_B)
     with pytest.raises(OSError):
         dial(cluster, pods["kept"]["status"]["podIP"], timeout=2)
     wait(lambda: node_ready(api, NODE_B) != "True", "NotReady node")
