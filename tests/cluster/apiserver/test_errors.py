@@ -160,3 +160,15 @@ def test_unchanged_values_are_not_revalidated_after_a_schema_tightens(http):
     refused = http("PATCH", f"{widgets}/w", data='{"spec": {"size": 9}}', headers=merge)
     assert refused.status_code == 422
     assert status_of(refused)["details"]["causes"][0]["field"] == "spec.size"
+
+
+def test_a_path_nobody_serves_is_a_404_with_empty_details(http):
+    """As kube-apiserver's: clients read ``details`` without checking it is there."""
+    for path in ("/api/v1/namespaces/default/pods/p/ephemeralcontainers", "/apis/nothing.example/v1/things", "/nope"):
+        body = status_of(http("GET", path))
+        assert body["reason"] == "NotFound" and body["details"] == {}
+
+
+def test_a_forbidden_namespace_delete_names_what_was_refused(http):
+    body = status_of(http("DELETE", "/api/v1/namespaces/default"))
+    assert body["code"] == 403 and body["details"] == {"name": "default", "group": "", "kind": "namespaces"}

@@ -5,21 +5,22 @@ import re
 import signal
 import sys
 import textwrap
+import threading
 
 import pytest
 
 from trainctl.cluster.kubelet import paths
-from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry, process_start_time
+from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry, Stdio, process_start_time
 from trainctl.cluster.resources import limits, polling
 
 CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] (.*)$")
 
 
-def start(tmp_path, code, name="c"):
+def start(tmp_path, code, name="c", stdio=None):
     registry = ProcessRegistry(tmp_path / "processes")
     process = ContainerProcess([sys.executable, "-c", textwrap.dedent(code)], dict(os.environ), str(tmp_path),
                                tmp_path / "logs" / "0.log", registry, "uid-1", name,
-                               polling.PolledGroup(limits.ContainerLimits(), on_close=lambda _group: None))
+                               polling.PolledGroup(limits.ContainerLimits(), on_close=lambda _group: None), stdio or Stdio())
     return process, registry
 
 
@@ -84,3 +85,67 @@ def test_a_process_that_cannot_be_recorded_is_not_left_running(tmp_path):
     if marker.exists():  # it may have started before it was killed: it must be gone now
         pid = int(marker.read_text() or 0)
         assert pid == 0 or process_start_time(pid) is None
+
+
+class Heard:
+    """What an attached client hears, by stream."""
+
+    def __init__(self):
+        self.chunks = {"stdout": b"", "stderr": b""}
+        self.ended = set()
+        self.changed = threading.Condition()
+
+    def __call__(self, stream, chunk):
+        with self.changed:
+            if chunk is None:
+                self.ended.add(stream)
+            else:
+                self.chunks[stream] += chunk
+            self.changed.notify_all()
+
+    def wait(self, predicate, timeout=30):
+        with self.changed:
+            assert self.changed.wait_for(predicate, timeout), self.chunks
+
+
+def test_a_stdin_once_container_reads_what_the_attached_client_writes_until_it_closes(tmp_path):
+    process, _ = start(tmp_path, """
+        import sys
+        print("ready", flush=True)
+        print(sys.stdin.read().upper(), end="", flush=True)
+    """, stdio=Stdio(stdin=True, stdin_once=True))
+    heard = Heard()
+    attachment = process.attach(heard)
+    heard.wait(lambda: b"ready" in heard.chunks["stdout"])
+    attachment.write(b"one\n")
+    attachment.write(b"two\n")
+    attachment.close_stdin()
+    assert process.wait(30) == 0
+    heard.wait(lambda: heard.ended == {"stdout", "stderr"})
+    assert heard.chunks["stdout"] == b"ready\nONE\nTWO\n"
+    records = [line.split(" ", 3)[1:] for line in (tmp_path / "logs" / "0.log").read_text().splitlines()]
+    assert {stream for stream, _, _ in records} == {"stdout"}
+    # what `kubectl logs` shows: a partial record (P) continues in the next
+    assert "".join(text + ("\n" if tag == "F" else "") for _, tag, text in records) == "ready\nONE\nTWO\n"
+    late = Heard()
+    process.attach(late)  # after the end: told at once
+    assert late.ended == {"stdout", "stderr"}
+
+
+def test_a_tty_container_runs_on_a_terminal_that_attach_resizes(tmp_path):
+    process, _ = start(tmp_path, """
+        import os, shutil, sys
+        print("tty" if os.isatty(0) and os.isatty(1) else "no tty", flush=True)
+        sys.stdin.readline()
+        print(os.get_terminal_size(1), flush=True)
+    """, stdio=Stdio(stdin=True, tty=True))
+    assert process.outputs == ["stdout"]
+    heard = Heard()
+    attachment = process.attach(heard)
+    heard.wait(lambda: b"tty" in heard.chunks["stdout"])
+    attachment.resize(120, 40)
+    attachment.write(b"\n")
+    assert process.wait(30) == 0
+    heard.wait(lambda: heard.ended == {"stdout"})
+    assert heard.chunks["stdout"].startswith(b"tty\r\n")
+    assert b"columns=120, lines=40" in heard.chunks["stdout"]

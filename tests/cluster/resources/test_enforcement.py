@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -96,3 +98,23 @@ def test_polling_stops_a_runaway_process_within_about_a_second(node_enforcer, st
     assert time.monotonic() - began < 3.0
     assert "CPU limits not enforced" in node_enforcer.describe()
     group.close()
+
+
+@pytest.mark.parametrize("node_enforcer", BACKENDS, indirect=True)
+def test_a_process_joining_a_running_container_counts_against_its_limit(node_enforcer, start) -> None:
+    """``kubectl exec``: another session, not a descendant of the container's process."""
+    group = node_enforcer.container("pod-1", "main", LIMIT_64MI)
+    main = start(group, "import time; time.sleep(60)")
+    joined = subprocess.Popen([sys.executable, "-c", ALLOCATOR, "8", "0.02", "1536"], stdout=subprocess.PIPE,
+                              text=True, start_new_session=True, preexec_fn=group.preexec())
+    group.join(joined.pid)
+    try:
+        assert joined.wait(timeout=60) == -9
+        assert group.oom_killed()
+    finally:
+        for process in (main, joined):
+            if process.poll() is None:
+                process.kill()
+            process.wait()
+        assert joined.stdout is not None
+        joined.stdout.close()

@@ -89,7 +89,7 @@ class Deletion:
         obj = existing(self.store, rtype, namespace, name)
         _check_preconditions(rtype, obj, options)
         if rtype.namespaced is False and rtype.plural == "namespaces" and name in _UNDELETABLE_NAMESPACES:
-            raise errors.ApiError(403, "Forbidden", f'namespaces "{name}" is forbidden: this namespace may not be deleted')
+            raise errors.forbidden("namespaces", "", name, "this namespace may not be deleted")
         if dry_run:
             return rtype.view(obj), True
         policy = _propagation_policy(options, name)

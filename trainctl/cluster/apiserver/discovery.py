@@ -26,10 +26,14 @@ _SUBRESOURCE_KINDS = {
     "binding": {"group": "", "version": "v1", "kind": "Binding"},
     "eviction": {"group": "policy", "version": "v1", "kind": "Eviction"},
     "token": {"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"},
+    "exec": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+    "attach": {"group": "", "version": "v1", "kind": "PodAttachOptions"},
+    "portforward": {"group": "", "version": "v1", "kind": "PodPortForwardOptions"},
 }
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"],
                       "log": ["get"], "binding": ["create"], "eviction": ["create"],
-                      "finalize": ["update"], "token": ["create"]}
+                      "finalize": ["update"], "token": ["create"], "exec": ["create", "get"],
+                      "attach": ["create", "get"], "portforward": ["create", "get"]}
 
 
 def wants_aggregated(accept: str) -> bool:

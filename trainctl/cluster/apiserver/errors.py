@@ -2,7 +2,9 @@
 
 Every client (kubectl, the Python client, the SDK) prints ``message`` verbatim and branches
 on ``code`` and ``reason``, so every refusal the server makes is one ``ApiError`` raised
-anywhere in a handler and rendered once, by the HTTP layer.
+anywhere in a handler and rendered once, by the HTTP layer. ``details`` is there exactly when
+kube-apiserver sends it, even empty (``"details": {}`` on a 404 for a path nobody serves):
+clients read it without checking (``kubectl debug`` dereferences it on a 404).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ class Cause:
     message: str
 
     def to_wire(self) -> dict[str, str]:
-        return {"reason": self.reason, "message": self.message, "field": self.field}
+        # Empty members are left out, as the Go type's omitempty leaves them out.
+        wire = {"reason": self.reason, "message": self.message, "field": self.field}
+        return {key: value for key, value in wire.items() if value}
 
 
 @dataclass
@@ -45,10 +49,10 @@ class ApiError(Exception):
             "reason": self.reason,
             "code": self.code,
         }
-        details = dict(self.details or {})
-        if self.causes:
-            details["causes"] = [c.to_wire() for c in self.causes]
-        if details:
+        if self.details is not None or self.causes:
+            details = dict(self.details or {})
+            if self.causes:
+                details["causes"] = [c.to_wire() for c in self.causes]
             body["details"] = details
         return body
 
@@ -111,6 +115,16 @@ def unsupported_media_type(message: str) -> ApiError:
 
 def expired(rv: int | str) -> ApiError:
     return ApiError(410, "Expired", f"too old resource version: {rv}")
+
+
+def internal(message: str, code: int = 500) -> ApiError:
+    """kube-apiserver's ``NewInternalError``: the cause repeated as the one cause."""
+    return ApiError(code, "InternalError", message, {}, [Cause("", "", message)])
+
+
+def forbidden(plural: str, group: str, name: str, why: str) -> ApiError:
+    return ApiError(403, "Forbidden", f'{_qualified(plural, group)} "{name}" is forbidden: {why}',
+                    {"name": name, "group": group, "kind": plural})
 
 
 def unauthorized() -> ApiError:

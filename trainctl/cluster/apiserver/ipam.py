@@ -53,7 +53,7 @@ class ClusterIPAllocator:
             reserved = {*self._allocated_ips, system_objects.cluster_ip(str(self._service_net))}
             ip = next((str(a) for a in self._service_net.hosts() if str(a) not in reserved), None)
             if ip is None:
-                raise errors.ApiError(500, "InternalError", f"range is full: no more ClusterIPs in {self._service_net}")
+                raise errors.internal(f"range is full: no more ClusterIPs in {self._service_net}")
         if ip and ip != "None":
             self._allocated_ips.add(ip)
         if ip:

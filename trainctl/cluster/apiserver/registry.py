@@ -179,7 +179,7 @@ def builtin_types() -> list[ResourceType]:
                      short_names=("ns",), subresources=("status", "finalize"),
                      defaulter=_namespace_defaults, shape=_NAMESPACE_SHAPE),
         ResourceType("", "v1", "pods", "Pod", "pod", short_names=("po",), categories=("all",),
-                     subresources=("status", "log", "binding", "eviction"), status_on_create=True,
+                     subresources=("status", "log", "binding", "eviction", "exec", "attach", "portforward"), status_on_create=True,
                      defaulter=_pod_defaults, shape=_POD_SHAPE),
         ResourceType("", "v1", "services", "Service", "service", short_names=("svc",),
                      categories=("all",), subresources=("status",), status_on_create=True,

@@ -218,7 +218,8 @@ class Resources:
             raise errors.not_found("namespaces", "", namespace or "")
         if ns["metadata"].get("deletionTimestamp"):
             raise errors.ApiError(403, "Forbidden",
-                                  f"{rtype.plural} is forbidden: unable to create new content in namespace {namespace} because it is being terminated")
+                                  f"{rtype.plural} is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
+                                  {"group": rtype.group, "kind": rtype.plural})
 
     async def create(self, rtype: ResourceType, namespace: str | None, body: Any, *,
                      options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, builtins.list[str]]:

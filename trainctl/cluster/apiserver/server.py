@@ -22,6 +22,7 @@ from aiohttp import web
 from . import (
     access,
     body,
+    connect,
     discovery,
     errors,
     limits,
@@ -116,7 +117,7 @@ class ApiServer:
             raise
         except Exception as exc:
             log.exception("internal error serving %s %s", request.method, request.path)
-            response = error_response(errors.ApiError(500, "InternalError", f"Internal error occurred: {exc}"))
+            response = error_response(errors.internal(f"Internal error occurred: {exc}"))
         if request[RESOURCE]:
             self.metrics.observe(request[VERB], request[RESOURCE], response.status, time.perf_counter() - started)
         return response
@@ -251,6 +252,9 @@ class ApiServer:
         if info.subresource == "log":
             request[VERB] = "CONNECT"
             return await self._log(request, info)
+        if info.subresource in connect.SUBRESOURCES:
+            request[VERB] = "CONNECT"
+            return await self._connect(request, info)
         if info.subresource in ("binding", "eviction"):
             if method != "POST":
                 raise errors.method_not_allowed()
@@ -372,6 +376,17 @@ class ApiServer:
 
     async def _watch(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         return await watch.stream(request, info.rtype, info.namespace, self.store, bookmark_interval=self.bookmark_interval)
+
+    # --- exec, attach, portforward: the kubelet's ------------------------------------------
+
+    async def _connect(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
+        if request.method not in ("GET", "POST"):
+            raise errors.method_not_allowed()
+        pod = self.resources.get(info.rtype, info.namespace, info.name or "")
+        node_name = (pod.get("spec") or {}).get("nodeName") or ""
+        nodes = self.registry.get("", "v1", "nodes")
+        node = self.store.read(nodes.storage_key, "", node_name) if nodes is not None and node_name else None
+        return await connect.proxy(request, pod, node, info.subresource or "", self.token)
 
     # --- logs -------------------------------------------------------------------------------
 

@@ -118,8 +118,8 @@ def storage_error(exc: BaseException) -> errors.ApiError:
     full = (isinstance(exc, sqlite3.Error) and getattr(exc, "sqlite_errorcode", None) == SQLITE_FULL
             or isinstance(exc, OSError) and exc.errno == errno.ENOSPC)
     if full:
-        return errors.ApiError(507, "InternalError", f"storage is full: {exc}; the write was not made")
-    return errors.ApiError(500, "InternalError", f"storage error: {exc}; the write was not made")
+        return errors.internal(f"storage is full: {exc}; the write was not made", 507)
+    return errors.internal(f"storage error: {exc}; the write was not made")
 
 
 def _loaded(data: bytes) -> Obj | None:

@@ -45,6 +45,7 @@ class NodeHeartbeat:
         self._node: Obj = {}
         self._stopped = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self.kubelet_port = 0  # where the API server reaches this kubelet (exec, attach, port-forward)
 
     @property
     def labels(self) -> dict[str, str]:
@@ -78,7 +79,8 @@ class NodeHeartbeat:
             log.debug("node status on stop: %s", exc)
 
     def write_status(self, *, ready: bool, message: str) -> None:
-        status = nodes.node_status(self.node_name, self._allocatable, ready, message, self._ready_since)
+        status = nodes.node_status(self.node_name, self._allocatable, ready, message, self._ready_since,
+                                   self.kubelet_port)
         before = self._conditions()
         try:
             self._client.patch(NODES, None, self.node_name, {"status": status}, subresource="status")

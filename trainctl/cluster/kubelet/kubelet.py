@@ -58,6 +58,7 @@ from .runtime import ProcessRegistry, claim_pod_directory, signal_live
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
 from .serviceaccount import SERVICE_NAME, SERVICE_NAMESPACE, ServiceAccountFiles, api_server_env, may_listen_on
+from .streaming.server import PodTarget, StreamingServer, bearer_token
 from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,8 @@ class Kubelet:
         self.service_accounts = ServiceAccountFiles(self.client, self.pods_dir, Path(ca_file).read_bytes() if ca_file else b"")
         # The proxy serves the kubernetes Service's port 443 where this process may listen on it.
         self._may_listen_on_443 = may_listen_on(443)
+        # The API server reaches it with the credential it gave this kubelet.
+        self.streaming = StreamingServer(self, bearer_token(self.client.configuration), self.host_ip)
 
     def _api_configuration(self) -> Any:
         """The kubeconfig's server and credentials; in isolated mode the server is the
@@ -203,6 +206,7 @@ class Kubelet:
         self.hosts.install_resolver()
         self.proxy.start()
         self.events.node("Normal", "Starting", "Starting kubelet.")
+        self.heartbeat.kubelet_port = self.streaming.start()
         self.heartbeat.register()
         self.pods.start()
         self.services.start()
@@ -239,6 +243,7 @@ class Kubelet:
         self.client.close()
         self.events.recorder.client.close()
         self.proxy.stop()
+        self.streaming.stop()
         if self.api_path is not None:
             self.api_path.stop()
         if self.host_ports is not None:
@@ -433,6 +438,14 @@ class Kubelet:
     def mount_service_account(self, pod: Obj) -> None:
         claim_pod_directory(self.pods_dir, _uid(pod), self.node_name)  # removed with the pod's logs
         self.service_accounts.write(pod)
+    def find_pod(self, namespace: str, name: str) -> Optional[PodTarget]:
+        """A pod this node runs, for the streaming server."""
+        for worker in self.admission.workers().values():
+            meta = _meta(worker.pod)
+            if meta.get("namespace", "default") == namespace and meta.get("name") == name:
+                return PodTarget(namespace, name, worker.uid, worker.pod_ip,
+                                 {spec.get("name", ""): worker.running(spec.get("name", "")) for spec in worker.specs})
+        return None
 
     def working_dir(self, container: Obj) -> str:
         wanted = container.get("workingDir")

@@ -64,7 +64,7 @@ def node_object(name: str) -> Obj:
 
 
 def node_status(name: str, resources: dict[str, str], ready: bool, message: str,
-                ready_since: str) -> Obj:
+                ready_since: str, kubelet_port: int = 0) -> Obj:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def condition(kind: str, status: str, reason: str, text: str, since: str) -> Obj:
@@ -81,7 +81,7 @@ def node_status(name: str, resources: dict[str, str], ready: bool, message: str,
             condition("Ready", "True" if ready else "False", "KubeletReady" if ready else "KubeletNotReady", message, ready_since),
         ],
         "addresses": [{"type": "InternalIP", "address": HOST_IP}, {"type": "Hostname", "address": name}],
-        "daemonEndpoints": {"kubeletEndpoint": {"Port": 0}},
+        "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},  # the streaming server
         "nodeInfo": {
             "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": platform.release(),
             "osImage": platform.platform(terse=True), "containerRuntimeVersion": "process://trainctl",

@@ -27,7 +27,7 @@ from ..resources.accounting import ContainerGroup, Enforcer
 from . import paths
 from .env import ConfigError, command_line, container_env, downward_api_names
 from .events import NORMAL, WARNING, KubeletEvents, pod_label
-from .runtime import ContainerProcess, ProcessRegistry, claim_pod_directory
+from .runtime import ContainerProcess, ProcessRegistry, Stdio, claim_pod_directory
 from .serviceaccount import AccountMissing
 
 log = logging.getLogger(__name__)
@@ -142,6 +142,11 @@ class PodWorker:
         """The resource groups of the containers running now, by container name (a snapshot)."""
         with self._lock:
             return {name: process.group for name, process in self._processes.items()}
+
+    def running(self, container: str) -> Optional[ContainerProcess]:
+        """The current run of ``container`` while it runs (what ``kubectl exec`` and ``attach`` reach)."""
+        with self._lock:
+            return self._processes.get(container)
 
     # --- control --------------------------------------------------------------------------
     def start(self) -> None:
@@ -283,7 +288,7 @@ class PodWorker:
                     self.uid, state.name, container_limits.ContainerLimits.from_resources(spec.get("resources")))
                 process = ContainerProcess(self.ctx.network.enter_argv(self.uid) + argv, env,
                                            self.ctx.working_dir(spec), log_path, self.ctx.registry,
-                                           self.uid, state.name, group)
+                                           self.uid, state.name, group, Stdio.of(spec))
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
                 state.state = {"running": {"startedAt": process.started_at}}

@@ -11,20 +11,28 @@ and stop whatever a crashed kubelet left behind. Each run also lives in a resour
 node's enforcer (``resources``): a cgroup or a polled process tree that holds ``limits.memory``
 and ``limits.cpu`` and answers for the run's usage and for an OOM kill. The last lines a run
 printed stay at hand for a status message (``terminationMessagePolicy: FallbackToLogsOnError``).
+
+A container whose spec asks for ``stdin`` gets a pipe on its standard input, or with ``tty`` a
+pseudo-terminal for all three streams, so that ``kubectl attach`` (and ``kubectl run -i``) can
+write to it and read what it prints (:meth:`ContainerProcess.attach`); its output still goes
+to the log. ``stdinOnce`` closes that input when the first attached client closes its own.
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import json
 import os
 import signal
+import struct
 import subprocess
+import termios
 import threading
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Optional
@@ -199,13 +207,74 @@ class ProcessRegistry:
         return killed
 
 
+def set_window_size(fd: int, width: int, height: int) -> None:
+    """Resize the terminal ``fd`` belongs to (the process on it gets SIGWINCH)."""
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", max(0, height), max(0, width), 0, 0))
+
+
+def take_terminal() -> None:
+    """In a child between fork and exec, after ``setsid``: make stdin its controlling terminal."""
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+@dataclass(frozen=True)
+class Stdio:
+    """What a container's spec says about its standard input (``stdin``, ``stdinOnce``, ``tty``)."""
+
+    stdin: bool = False
+    stdin_once: bool = False
+    tty: bool = False
+
+    @classmethod
+    def of(cls, spec: dict[str, object]) -> "Stdio":
+        return cls(spec.get("stdin") is True, spec.get("stdinOnce") is True, spec.get("tty") is True)
+
+
+# An attached client hears (stream, bytes) for each chunk the container prints, and
+# (stream, None) when that stream ended.
+OutputListener = Callable[[str, Optional[bytes]], None]
+
+
+@dataclass(eq=False)
+class Attachment:
+    """One client attached to a running container (``kubectl attach``)."""
+
+    process: "ContainerProcess"
+    listener: OutputListener
+    stdin_closed: bool = field(default=False)
+
+    def write(self, data: bytes) -> None:
+        self.process.write_stdin(data)
+
+    def close_stdin(self) -> None:
+        """The client's input ended: with ``stdinOnce``, so does the container's."""
+        if not self.stdin_closed:
+            self.stdin_closed = True
+            if self.process.stdio.stdin_once:
+                self.process.close_stdin()
+
+    def resize(self, width: int, height: int) -> None:
+        self.process.resize(width, height)
+
+    def detach(self) -> None:
+        self.process.detach(self)
+
+
 class ContainerProcess:
     """One run of one container: a process group with its output pumped to a CRI log."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log_path: Path,
-                 registry: ProcessRegistry, pod_uid: str, container: str, group: ContainerGroup) -> None:
+                 registry: ProcessRegistry, pod_uid: str, container: str, group: ContainerGroup,
+                 stdio: Stdio = Stdio()) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.group = group
+        self.stdio = stdio
+        self.cwd = cwd
+        self._attached: set[Attachment] = set()
+        self._ended: list[str] = []  # output streams that reached their end
+        self._stdin_lock = threading.Lock()
+        self._stdin: Optional[int] = None  # the fd attached clients write to
+        self._terminal: Optional[int] = None  # the pty's controlling side, with tty
         self._log = open(log_path, "ab", buffering=0)
         self._log_lock = threading.Lock()
         self._last_lines: collections.deque[bytes] = collections.deque(maxlen=TERMINATION_LOG_LINES)
@@ -214,11 +283,10 @@ class ContainerProcess:
         self.started_at = now_rfc3339()
         self.container_id = f"{pod_uid}/{container}/{time.time_ns()}"
         env = {**env, CONTAINER_ID_VARIABLE: self.container_id}
+        self.env = env  # what ``kubectl exec`` runs with
         # Raises OSError (e.g. FileNotFoundError) when the command cannot be started.
         try:
-            self._proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                          stderr=subprocess.PIPE, start_new_session=True, close_fds=True,
-                                          preexec_fn=group.preexec())
+            self._proc = self._popen(argv, env, cwd, group)
         except BaseException:
             group.close()
             self._log.close()
@@ -236,17 +304,121 @@ class ContainerProcess:
                 if stream is not None:
                     stream.close()
             raise
-        self._pumps = [threading.Thread(target=self._pump, args=(stream, name), daemon=True,
-                                        name=f"log-{container}-{name}")
-                       for stream, name in ((self._proc.stdout, "stdout"), (self._proc.stderr, "stderr"))]
+        outputs: list[tuple[IO[bytes] | int, str]] = [(self._terminal, "stdout")] if self._terminal is not None else [
+            (stream, name) for stream, name in ((self._proc.stdout, "stdout"), (self._proc.stderr, "stderr"))
+            if stream is not None]
+        self.outputs = [name for _, name in outputs]
+        self._pumps = [threading.Thread(target=self._pump_chunks if stdio.stdin or stdio.tty else self._pump,
+                                        args=(source, name), daemon=True, name=f"log-{container}-{name}")
+                       for source, name in outputs]
         for pump in self._pumps:
             pump.start()
         self.finished_at: Optional[str] = None
         self._finish_lock = threading.Lock()
 
+    def _popen(self, argv: list[str], env: dict[str, str], cwd: str, group: ContainerGroup) -> subprocess.Popen[bytes]:
+        join = group.preexec()
+        if self.stdio.tty:
+            self._terminal, terminal = os.openpty()
+            self._stdin = self._terminal if self.stdio.stdin else None
+
+            def preexec() -> None:
+                if join is not None:
+                    join()
+                take_terminal()
+            try:
+                return subprocess.Popen(argv, env=env, cwd=cwd, stdin=terminal, stdout=terminal, stderr=terminal,
+                                        start_new_session=True, close_fds=True, preexec_fn=preexec)
+            except BaseException:
+                os.close(self._terminal)
+                raise
+            finally:
+                os.close(terminal)
+        proc = subprocess.Popen(argv, env=env, cwd=cwd,
+                                stdin=subprocess.PIPE if self.stdio.stdin else subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                close_fds=True, preexec_fn=join)
+        if proc.stdin is not None:
+            self._stdin = proc.stdin.fileno()
+        return proc
+
     @property
     def pid(self) -> int:
         return self._proc.pid
+
+    # --- attached clients (stdin, tty) ----------------------------------------------------
+    def attach(self, listener: OutputListener) -> Attachment:
+        """From now on ``listener`` hears what the container prints (and at once of the
+        streams that ended already)."""
+        attachment = Attachment(self, listener)
+        with self._log_lock:
+            self._attached.add(attachment)
+            ended = list(self._ended)
+        for stream in ended:
+            listener(stream, None)
+        return attachment
+
+    def _tell(self, stream: str, chunk: Optional[bytes]) -> None:
+        """Hand ``chunk`` (None: the stream's end) to every attached client; under ``_log_lock``."""
+        if chunk is None:
+            self._ended.append(stream)
+        for attachment in self._attached:
+            attachment.listener(stream, chunk)
+
+    def detach(self, attachment: Attachment) -> None:
+        with self._log_lock:
+            self._attached.discard(attachment)
+
+    def write_stdin(self, data: bytes) -> None:
+        with self._stdin_lock:
+            if self._stdin is None:
+                return
+            with contextlib.suppress(OSError):  # the container stopped reading: it is ending
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._stdin, view):]
+
+    def close_stdin(self) -> None:
+        with self._stdin_lock:
+            if self._stdin is None:
+                return
+            if self._terminal is not None:  # a terminal's input ends with ^D, as typed
+                with contextlib.suppress(OSError):
+                    os.write(self._terminal, b"\x04")
+            elif self._proc.stdin is not None:
+                with contextlib.suppress(OSError):
+                    self._proc.stdin.close()
+            self._stdin = None
+
+    def resize(self, width: int, height: int) -> None:
+        if self._terminal is not None:
+            with contextlib.suppress(OSError):
+                set_window_size(self._terminal, width, height)
+
+    def _pump_chunks(self, source: IO[bytes] | int, name: str) -> None:
+        """Output as it comes, not by lines (a prompt has no newline), to the log and to
+        attached clients; a terminal's controlling side reads EIO once the container is gone."""
+        prefix = f" {name} ".encode()
+        fd = source if isinstance(source, int) else source.fileno()
+        while True:
+            try:
+                chunk = os.read(fd, 65536)
+            except OSError:
+                chunk = b""
+            with self._log_lock:
+                self._tell(name, chunk or None)
+                if chunk and not self._log.closed:
+                    stamp = rfc3339_nano(time.time_ns()).encode()
+                    lines = chunk.split(b"\n")
+                    records = [stamp + prefix + b"F " + line + b"\n" for line in lines[:-1]]
+                    if lines[-1]:
+                        records.append(stamp + prefix + b"P " + lines[-1] + b"\n")
+                    self._log.write(b"".join(records))
+                    self._last_lines.extend(line + b"\n" for line in lines[:-1] if line)
+            if not chunk:
+                break
+        if not isinstance(source, int):
+            source.close()
 
     def _pump(self, stream: IO[bytes], name: str) -> None:
         prefix = f" {name} ".encode()
@@ -257,6 +429,9 @@ class ContainerProcess:
                 if not self._log.closed:
                     self._log.write(record)
                     self._last_lines.append(line[-TERMINATION_LOG_BYTES:])
+                self._tell(name, line)
+        with self._log_lock:
+            self._tell(name, None)
         stream.close()
 
     def last_output(self) -> str:
@@ -283,6 +458,10 @@ class ContainerProcess:
                 with self._log_lock:
                     self._log.close()
                 self._registry.remove(self._pod_uid, self._container)
+                self.close_stdin()
+                if self._terminal is not None:
+                    with contextlib.suppress(OSError):
+                        os.close(self._terminal)
         return exit_code(returncode)
 
     def oom_killed(self) -> bool:

@@ -34,6 +34,10 @@ class ContainerGroup(Protocol):
     def add(self, pid: int) -> None:
         """Call right after the container's main process started (``Popen.pid``)."""
 
+    def join(self, pid: int) -> None:
+        """Another process started in the running container (``kubectl exec``, with ``preexec``):
+        it and what it starts count against the container's limits and usage."""
+
     def usage(self) -> Usage:
         ...
 

@@ -177,6 +177,8 @@ class _CgroupGroup:
             with contextlib.suppress(ProcessLookupError):
                 _write(directory / "cgroup.procs", str(pid))
 
+    join = add  # a group holds any number of processes
+
     def usage(self) -> Usage:
         return self._final[0] if self._final else self._read_usage()
 

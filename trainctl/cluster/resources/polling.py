@@ -62,6 +62,7 @@ class PolledGroup:
     def __init__(self, limits: ContainerLimits, *, on_close: Callable[["PolledGroup"], None]) -> None:
         self.limits = limits
         self.leader: Optional[int] = None
+        self.joined: set[int] = set()  # exec'd processes, each followed with its descendants
         self._on_close = on_close
         self._oom = False
         self._cpu_seconds = 0.0
@@ -74,11 +75,18 @@ class PolledGroup:
     def add(self, pid: int) -> None:
         self.leader = pid
 
+    def join(self, pid: int) -> None:
+        with self._lock:
+            self.joined.add(pid)
+
     def observe(self, table: ProcessTable) -> None:
         """Account this reading; kill the container if it is over its memory limit."""
         if self.leader is None:
             return
-        members = table.members(self.leader)
+        with self._lock:
+            self.joined &= set(table.rss)  # forget exec'd processes that ended
+            joined = set(self.joined)
+        members = table.members(self.leader).union(*(table.members(pid) for pid in joined))
         memory = sum(table.rss[pid] for pid in members)
         with self._lock:
             # CPU time of a process that exits unreaped by a member is lost: never go back.

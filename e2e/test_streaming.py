@@ -1,0 +1,345 @@
+"""kubectl exec, exec -it, cp, port-forward, attach and run -i against the embedded cluster.
+
+Each goes kubectl → API server (``pods/exec``, ``pods/attach``, ``pods/portforward``) → the
+node's kubelet streaming server → a process in the pod, with the protocols kubectl 1.32
+speaks (WebSocket channels; SPDY/3.1 tunnelled in WebSocket for port-forward).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
+import socket
+import struct
+import termios
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.cluster import E2E, scratch_cluster
+from tests.support.kubectl import Kubectl
+from tests.support.net import free_port
+
+pytestmark = pytest.mark.e2e
+
+POD = "streamed"
+
+
+def pod(name: str, command: list[str], **container: Any) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "main", "image": "python", "command": command, **container}]}}
+
+
+def wait_running(e2e: E2E, name: str, timeout: float = 60) -> dict[str, Any]:
+    e2e.kubectl("wait", "--for=jsonpath={.status.phase}=Running", f"pod/{name}", f"--timeout={timeout:g}s",
+                timeout=timeout + 10)
+    return e2e.kubectl.json("get", "pod", name)
+
+
+def wait_listening(e2e: E2E, name: str, port: int) -> None:
+    """Until the pod's server accepts connections, asked from inside the pod: kubectl
+    port-forward ends at the first connection the pod refuses."""
+    probe = ("import socket, sys, time\nend = time.monotonic() + 60\nwhile True:\n"
+             " try: socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=5).close(); break\n"
+             " except OSError:\n  assert time.monotonic() < end; time.sleep(0.2)")
+    ip = e2e.kubectl.json("get", "pod", name)["status"]["podIP"]
+    e2e.kubectl("exec", name, "--", "python", "-c", probe, ip, str(port), timeout=90)
+
+
+@pytest.fixture
+def running(e2e: E2E) -> Iterator[dict[str, Any]]:
+    """A pod that sleeps, with an env value, a working directory and a memory limit."""
+    workdir = e2e.workdir / "streamed"
+    workdir.mkdir(exist_ok=True)
+    e2e.kubectl.apply(pod(POD, ["python", "-c", "import time; time.sleep(3600)"], workingDir=str(workdir),
+                          env=[{"name": "GREETING", "value": "hello from the pod"}],
+                          resources={"limits": {"memory": "200Mi"}}))
+    try:
+        yield wait_running(e2e, POD)
+    finally:
+        e2e.kubectl("delete", "pod", POD, "--wait=true", "--timeout=60s", timeout=90)
+
+
+def test_exec_runs_in_the_container_and_its_exit_code_is_kubectls(e2e: E2E, running: dict[str, Any]) -> None:
+    result = e2e.kubectl.run("exec", POD, "--", "sh", "-c", 'echo "$GREETING"; pwd; echo oops >&2; exit 3', check=False)
+    assert result.returncode == 3, result.stderr
+    assert result.stdout.splitlines() == ["hello from the pod", running["spec"]["containers"][0]["workingDir"]]
+    assert "oops" in result.stderr and "command terminated with exit code 3" in result.stderr
+    assert e2e.kubectl.run("exec", POD, "--", "true").returncode == 0
+    # stdin, closed at its end (v5.channel.k8s.io)
+    assert e2e.kubectl("exec", "-i", POD, "--", "tr", "a-z", "A-Z", input="shout\n") == "SHOUT\n"
+
+
+def test_an_execd_process_lives_in_the_containers_resource_group(e2e: E2E, running: dict[str, Any]) -> None:
+    main_pid = int(running["status"]["containerStatuses"][0]["containerID"].removeprefix("process://"))
+    assert e2e.kubectl("exec", POD, "--", "cat", "/proc/self/cgroup") == Path(f"/proc/{main_pid}/cgroup").read_text()
+    # It counts against the container's limit (200Mi): asking for 600 MiB gets it killed.
+    hungry = e2e.kubectl.run("exec", POD, "--", "python", "-c",
+                             "import time; b = bytearray(600 << 20); time.sleep(5)", check=False, timeout=90)
+    assert hungry.returncode == 137, (hungry.returncode, hungry.stderr)
+
+
+def _read_until(fd: int, needle: bytes, timeout: float = 60) -> bytes:
+    seen, deadline = b"", time.monotonic() + timeout
+    while needle not in seen and time.monotonic() < deadline:
+        if select.select([fd], [], [], 0.5)[0]:
+            try:
+                chunk = os.read(fd, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+    assert needle in seen, seen
+    return seen
+
+
+SPDY = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false", "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}  # as before 1.30
+
+
+def on_terminal(e2e: E2E, *args: str, env: dict[str, str] | None = None) -> tuple[int, int]:
+    """kubectl on a pseudo-terminal of its own (33 rows, 111 columns), as a user runs it:
+    (its pid, the terminal's other side)."""
+    child, terminal = pty.fork()
+    if child == 0:
+        os.execvpe("kubectl", ["kubectl", *args], {**e2e.kubectl.env, **(env or {})})
+    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))  # kubectl hears SIGWINCH
+    return child, terminal
+
+
+def finished(child: int, terminal: int, timeout: float = 60) -> int:
+    """kubectl's exit code; killed when it has not exited within ``timeout`` (a failed test)."""
+    deadline = time.monotonic() + timeout
+    while (ended := os.waitpid(child, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(child, signal.SIGKILL)
+            ended = os.waitpid(child, 0)
+            break
+        time.sleep(0.1)
+    os.close(terminal)
+    return os.waitstatus_to_exitcode(ended[1])
+
+
+PROMPT = b"$ " if os.getuid() else b"# "
+
+
+@pytest.mark.parametrize("protocol", [{}, SPDY], ids=["websocket", "spdy"])
+def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: dict[str, Any],
+                                                             protocol: dict[str, str]) -> None:
+    child, terminal = on_terminal(e2e, "exec", "-it", POD, "--", "sh", env=protocol)
+    try:
+        _read_until(terminal, PROMPT)
+        os.write(terminal, b"tty; stty size; echo $((6*7)); exit 5\n")
+        seen = _read_until(terminal, b"42")
+        assert re.search(rb"/dev/pts/\d+", seen), seen
+        assert b"33 111" in seen, seen
+    finally:
+        code = finished(child, terminal)
+    assert code == 5
+
+
+def test_run_it_rm_runs_a_container_on_a_terminal(e2e: E2E) -> None:
+    """``stdin`` and ``tty`` in the pod's spec: the container's own terminal, attached."""
+    child, terminal = on_terminal(e2e, "run", "-it", "--rm", "shell", "--image=python", "--restart=Never", "--", "sh")
+    try:
+        _read_until(terminal, b"try pressing enter")
+        os.write(terminal, b"\n")
+        _read_until(terminal, PROMPT)
+        os.write(terminal, b"stty size; echo $((6*7)); exit 3\n")
+        seen = _read_until(terminal, b"42")
+        assert b"33 111" in seen, seen
+        _read_until(terminal, b'pod "shell" deleted')
+    finally:
+        code = finished(child, terminal)
+        e2e.kubectl("delete", "pod", "shell", "--ignore-not-found", "--wait=true", "--timeout=60s", timeout=90)
+    assert code == 3
+
+
+def test_kubectl_cp_both_ways(e2e: E2E, running: dict[str, Any], tmp_path: Path) -> None:
+    source = tmp_path / "src"
+    (source / "deeper").mkdir(parents=True)
+    (source / "a.txt").write_text("alpha\n")
+    (source / "deeper" / "b.bin").write_bytes(bytes(range(256)) * 64)
+    inside = e2e.workdir / "streamed" / "copied"
+    e2e.kubectl("cp", str(source), f"{POD}:{inside}")
+    assert (inside / "a.txt").read_text() == "alpha\n"
+    assert e2e.kubectl("exec", POD, "--", "cat", str(inside / "a.txt")) == "alpha\n"
+    back = tmp_path / "back"
+    e2e.kubectl("cp", f"{POD}:{inside}", str(back))
+    assert (back / "a.txt").read_text() == "alpha\n"
+    assert (back / "deeper" / "b.bin").read_bytes() == bytes(range(256)) * 64
+
+
+def test_port_forward_reaches_a_pods_http_server(e2e: E2E, tmp_path: Path) -> None:
+    site = e2e.workdir / "site"
+    site.mkdir(exist_ok=True)
+    (site / "index.html").write_text("served from the pod\n")
+    port = free_port("0.0.0.0")
+    e2e.kubectl.apply(pod("web", ["python", "-m", "http.server", str(port), "--directory", str(site)]))
+    forwarder = None
+    try:
+        wait_running(e2e, "web")
+        wait_listening(e2e, "web", port)
+        forwarder = e2e.kubectl.popen("port-forward", "pod/web", f"0:{port}")
+        assert forwarder.stdout is not None
+        line = forwarder.stdout.readline()
+        listening = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert listening, f"kubectl port-forward said {line!r}"
+        local = int(listening.group(1))
+        for _ in range(4):  # a connection each, on the one session
+            with urllib.request.urlopen(f"http://127.0.0.1:{local}/index.html", timeout=10) as response:
+                assert response.read() == b"served from the pod\n"
+    finally:
+        if forwarder is not None:
+            forwarder.terminate()
+            forwarder.communicate(timeout=30)
+        e2e.kubectl("delete", "pod", "web", "--wait=true", "--timeout=60s", timeout=90)
+
+
+def test_run_i_rm_attaches_to_the_containers_stdin_and_reports_its_exit(e2e: E2E) -> None:
+    result = e2e.kubectl.run("run", "-i", "--rm", "upper", "--image=python", "--restart=Never", "--",
+                             "python", "-c", "import sys; print(sys.stdin.read().upper()); sys.exit(4)",
+                             input="attached input\n", check=False, timeout=120)
+    assert "ATTACHED INPUT" in result.stdout, (result.stdout, result.stderr)
+    assert result.returncode == 4, result.stderr
+    assert 'pod "upper" deleted' in result.stdout + result.stderr
+    assert e2e.kubectl.run("get", "pod", "upper", check=False).returncode == 1
+
+
+def test_attach_streams_what_a_running_container_prints(e2e: E2E) -> None:
+    e2e.kubectl.apply(pod("talker", ["sh", "-c", "sleep 2; for i in 1 2 3 4 5 6 7 8 9 10; do echo tick $i; sleep 1; done"]))
+    try:
+        wait_running(e2e, "talker")
+        attached = e2e.kubectl.run("attach", "talker", timeout=90)
+        ticks = [line for line in attached.stdout.splitlines() if line.startswith("tick")]
+        assert ticks and ticks[-1] == "tick 10", attached.stdout
+    finally:
+        e2e.kubectl("delete", "pod", "talker", "--wait=true", "--timeout=60s", timeout=90)
+
+
+def test_kubectl_debug_says_ephemeral_containers_are_unsupported(e2e: E2E, running: dict[str, Any]) -> None:
+    result = e2e.kubectl.run("debug", POD, "--image=python", "--", "true", check=False)
+    assert result.returncode == 1 and "panic" not in result.stderr
+    assert "ephemeral containers are disabled for this cluster" in result.stderr
+
+
+def test_exec_into_a_finished_pod_is_refused_with_the_phase(e2e: E2E) -> None:
+    e2e.kubectl.apply(pod("done", ["true"]))
+    try:
+        e2e.kubectl("wait", "--for=jsonpath={.status.phase}=Succeeded", "pod/done", "--timeout=60s", timeout=70)
+        result = e2e.kubectl.run("exec", "done", "--", "true", check=False)
+        assert result.returncode == 1
+        assert "cannot exec into a container in a completed pod" in result.stderr
+    finally:
+        e2e.kubectl("delete", "pod", "done", "--wait=true", "--timeout=60s", timeout=90)
+
+
+
+
+def test_the_python_clients_stream_execs_too(e2e: E2E, running: dict[str, Any]) -> None:
+    """The ``kubernetes`` package speaks v4.channel.k8s.io through websocket-client."""
+    from kubernetes import client
+    from kubernetes.stream import stream
+
+    core = client.CoreV1Api(e2e.api)
+    session = stream(core.connect_get_namespaced_pod_exec, POD, "default", command=["sh", "-c", "echo out; exit 2"],
+                     stdout=True, stderr=True, stdin=False, tty=False, _preload_content=False)
+    session.run_forever(timeout=60)
+    assert session.read_stdout() == "out\n"
+    assert session.returncode == 2
+
+
+def test_exec_names_a_container_the_pod_does_not_have(e2e: E2E, running: dict[str, Any]) -> None:
+    wrong = e2e.kubectl.run("exec", POD, "-c", "nope", "--", "true", check=False)
+    assert wrong.returncode == 1 and "container nope is not valid for pod streamed" in wrong.stderr
+
+
+def test_exec_reaches_the_kubelet_of_the_pods_node_and_says_when_it_is_gone(tmp_path: Path) -> None:
+    """Two nodes, two kubelets: the API server finds the right one through the pod's Node."""
+    with scratch_cluster(tmp_path, nodes=2, controller=False) as two:
+        spec = pod("far", ["python", "-c", "import time; time.sleep(3600)"])
+        spec["spec"]["nodeName"] = "trainctl-local-2"
+        two.kubectl.apply(spec)
+        wait_running(two, "far")
+        ports = {n["metadata"]["name"]: n["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+                 for n in two.kubectl.json("get", "nodes")["items"]}
+        assert len(set(ports.values())) == 2 and all(ports.values()), ports
+        assert two.kubectl("exec", "far", "--", "sh", "-c", "echo $HOSTNAME") == "far\n"
+        two.cluster.kill_node("trainctl-local-2")
+        gone = two.kubectl.run("exec", "far", "--", "true", check=False)
+        assert gone.returncode == 1 and "error dialing backend" in gone.stderr, gone.stderr
+
+
+def test_the_python_clients_portforward_reaches_a_pods_port(e2e: E2E) -> None:
+    """``kubernetes.stream.portforward``: the WebSocket form, ports in the query."""
+    from kubernetes import client
+    from kubernetes.stream import portforward
+
+    port = free_port("0.0.0.0")
+    echo = ("import socket, sys; s = socket.create_server(('0.0.0.0', int(sys.argv[1])))\n"
+            "while True:\n c, _ = s.accept(); c.sendall(c.recv(100).upper()); c.close()")
+    e2e.kubectl.apply(pod("echo", ["python", "-c", echo, str(port)]))
+    try:
+        wait_running(e2e, "echo")
+        wait_listening(e2e, "echo", port)
+        core = client.CoreV1Api(e2e.api)
+        forward = portforward(core.connect_get_namespaced_pod_portforward, "echo", "default", ports=str(port))
+        sock = forward.socket(port)
+        sock.settimeout(30)
+        sock.sendall(b"over the channels")
+        assert sock.recv(100) == b"OVER THE CHANNELS", forward.error(port)
+        sock.close()
+        refused = portforward(core.connect_get_namespaced_pod_portforward, "echo", "default", ports="1")
+        refused.socket(1).settimeout(30)
+        assert refused.socket(1).recv(10) == b""
+        assert "Connection refused" in (refused.error(1) or "")
+    finally:
+        e2e.kubectl("delete", "pod", "echo", "--wait=true", "--timeout=60s", timeout=90)
+
+
+def test_kubectl_speaking_spdy_as_before_1_30_execs_and_forwards_too(e2e: E2E, running: dict[str, Any]) -> None:
+    """The SPDY/3.1 upgrades of older kubectl (and of a newer one's fallback), forced here."""
+    spdy = Kubectl({**e2e.kubectl.env, **SPDY})
+    result = spdy.run("exec", POD, "-v=6", "--", "sh", "-c", 'echo "$GREETING"; exit 3', check=False)
+    assert result.returncode == 3 and result.stdout == "hello from the pod\n", result.stderr
+    assert re.search(r"POST https://\S+/exec\?\S+ 101 Switching Protocols", result.stderr), result.stderr
+    assert spdy("exec", "-i", POD, "--", "tr", "a-z", "A-Z", input="shout\n") == "SHOUT\n"
+
+    port = free_port("0.0.0.0")
+    e2e.kubectl("exec", POD, "--", "sh", "-c",
+                f"python -c \"import socket; s = socket.create_server(('0.0.0.0', {port}))\n"
+                f"while True: c, _ = s.accept(); c.sendall(b'spdy ok'); c.close()\" > /dev/null 2>&1 &")
+    wait_listening(e2e, POD, port)
+    forwarder = spdy.popen("port-forward", f"pod/{POD}", f"0:{port}")
+    try:
+        assert forwarder.stdout is not None
+        line = forwarder.stdout.readline()
+        listening = re.search(r"127\.0\.0\.1:(\d+)", line)
+        assert listening, f"kubectl port-forward said {line!r}"
+        for _ in range(2):
+            with socket.create_connection(("127.0.0.1", int(listening.group(1))), timeout=30) as conn:
+                assert conn.recv(100) == b"spdy ok"
+    finally:
+        forwarder.terminate()
+        forwarder.communicate(timeout=30)
+
+
+def test_the_kubelets_streaming_server_answers_only_the_api_server(e2e: E2E, running: dict[str, Any]) -> None:
+    node = e2e.kubectl.json("get", "node", running["spec"]["nodeName"])
+    address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
+    port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    url = f"http://{address}:{port}/exec/default/{POD}/main?command=true&stdout=true"
+    for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30)
+        assert refused.value.code == 401
