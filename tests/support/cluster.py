@@ -9,6 +9,7 @@ that working directory, with a way to run a job and to clean up after it.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import subprocess
 import sys
@@ -20,6 +21,7 @@ from typing import Any
 from kubernetes import client
 
 from trainctl.cluster.cluster import LocalCluster
+from trainctl.cluster.network import isolation
 from trainctl.launch import connect
 from trainctl.launch.kinds import kind_of
 
@@ -27,6 +29,21 @@ from .kubectl import Kubectl
 from .net import free_port, with_free_port
 from .observer import JobObserver
 from .repo import SAMPLES
+
+TEST_NETWORK_VARIABLE = "TRAINCTL_TEST_NETWORK"
+
+
+def in_process_network() -> str:
+    """The pod network of the tests' in-process kubelets: TRAINCTL_TEST_NETWORK, else shared."""
+    return os.environ.get(TEST_NETWORK_VARIABLE, isolation.SHARED)
+
+
+def machine_port(port: int) -> dict[str, int]:
+    """A container port the scheduler treats as the machine's: any declared port on the
+    shared network, a hostPort on the isolated one (each pod has its own ports there)."""
+    if in_process_network() == isolation.ISOLATED:
+        return {"containerPort": port, "hostPort": port}
+    return {"containerPort": port}
 
 
 @dataclass
@@ -81,6 +98,9 @@ def scratch_cluster(root: Path, **cluster_options: Any) -> Iterator[E2E]:
     added to the metrics port's)."""
     workdir = scratch_workdir(root)
     metrics_port = free_port()
+    # The pod network the suite runs in: the default (isolated where the machine allows it),
+    # or TRAINCTL_TEST_NETWORK=shared|isolated to run the same tests in the other mode.
+    cluster_options.setdefault("network", os.environ.get(TEST_NETWORK_VARIABLE, "auto"))
     controller_args = ["--metrics-port", str(metrics_port), *cluster_options.pop("controller_args", [])]
     with LocalCluster(root / "cluster", workdir=workdir, controller_args=controller_args, **cluster_options) as cluster:
         api = connect(str(cluster.kubeconfig))

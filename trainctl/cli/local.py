@@ -127,6 +127,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--hollow-nodes", type=non_negative_int, default=0, metavar="N",
                     help="also N hollow nodes (kubemark's): one process serves them, reports their pods Running, "
                          "runs no pod processes (see docs/local-cluster.md)")
+    up.add_argument("--network", choices=("isolated", "shared"), default=None,
+                    help="the pods' network: isolated (a network namespace, IP and port space per pod, inside an "
+                         "unprivileged user namespace) or shared (this machine's; ports are host ports); default: "
+                         "isolated where the machine allows it")
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=run_up)
 
@@ -138,14 +142,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status.add_argument("--dir", default=None, help=dir_help)
     status.set_defaults(func=run_status)
 
-    node = commands.add_parser("node", help="break or mend a node: kill, freeze, thaw, start",
+    node = commands.add_parser("node", help="break or mend a node: kill, freeze, thaw, start, partition, heal",
                                description="Node failures as a person would cause them.")
-    actions = node.add_subparsers(dest="node_command", metavar="{kill,freeze,thaw,start}")
+    actions = node.add_subparsers(dest="node_command", metavar="{kill,freeze,thaw,start,partition,heal}")
     node.set_defaults(func=_print_help(node))
     for action, text in (("kill", "the machine dies: its kubelet and every process of its pods get SIGKILL"),
                          ("freeze", "the machine hangs: its kubelet and its pods' processes are stopped (SIGSTOP)"),
                          ("thaw", "a frozen machine resumes (SIGCONT)"),
-                         ("start", "a killed machine boots again: its kubelet comes back, its pods' processes do not")):
+                         ("start", "a killed machine boots again: its kubelet comes back, its pods' processes do not"),
+                         ("partition", "the machine loses the network: its kubelet and its pods are cut off, their "
+                                       "processes keep running (isolated network only)"),
+                         ("heal", "a partitioned machine gets the network back: its kubelet first, then the pods "
+                                  "still in the API")):
         command = actions.add_parser(action, help=text, description=text)
         command.add_argument("name", help="node name (see trainctl local status)")
         command.add_argument("--dir", default=None, help=dir_help)
@@ -169,12 +177,25 @@ def _usage(cluster: Any) -> str:
     names = ", ".join(spec.name for spec in cluster.nodes)
     lines = [f"Local cluster is ready in {cluster.directory} (API server {cluster.url}, "
              f"node{'s' if len(cluster.nodes) > 1 else ''} {names}).",
+             _network_line(cluster.directory),
              "Use it with:",
              f"  export KUBECONFIG={cluster.kubeconfig}",
              "  kubectl get nodes",
              "  kubectl apply -f samples/pytorch/ddp.yaml    # from a trainctl checkout",
              f"Stop it with: trainctl local down --dir {cluster.directory}"]
     return "\n".join(lines)
+
+
+def _network_line(directory: Path) -> str:
+    """``Pod network: isolated: ...`` as the last ``up`` on ``directory`` chose it (and why)."""
+    from trainctl.cluster.cluster import NETWORK_FILE
+    from trainctl.cluster.network.isolation import DESCRIPTIONS
+
+    try:
+        mode, _, reason = (directory / NETWORK_FILE).read_text().partition("\n")
+    except OSError:
+        return "Pod network: unknown"
+    return f"Pod network: {DESCRIPTIONS.get(mode.strip(), mode.strip())} ({reason.strip()})"
 
 
 def run_up(args: argparse.Namespace) -> int:
@@ -195,7 +216,8 @@ def run_up(args: argparse.Namespace) -> int:
                                node_monitor_grace_period=args.node_monitor_grace_period,
                                hpa_sync_period=args.hpa_sync_period, controlplane_args=_controlplane_flags(args),
                                controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None,
-                               die_with_supervisor=not in_background, hollow_nodes=args.hollow_nodes)
+                               die_with_supervisor=not in_background, hollow_nodes=args.hollow_nodes,
+                               network=args.network or "auto")
         cluster.lock()
     except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))
@@ -334,7 +356,8 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
     read_fd, write_fd = os.pipe()
     argv = [sys.executable, "-m", "trainctl.cli.main", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
             "--npus", str(args.npus), "--ready-fd", str(write_fd), "--nodes", str(args.nodes)]
-    for flag, value in (("--node-names", args.node_names), ("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory)):
+    for flag, value in (("--node-names", args.node_names), ("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory),
+                        ("--network", args.network)):
         if value:
             argv += [flag, value]
     if args.no_controller:
@@ -421,6 +444,13 @@ def run_node(args: argparse.Namespace) -> int:
         elif args.node_command == "thaw":
             nodes.thaw_node(directory, args.name)
             print(f"Node {args.name} thawed.")
+        elif args.node_command == "partition":
+            nodes.partition_node(directory, args.name)
+            print(f"Node {args.name} partitioned: its kubelet and its pods are cut off from the network; "
+                  "their processes keep running.")
+        elif args.node_command == "heal":
+            nodes.heal_node(directory, args.name)
+            print(f"Node {args.name} healed: its kubelet is back on the network and gives its pods their links back.")
         else:
             supervisor = read_pid_file(directory / SUPERVISOR_PID)
             if supervisor is None:
@@ -458,7 +488,10 @@ def run_status(args: argparse.Namespace) -> int:
     else:
         print(f"Local cluster in {directory}: supervisor pid {supervisor}")
     specs = local_nodes.read_nodes(directory)
-    for name in ("apiserver", "scheduler", *(spec.component for spec in specs), "controlplane", "controller"):
+    network_line = _network_line(directory)
+    print(network_line)
+    router = ("network",) if network_line.startswith("Pod network: isolated") else ()
+    for name in ("apiserver", *router, "scheduler", *(spec.component for spec in specs), "controlplane", "controller"):
         pid = read_pid_file(directory / "run" / f"{name}.pid")
         print(f"  {name:<11} {'running, pid ' + str(pid) if pid else 'not running'}")
     machine = {spec.name: local_nodes.node_state(directory, spec.name) for spec in specs}

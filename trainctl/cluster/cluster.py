@@ -15,13 +15,16 @@ directory while they run (it would have to kill them: training that runs must no
 silently), and ``trainctl local down`` stops them (:func:`cleanup_leftovers`). With
 ``die_with_supervisor`` (the foreground ``up``) the components get SIGTERM as soon as their
 supervisor is gone, so there is nothing left to find. A new supervisor also removes the
-nodes the last one ran and it does not (:mod:`.node_removal`).
+nodes the last one ran and it does not (:mod:`.node_removal`). On the isolated pod network
+one more component runs before the kubelets: the network router (:mod:`.network.router`).
 
 Directory layout (``DIR``):
 
     kubeconfig, token, apiserver.port, state.db   written by the API server
     run/<component>.pid                           "<pid> <kernel start time>"
     run/nodes.json, run/nodes/<node>              the nodes and what the user did to them
+    run/network, run/network.sock                 the pod network chosen (and why); the isolated network's router
+    run/apiserver.sock                            the API server on a unix socket (the router forwards to it)
     run/supervisor.lock                           flock held by the supervising process
     logs/<component>.log                          each component's stdout and stderr
     pods/<uid>/<container>/<restart>.log          container logs (CRI format)
@@ -54,11 +57,12 @@ from . import nodes as local_nodes
 from .apiserver.process import PORT_FILE, wait_for_port_file
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from .kubelet.runtime import ProcessRegistry, marked_processes
-from .network import cluster_ranges, node_pod_cidr
+from .network import cluster_ranges, isolation, node_pod_cidr
 from .pidfiles import read_pid_file, signal_pid_file, wait_pid_exit, write_pid_file
 from .resources import enforcer
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
+NETWORK_FILE = Path("run") / "network"  # the pod network this run chose, and why
 SUPERVISOR_PID = Path("run") / "supervisor.pid"
 PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
@@ -117,7 +121,7 @@ class Component:
         argv = self._argv()
         pass_fds: tuple[int, ...] = ()
         write_fd = None
-        if self.name.startswith("kubelet"):
+        if self._ready is _wait_pipe:
             self.ready_fd, write_fd = os.pipe()
             argv += ["--ready-fd", str(write_fd)]
             pass_fds = (write_fd,)
@@ -223,7 +227,8 @@ class LocalCluster:
                  node_monitor_grace_period: Optional[str] = None, hpa_sync_period: Optional[str] = None,
                  controlplane_args: Optional[list[str]] = None, resource_enforcer: Optional[str] = None,
                  metrics_interval: Optional[float] = None, die_with_supervisor: bool = False,
-                 hollow_nodes: int = 0, hollow_node_args: Optional[list[str]] = None) -> None:
+                 hollow_nodes: int = 0, hollow_node_args: Optional[list[str]] = None,
+                 network: str = isolation.AUTO) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
         names = node_names or ([node_name] if nodes == 1 else None)
@@ -247,6 +252,12 @@ class LocalCluster:
         self.apiserver = Component("apiserver", self.directory, self._apiserver_argv, self._apiserver_ready)
         self.scheduler = Component("scheduler", self.directory, lambda: [
             python, "-m", "trainctl.cluster.scheduler", "--kubeconfig", str(self.kubeconfig)], _wait_started)
+        # The pod network: asked for ("auto" decides at start), then chosen (network_mode).
+        self.network_request = network
+        self.network_mode: Optional[str] = None
+        self.network_reason = ""
+        self.network = Component("network", self.directory, self._network_argv, _wait_pipe,
+                                 env={**os.environ, "PATH": isolation.tool_path()})
         self.kubelets = {spec.name: self._kubelet(spec) for spec in self.nodes}
         # kubemark's hollow nodes: one process registers them all and runs no pod processes.
         self.hollow: Optional[Component] = None
@@ -271,7 +282,7 @@ class LocalCluster:
                 python, "-m", "trainctl.cli.main", "controller", "--kubeconfig", str(self.kubeconfig),
                 "--metrics-port", "0", "--health-port", "0", "--bind-address", "127.0.0.1",
                 *(controller_args or [])], _wait_started)
-        for component in self.components:
+        for component in (*self.components, self.network):
             component.die_with_parent = die_with_supervisor
         self._lock_file: Optional[IO[str]] = None
 
@@ -285,12 +296,14 @@ class LocalCluster:
         index = [s.name for s in self.nodes].index(spec.name)
         try:
             pod_cidr = ["--pod-cidr", node_pod_cidr(self.directory, index)] if len(self.nodes) > 1 else []
+            isolated_cidr = ["--pod-cidr", isolation.node_cidr(index)]
         except ValueError as exc:
             raise ClusterError(str(exc)) from None
         return Component(spec.component, self.directory, lambda: [
             sys.executable, "-m", "trainctl.cluster.kubelet", "--dir", str(self.directory),
             "--node-name", spec.name, "--cpu", spec.cpu, "--memory", spec.memory,
-            "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir), *pod_cidr,
+            "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir),
+            *(isolated_cidr if self.isolated else pod_cidr), "--network", self.network_mode or isolation.SHARED,
             *(["--backoff-base", str(self.backoff_base)] if self.backoff_base is not None else []),
             *(["--node-lease-renew-interval", str(self.lease_renew_interval)] if self.lease_renew_interval else []),
             *(["--resource-enforcer", self.resource_enforcer] if self.resource_enforcer else []),
@@ -298,9 +311,32 @@ class LocalCluster:
             _wait_pipe)
 
     @property
+    def isolated(self) -> bool:
+        return self.network_mode == isolation.ISOLATED
+
+    @property
     def components(self) -> list[Component]:
-        return [c for c in (self.apiserver, self.scheduler, *self.kubelets.values(), self.hollow, self.controlplane,
-                            self.controller) if c is not None]
+        network = self.network if self.isolated else None
+        return [c for c in (self.apiserver, network, self.scheduler, *self.kubelets.values(), self.hollow,
+                            self.controlplane, self.controller) if c is not None]
+
+    def _network_argv(self) -> list[str]:
+        # One unprivileged user namespace for the whole cluster network (see network.router).
+        return ["unshare", "-U", "-r", "-n", "-m", "--", sys.executable, "-m", "trainctl.cluster.network",
+                "--dir", str(self.directory), "--service-cidr", isolation.SERVICE_CIDR]
+
+    def choose_network(self) -> str:
+        """Decide the pod network (once): the one asked for, or isolated where the machine
+        allows it; written to DIR/run/network for ``status``."""
+        if self.network_mode is None:
+            try:
+                self.network_mode, self.network_reason = isolation.choose(self.network_request)
+            except ValueError as exc:
+                raise ClusterError(str(exc)) from None
+            path = self.directory / NETWORK_FILE
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(f"{self.network_mode}\n{self.network_reason}\n")
+        return self.network_mode
 
     # --- node failures (trainctl local node ...) --------------------------------------------
     def kill_node(self, name: str) -> None:
@@ -313,6 +349,12 @@ class LocalCluster:
 
     def thaw_node(self, name: str) -> None:
         local_nodes.thaw_node(self.directory, name)
+
+    def partition_node(self, name: str) -> None:
+        local_nodes.partition_node(self.directory, name)
+
+    def heal_node(self, name: str) -> None:
+        local_nodes.heal_node(self.directory, name)
 
     def start_node(self, name: str, timeout: float = 60.0) -> None:
         """A killed node boots again: a new kubelet, no pod processes."""
@@ -333,8 +375,9 @@ class LocalCluster:
 
     def _apiserver_argv(self) -> list[str]:
         (self.directory / PORT_FILE).unlink(missing_ok=True)  # it reappears once the server serves
+        service_cidr = isolation.SERVICE_CIDR if self.isolated else cluster_ranges(self.directory)[1]
         return [sys.executable, "-m", "trainctl.cluster.apiserver", "--dir", str(self.directory),
-                "--port", str(self.port), "--service-cidr", cluster_ranges(self.directory)[1]]
+                "--port", str(self.port), "--service-cidr", service_cidr]
 
     def _apiserver_ready(self, component: Component, timeout: float) -> None:
         port_file = self.directory / PORT_FILE
@@ -382,8 +425,13 @@ class LocalCluster:
             self.lock()
         try:
             cleanup_leftovers(self.directory)
+            on_step("choosing the pod network")
+            self.choose_network()
             on_step("starting the API server")
             self.apiserver.start(timeout)
+            if self.isolated:
+                on_step("building the pod network")
+                self.network.start(timeout)
             on_step("installing CRDs, starting the scheduler and the kubelets")
             self._remove_nodes_not_started()
             local_nodes.write_nodes(self.directory, self.nodes)

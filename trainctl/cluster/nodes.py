@@ -3,11 +3,13 @@
 Each node is one kubelet process (``run/kubelet*.pid``) and the process groups of its pods
 (recorded under ``kubelet/<node>/processes``). ``run/nodes.json`` maps node names to their
 kubelet component; ``run/nodes/<node>`` holds what the user did to a node (``killed`` or
-``frozen``), so the supervisor does not restart a killed kubelet and ``trainctl local
-status`` can say it. Freezing uses SIGSTOP on the kubelet and every recorded pod process
+``frozen``, ``partitioned``), so the supervisor does not restart a killed kubelet and
+``trainctl local status`` can say it. Freezing uses SIGSTOP on the kubelet and every recorded pod process
 (the cgroup freezer is not used: signals work without privileges). Thawing resumes the
 kubelet first and lets it resume the pods that are still in the API and kill those deleted
 meanwhile (:mod:`.kubelet.thaw`), so a replaced pod's old process never runs again.
+Partitioning (isolated network only) asks the cluster's network router to cut the node's
+pods and kubelet off, and healing to let the kubelet back first, for the same reason.
 """
 
 from __future__ import annotations
@@ -25,10 +27,11 @@ from typing import Optional
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from .kubelet.node import memory_kib
 from .kubelet.runtime import ProcessRegistry, process_stopped, signal_live
+from .network import control
 from .pidfiles import signal_pid_file
 
 NODES_FILE = Path("run") / "nodes.json"
-KILLED, FROZEN = "killed", "frozen"
+KILLED, FROZEN, PARTITIONED = "killed", "frozen", "partitioned"
 THAW_SECONDS = 15.0  # how long a thawed kubelet may take to sort out its pods before all resume
 
 
@@ -133,6 +136,7 @@ def kill_node(directory: Path, name: str) -> int:
     """The machine dies: SIGKILL to the kubelet (first, so it reports nothing) and to
     every process of its pods. Marked killed first, so the supervisor leaves it down."""
     spec = find_node(directory, name)
+    _refuse_partitioned(directory, name)
     if node_state(directory, name) == FROZEN:
         _signal_node(directory, spec, signal.SIGCONT)  # a stopped process still dies of SIGKILL; be plain
     set_state(directory, name, KILLED)
@@ -144,6 +148,7 @@ def freeze_node(directory: Path, name: str) -> int:
     spec = find_node(directory, name)
     if node_state(directory, name) == KILLED:
         raise NodeError(f"node {name} is killed; start it with: trainctl local node start {name}")
+    _refuse_partitioned(directory, name)
     set_state(directory, name, FROZEN)
     return _signal_node(directory, spec, signal.SIGSTOP)
 
@@ -164,3 +169,36 @@ def thaw_node(directory: Path, name: str, timeout: float = THAW_SECONDS) -> int:
     count += _signal_pods(directory, spec, signal.SIGCONT)
     set_state(directory, name, "")
     return count
+
+
+def _refuse_partitioned(directory: Path, name: str) -> None:
+    """One fault at a time on a partitioned node: its cable comes back first."""
+    if node_state(directory, name) == PARTITIONED:
+        raise NodeError(f"node {name} is partitioned; heal it first: trainctl local node heal {name}")
+
+
+def _router(directory: Path, message: dict[str, str]) -> None:
+    try:
+        control.request(directory, message)
+    except control.RouterError as exc:
+        raise NodeError(f"{exc} (partition needs the isolated pod network: trainctl local up --network isolated)") from None
+
+
+def partition_node(directory: Path, name: str) -> None:
+    """The machine loses the network: its pods' links go down and its kubelet's path to the
+    API server is held (:mod:`.network.router`); every process keeps running."""
+    find_node(directory, name)
+    if node_state(directory, name):
+        raise NodeError(f"node {name} is {node_state(directory, name)}")
+    _router(directory, {"op": "partition", "node": name})
+    set_state(directory, name, PARTITIONED)
+
+
+def heal_node(directory: Path, name: str) -> None:
+    """The cable is back: the kubelet first; it kills what was deleted meanwhile and only then
+    gives the pods still in the API their links back."""
+    find_node(directory, name)
+    if node_state(directory, name) != PARTITIONED:
+        raise NodeError(f"node {name} is not partitioned")
+    _router(directory, {"op": "heal", "node": name})
+    set_state(directory, name, "")

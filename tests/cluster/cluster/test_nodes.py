@@ -22,6 +22,7 @@ from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.pidfiles import read_pid_file
 from trainctl.kube.resources import LEASES, NODES, PODS
 
+from tests.support.cluster import TEST_NETWORK_VARIABLE
 from tests.support.kubectl import Kubectl
 from tests.support.pods import main_pid, pod, running_sleeper, wait_pod, wait_pod_gone
 
@@ -33,7 +34,7 @@ SLEEP = "import time; time.sleep(600)"
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("nodes")
     with LocalCluster(root / "cluster", controller=False, workdir=root, nodes=3, node_cpu="1", node_memory="2Gi",
-                      lease_renew_interval=1.0) as running:
+                      lease_renew_interval=1.0, network=os.environ.get(TEST_NETWORK_VARIABLE, "auto")) as running:
         controlplane = subprocess.Popen(
             [sys.executable, "-m", "trainctl.cluster.controlplane", "--kubeconfig", str(running.kubeconfig),
              "--node-monitor-grace-period", "5s", "--node-monitor-period", "1s"],
@@ -155,10 +156,12 @@ def test_selector_affinity_taints_cordon_and_scheduler_name(api, kubectl):
         kubectl("taint", "node", "trainctl-local-3", "dedicated=train:NoSchedule-")
 
 
-def test_ports_are_host_ports_across_nodes(api):
+def test_ports_are_host_ports_across_nodes(cluster, api):
+    """Shared network: every declared port is a host port; isolated: the hostPorts are."""
     port = 29000 + os.getpid() % 1000
+    declared = {"containerPort": port, "hostPort": port} if cluster.isolated else {"containerPort": port}
     for name in ("a", "b"):
-        api.create(PODS, pod(f"port-{name}", SLEEP, ports=[{"containerPort": port}]))
+        api.create(PODS, pod(f"port-{name}", SLEEP, ports=[declared]))
     first = wait_pod(api, "port-a", lambda p: bool(p["spec"].get("nodeName")))
     assert first["spec"]["nodeName"]
     message = unschedulable_message(api, "port-b")

@@ -6,6 +6,10 @@ Pod builders and waits are in tests/support/pods.py.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -13,9 +17,15 @@ import pytest
 
 from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
 from trainctl.cluster.kubelet import Kubelet, KubeletConfig
-from trainctl.cluster.network import cluster_ranges
+from trainctl.cluster.network import cluster_ranges, isolation
 from trainctl.cluster.scheduler.component import SchedulerComponent
 from trainctl.kube.client import KubeClient
+
+from tests.support.cluster import in_process_network
+
+# TRAINCTL_TEST_NETWORK=isolated runs these tests on the isolated pod network, with a
+# router of their own (as LocalCluster starts it); the default is the shared network.
+NETWORK = in_process_network()
 
 
 @pytest.fixture
@@ -23,11 +33,33 @@ def apiserver(tmp_path: Path) -> Iterator[ApiServerHandle]:
     """The shared fixture's server, but with this directory's own ClusterIP range, as
     LocalCluster starts it: test runs in parallel on one machine must not share addresses."""
     directory = tmp_path / "apiserver"
-    handle = start_apiserver(directory, extra_args=["--service-cidr", cluster_ranges(directory)[1]])
+    services = isolation.SERVICE_CIDR if NETWORK == isolation.ISOLATED else cluster_ranges(directory)[1]
+    handle = start_apiserver(directory, extra_args=["--service-cidr", services])
     try:
         yield handle
     finally:
         handle.stop()
+
+
+@contextlib.contextmanager
+def router(directory: Path) -> Iterator[None]:
+    """The isolated network's router on ``directory``, when the tests run on that network."""
+    if NETWORK != isolation.ISOLATED:
+        yield
+        return
+    read, write = os.pipe()
+    process = subprocess.Popen(["unshare", "-U", "-r", "-n", "-m", "--", sys.executable, "-m", "trainctl.cluster.network",
+                                "--dir", str(directory), "--service-cidr", isolation.SERVICE_CIDR,
+                                "--ready-fd", str(write)], pass_fds=(write,),
+                               env={**os.environ, "PATH": isolation.tool_path()})
+    os.close(write)
+    try:
+        with os.fdopen(read, "rb") as ready:
+            assert ready.readline() == b"ready\n", "the network router did not start"
+        yield
+    finally:
+        process.terminate()
+        process.wait(20)
 
 
 @pytest.fixture
@@ -38,6 +70,10 @@ def kubelet(request: pytest.FixtureRequest, apiserver: ApiServerHandle, tmp_path
     config = KubeletConfig(directory=apiserver.dir, kubeconfig=apiserver.kubeconfig, gpus=2, workdir=workdir,
                            backoff_base=0.2, metrics_interval=1.0,
                            resource_enforcer=getattr(request, "param", None))
+    stack = contextlib.ExitStack()
+    stack.enter_context(router(apiserver.dir))
+    config.network = NETWORK
+    config.pod_cidr = isolation.node_cidr(0) if NETWORK == isolation.ISOLATED else None
     node = Kubelet(config)
     node.start()
     scheduler = SchedulerComponent(KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1))
@@ -48,6 +84,7 @@ def kubelet(request: pytest.FixtureRequest, apiserver: ApiServerHandle, tmp_path
         scheduler.stop()
         scheduler.client.close()
         node.stop(grace_cap=2)
+        stack.close()
     # Bad input fails its pod with a reason; anything raised in a per-pod step is a kubelet bug.
     assert not node.step_errors, node.step_errors
 

@@ -10,20 +10,22 @@ import threading
 import time
 
 from trainctl.cluster.kubelet.runtime import process_start_time
-from trainctl.cluster.network import cluster_ranges
+from trainctl.cluster.network import cluster_ranges, isolation
 from trainctl.kube.resources import PODS
 
+from tests.support.cluster import machine_port
 from tests.support.net import free_port
 from tests.support.pods import container_status, create, phase, pod, wait_pod, wait_pod_gone
 
 
-def test_pod_runs_to_completion_and_kubectl_shows_its_logs(api, kube_env):
+def test_pod_runs_to_completion_and_kubectl_shows_its_logs(api, kube_env, kubelet):
     create(api, pod("hello", "print('hello from the pod')"))
     done = wait_pod(api, "hello", phase("Succeeded", "Failed"))
     assert done["status"]["phase"] == "Succeeded"
     terminated = container_status(done)["state"]["terminated"]
     assert (terminated["exitCode"], terminated["reason"]) == (0, "Completed")
-    assert ipaddress.ip_address(done["status"]["podIP"]) in ipaddress.ip_network("127.128.0.0/10")
+    pods = kubelet.config.pod_cidr or cluster_ranges(kubelet.config.directory)[0]
+    assert ipaddress.ip_address(done["status"]["podIP"]) in ipaddress.ip_network(pods)
     assert {c["type"]: c["status"] for c in done["status"]["conditions"]} == {
         "PodScheduled": "True", "Initialized": "True", "Ready": "False", "ContainersReady": "False"}
     logs = subprocess.run(["kubectl", "logs", "hello"], env=kube_env, capture_output=True, text=True, timeout=30)
@@ -174,7 +176,9 @@ def test_cluster_ip_service_reaches_its_pod_through_the_proxy(api, kubelet):
     service = create(api, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "echo"},
                            "spec": {"selector": {"app": "echo"}, "ports": [{"port": 80, "targetPort": "echo"}]}})
     cluster_ip = service["spec"]["clusterIP"]
-    assert ipaddress.ip_address(cluster_ip) in ipaddress.ip_network(cluster_ranges(kubelet.config.directory)[1])
+    services = isolation.SERVICE_CIDR if kubelet.network.mode == isolation.ISOLATED \
+        else cluster_ranges(kubelet.config.directory)[1]
+    assert ipaddress.ip_address(cluster_ip) in ipaddress.ip_network(services)
     client = pod("client", CLIENT, env=[{"name": "TARGET", "value": "echo:80"}])
     done = wait_pod(api, create(api, client)["metadata"]["name"], phase("Succeeded", "Failed"))
     assert logs_of(kubelet, done) == [f"{cluster_ip}:80 hello from {server_ip}"]
@@ -215,7 +219,7 @@ def sleeper(name, marker, owner=None, port=None):
     os.mkfifo(f"{marker}.ready")
     spec = pod(name, SLEEPER, args=[str(marker)])
     if port:
-        spec["spec"]["containers"][0]["ports"] = [{"containerPort": port}]
+        spec["spec"]["containers"][0]["ports"] = [machine_port(port)]
     if owner:
         spec["metadata"]["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
                                                 "uid": owner["metadata"]["uid"], "controller": True}]
@@ -300,7 +304,7 @@ def test_active_deadline_fails_a_pod_that_runs_too_long(api):
 def test_a_port_held_outside_the_cluster_keeps_the_pod_pending_until_released(api):
     holder = socket.create_server(("0.0.0.0", 0))
     port = holder.getsockname()[1]
-    create(api, pod("wants-port", "pass", ports=[{"containerPort": port}]))
+    create(api, pod("wants-port", "pass", ports=[machine_port(port)]))
 
     def unschedulable(p):
         return any(c.get("reason") == "Unschedulable" for c in p.get("status", {}).get("conditions") or [])

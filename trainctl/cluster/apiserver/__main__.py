@@ -24,8 +24,9 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
+from .. import unixsock
 from . import pki, system_objects
-from .process import PORT_FILE
+from .process import PORT_FILE, UNIX_SOCKET
 from .server import STATE_FILE, ApiServer
 
 CLUSTER_NAME = "trainctl-local"
@@ -129,6 +130,10 @@ async def serve(args: argparse.Namespace) -> int:
         print(f"apiserver: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
         return 1
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    # The same server on a unix socket: the path crosses network namespaces, so pods of the
+    # isolated network reach it (the `kubernetes` Service) through the cluster's router.
+    await web.SockSite(runner, unixsock.listen(data_dir / UNIX_SOCKET),
+                       ssl_context=certificates.server_context()).start()
     url = f"https://{args.host}:{port}"
     await server.listening(args.host, port)
     write_private(data_dir / "kubeconfig", kubeconfig(url, token, certificates.ca_pem()))

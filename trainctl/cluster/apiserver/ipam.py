@@ -12,7 +12,7 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Any
 
-from . import errors
+from . import errors, system_objects
 from .errors import Cause
 
 Obj = dict[str, Any]
@@ -49,7 +49,9 @@ class ClusterIPAllocator:
                     "spec.clusterIPs", "FieldValueInvalid", f'Invalid value: ["{requested}"]: failed to allocate IP {requested}: {why}')])
             ip = requested
         else:
-            ip = next((str(a) for a in self._service_net.hosts() if str(a) not in self._allocated_ips), None)
+            # The first address is the `kubernetes` Service's, as kube-apiserver reserves it.
+            reserved = {*self._allocated_ips, system_objects.cluster_ip(str(self._service_net))}
+            ip = next((str(a) for a in self._service_net.hosts() if str(a) not in reserved), None)
             if ip is None:
                 raise errors.internal(f"range is full: no more ClusterIPs in {self._service_net}")
         if ip and ip != "None":

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 PORT_FILE = "apiserver.port"  # written last, once the server serves
+UNIX_SOCKET = Path("run") / "apiserver.sock"  # the same server, reachable across network namespaces
 
 
 def wait_for_port_file(port_file: Path, alive: Callable[[], bool], timeout: float) -> bool | None:

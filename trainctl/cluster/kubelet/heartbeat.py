@@ -34,17 +34,17 @@ class NodeHeartbeat:
     """One Node and its Lease, kept alive by a thread of its own."""
 
     def __init__(self, client: KubeClient, node_name: str, allocatable: dict[str, Any], interval: float,
-                 events: Optional[KubeletEvents] = None,
-                 labels: Optional[dict[str, str]] = None) -> None:
+                 events: Optional[KubeletEvents] = None, labels: Optional[dict[str, str]] = None) -> None:
         self._client = client
         self._events = events
+        self._labels = dict(labels or {})
         self.node_name = node_name
-        self._extra_labels = labels or {}
         self._allocatable = allocatable
         self._interval = interval
         self._ready_since = now_rfc3339()
         self._node: Obj = {}
         self._beats = 0
+        self._failed = False  # the last beat did not reach the API server
         self._stopped = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.kubelet_port = 0  # where the API server reaches this kubelet (exec, attach, port-forward)
@@ -58,8 +58,11 @@ class NodeHeartbeat:
         (unless ``beat`` is false: the caller then calls :meth:`beat` itself)."""
         node = self._client.get_or_none(NODES, None, self.node_name)
         if node is None:
-            created = self._client.create(NODES, nodes.node_object(self.node_name, self._extra_labels)).object
+            created = self._client.create(NODES, nodes.node_object(self.node_name, self._labels)).object
             node = created or self._client.get(NODES, None, self.node_name)
+        labels = (node.get("metadata") or {}).get("labels") or {}
+        if any(labels.get(key) != value for key, value in self._labels.items()):
+            node = self._client.patch(NODES, None, self.node_name, {"metadata": {"labels": self._labels}})
         self._node = node
         self.write_status(ready=True, message="kubelet is posting ready status")
         self._renew_lease()
@@ -126,9 +129,13 @@ class NodeHeartbeat:
         try:
             self._renew_lease()
             self._beats += 1
-            if late or self._beats % STATUS_EVERY_BEATS == 0:
+            # After beats that did not reach the API server (a partition), the node
+            # lifecycle controller has said Unknown: say Ready at once.
+            if late or self._failed or self._beats % STATUS_EVERY_BEATS == 0:
                 self.write_status(ready=True, message="kubelet is posting ready status")
+            self._failed = False
         except Exception as exc:  # API errors, or urllib3's while the API server restarts
+            self._failed = True
             log.debug("heartbeat: %s", exc)
 
     def _loop(self) -> None:

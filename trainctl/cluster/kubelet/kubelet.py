@@ -38,11 +38,12 @@ from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.resources import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
 
-from ..network import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
+from ..network import HOST_IP, cluster_ranges, isolation, node_service_address, node_service_cidr
+from ..network.forward import Forwarder, HostPort, HostPorts
 from ..network.hosts import HostsFile
 from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
-from ..network.podnet import PodNetwork, SharedNetwork
+from ..network.podnet import IsolatedNetwork, PodNetwork, RouterServices, SharedNetwork
 from ..network.proxy import ServiceProxy
 from ..resources import enforcer as enforcers
 from ..scheduler.rules import is_terminal
@@ -86,6 +87,8 @@ class KubeletConfig:
     # "cgroup-v2", "cgroup-v1" or "polling"; None: the first that works here.
     resource_enforcer: Optional[str] = None
     metrics_interval: float = 15.0
+    # "shared" (the machine's network) or "isolated" (the cluster's router: network.router).
+    network: str = isolation.SHARED
 
 
 def processes_dir(directory: Path, node_name: str) -> Path:
@@ -100,6 +103,20 @@ def _meta(obj: Obj) -> Obj:
 
 def _uid(obj: Obj) -> str:
     return str(_meta(obj).get("uid") or "")
+
+
+def _host_ports(workers: dict[str, PodWorker]) -> set[HostPort]:
+    """The TCP hostPorts of the pods running here, each to its pod's containerPort."""
+    rules: set[HostPort] = set()
+    for worker in workers.values():
+        if worker.phase != "Running":
+            continue
+        for container in worker.pod.get("spec", {}).get("containers") or []:
+            for port in container.get("ports") or []:
+                host, target = port.get("hostPort"), port.get("containerPort")
+                if isinstance(host, int) and isinstance(target, int) and (port.get("protocol") or "TCP") == "TCP":
+                    rules.add((host, worker.pod_ip, target))
+    return rules
 
 
 class Kubelet:
@@ -117,9 +134,20 @@ class Kubelet:
         log.info("resource limits: %s", self.enforcer.describe())
         self.backoff_base = config.backoff_base
         self.backoff_cap = config.backoff_cap
+        isolated = config.network == isolation.ISOLATED
+        pod_cidr = config.pod_cidr or (isolation.node_cidr(0) if isolated else cluster_ranges(config.directory)[0])
+        self.network: PodNetwork = SharedNetwork()
+        self.api_path: Optional[Forwarder] = None
+        self.host_ports: Optional[HostPorts] = None
+        if isolated:
+            self.network = IsolatedNetwork(config.directory, config.node_name, pod_cidr)
+            self.network.on_healing = lambda: self._dirty.set()
+            self.api_path = Forwarder(self.network.dial_apiserver)
+            self.host_ports = HostPorts(self.network.dial)
+        log.info("pod network: %s", isolation.DESCRIPTIONS[self.network.mode])
         # No client-side retries or rate limit: the sync loop retries what failed, and a
         # failed write must reach it at once (the API server may be restarting).
-        self.client = KubeClient.from_kubeconfig(str(config.kubeconfig), qps=0, max_attempts=1, pool_size=8)
+        self.client = KubeClient(self._api_configuration(), qps=0, max_attempts=1, pool_size=8)
         self._dirty = threading.Event()
         self._stopped = threading.Event()
         self._thawed = threading.Event()
@@ -129,24 +157,24 @@ class Kubelet:
         self.pods = self._informer(PODS)
         self.services = self._informer(SERVICES)
         self.endpoints = self._informer(ENDPOINTS)
-        ips = PodIPAllocator(config.pod_cidr or cluster_ranges(config.directory)[0])
+        ips = PodIPAllocator(pod_cidr)
         self.statuses = StatusWriter(self.client)
         # Events have a client of their own, rate-limited as a kubelet's (--event-qps 50).
-        self.events = KubeletEvents(KubeClient.from_kubeconfig(str(config.kubeconfig), qps=50, max_attempts=3, pool_size=2), self.node_name)
+        self.events = KubeletEvents(KubeClient(self._api_configuration(), qps=50, max_attempts=3, pool_size=2),
+                                    self.node_name)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds,
-                                       events=self.events)
+                                       events=self.events, labels={isolation.POD_NETWORK_LABEL: self.network.mode})
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self.node_name, self._dirty.set)
         # On a cluster of several nodes each node serves the ClusterIPs at addresses of its
         # own, so its pods' names resolve to its own proxy and its own hosts file.
-        node_services = node_service_cidr(config.directory, config.pod_cidr) if config.pod_cidr else None
+        node_services = node_service_cidr(config.directory, config.pod_cidr) if config.pod_cidr and not isolated else None
         service_address = functools.partial(node_service_address, service_cidr=cluster_ranges(config.directory)[1],
                                             node_cidr=node_services)
         self.names = ServiceNames(self.client, self.pods.store, self.services.store, ips, service_address)
         network_dir = config.directory / "network"
         self.hosts = HostsFile(network_dir / "nodes" / config.node_name if node_services else network_dir)
-        self.proxy = ServiceProxy()
-        self.network: PodNetwork = SharedNetwork()
+        self.proxy = RouterServices(self.network) if isinstance(self.network, IsolatedNetwork) else ServiceProxy()
         self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
                                     node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
         self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
@@ -157,11 +185,24 @@ class Kubelet:
         # The API server reaches it with the credential it gave this kubelet.
         self.streaming = StreamingServer(self, bearer_token(self.client.configuration), self.host_ip)
 
+    def _api_configuration(self) -> Any:
+        """The kubeconfig's server and credentials; in isolated mode the server is the
+        kubelet's path through the router (cut while the node is partitioned)."""
+        api = load_configuration(str(self.config.kubeconfig))
+        if self.api_path is not None:
+            api.host = f"https://127.0.0.1:{self.api_path.port}"
+            api.refresh_api_key_hook = None  # it would reload the kubeconfig's server on every request
+        return api
+
     # --- lifecycle ------------------------------------------------------------------------
     def start(self, timeout: float = 30.0) -> None:
         killed = self.registry.kill_leftovers()
         if killed:
             log.info("stopped %d process group(s) left by a previous kubelet", len(killed))
+        if isinstance(self.network, IsolatedNetwork):
+            self.network.attach()
+        if self.api_path is not None:
+            self.api_path.start()
         self.hosts.install_resolver()
         self.proxy.start()
         self.events.node("Normal", "Starting", "Starting kubelet.")
@@ -203,6 +244,10 @@ class Kubelet:
         self.events.recorder.client.close()
         self.proxy.stop()
         self.streaming.stop()
+        if self.api_path is not None:
+            self.api_path.stop()
+        if self.host_ports is not None:
+            self.host_ports.stop()
 
     def thawed(self) -> None:
         """SIGCONT arrived: the node was frozen and its pods' processes still are (see
@@ -240,6 +285,9 @@ class Kubelet:
             if self._thawed.is_set():
                 self._thawed.clear()
                 self._step("resume after a freeze", None, self._resume_after_freeze)
+            if isinstance(self.network, IsolatedNetwork) and self.network.healing.is_set():
+                self.network.healing.clear()
+                self._step("rejoin the pod network", None, self._rejoin_network)
             try:
                 self.sync()
             except Exception:
@@ -258,6 +306,28 @@ class Kubelet:
         resumed = signal_live(thaw.to_resume(self.registry.records(), present), signal.SIGCONT)
         log.info("thawed: resumed %d process group(s)%s", resumed,
                  "" if present is not None else " (the API server did not answer: all of them)")
+
+    def _rejoin_network(self) -> None:
+        """The node's partition healed: list its pods afresh, kill the processes of those
+        deleted meanwhile (and start stopping those being deleted), then give the pods still
+        here their links back, so no old process of a replaced pod reaches its job again."""
+        assert isinstance(self.network, IsolatedNetwork)
+        try:
+            pods, _ = self.client.list(PODS, field_selector=f"spec.nodeName={self.node_name}")
+        except Exception as exc:  # the API server is not there yet: again on the next pass
+            log.warning("after the partition, listing the node's pods: %s", exc)
+            self.network.healing.set()
+            self._stopped.wait(0.5)
+            self._dirty.set()
+            return
+        workers = self.admission.workers()
+        self.terminator.kill_vanished({_uid(pod) for pod in pods}, workers)
+        for pod in pods:
+            if _meta(pod).get("deletionTimestamp"):
+                self.terminator.delete(pod, workers.get(_uid(pod)))
+        live = {_uid(pod) for pod in pods if not _meta(pod).get("deletionTimestamp")} & set(workers)
+        self.network.restore(live)
+        log.info("partition healed: %d pod(s) back on the network, %d stopped", len(live), len(workers) - len(live))
 
     def _listed_pods(self) -> tuple[dict[str, Obj], list[Obj]]:
         """Every cached pod with a name and uid, by uid; and those the kubelet can look into.
@@ -293,6 +363,8 @@ class Kubelet:
                     self._step("admit", pod, self.admission.admit, pod)
         self._step("sync Services", None, self.service_rules.sync, pods, self.services.store.list(),
                    self.endpoints.store.list())
+        if self.host_ports is not None:
+            self._step("sync hostPorts", None, self.host_ports.sync, _host_ports(self.admission.workers()))
 
     def _runnable(self, pod: Obj) -> bool:
         """A live pod bound to this node that it can read; a pod it cannot read is rejected

@@ -21,6 +21,7 @@ from typing import Any, Optional, Protocol
 from trainctl.kube.client import ApiError
 from trainctl.kube.timestamps import now_rfc3339
 
+from ..network.podnet import PodNetwork
 from ..resources import limits as container_limits
 from ..resources.accounting import ContainerGroup, Enforcer
 from . import paths
@@ -49,6 +50,7 @@ class PodContext(Protocol):
     backoff_base: float
     backoff_cap: float
     events: KubeletEvents
+    network: PodNetwork
 
     def rewrite(self, text: str, pod: Obj, memo: Optional[dict[tuple[str, str], Any]] = None) -> tuple[str, list[str]]: ...
     def configmap(self, namespace: str, name: str) -> Optional[Obj]: ...
@@ -284,7 +286,8 @@ class PodWorker:
                     raise _Stopped()
                 group = self.ctx.enforcer.container(
                     self.uid, state.name, container_limits.ContainerLimits.from_resources(spec.get("resources")))
-                process = ContainerProcess(argv, env, self.ctx.working_dir(spec), log_path, self.ctx.registry,
+                process = ContainerProcess(self.ctx.network.enter_argv(self.uid) + argv, env,
+                                           self.ctx.working_dir(spec), log_path, self.ctx.registry,
                                            self.uid, state.name, group, Stdio.of(spec))
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
@@ -403,11 +406,38 @@ class PodWorker:
             self.ctx.wait_for_change(5.0)
         raise _Stopped()
 
+    def _sandbox(self) -> None:
+        """The pod's network before its first process (a real kubelet's pod sandbox); while
+        it cannot be made, the containers wait in ContainerCreating and it is tried again."""
+        delay = 1.0
+        while not self.stopping.is_set():
+            try:
+                spec = self.pod.get("spec", {})
+                self.ctx.network.setup_pod(self.uid, self.pod_ip, spec.get("hostname") or self.pod["metadata"].get("name", ""))
+                return
+            except Exception as exc:  # the router refused, or is restarting
+                log.warning("pod %s/%s: no network sandbox yet: %s", self.namespace, self.pod["metadata"].get("name"), exc)
+                waiting = {"reason": "ContainerCreating", "message": f"failed to create the pod's network sandbox: {exc}"}
+            with self._lock:
+                for state in self.init_states + self.states:
+                    state.state = {"waiting": waiting}
+            self._report()
+            self.stopping.wait(delay)
+            delay = min(delay * 2, 10.0)
+        raise _Stopped()
+
+    def _release_sandbox(self) -> None:
+        try:
+            self.ctx.network.teardown_pod(self.uid)
+        except Exception as exc:  # the router is away: it drops the sandbox when the node restarts
+            log.warning("pod %s/%s: releasing its network: %s", self.namespace, self.pod["metadata"].get("name"), exc)
+
     def _run(self) -> None:
         threading.Thread(target=self._watch_deadline, daemon=True, name=f"deadline-{self.uid}").start()
         try:
             self._report()
             self._mount_service_account()
+            self._sandbox()  # after the token files: the sandbox shows their directory in the pod
             for spec, state in zip(self.init_specs, self.init_states, strict=True):
                 while True:
                     code = self._run_once(spec)
@@ -451,6 +481,7 @@ class PodWorker:
             with self._lock:
                 self.phase = "Failed"
         finally:
+            self._release_sandbox()  # every process of the pod is gone by now
             self._report()
             self.done.set()
             self._on_done(self.uid)

@@ -48,6 +48,9 @@ def kubelet_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how limits.memory and limits.cpu are enforced (default: the first that works here)")
     parser.add_argument("--metrics-interval", type=positive_float, default=15.0,
                         help="seconds between publications of the node's and its pods' metrics (default 15)")
+    parser.add_argument("--network", choices=("isolated", "shared"), default="shared",
+                        help="the pods' network: isolated (the cluster's router, started by `up`) or shared "
+                             "(this machine's; default)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
@@ -67,7 +70,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
                            npus=args.npus, workdir=Path(args.workdir).resolve() if args.workdir else Path.cwd(),
                            backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory,
                            heartbeat_seconds=args.node_lease_renew_interval,
-                           resource_enforcer=args.resource_enforcer, metrics_interval=args.metrics_interval)
+                           resource_enforcer=args.resource_enforcer, metrics_interval=args.metrics_interval,
+                           network=args.network)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()

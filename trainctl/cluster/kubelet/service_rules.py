@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import Any, Optional, Protocol
 
 from ..network.hosts import HostsFile, service_fqdn
-from ..network.proxy import Backend, Frontend, ServiceProxy
+from ..network.proxy import Backend, Frontend
 from .service_names import PodIndex, ServiceNames
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,16 @@ def endpoint_backends(endpoints: Optional[Obj], port: Obj) -> list[Backend]:
     return backends
 
 
+class Proxy(Protocol):
+    """Who serves the rules: the kubelet's own proxy, or the isolated network's router."""
+
+    def update(self, rules: dict[Frontend, list[Backend]]) -> None: ...
+
+
 class ServiceRules:
     """Owns the Service proxy and the hosts file and keeps both in step with the caches."""
 
-    def __init__(self, names: ServiceNames, hosts: HostsFile, proxy: ServiceProxy) -> None:
+    def __init__(self, names: ServiceNames, hosts: HostsFile, proxy: Proxy) -> None:
         self._names = names
         self._hosts = hosts
         self._proxy = proxy

@@ -18,7 +18,7 @@ from typing import Optional
 log = logging.getLogger(__name__)
 
 Frontend = tuple[str, int]  # (cluster IP, port)
-Backend = tuple[str, int]  # (pod IP, target port)
+Backend = tuple[str, int]  # (pod IP, target port), or (unix socket path, 0)
 
 
 class ServiceProxy:
@@ -87,8 +87,9 @@ class ServiceProxy:
             backend = self._pick(frontend)
             if backend is None:
                 return None
+            host, port = backend
             try:
-                return await asyncio.open_connection(*backend)
+                return await (asyncio.open_unix_connection(host) if port == 0 else asyncio.open_connection(host, port))
             except OSError:
                 await asyncio.sleep(delay)
                 delay *= 2

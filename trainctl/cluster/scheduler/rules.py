@@ -27,6 +27,7 @@ from typing import Any, Optional
 from kubernetes.utils import parse_quantity
 
 from ..controlplane import taints
+from ..network.isolation import ISOLATED, POD_NETWORK_LABEL
 from . import interpod, spread
 from .assigned import AssignedPods
 from .labels import requirement_matches
@@ -87,13 +88,14 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
     return total
 
 
-def pod_ports(pod: Obj) -> set[tuple[int, str]]:
-    """Every declared (port, protocol): containerPorts are treated like hostPorts here."""
+def pod_ports(pod: Obj, host_ports_only: bool = False) -> set[tuple[int, str]]:
+    """Every declared (port, protocol): containerPorts are treated like hostPorts here, unless
+    the node gives each pod a network of its own (``host_ports_only``)."""
     ports: set[tuple[int, str]] = set()
     spec = pod.get("spec", {})
     for container in (spec.get("initContainers") or []) + (spec.get("containers") or []):
         for port in container.get("ports") or []:
-            number = port.get("hostPort") or port.get("containerPort")
+            number = port.get("hostPort") or (None if host_ports_only else port.get("containerPort"))
             if isinstance(number, int) and 0 < number < 65536:  # the kubelet rejects the others
                 ports.add((number, port.get("protocol") or "TCP"))
     return ports
@@ -312,7 +314,8 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
         return [_Problem(NODE_SELECTOR_PROBLEM, unresolvable=True)]
     # A hollow node's pods have a network of their own, as on a real cluster: no port collides.
     problems = [] if node.own_machine else _port_problems(
-        pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available)
+        pod, bound + [p for p in node.neighbours if not is_terminal(p)], port_available,
+        node.labels.get(POD_NETWORK_LABEL) == ISOLATED)
     if problems:  # no eviction frees a port a program outside the cluster holds
         return [replace(p, unresolvable=MACHINE_PORT_PROBLEM in p.text) for p in problems]
     wanted = pod_requests(pod)
@@ -333,18 +336,19 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
     return []
 
 
-def _port_problems(pod: Obj, bound: list[Obj], port_available: Optional[PortProbe]) -> list[_Problem]:
+def _port_problems(pod: Obj, bound: list[Obj], port_available: Optional[PortProbe],
+                   host_ports_only: bool = False) -> list[_Problem]:
     problems: list[_Problem] = []
     mine = owner_key(pod)
     held: dict[tuple[int, str], Obj] = {}
     shared: set[tuple[int, str]] = set()
     for other in bound:
         if owner_key(other) != mine:
-            for taken in pod_ports(other):
+            for taken in pod_ports(other, host_ports_only):
                 held.setdefault(taken, other)
         else:
-            shared |= pod_ports(other)
-    for port, protocol in sorted(pod_ports(pod)):
+            shared |= pod_ports(other, host_ports_only)
+    for port, protocol in sorted(pod_ports(pod, host_ports_only)):
         holder = held.get((port, protocol))
         suffix = "" if protocol == "TCP" else f"/{protocol}"
         if holder is not None:
