@@ -33,16 +33,23 @@ pytestmark = pytest.mark.e2e
 
 NS = "identity"
 
-# In the shared network mode the token is not at the fixed in-pod path, so the loader is
-# pointed at the pod's directory (DIR/pods/<uid>/serviceaccount); the rest is
+# Inside a pod network of its own (isolated mode) the pod sees its token at the fixed path and
+# load_incluster_config() runs unchanged. In the shared mode the token is not there, so the
+# loader is pointed at the pod's directory (DIR/pods/<uid>/serviceaccount); the rest is
 # load_incluster_config(): KUBERNETES_SERVICE_HOST/PORT, the token, the CA.
 LIST_PODS = textwrap.dedent("""
     import json, os, sys
-    from kubernetes import client
+    from kubernetes import client, config
     from kubernetes.config import incluster_config
-    base = os.path.join(os.environ["CLUSTER_DIR"], "pods", os.environ["POD_UID"], "serviceaccount")
-    incluster_config.InClusterConfigLoader(token_filename=os.path.join(base, "token"),
-                                           cert_filename=os.path.join(base, "ca.crt")).load_and_set()
+    if os.path.exists("/var/run/secrets/kubernetes.io/serviceaccount/token"):
+        config.load_incluster_config()
+        base = "/var/run/secrets/kubernetes.io/serviceaccount"
+        print("loaded load_incluster_config()")
+    else:
+        base = os.path.join(os.environ["CLUSTER_DIR"], "pods", os.environ["POD_UID"], "serviceaccount")
+        incluster_config.InClusterConfigLoader(token_filename=os.path.join(base, "token"),
+                                               cert_filename=os.path.join(base, "ca.crt")).load_and_set()
+        print("loaded from the pod directory")
     namespace = open(os.path.join(base, "namespace")).read()
     print("server", client.Configuration.get_default_copy().host)
     try:
@@ -123,9 +130,13 @@ def test_a_pod_lists_pods_in_cluster_as_its_service_account_and_another_is_refus
 
     allowed = kubectl("logs", "may", "-n", NS)
     assert "listed ['may', 'may-not']" in allowed, allowed
-    # Through the kubernetes Service where the node's proxy may listen on port 443 (root), else direct.
-    expected = f"https://{cluster_ip}:443" if may_listen_on(443) else server_url(identity_ns.cluster.kubeconfig)
+    # Through the kubernetes Service: always on a pod network of its own; on the shared one
+    # where the node's proxy may listen on port 443 (root), else straight to the API server.
+    isolated = identity_ns.cluster.isolated
+    expected = (f"https://{cluster_ip}:443" if isolated or may_listen_on(443)
+                else server_url(identity_ns.cluster.kubeconfig))
     assert f"server {expected}\n" in allowed, allowed
+    assert ("loaded load_incluster_config()" if isolated else "loaded from the pod directory") in allowed, allowed
     refused = kubectl("logs", "may-not", "-n", NS)
     assert (f'refused 403 pods is forbidden: User "system:serviceaccount:{NS}:nobody" cannot list resource "pods" '
             f'in API group "" in the namespace "{NS}"') in refused, refused
