@@ -56,6 +56,7 @@ else:
     while True:
         try:
             peer = socket.create_connection((host, port), timeout=5)
+            peer.settimeout(None)  # a loaded machine may take a while to answer
             break
         except OSError:
             if time.monotonic() > deadline:
@@ -106,6 +107,20 @@ def failed(obj: dict[str, Any]) -> bool:
                for c in (obj.get("status") or {}).get("conditions") or [])
 
 
+def why_failed(cluster: LocalCluster, job: dict[str, Any]) -> str:
+    """A failed job's last condition and each of its pods' phase and last output."""
+    name = job["metadata"]["name"]
+    lines = [f"{name}: {(job.get('status') or {}).get('conditions', [{}])[-1].get('message', '')}"]
+    pods = cluster.client().list(PODS, "default", label_selector=f"training.kubeflow.org/job-name={name}")[0]
+    for pod in pods:
+        uid, status = pod["metadata"]["uid"], pod.get("status") or {}
+        logs = sorted((cluster.directory / "pods" / uid).glob("*/*.log"))
+        tail = logs[-1].read_text()[-600:] if logs else "(no log)"
+        lines.append(f"  {pod['metadata']['name']} {status.get('phase')} {status.get('podIP')} on "
+                     f"{pod['spec'].get('nodeName')}:\n{tail}")
+    return "\n".join(lines)
+
+
 def jobs_at_once(count: int, nodes: int, root: Path) -> dict[str, Any]:
     with LocalCluster(root / "jobs", nodes=nodes, workdir=root, network="isolated") as cluster:
         client = cluster.client()
@@ -120,7 +135,8 @@ def jobs_at_once(count: int, nodes: int, root: Path) -> dict[str, Any]:
             items = client.list(PYTORCHJOBS, "default")[0]
             done = [j for j in items if succeeded(j)]
             bad = [j["metadata"]["name"] for j in items if failed(j)]
-            assert not bad, f"failed jobs: {bad}"
+            if bad:
+                raise SystemExit(f"failed jobs: {bad}\n" + "\n".join(why_failed(cluster, j) for j in items if failed(j)))
             if len(done) == count:
                 break
             assert time.monotonic() < deadline, f"only {len(done)}/{count} jobs Succeeded"
