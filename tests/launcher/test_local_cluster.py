@@ -17,7 +17,7 @@ from typing import Iterator
 import pytest
 import yaml
 
-from trainctl.cluster.cluster import LocalCluster, cleanup_leftovers, find_leftovers
+from trainctl.cluster.cluster import NETWORK_FILE, LocalCluster, cleanup_leftovers, find_leftovers
 from trainctl.cluster.kubelet.runtime import ProcessRegistry
 from trainctl.cluster.pidfiles import wait_pid_exit
 from trainctl.launch import Launcher, Outcome, connect
@@ -166,8 +166,12 @@ def test_a_killed_run_takes_its_throwaway_cluster_with_it(tmp_path):
                     for record in ProcessRegistry(registry).records() if record.alive()]
         assert pods, "the job's pod never ran"
         directory = next((tmp_path / "tmp").glob("trainctl-run-*"))
-        components = list(find_leftovers(directory).components.values())
-        assert len(components) == 5, components  # API server, scheduler, kubelet, control plane, controller
+        running = find_leftovers(directory).components
+        expected = {"apiserver", "scheduler", "kubelet", "controlplane", "controller"}
+        if (directory / NETWORK_FILE).read_text().split()[0] == "isolated":
+            expected.add("network")  # the pod network's router
+        assert set(running) == expected, running
+        components = list(running.values())
         run.kill()
         run.wait()
         assert all(wait_pid_exit(pid, 60) for pid in (*components, *pods))
