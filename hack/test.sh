@@ -59,13 +59,13 @@ echo "== running the unit and component tests on ${TRAINCTL_TEST_WORKERS:-3} wor
 unit=0; run_pytest -n "${TRAINCTL_TEST_WORKERS:-3}" --dist loadfile -m "not e2e" "$@" || unit=$?
 echo "== running the end-to-end tests"
 e2e=0; run_pytest -m e2e "$@" || e2e=$?
-# The e2e clusters run on the isolated pod network where the machine allows it; the tests
-# whose pods meet the network (training, exec and port-forward, in-pod identity) run once
-# more on the shared one, the fallback of machines that refuse namespaces.
+# The e2e clusters run on the shared pod network (the default); the tests whose pods meet
+# the network (training, exec and port-forward, in-pod identity) run once more on the
+# isolated one (opt-in: --network isolated).
 shared=0
 if [ "$#" = 0 ]; then
-  echo "== running the pod network's end-to-end tests again on the shared network"
-  TRAINCTL_TEST_NETWORK=shared run_pytest -m e2e e2e/test_pytorch_ddp.py e2e/test_streaming.py \
+  echo "== running the pod network's end-to-end tests again on the isolated network"
+  TRAINCTL_TEST_NETWORK=isolated run_pytest -m e2e e2e/test_pytorch_ddp.py e2e/test_streaming.py \
     e2e/test_identity.py || shared=$?
 fi
 if [ "$unit" = 5 ] && [ "$e2e" = 5 ]; then exit 5; fi

@@ -127,10 +127,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     up.add_argument("--hollow-nodes", type=non_negative_int, default=0, metavar="N",
                     help="also N hollow nodes (kubemark's): one process serves them, reports their pods Running, "
                          "runs no pod processes (see docs/local-cluster.md)")
-    up.add_argument("--network", choices=("isolated", "shared"), default=None,
+    up.add_argument("--network", choices=("isolated", "shared", "auto"), default=None,
                     help="the pods' network: isolated (a network namespace, IP and port space per pod, inside an "
-                         "unprivileged user namespace) or shared (this machine's; ports are host ports); default: "
-                         "isolated where the machine allows it")
+                         "unprivileged user namespace), shared (this machine's; ports are host ports; the default while "
+                         "isolated mode has a known defect with elastic jobs, see docs/local-cluster.md) or auto "
+                         "(isolated where the machine allows it, else shared)")
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=run_up)
 
@@ -217,7 +218,7 @@ def run_up(args: argparse.Namespace) -> int:
                                hpa_sync_period=args.hpa_sync_period, controlplane_args=_controlplane_flags(args),
                                controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None,
                                die_with_supervisor=not in_background, hollow_nodes=args.hollow_nodes,
-                               network=args.network or "auto")
+                               network=args.network or "shared")
         cluster.lock()
     except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))
