@@ -228,8 +228,13 @@ def test_freeze_lease_stops_node_goes_unknown_and_thaw_kills_what_was_deleted(cl
     pid = main_pid(running_sleeper(api, tmp_path, "frozen", name))
     cluster.freeze_node(name)
     try:
+        # SIGSTOP takes effect when each process next runs: on a loaded machine, not at once.
+        def stopped(process: int) -> bool:
+            return open(f"/proc/{process}/stat").read().split(")")[1].split()[0] == "T"
+        kubelet_pid = cluster.kubelets[name].pid
+        assert kubelet_pid is not None
+        wait_for(lambda: stopped(pid) and stopped(kubelet_pid), timeout=10, what="the node's processes to stop")
         renewed = api.get(LEASES, "kube-node-lease", name)["spec"]["renewTime"]
-        assert open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "T"  # stopped
         wait_for(lambda: ready(api, name) == "Unknown", what="the frozen node to go Unknown")
         taints = api.get(NODES, None, name)["spec"].get("taints") or []
         assert any(t["key"] == "node.kubernetes.io/unreachable" for t in taints)
