@@ -143,6 +143,16 @@ def alone_on_its_node(run: JobObserver, pod: str) -> str:
     return node
 
 
+def rank0_alone_on_a_node(run: JobObserver, timeout: float) -> tuple[dict[str, LogLine], str, str, str]:
+    """Once both Workers train at world_size=2: their last [start] lines, the one holding rank
+    0 (the c10d store's host, the victim of a node fault), its node and its pod's uid."""
+    run.wait_for("both workers training at world_size=2", lambda: all(
+        any(step_of(pod, 2)(ln) and ln.int("step") >= 20 for ln in run.events("step", pod)) for pod in (W0, W1)), timeout)
+    starts = last_starts(run, {W0, W1})
+    victim = next(pod for pod, ln in starts.items() if ln.int("RANK") == 0 and ln.int("WORLD_SIZE") == 2)
+    return starts, victim, alone_on_its_node(run, victim), run.pods[victim]["metadata"]["uid"]
+
+
 Process = tuple[int, str]  # pid and kernel start time: the same process, not a reused pid
 
 
@@ -191,11 +201,7 @@ def test_a_frozen_node_thaws_after_its_pod_was_replaced_and_its_old_processes_ne
     kills its processes before they run again: no step, no checkpoint, no rejoining (which
     would restart the survivors into a round of three), and nothing counted twice."""
     with nodes_env.run(elastic_job(FROZEN_JOB_STEPS)) as run:
-        run.wait_for("both workers training at world_size=2", lambda: all(
-            any(step_of(pod, 2)(ln) and ln.int("step") >= 20 for ln in run.events("step", pod)) for pod in (W0, W1)), 180)
-        starts = last_starts(run, {W0, W1})
-        victim = next(pod for pod, ln in starts.items() if ln.int("RANK") == 0 and ln.int("WORLD_SIZE") == 2)
-        frozen_node, old_uid = alone_on_its_node(run, victim), run.pods[victim]["metadata"]["uid"]
+        starts, victim, frozen_node, old_uid = rank0_alone_on_a_node(run, 180)
         old_processes = pod_processes(nodes_env, frozen_node, old_uid)
         old_pid = starts[victim].int("pid")  # train.py's, under torchrun
         assert old_pid in {pid for pid, _ in old_processes}, (old_pid, old_processes)

@@ -24,12 +24,11 @@ from e2e.test_node_faults import (
     ELASTIC,
     W0,
     W1,
-    alone_on_its_node,
     elastic_job,
-    last_starts,
     open_logs,
     pod_processes,
     printed,
+    rank0_alone_on_a_node,
     step_of,
     still_running,
     world_sizes,
@@ -96,11 +95,7 @@ def test_a_partitioned_node_heals_without_its_old_rank_rejoining(partition_env: 
     old rank never rejoins (no round of three, no duplicate rank)."""
     env = partition_env
     with env.run(elastic_job(1000)) as run:
-        run.wait_for("both workers training at world_size=2", lambda: all(
-            any(step_of(pod, 2)(ln) and ln.int("step") >= 20 for ln in run.events("step", pod)) for pod in (W0, W1)), 300)
-        starts = last_starts(run, {W0, W1})
-        victim = next(pod for pod, ln in starts.items() if ln.int("RANK") == 0 and ln.int("WORLD_SIZE") == 2)
-        node, old_uid = alone_on_its_node(run, victim), run.pods[victim]["metadata"]["uid"]
+        _, victim, node, old_uid = rank0_alone_on_a_node(run, 300)
         old_processes = pod_processes(env, node, old_uid)
         old_logs = open_logs(env, old_uid)
 
