@@ -7,6 +7,7 @@ The pods are plain Python one-liners; the e2e suite runs real torch jobs on the 
 
 from __future__ import annotations
 
+import subprocess
 import time
 import urllib.request
 
@@ -126,6 +127,31 @@ def test_pods_reach_each_other_across_nodes_by_service_and_the_api_server_by_the
     assert api.get(SERVICES, "default", "web")["spec"]["clusterIP"].startswith("10.96.")
     # A process outside the pod network reaches a pod through the router, as port-forward does.
     assert _answers(cluster, api.get(PODS, "default", "server")["status"]["podIP"])
+
+
+def _gateway_mac(cluster, node_index=0):
+    """The MAC address of a node's bridge (its pods' gateway), read in the router's namespaces."""
+    out = subprocess.run(["nsenter", "-t", str(cluster.network.pid), "-U", "-n", "--preserve-credentials",
+                          "ip", "-br", "link", "show", f"cbr{node_index}"], capture_output=True, text=True, check=True)
+    return out.stdout.split()[2]
+
+
+def test_the_gateway_keeps_its_address_while_pods_come_and_go(cluster, api):
+    """A Linux bridge given no address takes the lowest of its ports': when the pod whose
+    port that was goes, the gateway address every other pod has cached leads nowhere for
+    about a minute (no Service, no API server, no other node)."""
+    before = _gateway_mac(cluster)
+    seen = {before}
+    for name in ("p", "q", "r", "s"):
+        api.create(PODS, on(NODE_A, pod(name, "import time; time.sleep(300)")))
+        running(api, name)
+        seen.add(_gateway_mac(cluster))
+    for name in ("p", "q", "r", "s"):
+        api.delete(PODS, "default", name, grace_period_seconds=0)
+    for name in ("p", "q", "r", "s"):
+        wait_pod_gone(api, name)
+    seen.add(_gateway_mac(cluster))
+    assert seen == {before}
 
 
 def test_a_host_port_reaches_the_pod_from_the_machine(cluster, api):

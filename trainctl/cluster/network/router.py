@@ -94,6 +94,14 @@ class Node:
     def gateway(self) -> str:
         return str(self.cidr.network_address + 1)
 
+    @property
+    def bridge_mac(self) -> str:
+        """A fixed, locally administered address made from the gateway's: a bridge without
+        one takes the lowest of its ports' addresses, so it changes as pods come and go, and
+        when the port whose address it had leaves, every pod's cached gateway address goes
+        nowhere until its ARP entry expires (about a minute without Service or API server)."""
+        return "02:00:" + ":".join(f"{octet:02x}" for octet in ipaddress.IPv4Address(self.gateway).packed)
+
 
 @dataclass
 class Sandbox:
@@ -234,7 +242,7 @@ class Router:
             self._release(sandbox)
         if new:
             try:
-                run(["ip", "link", "add", node.bridge, "type", "bridge"])
+                run(["ip", "link", "add", node.bridge, "address", node.bridge_mac, "type", "bridge"])
                 run(["ip", "addr", "add", f"{node.gateway}/{cidr.prefixlen}", "dev", node.bridge])
                 run(["ip", "link", "set", node.bridge, "up"])
             except NetworkSetupError:
