@@ -16,8 +16,9 @@ import pytest
 from trainctl.cluster.apiserver.system_objects import cluster_ip
 from trainctl.cluster.cluster import ClusterError, LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
-from trainctl.cluster.network import isolation
+from trainctl.cluster.network import isolation, nat
 from trainctl.cluster.network.podnet import IsolatedNetwork
+from trainctl.cluster.network.router import SERVICES_FILE
 from trainctl.cluster.nodes import NodeError
 from trainctl.kube.resources import NODES, PODS, SERVICES
 
@@ -152,6 +153,48 @@ def test_the_gateway_keeps_its_address_while_pods_come_and_go(cluster, api):
         wait_pod_gone(api, name)
     seen.add(_gateway_mac(cluster))
     assert seen == {before}
+
+
+def test_a_service_of_two_pods_on_the_clients_own_node_is_balanced_by_the_kernel(cluster, api):
+    """Hairpin: the client, both endpoints and the gateway share one bridge; without the
+    masquerade each answer would come from an address the client never called."""
+    assert (cluster.directory / SERVICES_FILE).read_text().startswith("kernel (nftables NAT)")
+    hello = ("import http.server as h, socket\n"
+             "class Name(h.BaseHTTPRequestHandler):\n"
+             "    def do_GET(self):\n"
+             "        self.send_response(200); self.end_headers(); self.wfile.write(socket.gethostname().encode())\n"
+             "h.HTTPServer(('', 8080), Name).serve_forever()\n")
+    for name in ("one", "two"):
+        api.create(PODS, on(NODE_A, pod(name, hello), app="pair"))
+    api.create(SERVICES, {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "pair", "namespace": "default"},
+                          "spec": {"selector": {"app": "pair"}, "ports": [{"port": 80, "targetPort": 8080}]}})
+    for name in ("one", "two"):
+        running(api, name)
+    script = ("import time, urllib.request\n"
+              "seen = set()\n"
+              "for attempt in range(400):\n"
+              "    try:\n"
+              "        seen.add(urllib.request.urlopen('http://pair/', timeout=5).read().decode())\n"
+              "    except OSError:\n"
+              "        time.sleep(0.1)\n"
+              "    if len(seen) == 2: break\n"
+              "print(*sorted(seen))\n")
+    api.create(PODS, on(NODE_A, pod("caller", script)))
+    done = finished(api, "caller")
+    assert done["status"]["phase"] == "Succeeded", output(cluster, done)
+    assert output(cluster, done).split() == ["one", "two"]
+
+
+def test_the_kernels_rule_set_is_valid_for_nft(tmp_path):
+    """Every shape the router writes (one endpoint, several, none, hairpins) parses."""
+    rules = {("10.96.0.5", 80): [("10.244.0.2", 8080)],
+             ("10.96.0.6", 23456): [("10.244.0.3", 23456), ("10.244.1.2", 23456), ("10.244.1.7", 23456)],
+             ("10.96.0.7", 443): []}
+    script = nat.ruleset(rules, ["cbr0", "cbr1"])
+    check = subprocess.run(["unshare", "-U", "-r", "-n", "nft", "-c", "-f", "-"], input=script, capture_output=True,
+                           text=True)
+    assert check.returncode == 0, check.stderr
+    assert "10.96.0.7" not in script  # no endpoint, no rule: refused, as kube-proxy's REJECT
 
 
 def test_a_host_port_reaches_the_pod_from_the_machine(cluster, api):

@@ -11,10 +11,11 @@ touches the machine's own network. Inside, as a real cluster's nodes and CNI plu
   route, and its ServiceAccount directory at ``/var/run/secrets/kubernetes.io/serviceaccount``
   (on a tmpfs over ``/run`` when the machine has no such directory); the kubelet starts the
   pod's processes inside it with ``nsenter`` (:class:`~.podnet.IsolatedNetwork`);
-- ClusterIPs are local addresses of the router (``ip route add local SERVICE_CIDR dev lo``)
-  on which a userspace proxy (:mod:`.proxy`) listens, with the rules the kubelets send; the
-  `kubernetes` Service's ClusterIP:443 forwards to the API server's unix socket (a path
-  crosses network namespaces);
+- ClusterIPs are local addresses of the router (``ip route add local SERVICE_CIDR dev lo``);
+  the kernel forwards them to the endpoints the kubelets send (nftables NAT, :mod:`.nat`),
+  or where it cannot, a userspace proxy (:mod:`.proxy`) listens on them. The `kubernetes`
+  Service's ClusterIP:443 is always the proxy's: it forwards to the API server's unix
+  socket (a path crosses network namespaces);
 - processes outside (the kubelets) get connections into the pod network from here: a
   ``dial`` answers with the connected socket (SCM_RIGHTS), and each kubelet's own path to
   the API server runs through a relay here, which is what ``node partition`` cuts.
@@ -42,13 +43,14 @@ from typing import Any, Optional
 from .. import unixsock
 from ..apiserver import system_objects
 from ..apiserver.process import UNIX_SOCKET
-from . import control
+from . import control, nat
 from .proxy import Backend, Frontend, ServiceProxy
 
 log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
 PARTITIONED, HEALING = "partitioned", "healing"
+SERVICES_FILE = Path("run") / "network.services"  # how ClusterIPs are forwarded, for `status`
 SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The pause process: holds the pod's network, mount and UTS namespaces (its hostname, the
 # pod's) until the router closes its stdin or dies.
@@ -172,6 +174,9 @@ class Router:
         self._veths = itertools.count()
         self._bridges = itertools.count()
         self.proxy = ServiceProxy()
+        self.kernel_nat = False
+        self._applied: Optional[tuple[Any, ...]] = None
+        self._apply_lock = threading.Lock()
         self._listener: Optional[socket.socket] = None
 
     # --- start and stop ---------------------------------------------------------------------
@@ -179,6 +184,11 @@ class Router:
         run(["ip", "link", "set", "lo", "up"])
         Path("/proc/sys/net/ipv4/ip_forward").write_text("1\n")
         run(["ip", "route", "add", "local", self.service_cidr, "dev", "lo"])
+        refused = nat.probe()
+        self.kernel_nat = refused is None
+        services = ("kernel (nftables NAT)" if self.kernel_nat
+                    else f"userspace proxy ({refused}; install nftables for the kernel's)")
+        self._say_services(services)
         self.proxy.start()
         self._apply_rules()
         self._listener = unixsock.listen(self.directory / control.SOCKET)
@@ -252,6 +262,7 @@ class Router:
                     run(["ip", "link", "del", node.bridge])
                 raise
             log.info("node %s: bridge %s, pods %s, gateway %s", name, node.bridge, cidr, node.gateway)
+            self._apply_rules()  # its bridge's hairpin rule
         return {"gateway": node.gateway, "kubernetes": self.kubernetes_ip}, None
 
     def _node(self, name: str) -> Node:
@@ -305,7 +316,8 @@ class Router:
         with self._lock:
             return {"nodes": {n.name: {"state": n.state, "cidr": str(n.cidr), "bridge": n.bridge}
                               for n in self._nodes.values()},
-                    "pods": len(self._sandboxes), "kubernetes": self.kubernetes_ip}, None
+                    "pods": len(self._sandboxes), "kubernetes": self.kubernetes_ip,
+                    "services": "kernel" if self.kernel_nat else "proxy"}, None
 
     # --- sandboxes --------------------------------------------------------------------------
     def op_sandbox(self, message: Message) -> tuple[Message, None]:
@@ -397,14 +409,40 @@ class Router:
         self._apply_rules()
         return {}, None
 
+    def _say_services(self, how: str) -> None:
+        log.info("Service ClusterIPs: %s", how)
+        (self.directory / SERVICES_FILE).write_text(how + "\n")
+
     def _apply_rules(self) -> None:
-        with self._lock:
-            merged: dict[Frontend, list[Backend]] = {}
-            for rules in self._rules.values():
-                merged.update(rules)
-        # The `kubernetes` Service: the API server's unix socket (relative to DIR, our cwd).
-        merged[(self.kubernetes_ip, 443)] = [(str(UNIX_SOCKET), 0)]
-        self.proxy.update(merged)
+        # Kubelets' updates arrive on threads of their own: one at a time, each from the
+        # newest rules, so an older set is never applied over a newer one.
+        with self._apply_lock:
+            with self._lock:
+                merged: dict[Frontend, list[Backend]] = {}
+                for rules in self._rules.values():
+                    merged.update(rules)
+                bridges = tuple(sorted(n.bridge for n in self._nodes.values()))
+            # The `kubernetes` Service: the API server's unix socket (relative to DIR, our cwd).
+            merged[(self.kubernetes_ip, 443)] = [(str(UNIX_SOCKET), 0)]
+            in_kernel = {f: b for f, b in merged.items() if self.kernel_nat and all(port for _, port in b)}
+            proxied = {f: b for f, b in merged.items() if f not in in_kernel}
+            wanted = (tuple(sorted(in_kernel.items())), tuple(sorted(proxied.items())), bridges)
+            if wanted == self._applied:
+                return
+            if self.kernel_nat:
+                try:
+                    nat.apply(in_kernel, bridges)
+                except (OSError, subprocess.SubprocessError) as exc:
+                    log.error("Service ClusterIPs: the kernel refused the rules (%s); the userspace proxy takes "
+                              "them all from now on", exc)
+                    self.kernel_nat = False
+                    self._say_services(f"userspace proxy (the kernel refused the rules: {exc})")
+                    with contextlib.suppress(OSError, subprocess.SubprocessError):
+                        nat.remove()
+                    in_kernel, proxied = {}, merged
+                    wanted = ((), tuple(sorted(proxied.items())), bridges)
+            self.proxy.update(proxied)
+            self._applied = wanted
 
 
 def serve(directory: Path, service_cidr: str, ready_fd: Optional[int]) -> None:
