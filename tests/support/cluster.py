@@ -98,9 +98,9 @@ def scratch_cluster(root: Path, **cluster_options: Any) -> Iterator[E2E]:
     added to the metrics port's)."""
     workdir = scratch_workdir(root)
     metrics_port = free_port()
-    # The pod network the suite runs in: the default (shared), or
-    # TRAINCTL_TEST_NETWORK=shared|isolated|auto to run the same tests in another mode.
-    cluster_options.setdefault("network", os.environ.get(TEST_NETWORK_VARIABLE, "shared"))
+    # The pod network the suite runs in: the default (auto: isolated where the machine allows
+    # it), or TRAINCTL_TEST_NETWORK=shared|isolated to run the same tests in another mode.
+    cluster_options.setdefault("network", os.environ.get(TEST_NETWORK_VARIABLE, isolation.AUTO))
     controller_args = ["--metrics-port", str(metrics_port), *cluster_options.pop("controller_args", [])]
     with LocalCluster(root / "cluster", workdir=workdir, controller_args=controller_args, **cluster_options) as cluster:
         api = connect(str(cluster.kubeconfig))

@@ -129,9 +129,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                          "runs no pod processes (see docs/local-cluster.md)")
     up.add_argument("--network", choices=("isolated", "shared", "auto"), default=None,
                     help="the pods' network: isolated (a network namespace, IP and port space per pod, inside an "
-                         "unprivileged user namespace), shared (this machine's; ports are host ports; the default while "
-                         "isolated mode has a known defect with elastic jobs, see docs/local-cluster.md) or auto "
-                         "(isolated where the machine allows it, else shared)")
+                         "unprivileged user namespace), shared (this machine's; ports are host ports) or auto (the "
+                         "default: isolated where the machine allows it, else shared)")
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=run_up)
 
@@ -207,6 +206,7 @@ def _network_line(directory: Path) -> str:
 
 def run_up(args: argparse.Namespace) -> int:
     from trainctl.cluster.cluster import ClusterError, LocalCluster
+    from trainctl.cluster.network import isolation
     from trainctl.cluster.nodes import NodeError
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
@@ -224,7 +224,7 @@ def run_up(args: argparse.Namespace) -> int:
                                hpa_sync_period=args.hpa_sync_period, controlplane_args=_controlplane_flags(args),
                                controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None,
                                die_with_supervisor=not in_background, hollow_nodes=args.hollow_nodes,
-                               network=args.network or "shared")
+                               network=args.network or isolation.AUTO)
         cluster.lock()
     except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))

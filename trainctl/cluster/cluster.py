@@ -228,7 +228,7 @@ class LocalCluster:
                  controlplane_args: Optional[list[str]] = None, resource_enforcer: Optional[str] = None,
                  metrics_interval: Optional[float] = None, die_with_supervisor: bool = False,
                  hollow_nodes: int = 0, hollow_node_args: Optional[list[str]] = None,
-                 network: str = isolation.SHARED) -> None:
+                 network: str = isolation.AUTO) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
         names = node_names or ([node_name] if nodes == 1 else None)

@@ -59,10 +59,13 @@ class ReconcileConfig:
     # While Volcano has not admitted the PodGroup, look again this often.
     podgroup_poll_seconds: float = 5.0
     # Rendezvous timers for elastic jobs with a trainctl-hosted store, so that a lost pod
-    # is noticed in seconds (elastic-fault-tolerance.md §1.7: ~6 s instead of ~45 s).
+    # is noticed in seconds (elastic-fault-tolerance.md §1.7: ~13 s instead of ~45 s). An
+    # agent silent for keep_alive_interval × keep_alive_max_attempt is taken for dead; a
+    # live one starved that long by a busy machine is dropped from the rendezvous without
+    # being told, and torchrun then trains two groups apart, so the window stays wide.
     rdzv_last_call_timeout: int = 2
     rdzv_keep_alive_interval: int = 1
-    rdzv_keep_alive_max_attempt: int = 3
+    rdzv_keep_alive_max_attempt: int = 10
     rdzv_join_timeout: int = 600
     # Requests of the rendezvous store pod (a Python process holding a TCPStore).
     rdzv_store_cpu: str = "100m"
