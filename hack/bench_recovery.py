@@ -91,7 +91,7 @@ TRAIN_SCRIPT = REPO / "samples" / "pytorch" / "train.py"
 MINDSPORE_SCRIPT = REPO / "samples" / "mindspore" / "train.py"
 PHASES = ("cold start → 1st step", "worker SIGKILL → training again",
           "pod SIGKILL → survivor trains alone", "replacement start → both train")
-RDZV_CONF = "is_host=0,last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=10"  # the elastic sample's
+RDZV_CONF = "is_host=0,last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=5"  # the elastic sample's
 PHASE_TIMEOUT = 120.0
 CLUSTER_PHASES = ("cold start → both train", "RANK 0 worker SIGKILL → all train again",
                   "worker-1 pod lost → survivor trains", "worker-1 replacement created → trains at 2",

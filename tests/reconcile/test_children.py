@@ -143,7 +143,7 @@ def test_elastic_job_gets_a_rendezvous_store_and_agents_that_use_it():
     assert [o["metadata"]["name"] for o in plan.creates] == ["el-worker-0", "el-worker-1"]
     env = env_dict(by_name(plan.creates)["el-worker-1"])
     assert env["PET_RDZV_ENDPOINT"] == "el-rdzv:23456"
-    assert env["PET_RDZV_CONF"] == "is_host=0,last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=10,join_timeout=600"
+    assert env["PET_RDZV_CONF"] == "is_host=0,last_call_timeout=2,keep_alive_interval=1,keep_alive_max_attempt=5,join_timeout=600"
     assert env["PET_RDZV_ID"] == "uid-el"
     assert env["PET_MAX_RESTARTS"] == "14"  # the user's 10 + one per node that may leave
     assert env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
@@ -169,7 +169,7 @@ def test_rendezvous_timers_from_the_user_keep_the_store_and_override_ours():
     env = env_dict(by_name(cluster.step().creates)["el-worker-0"])
     assert env["PET_RDZV_ENDPOINT"] == "el-rdzv:23456"
     assert env["PET_RDZV_CONF"] == (
-        "is_host=0,last_call_timeout=5,keep_alive_interval=1,keep_alive_max_attempt=10,join_timeout=600,read_timeout=90"
+        "is_host=0,last_call_timeout=5,keep_alive_interval=1,keep_alive_max_attempt=5,join_timeout=600,read_timeout=90"
     )
 
 
