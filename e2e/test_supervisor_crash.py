@@ -20,10 +20,12 @@ from typing import Any
 
 import pytest
 
+from trainctl.cluster.cluster import NETWORK_FILE
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.network import isolation
 from trainctl.cluster.pidfiles import read_pid_file, wait_pid_exit
 
-from tests.support.cluster import scratch_workdir, trainctl_local
+from tests.support.cluster import TEST_NETWORK_VARIABLE, scratch_workdir, trainctl_local
 from tests.support.kubectl import Kubectl
 from tests.support.net import free_port
 from tests.support.pods import descendants, main_pid
@@ -100,15 +102,19 @@ def test_a_killed_supervisor_is_reported_refused_stopped_and_its_job_trains_on(t
     for container in containers(job):
         container["resources"]["requests"]["cpu"] = "600m"
         container["ports"] = [{"name": "pytorchjob-port", "containerPort": port}]
-    up = trainctl_local("up", "--dir", str(directory), "--detach", "--nodes", "2", "--workdir", str(workdir))
+    up = trainctl_local("up", "--dir", str(directory), "--detach", "--nodes", "2", "--workdir", str(workdir),
+                        "--network", os.environ.get(TEST_NETWORK_VARIABLE, isolation.AUTO))
     assert up.returncode == 0, up.stderr
+    # The isolated pod network has one component more: its router.
+    isolated = (directory / NETWORK_FILE).read_text().split()[0] == isolation.ISOLATED
+    names = (*COMPONENTS, "network") if isolated else COMPONENTS
     try:
         kubectl.apply(job)
         kubectl("wait", f"pytorchjob/{JOB}", "--for=condition=Running", "--timeout=180s", timeout=200)
         kubectl("wait", "--for=jsonpath={.status.phase}=Running", "pods", "--all", "--timeout=180s", timeout=200)
         follow_master(kubectl, lambda line: step_of(line, "checkpoint") is not None)  # one to resume from
         assert {pod["spec"]["nodeName"] for pod in pods(kubectl)} == {"trainctl-local", "trainctl-local-2"}
-        components = {name: read_pid_file(directory / "run" / f"{name}.pid") for name in COMPONENTS}
+        components = {name: read_pid_file(directory / "run" / f"{name}.pid") for name in names}
         assert all(components.values()), components
         training = processes(kubectl)
         assert len(training) == 2, training
@@ -121,7 +127,7 @@ def test_a_killed_supervisor_is_reported_refused_stopped_and_its_job_trains_on(t
 
         status = trainctl_local("status", "--dir", str(directory))
         assert status.returncode == 3, status.stdout + status.stderr
-        assert ("supervisor not running; 6 components and 2 pod process groups still running without it "
+        assert (f"supervisor not running; {len(names)} components and 2 pod process groups still running without it "
                 "(orphaned)") in status.stdout, status.stdout
         for name, pid in components.items():
             assert f"running, pid {pid}" in status.stdout.split(f"  {name} ", 1)[1].split("\n", 1)[0], status.stdout
