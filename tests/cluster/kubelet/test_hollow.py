@@ -116,3 +116,29 @@ def test_pods_bound_elsewhere_are_left_alone(client: KubeClient, hollow: HollowN
     client.create(PODS, bound_pod("here", hollow.names[0]))
     eventually(lambda: phase(client, "here") == "Running")
     assert phase(client, "elsewhere") in (None, "Pending")
+
+
+def test_many_status_writes_are_in_flight_at_once() -> None:
+    """A thousand nodes' pods are reported through one process: with a few writes in flight
+    the API server's round trip capped them at ~30 a second. Here every write waits until
+    24 are in flight together; with fewer writers none would ever get through."""
+    import threading
+
+    together = threading.Barrier(24, timeout=15)
+    written: list[str] = []
+
+    class Api:
+        def patch(self, _resource: Any, _namespace: str, name: str, _body: Obj, subresource: str = "") -> None:
+            together.wait()
+            written.append(name)
+
+    hollow = HollowNodes(Api(), node_names(3), capacity(cpu="4", memory="8Gi"))  # type: ignore[arg-type]
+    try:
+        for index in range(24):
+            pod = bound_pod(f"p-{index}", hollow.names[index % 3])
+            pod["metadata"]["uid"] = f"uid-{index}"
+            hollow._on_pod("ADDED", pod, None)
+        eventually(lambda: len(written) == 24 or together.broken)
+        assert sorted(written) == sorted(f"p-{index}" for index in range(24))
+    finally:
+        hollow.stop()
