@@ -73,6 +73,10 @@ PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 # writes in groups, so throughput grows with them: 8 held ten thousand pods to ~30
 # writes a second, most of a pod's time from bound to Running.
 WRITERS = 32
+# Lease renewals in flight at once: a thousand nodes renew a hundred times a second, so 4
+# allowed 40 ms a round trip; under load it took longer, the beats queued, the last nodes of
+# each round missed their 40 s grace and went NotReady, and their jobs were restarted.
+BEATERS = 32
 
 
 def node_names(count: int, prefix: str = DEFAULT_PREFIX) -> list[str]:
@@ -139,7 +143,7 @@ class HollowNodes:
                            for name in names]
         self.statuses = StatusWriter(client)
         self._writers = ThreadPoolExecutor(writers, thread_name_prefix="hollow-write")
-        self._beaters = ThreadPoolExecutor(4, thread_name_prefix="hollow-beat")
+        self._beaters = ThreadPoolExecutor(BEATERS, thread_name_prefix="hollow-beat")
         self._lock = threading.Lock()  # guards the maps and the heap below
         self._started: dict[str, tuple[Obj, str]] = {}  # uid -> (pod, startedAt)
         self._deleting: set[str] = set()
