@@ -116,3 +116,84 @@ def test_pods_bound_elsewhere_are_left_alone(client: KubeClient, hollow: HollowN
     client.create(PODS, bound_pod("here", hollow.names[0]))
     eventually(lambda: phase(client, "here") == "Running")
     assert phase(client, "elsewhere") in (None, "Pending")
+
+
+def test_many_status_writes_are_in_flight_at_once() -> None:
+    """A thousand nodes' pods are reported through one process: with a few writes in flight
+    the API server's round trip capped them at ~30 a second. Here every write waits until
+    24 are in flight together; with fewer writers none would ever get through."""
+    import threading
+
+    together = threading.Barrier(24, timeout=15)
+    written: list[str] = []
+
+    class Api:
+        def patch(self, _resource: Any, _namespace: str, name: str, _body: Obj, subresource: str = "") -> None:
+            together.wait()
+            written.append(name)
+
+    hollow = HollowNodes(Api(), node_names(3), capacity(cpu="4", memory="8Gi"))  # type: ignore[arg-type]
+    try:
+        for index in range(24):
+            pod = bound_pod(f"p-{index}", hollow.names[index % 3])
+            pod["metadata"]["uid"] = f"uid-{index}"
+            hollow._on_pod("ADDED", pod, None)
+        eventually(lambda: len(written) == 24 or together.broken)
+        assert sorted(written) == sorted(f"p-{index}" for index in range(24))
+    finally:
+        hollow.stop()
+
+
+def test_many_lease_renewals_are_in_flight_at_once() -> None:
+    """A thousand nodes renew a hundred Leases a second: with 4 in flight a round trip over
+    40 ms made the beats queue up, and the last nodes of each round went NotReady. Here
+    every renewal waits until 24 are in flight together."""
+    import threading
+
+    together = threading.Barrier(24, timeout=15)
+    renewed: set[str] = set()
+    registered = threading.Event()
+
+    class Api:
+        def get_or_none(self, _resource: Any, _namespace: Any, name: str) -> Obj:
+            return {"metadata": {"name": name, "labels": {HOLLOW_NODE_LABEL: "true"}}}
+
+        def patch(self, resource: Any, _namespace: Any, name: str, _body: Obj, subresource: str = "") -> Obj:
+            if resource is LEASES and registered.is_set():
+                together.wait()
+                renewed.add(name)
+            return {}
+
+        def delete(self, *_args: Any, **_kwargs: Any) -> None:
+            pass
+
+    hollow = HollowNodes(Api(), node_names(30), capacity(cpu="4", memory="8Gi"), heartbeat_seconds=0.5)  # type: ignore[arg-type]
+    hollow.start(pods=False)  # registers every node, then beats
+    registered.set()
+    try:
+        eventually(lambda: len(renewed) >= 24 or together.broken)
+        assert len(renewed) >= 24 and not together.broken
+    finally:
+        together.abort()
+        hollow.stop()
+
+
+def test_a_status_write_without_events_to_record_reads_nothing_first() -> None:
+    """A late round makes every hollow node post its status: one PATCH each, not a GET too
+    (the GET only tells which conditions changed, for Events a hollow node does not record)."""
+    from trainctl.cluster.kubelet.heartbeat import NodeHeartbeat
+
+    calls: list[str] = []
+
+    class Api:
+        def get_or_none(self, *_args: Any) -> Obj:
+            calls.append("get")
+            return {}
+
+        def patch(self, *_args: Any, **_kwargs: Any) -> Obj:
+            calls.append("patch")
+            return {}
+
+    NodeHeartbeat(Api(), "hollow-1", capacity(cpu="4", memory="8Gi"), 10.0).write_status(  # type: ignore[arg-type]
+        ready=True, message="kubelet is posting ready status")
+    assert calls == ["patch"]

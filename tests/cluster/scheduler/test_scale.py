@@ -7,8 +7,8 @@ from typing import Any
 
 from trainctl.cluster.scheduler import binding
 from trainctl.cluster.scheduler.binding import Scheduler, nodes_to_find
-from trainctl.cluster.scheduler.component import node_views
 from trainctl.cluster.scheduler.rules import HOLLOW_NODE_LABEL
+from trainctl.cluster.scheduler.views import node_views
 
 Obj = dict[str, Any]
 
@@ -166,3 +166,23 @@ def test_bindings_go_on_in_the_background_and_a_failed_one_is_forgotten() -> Non
     assert set(api.bound) == {"fine"}
     assert set(scheduler.assumed()) == {"uid-fine"}  # until the watch shows it bound
     assert failures == ["again"]
+
+
+def test_what_depends_on_the_pod_alone_or_the_node_alone_is_worked_out_once(monkeypatch: Any) -> None:
+    """A pod's requests are summed once, not for each of the 420 nodes it is weighed
+    against; a node's free share once per view, not for each pod."""
+    from trainctl.cluster.scheduler import rules
+
+    summed: list[str] = []
+    real_requests = rules.pod_requests
+
+    def counting(one: Obj) -> Any:
+        summed.append(one["metadata"]["name"])
+        return real_requests(one)
+
+    monkeypatch.setattr(rules, "pod_requests", counting)
+    views = node_views([node(f"hollow-{i:04d}") for i in range(200)], [pod("bound", "job-a", node_name="hollow-0000")], {})
+    for name in ("p-0", "p-1"):
+        assert rules.schedule(pod(name, "job-b"), views).fits
+    assert summed.count("p-0") == summed.count("p-1") == 1
+    assert summed.count("bound") == 1

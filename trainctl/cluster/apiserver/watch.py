@@ -24,6 +24,7 @@ from .store import Event, Store
 
 Obj = dict[str, Any]
 FUTURE_RV_WAIT_SECONDS = 3.0  # how long a watch from a version not yet reached waits for it, as kube-apiserver does
+MAX_EVENTS_PER_WRITE = 500
 
 
 def event_line(rtype: ResourceType, event: Event, include: str | None) -> bytes:
@@ -72,9 +73,10 @@ async def stream(request: web.BaseRequest, rtype: ResourceType, namespace: str |
     try:
         await response.prepare(request)
         if since is None:
-            for obj in store.read_list(rtype.storage_key, namespace):
-                if matches(obj):
-                    await response.write(event_line(rtype, Event(0, "ADDED", rtype.storage_key, obj, None), include))
+            initial = [obj for obj in store.read_list(rtype.storage_key, namespace) if matches(obj)]
+            for start in range(0, len(initial), MAX_EVENTS_PER_WRITE):
+                await response.write(b"".join(event_line(rtype, Event(0, "ADDED", rtype.storage_key, obj, None), include)
+                                              for obj in initial[start:start + MAX_EVENTS_PER_WRITE]))
             if bookmarks and params.go_bool(query, "sendInitialEvents"):
                 await response.write(bookmark(rtype, watcher.since, initial_end=True))
         while True:
@@ -84,16 +86,27 @@ async def stream(request: web.BaseRequest, rtype: ResourceType, namespace: str |
                 if wait <= 0:
                     break
             try:
-                event = await asyncio.wait_for(watcher.queue.get(), wait)
+                event = watcher.queue.get_nowait() if not watcher.queue.empty() else \
+                    await asyncio.wait_for(watcher.queue.get(), wait)
             except asyncio.TimeoutError:
                 if bookmarks and (deadline is None or deadline - time.monotonic() > 0.001):
                     await response.write(bookmark(rtype, store.published_rv))
                 continue
-            if event is None:
-                fell_behind = True
-                break  # the watcher fell too far behind, or the server is stopping
-            await response.write(event_line(rtype, event, include))
-            sent_rv = event.rv
+            # Everything queued goes out in one write: one TLS record and one send for a
+            # burst of events (a group commit publishes hundreds at once), not one per event.
+            lines, last_rv = [], sent_rv
+            while event is not None:
+                lines.append(event_line(rtype, event, include))
+                last_rv = event.rv
+                if watcher.queue.empty() or len(lines) >= MAX_EVENTS_PER_WRITE:
+                    break
+                event = watcher.queue.get_nowait()
+            fell_behind = event is None  # the watcher fell too far behind, or the server is stopping
+            if lines:
+                await response.write(b"".join(lines))
+                sent_rv = last_rv
+            if fell_behind:
+                break
         if bookmarks:
             # The last bookmark must not claim events still queued (a slow client at its
             # deadline, or one that fell behind): it would re-watch past them, and lose them.

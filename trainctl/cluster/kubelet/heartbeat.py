@@ -84,7 +84,7 @@ class NodeHeartbeat:
     def write_status(self, *, ready: bool, message: str) -> None:
         status = nodes.node_status(self.node_name, self._allocatable, ready, message, self._ready_since,
                                    self.kubelet_port)
-        before = self._conditions()
+        before = self._conditions() if self._events is not None else None  # a GET only to tell what changed
         try:
             self._client.patch(NODES, None, self.node_name, {"status": status}, subresource="status")
         except ApiError as exc:

@@ -40,6 +40,19 @@ def pod_affinity(pod: Obj) -> Obj:
     return {kind: affinity[kind] for kind in ("podAffinity", "podAntiAffinity") if affinity.get(kind)}
 
 
+def placed_on(node: Any) -> tuple[dict[str, list[Placed]], list[Placed]]:
+    """One node's pods, by namespace, and those with inter-pod terms: what it adds to
+    :class:`AssignedPods` (a node view keeps it, so an unchanged node costs no walk)."""
+    by_namespace: dict[str, list[Placed]] = {}
+    with_terms: list[Placed] = []
+    for pod in node.bound:
+        placed = Placed(pod, node.name, node.labels)
+        by_namespace.setdefault(placed.namespace, []).append(placed)
+        if pod_affinity(pod):
+            with_terms.append(placed)
+    return by_namespace, with_terms
+
+
 @dataclass
 class AssignedPods:
     """The cluster's placed pods, indexed for the rules that look across nodes."""
@@ -53,13 +66,16 @@ class AssignedPods:
 
     @classmethod
     def of(cls, nodes: Iterable[Any], namespace_labels: Mapping[str, Mapping[str, str]] = {}) -> "AssignedPods":
-        """From node views (anything with ``name``, ``labels`` and ``bound`` pods)."""
+        """From node views (anything with ``name``, ``labels`` and ``bound`` pods; a view
+        that also has ``placed``, :func:`placed_on` kept with it, is not gone through again)."""
         assigned = cls(namespace_labels=namespace_labels)
         for node in nodes:
             assigned.node_labels[node.name] = node.labels
         for node in nodes:
-            for pod in node.bound:
-                assigned.add(pod, node.name)
+            by_namespace, with_terms = node.placed if hasattr(node, "placed") else placed_on(node)
+            for namespace, placed in by_namespace.items():
+                assigned.by_namespace.setdefault(namespace, []).extend(placed)
+            assigned.with_terms.extend(with_terms)
         return assigned
 
     def add(self, pod: Obj, node: str) -> None:

@@ -13,9 +13,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any, Optional
 
 from trainctl.kube.client import KubeClient
@@ -25,30 +23,14 @@ from trainctl.kube.resources import NAMESPACES, NODES, PODS
 
 from .binding import Scheduler
 from .events import SchedulerEvents
-from .rules import NodeResources, is_terminal, port_free_on_machine
+from .rules import port_free_on_machine
+from .views import NodeViews
 
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 RETRY_SECONDS = 2.0
 BINDERS = 16  # bindings in flight at once
-
-
-def node_views(nodes: Sequence[Obj], pods: Sequence[Obj], assumed: dict[str, str]) -> list[NodeResources]:
-    """Every node, sorted by name, with the live pods bound (or assumed) to it."""
-    by_node: dict[str, list[Obj]] = {}
-    for pod in pods:
-        meta = pod.get("metadata") or {}
-        name = (pod.get("spec") or {}).get("nodeName") or assumed.get(meta.get("uid", ""))
-        if name and not is_terminal(pod):
-            by_node.setdefault(name, []).append(pod)
-    ordered = sorted(nodes, key=lambda n: (n.get("metadata") or {}).get("name", ""))
-    views = [NodeResources.from_node(node, by_node.get(node["metadata"]["name"], ())) for node in ordered]
-    # The nodes of this machine share its ports; a hollow node is a machine of its own.
-    on_machine = [view.name for view in views if not view.own_machine]
-    return [view if view.own_machine else
-            replace(view, neighbours=tuple(p for other in on_machine if other != view.name for p in by_node.get(other, ())))
-            for view in views]
 
 
 class SchedulerComponent:
@@ -65,6 +47,9 @@ class SchedulerComponent:
         self.pods = Informer(client, PODS, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.nodes = Informer(client, NODES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.namespaces = Informer(client, NAMESPACES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
+        self.views = NodeViews()
+        self.pods.add_handler(self.views.on_pod)  # filed before the pass this event wakes reads them
+        self.nodes.add_handler(self.views.on_node)
         for informer in (self.pods, self.nodes, self.namespaces):
             informer.add_handler(lambda _event, _new, _old: self._dirty.set())
         self._thread: Optional[threading.Thread] = None
@@ -104,13 +89,12 @@ class SchedulerComponent:
     def sync(self) -> None:
         if not all(informer.synced.is_set() for informer in (self.pods, self.nodes, self.namespaces)):
             return  # as kube-scheduler waits for its caches: a pass before the nodes are listed sees none
-        pods = [p for p in self.pods.store.list() if isinstance(p.get("spec"), dict) and (p.get("metadata") or {}).get("uid")]
-        self.scheduler.observe({p["metadata"]["uid"]: p for p in pods})
-        pending = self.scheduler.pending(pods)
+        by_uid, unbound = self.views.pods()
+        self.scheduler.observe(by_uid)
+        pending = self.scheduler.pending(unbound)
         if not pending:
             return
-        views = self.scheduler.new_pass(node_views(self.nodes.store.list(), pods, self.scheduler.assumed()),
-                                        self._namespace_labels())
+        views = self.scheduler.new_pass(self.views.views(self.scheduler.assumed()), self._namespace_labels())
         for pod in pending:
             try:
                 self.scheduler.place(pod, views)

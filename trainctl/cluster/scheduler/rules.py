@@ -29,7 +29,7 @@ from kubernetes.utils import parse_quantity
 from ..controlplane import taints
 from ..network.isolation import ISOLATED, POD_NETWORK_LABEL
 from . import interpod, spread
-from .assigned import AssignedPods
+from .assigned import AssignedPods, Placed, placed_on
 from .labels import requirement_matches
 from .preemption import preemption_message
 from .unsupported import refusal, unsupported_fields
@@ -179,6 +179,21 @@ class NodeResources:
         return {name: quantity(value) for name, value in self.allocatable.items()}
 
     @functools.cached_property
+    def placed(self) -> tuple[dict[str, list[Placed]], list[Placed]]:
+        """This node's share of :class:`.AssignedPods` (once per view)."""
+        return placed_on(self)
+
+    @functools.cached_property
+    def free_share(self) -> Decimal:
+        """The free share of CPU plus that of memory: what spreading scores (once per view)."""
+        free = Decimal(0)
+        for name in ("cpu", "memory"):
+            capacity = self.capacity.get(name, Decimal(0))
+            if capacity > 0:
+                free += (capacity - self.requested.get(name, Decimal(0))) / capacity
+        return free
+
+    @functools.cached_property
     def live_bound(self) -> list[Obj]:
         return [p for p in self.bound if not is_terminal(p)]
 
@@ -212,6 +227,8 @@ class NodeResources:
 # --- tolerations and node affinity ---------------------------------------------------------
 tolerates = taints.tolerates  # Toleration.ToleratesTaint, shared with the node lifecycle controller
 def untolerated(pod: Obj, node_taints: Iterable[Obj], effects: tuple[str, ...]) -> list[Obj]:
+    if not node_taints:
+        return []  # most nodes: nothing to tolerate
     tolerations = [t for t in pod.get("spec", {}).get("tolerations") or [] if isinstance(t, dict)]
     return [taint for taint in node_taints if taint.get("effect") in effects
             and not any(tolerates(toleration, taint) for toleration in tolerations)]
@@ -236,7 +253,10 @@ def _node_affinity(pod: Obj) -> Obj:
 
 def matches_node_selection(pod: Obj, node: NodeResources) -> bool:
     """nodeSelector and requiredDuringSchedulingIgnoredDuringExecution (terms ORed)."""
-    selector = pod.get("spec", {}).get("nodeSelector") or {}
+    spec = pod.get("spec", {})
+    if not spec.get("nodeSelector") and not spec.get("affinity"):
+        return True  # most pods: asked on every node weighed
+    selector = spec.get("nodeSelector") or {}
     if any(node.labels.get(key) != value for key, value in selector.items()):
         return False
     required = _node_affinity(pod).get("requiredDuringSchedulingIgnoredDuringExecution")
@@ -246,6 +266,8 @@ def matches_node_selection(pod: Obj, node: NodeResources) -> bool:
 
 
 def preferred_weight(pod: Obj, node: NodeResources) -> int:
+    if not pod.get("spec", {}).get("affinity"):
+        return 0
     return sum(int(p.get("weight") or 0) for p in
                _node_affinity(pod).get("preferredDuringSchedulingIgnoredDuringExecution") or []
                if term_matches(p.get("preference") or {}, node))
@@ -284,10 +306,12 @@ class _PodChecks:
 
     spread: spread.SpreadFilter
     interpod: interpod.InterPodState
+    wanted: dict[str, Decimal]  # the pod's requests, summed once rather than for every node
 
     @classmethod
     def prepare(cls, pod: Obj, nodes: Sequence[NodeResources], assigned: AssignedPods) -> "_PodChecks":
-        return cls(spread.prepare_filter(pod, nodes, assigned, *_inclusion(pod)), interpod.prepare(pod, assigned))
+        return cls(spread.prepare_filter(pod, nodes, assigned, *_inclusion(pod)), interpod.prepare(pod, assigned),
+                   pod_requests(pod))
 
 
 def _inclusion(pod: Obj) -> tuple[Callable[[NodeResources], bool], Callable[[NodeResources], bool]]:
@@ -299,13 +323,15 @@ def _inclusion(pod: Obj) -> tuple[Callable[[NodeResources], bool], Callable[[Nod
     return (lambda node: matches_node_selection(pod, node)), tolerated
 
 
+_CORDON = {"key": taints.UNSCHEDULABLE, "effect": taints.NO_SCHEDULE}  # the taint a cordon stands for
+
+
 def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortProbe],
                    checks: Optional[_PodChecks] = None) -> list[_Problem]:
     bound, capacity, used = node.live_bound, node.capacity, node.requested
 
     # kube-scheduler's filter plugins in their order; a node is reported by the first that fails.
-    cordon = {"key": taints.UNSCHEDULABLE, "effect": taints.NO_SCHEDULE}
-    if node.unschedulable and untolerated(pod, [cordon], (taints.NO_SCHEDULE,)):
+    if node.unschedulable and untolerated(pod, [_CORDON], (taints.NO_SCHEDULE,)):
         return [_Problem(UNSCHEDULABLE_PROBLEM, unresolvable=True)]
     for taint in untolerated(pod, node.taints, (taints.NO_SCHEDULE, taints.NO_EXECUTE))[:1]:
         text = f"node(s) had untolerated taint {{{taint.get('key', '')}: {taint.get('value') or ''}}}"
@@ -318,7 +344,7 @@ def _node_problems(pod: Obj, node: NodeResources, port_available: Optional[PortP
         node.labels.get(POD_NETWORK_LABEL) == ISOLATED)
     if problems:  # no eviction frees a port a program outside the cluster holds
         return [replace(p, unresolvable=MACHINE_PORT_PROBLEM in p.text) for p in problems]
-    wanted = pod_requests(pod)
+    wanted = checks.wanted if checks is not None else pod_requests(pod)
     if len(bound) + 1 > capacity.get("pods", Decimal(110)):
         problems.append(_Problem("Too many pods"))
     for name in sorted(wanted):
@@ -358,8 +384,7 @@ def _port_problems(pod: Obj, bound: list[Obj], port_available: Optional[PortProb
     return problems
 
 
-def _devices_for(pod: Obj, node: NodeResources) -> dict[str, list[int]]:
-    wanted = pod_requests(pod)
+def _devices_for(wanted: Mapping[str, Decimal], node: NodeResources) -> dict[str, list[int]]:
     devices: dict[str, list[int]] = {}
     for name in DEVICE_RESOURCES:
         count = int(wanted.get(name, 0))
@@ -406,7 +431,7 @@ def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[
         penalties = spread.penalties(pod, feasible, nodes, assigned, *_inclusion(pod))
         best = max(feasible, key=lambda node: score(pod, node, checks.interpod.score(node.labels),
                                                     penalties.get(node.name, 0.0)))  # max keeps the first of equals
-        return Decision(True, devices=_devices_for(pod, best), node_name=best.name)
+        return Decision(True, devices=_devices_for(checks.wanted, best), node_name=best.name)
     reasons = sorted(f"{count} {text}" for text, count in counts.items()) + named  # sorted, as kube-scheduler
     victims = (([p for p in node.bound if not is_terminal(p)], unresolvable) for node, unresolvable in failed)
     return Decision(False, f"0/{len(nodes)} nodes are available: {', '.join(reasons)}.",
@@ -419,14 +444,8 @@ def score(pod: Obj, node: NodeResources, interpod_score: int = 0,
     preferred inter-pod affinity (placed pods' terms included), least ScheduleAnyway skew,
     fewest untolerated PreferNoSchedule taints, then the largest free share of CPU and
     memory (spreading)."""
-    used = node.requested
-    free = Decimal(0)
-    for name in ("cpu", "memory"):
-        capacity = node.capacity.get(name, Decimal(0))
-        if capacity > 0:
-            free += (capacity - used.get(name, Decimal(0))) / capacity
     return (preferred_weight(pod, node), interpod_score, -spread_penalty,
-            -len(untolerated(pod, node.taints, ("PreferNoSchedule",))), free)
+            -len(untolerated(pod, node.taints, ("PreferNoSchedule",))), node.free_share)
 
 
 def fit(pod: Obj, allocatable: dict[str, Any], bound: Iterable[Obj],
