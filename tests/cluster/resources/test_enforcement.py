@@ -88,14 +88,16 @@ def test_usage_grows_while_a_container_works(node_enforcer, start) -> None:
 
 
 @pytest.mark.parametrize("node_enforcer", ["polling"], indirect=True)
-def test_polling_stops_a_runaway_process_within_about_a_second(node_enforcer, start) -> None:
+def test_polling_stops_a_runaway_process_long_before_it_hurts_the_machine(node_enforcer, start) -> None:
+    """Measured in what the process got, not in seconds: on a loaded machine both the
+    poller and the allocator run late."""
     group = node_enforcer.container("pod-1", "main", LIMIT_64MI)
-    began = time.monotonic()
-    process = start(group, ALLOCATOR, 8, 0.02, 4096)
+    process = start(group, ALLOCATOR, 8, 0.02, 4096)  # 8 MiB every 20 ms, up to 4 GiB
     returncode = process.wait(timeout=60)
+    allocated = [float(line) for line in process.stdout.read().split()]
 
     assert returncode == -9 and group.oom_killed()
-    assert time.monotonic() - began < 3.0
+    assert max(allocated, default=0) < 1024, f"allocated up to {allocated[-1:]} MiB before the poller stopped it"
     assert "CPU limits not enforced" in node_enforcer.describe()
     group.close()
 
