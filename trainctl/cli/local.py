@@ -190,7 +190,7 @@ def _network_line(directory: Path) -> str:
     """``Pod network: isolated: ...`` as the last ``up`` on ``directory`` chose it (and why)."""
     from trainctl.cluster.cluster import NETWORK_FILE
     from trainctl.cluster.network.isolation import DESCRIPTIONS, ISOLATED
-    from trainctl.cluster.network.router import SERVICES_FILE
+    from trainctl.cluster.network.nat import SERVICES_FILE
 
     try:
         mode, _, reason = (directory / NETWORK_FILE).read_text().partition("\n")

@@ -18,7 +18,6 @@ from trainctl.cluster.cluster import ClusterError, LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.network import isolation, nat
 from trainctl.cluster.network.podnet import IsolatedNetwork
-from trainctl.cluster.network.router import SERVICES_FILE
 from trainctl.cluster.nodes import NodeError
 from trainctl.kube.resources import NODES, PODS, SERVICES
 
@@ -158,7 +157,7 @@ def test_the_gateway_keeps_its_address_while_pods_come_and_go(cluster, api):
 def test_a_service_of_two_pods_on_the_clients_own_node_is_balanced_by_the_kernel(cluster, api):
     """Hairpin: the client, both endpoints and the gateway share one bridge; without the
     masquerade each answer would come from an address the client never called."""
-    assert (cluster.directory / SERVICES_FILE).read_text().startswith("kernel (nftables NAT)")
+    assert (cluster.directory / nat.SERVICES_FILE).read_text().startswith("kernel (nftables NAT)")
     hello = ("import http.server as h, socket\n"
              "class Name(h.BaseHTTPRequestHandler):\n"
              "    def do_GET(self):\n"

@@ -5,6 +5,7 @@ would give, and a node nothing touched is not built again."""
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Optional
 
@@ -58,18 +59,20 @@ class Cluster:
         self.pods: dict[str, Obj] = {}  # by name, as the informer's store keys them
         self.views = NodeViews()
 
+    @staticmethod
+    def _put(store: dict[str, Obj], handler: Callable[[str, Optional[Obj], Optional[Obj]], Any], obj: Obj) -> None:
+        old = store.get(obj["metadata"]["name"])
+        store[obj["metadata"]["name"]] = obj
+        handler("MODIFIED" if old else "ADDED", obj, old)
+
     def put_node(self, obj: Obj) -> None:
-        old = self.nodes.get(obj["metadata"]["name"])
-        self.nodes[obj["metadata"]["name"]] = obj
-        self.views.on_node("MODIFIED" if old else "ADDED", obj, old)
+        self._put(self.nodes, self.views.on_node, obj)
 
     def delete_node(self, name: str) -> None:
         self.views.on_node("DELETED", None, self.nodes.pop(name))
 
     def put_pod(self, obj: Obj) -> None:
-        old = self.pods.get(obj["metadata"]["name"])
-        self.pods[obj["metadata"]["name"]] = obj
-        self.views.on_pod("MODIFIED" if old else "ADDED", obj, old)
+        self._put(self.pods, self.views.on_pod, obj)
 
     def delete_pod(self, name: str) -> None:
         self.views.on_pod("DELETED", None, self.pods.pop(name))

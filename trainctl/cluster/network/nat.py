@@ -21,12 +21,14 @@ from __future__ import annotations
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Optional
 
-Frontend = tuple[str, int]  # (cluster IP, port)
-Backend = tuple[str, int]  # (pod IP, target port)
+from .proxy import Backend, Frontend
 
 TABLE = "trainctl"
+SERVICES_FILE = Path("run") / "network.services"  # which path forwards ClusterIPs, and why (for `status`)
+_REPLACE = f"add table ip {TABLE}\ndelete table ip {TABLE}\n"  # "add" first: the delete is safe on a first run
 
 
 def probe() -> Optional[str]:
@@ -65,9 +67,9 @@ def ruleset(rules: Mapping[Frontend, Sequence[Backend]], bridges: Iterable[str])
         _chain("output", ["type nat hook output priority -100; policy accept;", "jump services"]),
         _chain("postrouting", ["type nat hook postrouting priority srcnat; policy accept;", *hairpins]),
     ])
-    # "add" then "delete" makes the delete safe on a first run; the new table follows in the
-    # same transaction, so no packet sees a half-written rule set.
-    return f"add table ip {TABLE}\ndelete table ip {TABLE}\ntable ip {TABLE} {{\n{body}\n}}\n"
+    # The new table follows the old one's removal in the same transaction: no packet sees a
+    # half-written rule set.
+    return f"{_REPLACE}table ip {TABLE} {{\n{body}\n}}\n"
 
 
 def apply(rules: Mapping[Frontend, Sequence[Backend]], bridges: Iterable[str]) -> None:
@@ -75,7 +77,7 @@ def apply(rules: Mapping[Frontend, Sequence[Backend]], bridges: Iterable[str]) -
 
 
 def remove() -> None:
-    _apply(f"add table ip {TABLE}\ndelete table ip {TABLE}\n")
+    _apply(_REPLACE)
 
 
 def _apply(script: str) -> None:

@@ -50,7 +50,6 @@ log = logging.getLogger(__name__)
 
 Message = dict[str, Any]
 PARTITIONED, HEALING = "partitioned", "healing"
-SERVICES_FILE = Path("run") / "network.services"  # how ClusterIPs are forwarded, for `status`
 SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 # The pause process: holds the pod's network, mount and UTS namespaces (its hostname, the
 # pod's) until the router closes its stdin or dies.
@@ -411,7 +410,7 @@ class Router:
 
     def _say_services(self, how: str) -> None:
         log.info("Service ClusterIPs: %s", how)
-        (self.directory / SERVICES_FILE).write_text(how + "\n")
+        (self.directory / nat.SERVICES_FILE).write_text(how + "\n")
 
     def _apply_rules(self) -> None:
         # Kubelets' updates arrive on threads of their own: one at a time, each from the
@@ -424,14 +423,15 @@ class Router:
                 bridges = tuple(sorted(n.bridge for n in self._nodes.values()))
             # The `kubernetes` Service: the API server's unix socket (relative to DIR, our cwd).
             merged[(self.kubernetes_ip, 443)] = [(str(UNIX_SOCKET), 0)]
-            in_kernel = {f: b for f, b in merged.items() if self.kernel_nat and all(port for _, port in b)}
-            proxied = {f: b for f, b in merged.items() if f not in in_kernel}
-            wanted = (tuple(sorted(in_kernel.items())), tuple(sorted(proxied.items())), bridges)
-            if wanted == self._applied:
+            everything = tuple(sorted(merged.items()))
+            if (everything, bridges, self.kernel_nat) == self._applied:
                 return
+            proxied = merged
             if self.kernel_nat:
+                in_kernel = {f: b for f, b in merged.items() if all(port for _, port in b)}
                 try:
                     nat.apply(in_kernel, bridges)
+                    proxied = {f: b for f, b in merged.items() if f not in in_kernel}
                 except (OSError, subprocess.SubprocessError) as exc:
                     log.error("Service ClusterIPs: the kernel refused the rules (%s); the userspace proxy takes "
                               "them all from now on", exc)
@@ -439,10 +439,8 @@ class Router:
                     self._say_services(f"userspace proxy (the kernel refused the rules: {exc})")
                     with contextlib.suppress(OSError, subprocess.SubprocessError):
                         nat.remove()
-                    in_kernel, proxied = {}, merged
-                    wanted = ((), tuple(sorted(proxied.items())), bridges)
             self.proxy.update(proxied)
-            self._applied = wanted
+            self._applied = (everything, bridges, self.kernel_nat)
 
 
 def serve(directory: Path, service_cidr: str, ready_fd: Optional[int]) -> None:
