@@ -73,6 +73,15 @@ def test_bad_timeout_is_a_usage_error(capsys):
     assert "invalid duration 'soon'" in capsys.readouterr().err
 
 
+def test_a_timeline_file_of_no_known_format_is_a_usage_error_before_anything_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "-f", str(tmp_path / "missing.yaml"), "--timeline", str(tmp_path / "elastic.jpg")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"cannot write a timeline to {tmp_path / 'elastic.jpg'}: .jpg is not a format" in err and "use .svg, .html, .htm, .png, .pdf" in err
+    assert "cannot read" not in err  # refused before the manifest is read, let alone a job created
+
+
 class RunProcess:
     """``trainctl run`` as a user starts it, with its stdout read line by line."""
 

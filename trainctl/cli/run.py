@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainctl.api.durations import positive_duration
+from trainctl.cli.timeline import timeline_file
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +37,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--timeout", type=positive_duration, metavar="DURATION", help="give up after this long (e.g. 90s, 10m, 2h); the job is left running unless Ctrl-C")
     parser.add_argument("--replace", action="store_true", help="delete an existing job of the same name first")
     parser.add_argument("--keep", action="store_true", help="on Ctrl-C (or SIGTERM), leave the job running instead of deleting it")
-    parser.add_argument("--timeline", metavar="FILE", help="at the end, draw each job's pods, restarts, conditions and world size over time to FILE (.svg or .html)")
+    parser.add_argument(
+        "--timeline", type=timeline_file, metavar="FILE",
+        help="at the end, draw each job's pods, restarts, conditions and world size over time to FILE (.svg, .png, .pdf or .html)",
+    )
     parser.set_defaults(func=run)
 
 
