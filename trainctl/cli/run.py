@@ -183,9 +183,14 @@ def _timeline_path(template: str, job: dict[str, Any], jobs: int) -> Path:
 
 def _write_timeline(launcher: Any, recorder: Any, job: dict[str, Any], path: Path) -> str:
     """Draw what the recorder saw, with the job's Events added; the line to print about it."""
+    from trainctl.kube.client import ApiError
     from trainctl.timeline import fetch, render
 
-    timeline = recorder.timeline(events=fetch.job_events(launcher.client, job))
+    try:
+        pods = fetch.owned_pods(launcher.client, job)
+    except ApiError:
+        pods = []  # what the watches saw still makes a timeline
+    timeline = recorder.timeline(events=fetch.job_events(launcher.client, job), pods=pods)
     try:
         render.write(timeline, path)
     except OSError as exc:
