@@ -21,6 +21,9 @@ from typing import Any
 from trainctl.api.durations import positive_duration
 from trainctl.cli.timeline import timeline_file
 
+# The directory, under TMPDIR, where a throwaway cluster's pod logs are kept after it is gone.
+LOGS_PREFIX = "trainctl-run-logs-"
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -199,10 +202,14 @@ def _write_timeline(launcher: Any, recorder: Any, job: dict[str, Any], path: Pat
 
 
 def _save_logs(launcher: Any, results: list[Any]) -> dict[tuple[str, str], list[Path]]:
-    """Copy every pod's log out of a throwaway cluster before it disappears."""
+    """Copy every pod's log out of a throwaway cluster before it disappears.
+
+    They are kept on purpose, in a directory of their own under TMPDIR (the summary names
+    each file), made only when there is a log to keep.
+    """
     from trainctl.kube.client import ApiError
 
-    directory = Path(tempfile.mkdtemp(prefix="trainctl-run-logs-"))
+    directory: Path | None = None
     saved: dict[tuple[str, str], list[Path]] = {}
     for result in results:
         for pod in result.pods:
@@ -214,6 +221,7 @@ def _save_logs(launcher: Any, results: list[Any]) -> dict[tuple[str, str], list[
                     stream.close()
             except ApiError:
                 continue
+            directory = directory or Path(tempfile.mkdtemp(prefix=LOGS_PREFIX))
             path = directory / f"{pod}.log"
             path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
             saved.setdefault((result.namespace, result.name), []).append(path)
