@@ -313,7 +313,7 @@ class _FollowedJob:
         while has_active_replicas(self.current) and (left := ends - time.monotonic()) > 0:
             try:
                 source, event, obj = self.events.get(timeout=left)
-            except queue.Empty:
+            except (queue.Empty, KeyboardInterrupt):  # Ctrl-C now ends this wait, not the Succeeded job
                 return
             if source == "job" and event != "DELETED" and (obj.get("metadata") or {}).get("uid") == self.uid:
                 self.current = obj
