@@ -46,6 +46,23 @@ def test_succeeded_job_returns_its_condition_status_and_progress(kube, driver, v
     assert not result.deleted and driver.exists(name)
 
 
+def test_a_succeeded_job_is_reported_with_the_counts_its_next_status_write_settles(kube, driver, view):
+    """The controller sets Succeeded while some replicas still count active, and counts them succeeded a pass later."""
+    name = unique("settle")
+    run = start(kube, view, launched_job(name, workers=2))
+    view.wait_created()
+    message = f"PyTorchJob {name} is successfully completed."
+    succeeded = (true_condition("Created", "created"), true_condition("Succeeded", message))
+    driver.set_status(name, *succeeded, replicas={"Worker": {"active": 2, "succeeded": 1}})
+    view.wait_state("Succeeded")
+    final = {"Worker": {"succeeded": 3}}
+    driver.set_status(name, *succeeded, replicas=final)
+
+    result = run.join()
+    assert result.outcome is Outcome.SUCCEEDED
+    assert result.status["replicaStatuses"] == final
+
+
 def test_failed_job_propagates_the_failure_message(kube, driver, view):
     name = unique("fail")
     run = start(kube, view, launched_job(name))

@@ -35,6 +35,8 @@ from trainctl.launch.progress import JobProgress, PodTracker, ProgressView
 LOG_DRAIN_SECONDS = 10.0
 # A launcher reports an unreachable server after a few tries instead of the controller's patience.
 MAX_ATTEMPTS = 3
+# After the job Succeeded, how long its status may take to count its last active replicas succeeded.
+STATUS_SETTLE_SECONDS = 5.0
 
 
 class Outcome(str, enum.Enum):
@@ -269,7 +271,10 @@ class _FollowedJob:
         """Watch until the job ends, the deadline passes or Ctrl-C; then stop watching."""
         try:
             self._start_watches()
-            return self._wait_for_outcome()
+            outcome = self._wait_for_outcome()
+            if outcome is Outcome.SUCCEEDED:
+                self._wait_for_final_counts()
+            return outcome
         except KeyboardInterrupt:
             self.outcome = Outcome.INTERRUPTED
             return self.outcome
@@ -295,6 +300,27 @@ class _FollowedJob:
             if self._observe(source, event, obj):
                 self._show_progress()
         return self.outcome
+
+    def _wait_for_final_counts(self) -> None:
+        """Let the status of a Succeeded job count its last active replicas succeeded.
+
+        The operators write Succeeded in one pass and move the replicas still active to
+        succeeded in the next (Kubeflow's finished-job path), so the snapshot that ended the
+        wait may still say "Worker 2 active"; the summary wants the status that follows.
+        """
+        budget = STATUS_SETTLE_SECONDS if self.deadline is None else min(STATUS_SETTLE_SECONDS, self.deadline - time.monotonic())
+        ends = time.monotonic() + budget
+        while has_active_replicas(self.current) and (left := ends - time.monotonic()) > 0:
+            try:
+                source, event, obj = self.events.get(timeout=left)
+            except (queue.Empty, KeyboardInterrupt):  # Ctrl-C now ends this wait, not the Succeeded job
+                return
+            if source == "job" and event != "DELETED" and (obj.get("metadata") or {}).get("uid") == self.uid:
+                self.current = obj
+                if self.observer is not None:
+                    self.observer.job(obj)
+            elif source == "pod":
+                self.tracker.observe(event, obj)
 
     def _observe(self, source: str, event: str, obj: Any) -> bool:
         """Take in one queued watch event; whether it is one the progress view shows."""
@@ -438,6 +464,11 @@ def _wait_empty(kube: KubeClient, resource: Resource, namespace: str, deadline: 
                 raise LaunchError(f"waiting for {what}: {failures[0]}")
     finally:
         watch.stop()
+
+
+def has_active_replicas(job: dict[str, Any]) -> bool:
+    replica_statuses = (job.get("status") or {}).get("replicaStatuses") or {}
+    return any((counts or {}).get("active") for counts in replica_statuses.values())
 
 
 def owned_by(obj: dict[str, Any], uid: str) -> bool:
