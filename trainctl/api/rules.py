@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from trainctl.api.errors import FieldError, json_type
+from trainctl.api.pod_template import validate_pod_template
 
 
 def dict_at(obj: Any, key: str) -> dict[str, Any]:
@@ -25,7 +26,8 @@ def int_or_none(value: Any) -> Optional[int]:
 
 
 def validate_template(path: str, rspec: dict[str, Any], container_name: str) -> list[FieldError]:
-    """The reference webhook's container rules, plus the types the model leaves to us."""
+    """The reference webhook's container rules, plus the types the model leaves to us and the
+    API server's rules for the pods the template makes."""
     template = rspec.get("template")
     containers_path = f"{path}.template.spec.containers"
     if template is not None and not isinstance(template, dict):
@@ -36,9 +38,9 @@ def validate_template(path: str, rspec: dict[str, Any], container_name: str) -> 
     containers = (pod_spec or {}).get("containers")
     if containers is not None and not isinstance(containers, list):
         return [FieldError(containers_path, "TypeInvalid", f"must be an array, not {json_type(containers)}")]
-    errors = []
+    errors = [] if template is None else validate_pod_template(template, f"{path}.template")
     if not containers:
-        errors.append(FieldError(containers_path, "Required", "must be specified"))
+        errors.append(FieldError(containers_path, "Required", "must be specified" + _misplaced_containers(path, rspec)))
     found = False
     for i, container in enumerate(containers or ()):
         cpath = f"{containers_path}[{i}]"
@@ -58,3 +60,12 @@ def validate_template(path: str, rspec: dict[str, Any], container_name: str) -> 
     if not found:
         errors.append(FieldError(containers_path, "Required", f"must have at least one container with name {container_name}"))
     return errors
+
+
+def _misplaced_containers(path: str, rspec: dict[str, Any]) -> str:
+    """Where a ``containers`` list written one or two levels too shallow was found, as a hint."""
+    template = rspec.get("template")
+    for where, holder in ((f"{path}.template", template), (path, rspec)):
+        if isinstance(holder, dict) and "containers" in holder:
+            return f"; found `containers` at {where}.containers; it belongs under template.spec"
+    return ""
