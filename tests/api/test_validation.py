@@ -295,7 +295,7 @@ def test_samples_are_valid(load_sample, sample):
     assert validate(load_sample(sample)) == []
 
 
-def test_unknown_fields_are_warnings_with_their_paths(load_sample, mutate):
+def test_unknown_fields_are_named_with_their_paths_and_the_field_meant(load_sample, mutate):
     job = mutate(
         load_sample("pytorch_full.yaml"),
         {
@@ -308,8 +308,8 @@ def test_unknown_fields_are_warnings_with_their_paths(load_sample, mutate):
     assert validate(job) == []
     assert warnings(job) == [
         'unknown field "spec.futureField"',
-        'unknown field "spec.pytorchReplicaSpecs[Worker].restartpolicy"',
-        'unknown field "spec.runPolicy.schedulingPolicy.Queue"',
+        'unknown field "spec.pytorchReplicaSpecs[Worker].restartpolicy"; did you mean "restartPolicy"?',
+        'unknown field "spec.runPolicy.schedulingPolicy.Queue"; did you mean "queue"?',
         'unknown field "status.conditions[0].extra"',
     ]
 

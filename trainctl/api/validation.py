@@ -14,6 +14,7 @@ The controller calls this on every job it sees, so the rules are plain dict look
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Optional
 
@@ -60,24 +61,44 @@ def validate(obj: Any, old: Any = None) -> list[FieldError]:
 
 
 def warnings(obj: Any, job: Optional[Job] = None) -> list[str]:
-    """Things that work but should change, one line each: deprecated and unknown fields.
+    """Things that work but should change, one line each: deprecated and unknown fields."""
+    return deprecations(obj) + unknown_fields(obj, job)
 
-    An unknown field is most often a typo (``restartpolicy``); the API server would prune it,
-    so the job would silently run without it. ``job``: ``obj`` already parsed (by ``check``).
-    """
+
+def deprecations(obj: Any) -> list[str]:
+    """The deprecated fields and values the job uses, one line each."""
     kind = kinds.of(obj)
-    out = [] if kind is None else kind.deprecations(obj)
+    return [] if kind is None else kind.deprecations(obj)
+
+
+def unknown_fields(obj: Any, job: Optional[Job] = None) -> list[str]:
+    """The fields the job's schema does not have, one line each, with the known field meant.
+
+    An unknown field is most often a typo (``backofLimit``): the API server refuses it under
+    ``kubectl apply``'s default strict field validation, and prunes it otherwise, so the job
+    would silently run without it. Pod templates keep unknown fields (the CRD preserves them),
+    so none is reported there. ``job``: ``obj`` already parsed (by ``check``).
+    """
     if job is None:
         job, _ = parse_structure(obj)
-    if isinstance(job, BaseModel):
-        out += [f'unknown field "{path}"' for path in _unknown_fields(job, "")]
-    return out
+    if not isinstance(job, BaseModel):
+        return []
+    return [_unknown_line(path, key, known) for path, key, known in _unknown_fields(job, "")]
 
 
-def _unknown_fields(model: BaseModel, path: str) -> list[str]:
-    """Paths of the fields parsing kept without knowing them (``extra="allow"``)."""
-    found = [f"{path}.{key}" if path else key for key in (model.model_extra or {})]
-    for name, field in type(model).model_fields.items():
+def _unknown_line(path: str, key: str, known: list[str]) -> str:
+    line = f'unknown field "{path}"'
+    lowered = {name.lower(): name for name in known}
+    meant = difflib.get_close_matches(key.lower(), list(lowered), n=1)
+    return f'{line}; did you mean "{lowered[meant[0]]}"?' if meant else line
+
+
+def _unknown_fields(model: BaseModel, path: str) -> list[tuple[str, str, list[str]]]:
+    """(path, key, the fields known there) of each field parsing kept without knowing it (``extra="allow"``)."""
+    fields = type(model).model_fields
+    known = [field.alias or name for name, field in fields.items()]
+    found = [(f"{path}.{key}" if path else key, key, known) for key in (model.model_extra or {})]
+    for name, field in fields.items():
         if name not in model.model_fields_set:
             continue
         value = getattr(model, name)
@@ -208,7 +229,9 @@ def _validate_scaled_replicas(obj: dict[str, Any], kind: kinds.JobKind) -> list[
         return [FieldError(path, "Forbidden", "must be at least 1")]
     bounds = replica_bounds(obj)
     if bounds is not None and not bounds[0] <= count <= (bounds[1] or count):
-        return [FieldError(path, "Invalid", f"must be between minReplicas ({bounds[0]}) and maxReplicas ({bounds[1]}), not {count}")]
+        # The CRD's rule says this of the spec object (kube: 'Invalid value: "object"'); here, of the count.
+        detail = f"must be between minReplicas ({bounds[0]}) and maxReplicas ({bounds[1]}), not {count}"
+        return [FieldError(path, "Invalid", f"Invalid value: {count}: {detail}")]
     return []
 
 

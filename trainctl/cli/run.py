@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainctl.api.durations import positive_duration
+from trainctl.cli.validate import add_validate_flag
 
 
 def register(subparsers: Any) -> None:
@@ -37,6 +38,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--replace", action="store_true", help="delete an existing job of the same name first")
     parser.add_argument("--keep", action="store_true", help="on Ctrl-C (or SIGTERM), leave the job running instead of deleting it")
     parser.add_argument("--timeline", metavar="FILE", help="at the end, draw each job's pods, restarts, conditions and world size over time to FILE (.svg or .html)")
+    add_validate_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -52,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     if text is None:
         return 1
     try:
-        manifest = read_jobs(text, args.filename)
+        manifest = read_jobs(text, args.filename, args.field_validation)
     except ManifestInvalid as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
