@@ -338,12 +338,23 @@ def test_validation_and_parsing_are_total(load_sample, sample):
         for value in ODD_VALUES:
             job = _replace(base, path, value)
             errors = validate(job)
+            assert set(errors) <= set(validate(job, pod_templates=True)), (path, value)
             warnings(job)
             try:
                 parse_job(job)
             except JobInvalid as exc:
                 assert exc.errors, path
                 assert errors, (path, value)  # a job that cannot be parsed is never valid
+
+
+def test_pod_template_rules_are_asked_for_by_a_check_before_submitting(load_sample, mutate):
+    """The controller, as the reference, leaves a pod the API server refuses to a FailedCreatePod Event."""
+    job = mutate(load_sample("pytorch_full.yaml"), {W + CONTAINERS + (0, "resources"): {"limits": {"cpu": "lots"}}})
+    assert validate(job) == []
+    assert [(e.path, e.detail) for e in validate(job, pod_templates=True)] == [(
+        "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].resources.limits[cpu]",
+        "Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    )]
 
 
 def _replace(obj, path, value):

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from trainctl.api.errors import FieldError, json_type
-from trainctl.api.pod_template import validate_pod_template
 
 
 def dict_at(obj: Any, key: str) -> dict[str, Any]:
@@ -26,8 +25,7 @@ def int_or_none(value: Any) -> Optional[int]:
 
 
 def validate_template(path: str, rspec: dict[str, Any], container_name: str) -> list[FieldError]:
-    """The reference webhook's container rules, plus the types the model leaves to us and the
-    API server's rules for the pods the template makes."""
+    """The reference webhook's container rules, plus the types the model leaves to us."""
     template = rspec.get("template")
     containers_path = f"{path}.template.spec.containers"
     if template is not None and not isinstance(template, dict):
@@ -38,7 +36,7 @@ def validate_template(path: str, rspec: dict[str, Any], container_name: str) -> 
     containers = (pod_spec or {}).get("containers")
     if containers is not None and not isinstance(containers, list):
         return [FieldError(containers_path, "TypeInvalid", f"must be an array, not {json_type(containers)}")]
-    errors = [] if template is None else validate_pod_template(template, f"{path}.template")
+    errors = []
     if not containers:
         errors.append(FieldError(containers_path, "Required", "must be specified" + _misplaced_containers(path, rspec)))
     found = False

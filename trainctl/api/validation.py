@@ -24,6 +24,7 @@ from trainctl.api import kinds
 from trainctl.api.common import Job
 from trainctl.api.errors import FieldError, json_type, show
 from trainctl.api.loader import job_kind, parse_structure
+from trainctl.api.pod_template import validate_pod_template
 from trainctl.api.rules import dict_at, int_or_none
 
 # A Service name, hence every replica's name, must be a DNS-1035 label.
@@ -35,11 +36,14 @@ _DNS1035_HELP = "must consist of lower case letters, digits or '-', start with a
 _GENERATED_SUFFIX = 5
 
 
-def check(obj: Any, old: Any = None) -> tuple[Optional[Job], list[FieldError]]:
+def check(obj: Any, old: Any = None, *, pod_templates: bool = False) -> tuple[Optional[Job], list[FieldError]]:
     """The typed job (None when its types are wrong) and every problem, parsing it once.
 
     With ``old``, the problems of the update from ``old`` to ``obj`` are included. A job
     comes back even when rules fail, so a caller that needs both parses nothing twice.
+    With ``pod_templates``, the problems the API server will find in the pods made from the
+    templates are included too: a check before submitting asks for them; the controller does
+    not, and, as the reference, reports a pod the server refuses as a ``FailedCreatePod`` Event.
     """
     kind, errors = job_kind(obj)
     if kind is None:
@@ -50,14 +54,16 @@ def check(obj: Any, old: Any = None) -> tuple[Optional[Job], list[FieldError]]:
     errors += _unsupported_run_policy(obj, kind)
     errors += kind.validator(obj)
     errors += _validate_scaled_replicas(obj, kind)
+    if pod_templates:
+        errors += _validate_pod_templates(obj, kind)
     if isinstance(old, dict) and old.get("kind") == kind.kind:
         errors += _validate_update(obj, old)
     return job, _unique(errors)
 
 
-def validate(obj: Any, old: Any = None) -> list[FieldError]:
-    """Every problem of a job (and, with ``old``, of the update from ``old`` to it)."""
-    return check(obj, old)[1]
+def validate(obj: Any, old: Any = None, *, pod_templates: bool = False) -> list[FieldError]:
+    """Every problem of a job (and, with ``old``, of the update from ``old`` to it; see ``check``)."""
+    return check(obj, old, pod_templates=pod_templates)[1]
 
 
 def warnings(obj: Any, job: Optional[Job] = None) -> list[str]:
@@ -185,6 +191,16 @@ def _unsupported_run_policy(obj: dict[str, Any], kind: kinds.JobKind) -> list[Fi
         FieldError(f"spec.runPolicy.{field}", "Forbidden", f"not supported by {kind.kind} ({kind.api_version})")
         for field in kind.unsupported_run_policy
         if run_policy.get(field) is not None
+    ]
+
+
+def _validate_pod_templates(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
+    specs = dict_at(dict_at(obj, "spec"), kind.replica_specs_field)
+    return [
+        error
+        for rtype, rspec in specs.items()
+        if isinstance(rspec, dict) and rspec.get("template") is not None
+        for error in validate_pod_template(rspec["template"], f"{kind.replica_path(str(rtype))}.template")
     ]
 
 

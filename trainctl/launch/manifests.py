@@ -84,7 +84,7 @@ def check_text(text: str, filename: str, field_validation: FieldValidation = "St
         if document.error is not None:
             checked.append(CheckedObject(label, None, [f"{source}: {document.where}: {document.error}"], []))
             continue
-        job, errors = check(document.obj)
+        job, errors = check(document.obj, pod_templates=True)
         unknown = [] if field_validation == "Ignore" else unknown_fields(document.obj, job)
         problems = [f"{label}: {problem}" for problem in errors]
         problems += [f"{label}: {line}" for line in unknown if field_validation == "Strict"]
