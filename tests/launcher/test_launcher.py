@@ -164,6 +164,26 @@ def test_a_pod_the_scheduler_cannot_place_is_noted_once_with_its_reason(kube, dr
     assert [n for n in view.notes if " is Pending: " in n] == [f"{pod} is Pending: {insufficient}"]
 
 
+def test_a_warning_event_on_the_job_is_noted_once_as_it_happens(kube, driver, view):
+    """A pod the API server refuses leaves the job without pods; the controller's Warning says why."""
+    name = unique("nopods")
+    run = start(kube, view, launched_job(name, workers=1))
+    view.wait_created()
+    job = driver.job(name)
+    refused = (f'Error creating: pods "{name}-worker-0" is invalid: spec.containers[0].resources.limits[cpu]: '
+               'Invalid value: "lots": quantities must match the regular expression')
+    driver.job_event(job, "Warning", "FailedCreatePod", refused)
+    view.wait_until(lambda v: f"Warning FailedCreatePod: {refused}" in v.notes)
+    driver.job_event(job, "Warning", "FailedCreatePod", refused)  # the controller retries: same words, no new note
+    driver.job_event(job, "Normal", "SuccessfulCreateService", "Created service: x")
+    driver.job_event(job, "Warning", "FailedCreateService", "services is forbidden")
+    view.wait_until(lambda v: "Warning FailedCreateService: services is forbidden" in v.notes)
+    driver.set_status(name, true_condition("Failed", "no pods"))
+    run.join()
+    assert [n for n in view.notes if n.startswith("Warning")] == [
+        f"Warning FailedCreatePod: {refused}", "Warning FailedCreateService: services is forbidden"]
+
+
 def test_existing_job_is_an_error_unless_replace(kube, driver, view):
     name = unique("twice")
     launcher = Launcher(kube)

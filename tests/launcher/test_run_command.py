@@ -274,6 +274,23 @@ def test_a_broken_kubeconfig_is_one_line(tmp_path, monkeypatch, capsys):
     assert err.startswith(f"error: cannot use kubeconfig {kubeconfig}: ") and err.count("\n") == 1
 
 
+def test_an_unknown_field_is_refused_before_the_job_is_created_unless_validate_warn(run_job, driver):
+    """As ``kubectl apply`` (strict field validation) refuses it; ``--validate=warn`` runs the job."""
+    name = unique("run-typo")
+    job = launched_job(name)
+    job["spec"]["runPolicy"] = {"backofLimit": 3}
+    code, out, err = run_job(job).finish()
+    assert code == 1 and out == ""
+    assert err == f'PyTorchJob/{name}: unknown field "spec.runPolicy.backofLimit"; did you mean "backoffLimit"?\n'
+    assert not driver.exists(name)
+    run = run_job(job, "--validate=warn")
+    run.wait_for(f"created PyTorchJob default/{name}")
+    driver.set_status(name, true_condition("Succeeded", "done"), replicas={"Master": {"succeeded": 1}})
+    code, _, err = run.finish()
+    assert code == 0
+    assert f'PyTorchJob/{name}: warning: unknown field "spec.runPolicy.backofLimit"; did you mean "backoffLimit"?' in err
+
+
 def test_namespace_flag_puts_the_job_there(run_job, kube, driver):
     from kubernetes import client
 

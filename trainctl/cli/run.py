@@ -20,6 +20,7 @@ from typing import Any
 
 from trainctl.api.durations import positive_duration
 from trainctl.cli.timeline import timeline_file
+from trainctl.cli.validate import add_validate_flag
 
 # The directory, under TMPDIR, where a throwaway cluster's pod logs are kept after it is gone.
 LOGS_PREFIX = "trainctl-run-logs-"
@@ -44,6 +45,7 @@ def register(subparsers: Any) -> None:
         "--timeline", type=timeline_file, metavar="FILE",
         help="at the end, draw each job's pods, restarts, conditions and world size over time to FILE (.svg, .png, .pdf or .html)",
     )
+    add_validate_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -59,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if text is None:
         return 1
     try:
-        manifest = read_jobs(text, args.filename)
+        manifest = read_jobs(text, args.filename, args.field_validation)
     except ManifestInvalid as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)

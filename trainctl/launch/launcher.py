@@ -26,7 +26,8 @@ from trainctl.api import constants as c
 from trainctl.api.kinds import JobKind
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.resources import PODS, Resource, job_resource
+from trainctl.kube.resources import EVENTS, PODS, Resource, job_resource
+from trainctl.launch.events import JobWarnings
 from trainctl.launch.follow import LeadPodLogs
 from trainctl.launch.kinds import current_condition, kind_of, lead_replica, terminal_condition
 from trainctl.launch.progress import JobProgress, PodTracker, ProgressView
@@ -210,7 +211,8 @@ class Launcher:
 
 class _FollowedJob:
     """One ``Launcher.follow``: the watches on a job and its pods, the lead pod's log, and
-    what they have shown so far. Both watches feed one queue, which :meth:`wait` reads."""
+    what they have shown so far. The watches (the job, its pods, the Events about the job)
+    feed one queue, which :meth:`wait` reads."""
 
     def __init__(
         self, kube: KubeClient, job: dict[str, Any], view: ProgressView, *,
@@ -223,6 +225,7 @@ class _FollowedJob:
         self.started = time.monotonic() if started is None else started
         self.events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         self.tracker = PodTracker()
+        self.warnings = JobWarnings()
         self.lead_type, self.lead_index = lead_replica(job, self.kind)
         self.created = self.current = job
         self.outcome: Outcome | None = None
@@ -238,6 +241,11 @@ class _FollowedJob:
             kube, PODS, self.namespace, self._on_pod,
             on_error=lambda exc: self.events.put(("error", "pods", _api_message(exc))),
             label_selector=f"{c.LABEL_JOB_NAME}={self.name}",
+        )
+        self.event_watch = _watch(
+            kube, EVENTS, self.namespace, lambda event, obj: self.events.put(("event", event, obj)),
+            on_error=lambda exc: self.events.put(("error", "events", _api_message(exc))),
+            field_selector=f"involvedObject.uid={self.uid}",
         )
 
     # --- the watches' threads -------------------------------------------------------------
@@ -284,6 +292,7 @@ class _FollowedJob:
     def _start_watches(self) -> None:
         self.job_watch.start()
         self.pod_watch.start()
+        self.event_watch.start()
         self.logs.start()
         self._show_progress()
 
@@ -329,6 +338,11 @@ class _FollowedJob:
                 raise LaunchError(f"cannot follow {self.kind.kind} {self.namespace}/{self.name}: {obj}")
             self.view.note(f"cannot follow the job's {event}: {obj}")
             return False
+        if source == "event":
+            note = self.warnings.observe(event, obj)
+            if note is not None:
+                self.view.note(note)
+            return False
         if source == "pod":
             note = self.tracker.observe(event, obj)
             if note is not None:
@@ -351,6 +365,7 @@ class _FollowedJob:
 
     def _stop_watches(self) -> None:
         self.job_watch.stop()
+        self.event_watch.stop()
         if self.outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
             self._catch_up_lead_log()
         self.pod_watch.stop()

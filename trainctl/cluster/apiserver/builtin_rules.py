@@ -6,192 +6,54 @@ enumerations. Each rule here is keyed by the schema definition and property it g
 (``PROPERTY_RULES``) or by the definition whose every value it checks (``DEFINITION_RULES``),
 so ``builtin_validation`` applies it wherever that type appears; rules between fields of one
 kind, which may depend on the stored object, are keyed by the kind (``OBJECT_RULES``).
-Messages follow kube-apiserver's wording.
+Messages follow kube-apiserver's wording. The rules for a Pod's values are
+``trainctl.api.pod_rules``', which ``trainctl validate`` applies to a job's pod templates too.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from trainctl.api import pod_rules
+from trainctl.api.errors import FieldError
 
 from .errors import Cause
 
 Rule = Callable[[Any, str], list[Cause]]
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_DNS_LABEL = pod_rules.DNS_LABEL
 _DNS_1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-_QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
-_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
-_IANA_SVC_NAME = re.compile(r"[-a-z0-9]+")
-_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?")
-_QUANTITY_HINT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-_SUFFIX_FACTORS = {"": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-                   "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-                   "P": Decimal("1e15"), "E": Decimal("1e18"), "Ki": Decimal(2**10), "Mi": Decimal(2**20),
-                   "Gi": Decimal(2**30), "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60)}
-
-
-def quoted(value: Any) -> str:
-    return f'"{value}"' if isinstance(value, str) else str(value)
+quoted = pod_rules.quoted
 
 
 def invalid(path: str, value: Any, detail: str) -> Cause:
-    return Cause(path, "FieldValueInvalid", f"Invalid value: {quoted(value)}: {detail}")
+    return _cause(pod_rules.invalid(path, value, detail))
 
 
-_DNS_LABEL_MESSAGE = ("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and "
-                      "must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used "
-                      "for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+def _cause(error: FieldError) -> Cause:
+    """A pod rule's problem as a ``details.causes`` entry: ``Invalid`` is ``FieldValueInvalid``."""
+    return Cause(error.path, "FieldValue" + error.type, error.detail)
+
+
+def _causes(rule: pod_rules.Rule) -> Rule:
+    """A pod rule as the schema walk calls it."""
+    def check(value: Any, path: str) -> list[Cause]:
+        errors = rule(value, path)
+        return [_cause(error) for error in errors] if errors else []
+    return check
+
+
+_DNS_LABEL_MESSAGE = pod_rules.DNS_LABEL_MESSAGE
 _DNS_1035_LABEL_MESSAGE = ("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with "
                            "an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or "
                            "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
 
 
-def _label_problem(value: str) -> str | None:
-    if len(value) > 63:
-        return "must be no more than 63 characters"
-    if not _DNS_LABEL.fullmatch(value):
-        return _DNS_LABEL_MESSAGE
-    return None
-
-
-def _dns_label(value: Any, path: str) -> list[Cause]:
-    if not isinstance(value, str) or not value:
-        return []  # absent: "required" reports it
-    problem = _label_problem(value)
-    return [invalid(path, value, problem)] if problem else []
-
-
-def _port_number(value: Any, path: str, *, allow_zero: bool = False) -> list[Cause]:
-    if not isinstance(value, int) or isinstance(value, bool) or (allow_zero and value == 0):
-        return []
-    if not 1 <= value <= 65535:
-        return [invalid(path, value, "must be between 1 and 65535, inclusive")]
-    return []
-
-
-def _host_port(value: Any, path: str) -> list[Cause]:
-    return _port_number(value, path, allow_zero=True)
-
-
-def _port_name(value: Any, path: str) -> list[Cause]:
-    if not isinstance(value, str) or not value:
-        return []
-    if len(value) > 15:
-        return [invalid(path, value, "must be no more than 15 characters")]
-    if not _IANA_SVC_NAME.fullmatch(value) or not re.search("[a-z]", value) or "--" in value \
-            or value.startswith("-") or value.endswith("-"):
-        return [invalid(path, value, "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-), "
-                         "contain at least one letter (a-z), and hyphens cannot be adjacent to other hyphens")]
-    return []
-
-
-def _port_or_name(value: Any, path: str) -> list[Cause]:
-    return _port_name(value, path) if isinstance(value, str) else _port_number(value, path)
-
-
-def _one_of(*allowed: str) -> Rule:
-    supported = ", ".join(f'"{a}"' for a in allowed)
-
-    def check(value: Any, path: str) -> list[Cause]:
-        if isinstance(value, str) and value not in allowed:
-            return [Cause(path, "FieldValueNotSupported", f'Unsupported value: "{value}": supported values: {supported}')]
-        return []
-    return check
-
-
-def _env_name(value: Any, path: str) -> list[Cause]:
-    if isinstance(value, str) and value and (not value.isascii() or not value.isprintable() or "=" in value):
-        return [invalid(path, value, "a valid environment variable name must consist only of printable ASCII "
-                         "characters other than '='")]
-    return []
-
-
-def parse_quantity(value: Any) -> Decimal | None:
-    """A Kubernetes quantity's value, or None if it does not follow the quantity grammar."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    if not isinstance(value, str):
-        return None
-    return _parse_quantity_text(value)
-
-
-@functools.lru_cache(maxsize=4096)  # a cluster uses few distinct quantities ("500m", "1Gi")
-def _parse_quantity_text(value: str) -> Decimal | None:
-    match = _QUANTITY.fullmatch(value)
-    if match is None:
-        return None
-    number, suffix = match.group(1), match.group(2) or ""
-    try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number) * Decimal(10) ** int(suffix[1:])
-        return Decimal(number) * _SUFFIX_FACTORS[suffix]
-    except (InvalidOperation, OverflowError):
-        return None
-
-
-def _quantity(value: Any, path: str) -> list[Cause]:
-    if value is None or parse_quantity(value) is not None:
-        return []
-    return [invalid(path, value, _QUANTITY_HINT)]
-
-
-def _resource_list(value: Any, path: str) -> list[Cause]:
-    causes = []
-    for name, quantity in (value or {}).items() if isinstance(value, dict) else ():
-        parsed = parse_quantity(quantity)
-        if parsed is not None and parsed < 0:
-            causes.append(invalid(f"{path}[{name}]", quantity, "must be greater than or equal to 0"))
-    return causes
-
-
-def _resource_requirements(value: Any, path: str) -> list[Cause]:
-    if not isinstance(value, dict) or not isinstance(value.get("limits"), dict) or not isinstance(value.get("requests"), dict):
-        return []
-    causes = []
-    for name, request in value["requests"].items():
-        wanted, limit = parse_quantity(request), parse_quantity(value["limits"].get(name))
-        if wanted is not None and limit is not None and wanted > limit:
-            causes.append(invalid(f"{path}.requests[{name}]", request,
-                                   f"must be less than or equal to {name} limit of {value['limits'][name]}"))
-    return causes
-
-
-def _label_map(value: Any, path: str) -> list[Cause]:
-    causes = []
-    for key, label in (value.items() if isinstance(value, dict) else ()):
-        causes += _qualified_key(key, path)
-        if isinstance(label, str) and (len(label) > 63 or not _LABEL_VALUE.fullmatch(label)):
-            causes.append(invalid(path, label, "a valid label must be an empty string or consist of alphanumeric "
-                                   "characters, '-', '_' or '.', and must start and end with an alphanumeric "
-                                   "character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for "
-                                   "validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')"))
-    return causes
-
-
-def _annotation_map(value: Any, path: str) -> list[Cause]:
-    causes: list[Cause] = []
-    for key in (value if isinstance(value, dict) else ()):
-        causes += _qualified_key(key, path)
-    return causes
-
-
-def _qualified_key(key: str, path: str) -> list[Cause]:
-    prefix, _, name = key.rpartition("/")
-    if ("/" in key and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))) \
-            or not name or len(name) > 63 or not _QUALIFIED_NAME.fullmatch(name):
-        return [invalid(path, key, "name part must consist of alphanumeric characters, '-', '_' or '.', and must "
-                         "start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or "
-                         "'123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') "
-                         "with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")]
-    return []
+def _port_or_name(value: Any, path: str) -> list[FieldError]:
+    return pod_rules.port_name(value, path) if isinstance(value, str) else pod_rules.port_number(value, path)
 
 
 def _config_keys(value: Any, path: str) -> list[Cause]:
@@ -204,44 +66,28 @@ def _config_keys(value: Any, path: str) -> list[Cause]:
     return causes
 
 
-_CORE = "io.k8s.api.core.v1."
-_META = "io.k8s.apimachinery.pkg.apis.meta.v1."
-_PROTOCOL = _one_of("SCTP", "TCP", "UDP")
-# (definition, property) -> the rule for that property's value, wherever the definition is used.
+_CORE = pod_rules.CORE
+# (definition, property) -> the rule for that property's value, wherever the definition is used:
+# the pod rules (shared with ``trainctl validate``) and those of the other kinds.
 PROPERTY_RULES: dict[tuple[str, str], Rule] = {
-    (_META + "ObjectMeta", "labels"): _label_map,
-    (_META + "ObjectMeta", "annotations"): _annotation_map,
-    (_CORE + "Container", "name"): _dns_label,
-    (_CORE + "Container", "imagePullPolicy"): _one_of("Always", "IfNotPresent", "Never"),
-    (_CORE + "Container", "terminationMessagePolicy"): _one_of("FallbackToLogsOnError", "File"),
-    (_CORE + "Container", "resources"): _resource_requirements,
-    (_CORE + "ContainerPort", "containerPort"): _port_number,
-    (_CORE + "ContainerPort", "hostPort"): _host_port,
-    (_CORE + "ContainerPort", "name"): _port_name,
-    (_CORE + "ContainerPort", "protocol"): _PROTOCOL,
-    (_CORE + "EnvVar", "name"): _env_name,
-    (_CORE + "Volume", "name"): _dns_label,
-    (_CORE + "ResourceRequirements", "requests"): _resource_list,
-    (_CORE + "ResourceRequirements", "limits"): _resource_list,
-    (_CORE + "PodSpec", "restartPolicy"): _one_of("Always", "OnFailure", "Never"),
-    (_CORE + "PodSpec", "dnsPolicy"): _one_of("ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"),
-    (_CORE + "ServicePort", "port"): _port_number,
-    (_CORE + "ServicePort", "targetPort"): _port_or_name,
-    (_CORE + "ServicePort", "nodePort"): _host_port,
-    (_CORE + "ServicePort", "name"): _dns_label,
-    (_CORE + "ServicePort", "protocol"): _PROTOCOL,
-    (_CORE + "ServiceSpec", "type"): _one_of("ClusterIP", "ExternalName", "LoadBalancer", "NodePort"),
-    (_CORE + "ServiceSpec", "sessionAffinity"): _one_of("ClientIP", "None"),
-    (_CORE + "EndpointPort", "port"): _port_number,
+    **{key: _causes(rule) for key, rule in pod_rules.PROPERTY_RULES.items()},
+    (_CORE + "ServicePort", "port"): _causes(pod_rules.port_number),
+    (_CORE + "ServicePort", "targetPort"): _causes(_port_or_name),
+    (_CORE + "ServicePort", "nodePort"): _causes(pod_rules.host_port),
+    (_CORE + "ServicePort", "name"): _causes(pod_rules.dns_label),
+    (_CORE + "ServicePort", "protocol"): _causes(pod_rules.PROTOCOL),
+    (_CORE + "ServiceSpec", "type"): _causes(pod_rules.one_of("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")),
+    (_CORE + "ServiceSpec", "sessionAffinity"): _causes(pod_rules.one_of("ClientIP", "None")),
+    (_CORE + "EndpointPort", "port"): _causes(pod_rules.port_number),
     (_CORE + "ConfigMap", "data"): _config_keys,
     (_CORE + "ConfigMap", "binaryData"): _config_keys,
     (_CORE + "Secret", "data"): _config_keys,
     (_CORE + "Secret", "stringData"): _config_keys,
 }
 # definition -> the rule for every value of that type.
-DEFINITION_RULES: dict[str, Rule] = {
-    "io.k8s.apimachinery.pkg.api.resource.Quantity": _quantity,
-}
+DEFINITION_RULES: dict[str, Rule] = {key: _causes(rule) for key, rule in pod_rules.DEFINITION_RULES.items()}
+
+
 def _int(value: Any) -> int | None:
     return value if type(value) is int else None
 
