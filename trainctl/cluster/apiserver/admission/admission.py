@@ -17,11 +17,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from trainctl.cluster.apiserver.admission import builtin_validation, crds, schema, tolerations, validation
+from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType, pod_qos_class
 from trainctl.kube.timestamps import now_rfc3339
-
-from . import builtin_validation, crds, errors, limits, schema, tolerations, validation
-from .errors import Cause
-from .registry import Registry, ResourceType, pod_qos_class
 
 Obj = dict[str, Any]
 

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from .errors import Cause
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
 
 Rule = Callable[[Any, str], list[Cause]]
 

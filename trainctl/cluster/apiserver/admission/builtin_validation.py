@@ -22,10 +22,11 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from . import builtin_rules, builtin_schemas, errors
-from .builtin_rules import Rule
-from .errors import Cause
-from .registry import ResourceType, builtin_types
+from trainctl.cluster.apiserver.admission import builtin_rules, builtin_schemas
+from trainctl.cluster.apiserver.admission.builtin_rules import Rule
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.apimachinery.registry import ResourceType, builtin_types
 
 Obj = dict[str, Any]
 

@@ -15,7 +15,7 @@ import functools
 import re
 from typing import TYPE_CHECKING, Any
 
-from .errors import Cause
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
 
 if TYPE_CHECKING:
     import celpy

@@ -8,9 +8,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import cel, errors, jsonpath
-from .errors import Cause
-from .registry import ResourceType
+from trainctl.cluster.apiserver.admission import cel
+from trainctl.cluster.apiserver.apimachinery import errors, jsonpath
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
 
 Obj = dict[str, Any]
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

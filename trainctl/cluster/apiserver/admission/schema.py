@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from . import cel
-from .errors import Cause
+from trainctl.cluster.apiserver.admission import cel
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
 _ROOT_KEPT = ("apiVersion", "kind", "metadata")

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import errors
-from .errors import Cause
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from . import errors
+from trainctl.cluster.apiserver.apimachinery import errors
 
 _STEP = re.compile(
     r"""\.(?P<field>[^.\[\]]+)

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 import yaml
 
-from . import errors
+from trainctl.cluster.apiserver.apimachinery import errors
 
 Obj = dict[str, Any]
 

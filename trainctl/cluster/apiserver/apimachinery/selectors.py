@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from . import errors
+from trainctl.cluster.apiserver.apimachinery import errors
 
 Obj = dict[str, Any]
 Predicate = Callable[[Obj], bool]

@@ -17,9 +17,10 @@ from typing import Any
 
 from multidict import CIMultiDictProxy
 
-from . import authn, errors, rbac, request_info, reviews, tokens
-from .errors import Cause
-from .store import Store
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.auth import authn, rbac, request_info, reviews, tokens
+from trainctl.cluster.apiserver.storage.store import Store
 
 Obj = dict[str, Any]
 

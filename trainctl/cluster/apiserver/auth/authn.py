@@ -26,7 +26,8 @@ from urllib.parse import unquote
 
 from multidict import CIMultiDictProxy
 
-from . import errors, rbac, tokens
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.auth import rbac, tokens
 
 Obj = dict[str, Any]
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from . import errors, rbac
-from .errors import Cause
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.auth import rbac
 
 Obj = dict[str, Any]
 Decide = Callable[[Obj, Obj], rbac.Decision]

@@ -12,8 +12,9 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from . import errors, limits, protobuf
-from .responses import JSON
+from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.serving import protobuf
+from trainctl.cluster.apiserver.serving.responses import JSON
 
 
 def content_type(request: web.BaseRequest, default: str = "") -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .registry import Registry, ResourceType
+from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
 
 Obj = dict[str, Any]
 

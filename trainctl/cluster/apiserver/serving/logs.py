@@ -22,7 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
-from . import errors, params
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.serving import params
 
 Obj = dict[str, Any]
 FOLLOW_POLL_SECONDS = 0.1

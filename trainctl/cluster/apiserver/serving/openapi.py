@@ -19,9 +19,11 @@ from typing import Any
 
 import orjson
 
-from . import builtin_schemas, errors, openapi_proto
-from .discovery import KUBERNETES_VERSION
-from .registry import Registry, ResourceType
+from trainctl.cluster.apiserver.admission import builtin_schemas
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.serving import openapi_proto
+from trainctl.cluster.apiserver.serving.discovery import KUBERNETES_VERSION
 
 Obj = dict[str, Any]
 

@@ -9,8 +9,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import errors, selectors
-from .registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery import errors, selectors
+from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
 
 Obj = dict[str, Any]
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}

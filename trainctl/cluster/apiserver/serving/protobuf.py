@@ -18,7 +18,7 @@ import base64
 from datetime import datetime, timezone
 from typing import Any
 
-from . import errors
+from trainctl.cluster.apiserver.apimachinery import errors
 
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 MAGIC = b"k8s\x00"

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from . import errors
+from trainctl.cluster.apiserver.apimachinery import errors
 
 JSON = "application/json"
 

@@ -19,28 +19,15 @@ from typing import Any
 
 from aiohttp import web
 
-from . import (
-    access,
-    body,
-    connect,
-    discovery,
-    errors,
-    limits,
-    logs,
-    metrics_api,
-    openapi,
-    params,
-    pki,
-    reviews,
-    tables,
-    tokens,
-    watch,
-)
-from .metrics import Metrics
-from .registry import Registry, ResourceType
-from .resources import Resources
-from .responses import error_response, json_response, warning_headers
-from .store import Store
+from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.auth import access, pki, reviews, tokens
+from trainctl.cluster.apiserver.serving import body, connect, discovery, logs, openapi, params, tables, watch
+from trainctl.cluster.apiserver.serving.metrics import Metrics
+from trainctl.cluster.apiserver.serving.responses import error_response, json_response, warning_headers
+from trainctl.cluster.apiserver.storage import metrics_api
+from trainctl.cluster.apiserver.storage.resources import Resources
+from trainctl.cluster.apiserver.storage.store import Store
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)

@@ -14,8 +14,8 @@ from typing import Any
 
 import orjson
 
-from . import jsonpath
-from .registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery import jsonpath
+from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
 
 Obj = dict[str, Any]
 Column = dict[str, Any]

@@ -17,10 +17,11 @@ from typing import Any
 import orjson
 from aiohttp import web
 
-from . import errors, params, tables
-from .registry import ResourceType
-from .responses import JSON
-from .store import Event, Store
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.serving import params, tables
+from trainctl.cluster.apiserver.serving.responses import JSON
+from trainctl.cluster.apiserver.storage.store import Event, Store
 
 Obj = dict[str, Any]
 FUTURE_RV_WAIT_SECONDS = 3.0  # how long a watch from a version not yet reached waits for it, as kube-apiserver does

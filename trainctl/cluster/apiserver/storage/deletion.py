@@ -14,15 +14,14 @@ import contextlib
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.storage.gc import FOREGROUND, GarbageCollector
+from trainctl.cluster.apiserver.storage.ipam import ClusterIPAllocator
+from trainctl.cluster.apiserver.storage.store import Store, clone
 from trainctl.kube.timestamps import now_rfc3339
-
-from . import errors
-from .admission import CRD_STORAGE_KEY
-from .errors import Cause
-from .gc import FOREGROUND, GarbageCollector
-from .ipam import ClusterIPAllocator
-from .registry import Registry, ResourceType
-from .store import Store, clone
 
 Obj = dict[str, Any]
 Spawn = Callable[[Coroutine[Any, Any, None]], None]

@@ -14,9 +14,9 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
-from . import errors
-from .registry import Registry, ResourceType
-from .store import Store, clone
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.storage.store import Store, clone
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)

@@ -12,8 +12,9 @@ import ipaddress
 from collections.abc import Iterable
 from typing import Any
 
-from . import errors, system_objects
-from .errors import Cause
+from trainctl.cluster.apiserver import system_objects
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
 

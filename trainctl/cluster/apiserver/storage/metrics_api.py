@@ -26,11 +26,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, TypeGuard
 
+from trainctl.cluster.apiserver.apimachinery import errors, selectors
+from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.storage.store import Store, clone
 from trainctl.kube.timestamps import now_rfc3339
-
-from . import errors, selectors
-from .registry import ResourceType
-from .store import Store, clone
 
 Obj = dict[str, Any]
 

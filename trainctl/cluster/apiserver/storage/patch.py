@@ -17,7 +17,7 @@ import jsonpatch
 import orjson
 import yaml
 
-from . import errors, limits
+from trainctl.cluster.apiserver.apimachinery import errors, limits
 
 Obj = dict[str, Any]
 

@@ -21,16 +21,18 @@ from typing import Any
 
 import orjson
 
+from trainctl.cluster.apiserver import bootstrap_policy, system_objects
+from trainctl.cluster.apiserver.admission import crds
+from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admission
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.serving.params import WriteOptions
+from trainctl.cluster.apiserver.storage import deletion, patch, scale
+from trainctl.cluster.apiserver.storage.gc import GarbageCollector
+from trainctl.cluster.apiserver.storage.ipam import ClusterIPAllocator
+from trainctl.cluster.apiserver.storage.store import Store, clone
 from trainctl.kube.timestamps import now_rfc3339
-
-from . import bootstrap_policy, crds, deletion, errors, patch, scale, system_objects
-from .admission import CRD_STORAGE_KEY, Admission
-from .errors import Cause
-from .gc import GarbageCollector
-from .ipam import ClusterIPAllocator
-from .params import WriteOptions
-from .registry import Registry, ResourceType
-from .store import Store, clone
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import errors, jsonpath, patch
-from .errors import Cause
-from .registry import ResourceType
-from .store import clone
+from trainctl.cluster.apiserver.apimachinery import errors, jsonpath
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.storage import patch
+from trainctl.cluster.apiserver.storage.store import clone
 
 Obj = dict[str, Any]
 

@@ -39,7 +39,7 @@ from typing import Any
 
 import orjson
 
-from . import errors, limits
+from trainctl.cluster.apiserver.apimachinery import errors, limits
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
