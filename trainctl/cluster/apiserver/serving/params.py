@@ -1,29 +1,20 @@
-"""Query parameters, parsed as kube-apiserver parses them, and ``WriteOptions``, what a
-write request carries besides its body (``fieldValidation``, ``dryRun``, ``force``,
-``fieldManager``).
+"""Query parameters, parsed as kube-apiserver parses them, and the ``WriteOptions`` a write
+request carries besides its body (``fieldValidation``, ``dryRun``, ``force``, ``fieldManager``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from trainctl.cluster.apiserver.apimachinery import errors, selectors
 from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.storage.writes import WriteOptions
 
 Obj = dict[str, Any]
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 _FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
-
-
-@dataclass(frozen=True)
-class WriteOptions:
-    field_validation: str = "Warn"  # what unknown fields get: Ignore, Warn (a warning) or Strict (a 400)
-    dry_run: bool = False  # admit, but store nothing
-    force: bool = False  # server-side apply: take over conflicting fields
-    field_manager: str = ""
 
 
 def go_bool(params: Mapping[str, str], name: str, default: bool = False) -> bool:

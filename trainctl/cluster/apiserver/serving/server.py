@@ -72,12 +72,12 @@ class ApiServer:
                                client_max_size=limits.MAX_REQUEST_BYTES)
 
     async def start(self) -> None:
-        await self.resources.bootstrap()
+        await self.resources.start()
 
     async def listening(self, host: str, port: int) -> None:
         """The server listens on ``host:port``: say so in the ``kubernetes`` Service."""
         self.address = f"{host}:{port}"
-        await self.resources.keep_publishing(host, port)
+        await self.resources.bootstrap.keep_publishing(host, port)
 
     def end_streams(self) -> None:
         """Finish every watch and log stream, so that shutdown need not wait for clients."""
@@ -223,7 +223,7 @@ class ApiServer:
                 if reviews.handles(rtype.group, rtype.plural):
                     return json_response(self.access.review(rtype.group, rtype.plural, info.namespace,
                                                             await body.decoded(request), request[USER]), 201)
-                obj, warnings = await self.resources.create(
+                obj, warnings = await self.resources.writes.create(
                     rtype, info.namespace, await body.decoded(request), options=params.write_options(query))
                 return json_response(obj, 201, warning_headers(warnings))
             if method == "DELETE":
@@ -248,10 +248,10 @@ class ApiServer:
             request[VERB] = "CREATE"
             document = await body.decoded(request)
             if info.subresource == "binding":
-                await self.resources.bind(rtype, info.namespace, info.name, document)
+                await self.resources.writes.bind(rtype, info.namespace, info.name, document)
             else:
                 requested = document.get("deleteOptions") if isinstance(document, dict) else None
-                await self.resources.delete(rtype, info.namespace, info.name, requested if isinstance(requested, dict) else {})
+                await self.resources.deletion.delete(rtype, info.namespace, info.name, requested if isinstance(requested, dict) else {})
             return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
         if info.subresource == "scale":
             return await self._scale(request, rtype, info.namespace, info.name)
@@ -262,25 +262,25 @@ class ApiServer:
             return json_response(self.access.token_request(info.namespace or "", info.name, await body.decoded(request)), 201)
         if method == "GET":
             request[VERB] = "GET"
-            obj = self.resources.get(rtype, info.namespace, info.name)
+            obj = self.resources.reads.get(rtype, info.namespace, info.name)
             return self._respond_object(request, rtype, obj)
         if method == "PUT":
             request[VERB] = "UPDATE"
-            obj, warnings = await self.resources.update(rtype, info.namespace, info.name, await body.decoded(request),
+            obj, warnings = await self.resources.writes.update(rtype, info.namespace, info.name, await body.decoded(request),
                                                         subresource=info.subresource, options=params.write_options(query))
             return json_response(obj, 200, warning_headers(warnings))
         if method == "PATCH":
             content_type = body.content_type(request)
             request[VERB] = "APPLY" if content_type == "application/apply-patch+yaml" else "PATCH"
             raw = await body.read(request)
-            obj, created, warnings = await self.resources.patch(
+            obj, created, warnings = await self.resources.writes.patch(
                 rtype, info.namespace, info.name, raw, content_type=content_type, subresource=info.subresource,
                 options=params.write_options(query, patching=True))
             return json_response(obj, 201 if created else 200, warning_headers(warnings))
         if method == "DELETE":
             request[VERB] = "DELETE"
             options = params.delete_options(await body.decoded(request), query)
-            obj, gone = await self.resources.delete(rtype, info.namespace, info.name, options, params.dry_run(query))
+            obj, gone = await self.resources.deletion.delete(rtype, info.namespace, info.name, options, params.dry_run(query))
             if rtype.is_custom and gone:
                 return json_response({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
                                       "details": {"name": info.name, "group": rtype.group, "kind": rtype.plural,
@@ -292,14 +292,14 @@ class ApiServer:
                      name: str) -> web.Response:
         if request.method == "GET":
             request[VERB] = "GET"
-            return json_response(self.resources.get_scale(rtype, namespace, name))
+            return json_response(self.resources.reads.get_scale(rtype, namespace, name))
         if request.method == "PUT":
             request[VERB] = "UPDATE"
             document = await body.decoded(request)
-            return json_response(await self.resources.update_scale(rtype, namespace, name, document))
+            return json_response(await self.resources.writes.update_scale(rtype, namespace, name, document))
         if request.method == "PATCH":
             request[VERB] = "PATCH"
-            obj, _, _ = await self.resources.patch(rtype, namespace, name, await body.read(request),
+            obj, _, _ = await self.resources.writes.patch(rtype, namespace, name, await body.read(request),
                                                    content_type=body.content_type(request), subresource="scale")
             return json_response(obj)
         raise errors.method_not_allowed()
@@ -355,7 +355,7 @@ class ApiServer:
         limit = max(params.int_param(query, "limit") or 0, 0)
         if query.get("resourceVersionMatch") == "Exact" and query.get("resourceVersion") not in (None, str(self.store.committed_rv)):
             raise errors.expired(query.get("resourceVersion", ""))
-        items, meta = self.resources.list(rtype, info.namespace, matches, limit, query.get("continue"))
+        items, meta = self.resources.reads.list(rtype, info.namespace, matches, limit, query.get("continue"))
         include = self._table_include(request)
         if include is not None:
             return json_response(tables.table(rtype, items, include, meta))
@@ -369,7 +369,7 @@ class ApiServer:
     async def _connect(self, request: web.BaseRequest, info: RequestInfo) -> web.StreamResponse:
         if request.method not in ("GET", "POST"):
             raise errors.method_not_allowed()
-        pod = self.resources.get(info.rtype, info.namespace, info.name or "")
+        pod = self.resources.reads.get(info.rtype, info.namespace, info.name or "")
         node_name = (pod.get("spec") or {}).get("nodeName") or ""
         nodes = self.registry.get("", "v1", "nodes")
         node = self.store.read(nodes.storage_key, "", node_name) if nodes is not None and node_name else None
@@ -381,7 +381,7 @@ class ApiServer:
         if request.method != "GET":
             raise errors.method_not_allowed()
         rtype = info.rtype
-        pod = self.resources.get(rtype, info.namespace, info.name or "")
+        pod = self.resources.reads.get(rtype, info.namespace, info.name or "")
         uid = pod["metadata"]["uid"]
         key, namespace, name = rtype.storage_key, info.namespace or "", pod["metadata"]["name"]
 
