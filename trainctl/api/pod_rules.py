@@ -4,7 +4,7 @@ Kubernetes' published schemas say which types and fields a Pod has; its Go valid
 they only document: DNS-1123 names, port ranges, quantities, label syntax, environment variable
 names and enumerations. The rules live here, in the API package, because two checks need the
 same ones: the embedded API server applies them to every Pod it is asked to create
-(``trainctl.cluster.apiserver.builtin_rules`` keys them into its schema walk), and
+(``trainctl.cluster.apiserver.admission.builtin_rules`` keys them into its schema walk), and
 ``trainctl validate`` applies them to a job's pod templates (``trainctl.api.pod_template``), so
 a template the server would refuse at pod creation is refused before the job is submitted.
 

@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client, config
 
 from trainctl.api.pod_rules import parse_quantity
-from trainctl.cluster.apiserver.builtin_rules import OBJECT_RULES
+from trainctl.cluster.apiserver.admission.builtin_rules import OBJECT_RULES
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted(p for p in (ROOT / "samples").rglob("*.yaml") if "pipelines" not in p.parts)
