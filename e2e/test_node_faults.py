@@ -191,7 +191,7 @@ def saved_step(env: E2E, job: str) -> int:
     """The step of the job's checkpoint (which must load: nothing wrote half of it)."""
     import torch  # only here: the other tests need no torch in the test process
 
-    return int(torch.load(env.workdir / "checkpoints" / job / "checkpoint.pt", map_location="cpu",
+    return int(torch.load(env.checkpoints / job / "checkpoint.pt", map_location="cpu",
                           weights_only=True)["step"])
 
 
@@ -227,7 +227,7 @@ def test_a_frozen_node_thaws_after_its_pod_was_replaced_and_its_old_processes_ne
         print(f"\n[frozen node] thawed {thawed - frozen:.1f}s after the freeze, at step {step_before_thaw};"
               f" the old processes were gone {time.monotonic() - thawed:.2f}s after the thaw")
         assert saved_step(nodes_env, ELASTIC) >= step_before_thaw, "the old rank 0 wrote an older checkpoint"
-        checkpoints = nodes_env.workdir / "checkpoints" / ELASTIC
+        checkpoints = nodes_env.checkpoints / ELASTIC
         assert not list(checkpoints.glob(f".*.{old_pid}.tmp")), "the old rank 0 began a checkpoint after the thaw"
 
         finished = run.wait_succeeded(timeout=400)

@@ -20,12 +20,13 @@ from tests.support.conditions import condition
 from tests.support.metrics import restarted_total
 from tests.support.observer import JobObserver, LogLine
 from tests.support.pods import container_status, sigkill
-from tests.support.samples import load_sample, set_restart_policy
+from tests.support.samples import load_sample, set_arg, set_restart_policy
 
 pytestmark = pytest.mark.e2e
 
 JOB = "pytorch-elastic"
 W0, W1, W2 = f"{JOB}-worker-0", f"{JOB}-worker-1", f"{JOB}-worker-2"
+STEPS = "400"  # the sample trains minutes, for people to look at; these tests need far less
 RECOVERY_BOUND = 90.0  # seconds: survivors train again after a peer is lost (speed: hack/bench_recovery.py)
 REJOIN_BOUND = 120.0  # seconds: the lost peer is back and everyone trains with the full WORLD_SIZE
 
@@ -44,6 +45,7 @@ def training_together(run: JobObserver, pods: list[str], world_size: int, since:
 
 def test_worker_process_killed_is_restarted_by_the_kubelet_and_rejoins(e2e: E2E) -> None:
     job = load_sample("pytorch/elastic.yaml")  # restartPolicy OnFailure: the kubelet restarts it in place
+    set_arg(job, "--steps", STEPS)
     with e2e.run(job) as run:
         run.wait_line("step 25 at world_size=2", step(W1, 2, min_step=25), timeout=120)
         survivor_uid = run.pods[W0]["metadata"]["uid"]
@@ -75,6 +77,7 @@ def test_worker_process_killed_is_restarted_by_the_kubelet_and_rejoins(e2e: E2E)
 
 def test_losing_the_pod_that_plain_torchrun_would_host_the_store_in_never_stalls(e2e: E2E) -> None:
     job = load_sample("pytorch/elastic.yaml")
+    set_arg(job, "--steps", STEPS)
     set_restart_policy(job, "ExitCode")  # 137 is retryable: the controller deletes and recreates the pod
     restarted_before = restarted_total(e2e.metrics_port)
     with e2e.run(job) as run:
@@ -104,6 +107,7 @@ def test_losing_the_pod_that_plain_torchrun_would_host_the_store_in_never_stalls
 
 def test_kubectl_scale_adds_a_third_worker_and_scaling_down_removes_the_highest_index(e2e: E2E) -> None:
     job = load_sample("pytorch/elastic.yaml")
+    set_arg(job, "--steps", STEPS)
     with e2e.run(job) as run:
         run.wait_line("step 10 at world_size=2", step(W1, 2, min_step=10), timeout=120)
         e2e.kubectl("scale", "pytorchjob", JOB, "--replicas=3")
@@ -136,6 +140,7 @@ def test_a_scale_outside_the_elastic_range_is_refused_and_the_job_runs_on(e2e: E
     an HPA that would flip the job between crossed bounds) gets a 422 naming the field, and the
     job never hears of it: same pods, no failure, success at its size."""
     job = load_sample("pytorch/elastic.yaml")
+    set_arg(job, "--steps", STEPS)
     worker_replicas = "spec.pytorchReplicaSpecs[Worker].replicas"
     with e2e.run(job) as run:
         run.wait_line("step 5 at world_size=2", step(W1, 2, min_step=5), timeout=120)

@@ -25,6 +25,11 @@ Output is one line per event, ``[event] key=value ...``, for people and tests to
 ``[start]`` (the distributed env as seen), ``[resume]`` or ``[fresh]``, ``[step]``,
 ``[checkpoint]``, ``[fault]``, ``[done]`` and ``[error]``.
 
+With ``--status-port`` / ``$STATUS_PORT`` the process also serves its progress (rank,
+world size, step, loss, ...) as JSON over HTTP on that port, on every address, for
+``kubectl port-forward`` and ``curl``: the samples declare it as the container port
+``status`` (8080).
+
 Faults for tests are injected with ``--fault`` / ``$INJECT_FAULT``:
 ``rank=1,step=30,exit=137`` makes rank 1 exit with code 137 once it has done 30 steps;
 ``signal=KILL`` instead of ``exit=`` kills the process with a signal. Several faults are
@@ -37,12 +42,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import http.server
 import io
 import itertools
+import json
 import os
 import shutil
 import signal
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -58,6 +66,9 @@ from torch.nn.parallel import DistributedDataParallel  # noqa: E402
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset  # noqa: E402
 
 CHECKPOINT_FILE = "checkpoint.pt"
+# trainctl's embedded cluster sets it in every pod: a directory all pods of the namespace
+# share, on every node, for as long as the cluster's directory lives (docs/local-cluster.md).
+DATA_DIR_VARIABLE = "TRAINCTL_DATA_DIR"
 FAULT_MARKER_DIR = "faults"
 
 
@@ -165,6 +176,16 @@ def torchrun_run_id() -> str:
     return "" if value == "none" else value  # torchrun's default id: every job has it
 
 
+def checkpoint_location(path: Optional[Path], environ: dict[str, str]) -> Optional[Path]:
+    """Where ``--checkpoint-dir`` is: a relative path lies under ``$TRAINCTL_DATA_DIR`` when
+    it is set, so each embedded cluster keeps its own checkpoints; else under the working
+    directory (``/workspace`` in the sample image, where a shared volume belongs)."""
+    data_dir = environ.get(DATA_DIR_VARIABLE, "")
+    if path is None or path.is_absolute() or not data_dir:
+        return path
+    return Path(data_dir) / path
+
+
 def load_checkpoint(directory: Optional[Path]) -> Optional[dict[str, Any]]:
     """The checkpoint in ``directory``, or None when there is none yet."""
     if directory is None:
@@ -204,6 +225,59 @@ def _to_bytes(state: Optional[dict[str, Any]]) -> torch.Tensor:
     buffer = io.BytesIO()
     torch.save(state, buffer)
     return torch.frombuffer(bytearray(buffer.getvalue()), dtype=torch.uint8)
+
+
+# --- status page ----------------------------------------------------------------------------
+
+
+class StatusBoard:
+    """What the status page shows: the latest values the training loop posted."""
+
+    def __init__(self, **fields: Any) -> None:
+        self._lock = threading.Lock()
+        self._fields: dict[str, Any] = dict(fields)
+
+    def post(self, **fields: Any) -> None:
+        with self._lock:
+            self._fields.update(fields)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return dict(self._fields)
+
+
+def serve_status(port: int, board: StatusBoard) -> http.server.ThreadingHTTPServer:
+    """Serve ``board`` as JSON on ``port`` of every address (0: any free port), from a daemon
+    thread, so the page goes away with the process. Raises OSError if the port is taken."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = (json.dumps(board.snapshot(), sort_keys=True) + "\n").encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass  # the training log stays one line per training event
+
+    server = http.server.ThreadingHTTPServer(("0.0.0.0", port), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, name="status", daemon=True).start()
+    return server
+
+
+def start_status_page(port: int, board: StatusBoard) -> None:
+    """Serve the status page if asked to; a taken port is logged, never fatal to training."""
+    if port <= 0:
+        return
+    try:
+        serve_status(port, board)
+    except OSError as e:
+        log("status", port=port, error=repr(e.strerror or str(e)))
+    else:
+        log("status", port=port, url=f"http://0.0.0.0:{port}/")
 
 
 # --- data and model -------------------------------------------------------------------------
@@ -274,6 +348,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--peer-failure-exit-code", type=int, default=env("PEER_FAILURE_EXIT_CODE", "1"),
                    help="exit code when a collective fails because a peer is gone (default 1)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a collective may wait for peers")
+    p.add_argument("--status-port", type=int, default=env("STATUS_PORT", "0"),
+                   help="serve the run's progress as JSON over HTTP on this port (default $STATUS_PORT; 0: no page)")
     p.add_argument("--hold-memory-mb", type=int, default=env("HOLD_MEMORY_MB", "0"),
                    help="allocate and touch this many MiB before training (to exceed a memory limit on purpose)")
     return p
@@ -284,6 +360,7 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.steps < 1 or args.batch_size < 1 or args.checkpoint_every < 1 or args.samples < args.batch_size:
         p.error("--steps, --batch-size and --checkpoint-every must be >= 1 and --samples >= --batch-size")
+    args.checkpoint_dir = checkpoint_location(args.checkpoint_dir, dict(os.environ))
     try:
         args.faults = parse_faults(args.fault)
     except ValueError as e:
@@ -299,6 +376,9 @@ def train(args: argparse.Namespace) -> float:
     log("start", RANK=rank, WORLD_SIZE=world_size, MASTER_ADDR=os.environ.get("MASTER_ADDR", ""),
         MASTER_PORT=os.environ.get("MASTER_PORT", ""), LOCAL_RANK=os.environ.get("LOCAL_RANK", "0"),
         restart=restart, pid=os.getpid())
+    status = StatusBoard(state="starting", pod=os.environ.get("HOSTNAME", ""), rank=rank, world_size=world_size,
+                         restart=restart, step=0, steps=args.steps, loss=None)
+    start_status_page(args.status_port, status)
     ballast = bytearray(args.hold_memory_mb * 1024 * 1024)  # zero-filled: every page is touched
     if ballast:
         log("holding", memory_mib=args.hold_memory_mb, rank=rank)
@@ -326,6 +406,7 @@ def train(args: argparse.Namespace) -> float:
         model.load_state_dict(checkpoint["model"])
         optimizer.load_state_dict(checkpoint["optimizer"])
         start_step = checkpoint["step"]
+        status.post(step=start_step)
         log("resume", step=start_step, saved_world_size=checkpoint["world_size"], rank=rank, world_size=world_size)
     ddp = DistributedDataParallel(model) if distributed else model
 
@@ -335,6 +416,7 @@ def train(args: argparse.Namespace) -> float:
     loss_fn = nn.MSELoss()
 
     loss_value = float("nan")
+    status.post(state="training")
     for step, (x, y) in batches(loader, sampler, start_step):
         if step >= args.steps:
             break
@@ -352,6 +434,7 @@ def train(args: argparse.Namespace) -> float:
         else:
             time.sleep(args.step_sleep)
         done = step + 1
+        status.post(step=done, loss=loss_value)
         log("step", step=done, loss=loss_value, rank=rank, world_size=world_size, restart=restart,
             step_time=time.monotonic() - began, ts=time.time())
         if args.checkpoint_dir is not None and rank == 0 and (done % args.checkpoint_every == 0 or done == args.steps):
@@ -363,6 +446,7 @@ def train(args: argparse.Namespace) -> float:
     if distributed:
         dist.barrier()
         dist.destroy_process_group()
+    status.post(state="done")
     log("done", steps=args.steps, final_loss=loss_value, rank=rank, world_size=world_size, restart=restart)
     return loss_value
 

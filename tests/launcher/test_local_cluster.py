@@ -123,6 +123,10 @@ def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     assert "starting a throwaway local cluster" in out
+    # which pod network it chose, and why, as `trainctl local status` says it
+    network = next(line for line in out.splitlines() if line.startswith("--- pod network: "))
+    assert network.removeprefix("--- pod network: ").startswith(("isolated: ", "shared: ")), network
+    assert network.endswith(")") and " (" in network, network
     assert "throwaway-master-0 | trained on a throwaway cluster" in out
     assert "PyTorchJob default/throwaway succeeded after" in out
     log_line = next(line for line in out.splitlines() if line.strip().startswith("logs:"))

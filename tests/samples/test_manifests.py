@@ -125,6 +125,18 @@ def test_elastic_job_scales_between_one_and_three_workers_with_torchrun():
     assert container["resources"]["requests"]["cpu"]
 
 
+def test_elastic_job_runs_long_enough_to_look_at_and_serves_its_status_on_the_declared_port(train, monkeypatch):
+    """The README's exec and port-forward meet a running pod with something listening on 8080."""
+    (container,) = containers(replicas(load("pytorch/elastic.yaml"))["Worker"])
+    for variable in container["env"]:
+        if "value" in variable:
+            monkeypatch.setenv(variable["name"], variable["value"])
+    args = train.parse_args(script_and_flags(command_line(container))[1])
+    assert args.steps * args.step_sleep >= 120, "minutes of training, not seconds"
+    assert {"name": "status", "containerPort": args.status_port} in container["ports"]
+    assert args.status_port == 8080
+
+
 def test_exitcode_job_retries_a_killed_worker_once(train):
     job = load("pytorch/exitcode.yaml")
     specs = replicas(job)

@@ -8,15 +8,19 @@ once per job; a gloo "peer gone" error is told apart from a bug; the loss goes d
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from pathlib import Path
 
 import pytest
 import torch
 
+from tests.support.net import free_port
 from tests.support.repo import REPO
 
 SCRIPT = REPO / "samples" / "pytorch" / "train.py"
@@ -319,3 +323,74 @@ def test_the_readme_documents_every_flag_and_only_real_ones(train):
     actual = {o for action in train.build_parser()._actions for o in action.option_strings if o.startswith("--")}
     undocumented_on_purpose = {"--help", "--batch-size", "--lr", "--samples", "--features", "--hidden", "--seed", "--timeout"}
     assert documented == actual - undocumented_on_purpose
+
+
+# --- status page and where checkpoints go ------------------------------------------------------
+
+
+def get_json(port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as response:
+        assert response.headers["Content-Type"] == "application/json"
+        return json.load(response)
+
+
+def test_the_status_page_serves_what_the_run_posted_last(train):
+    board = train.StatusBoard(rank=1, world_size=3, step=0, loss=None)
+    server = train.serve_status(0, board)
+    try:
+        port = server.server_address[1]
+        assert get_json(port) == {"rank": 1, "world_size": 3, "step": 0, "loss": None}
+        board.post(step=7, loss=0.25)
+        assert get_json(port) == {"rank": 1, "world_size": 3, "step": 7, "loss": 0.25}
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_taken_status_port_is_logged_and_training_goes_on(train, capsys):
+    with socket.socket() as holder:
+        holder.bind(("0.0.0.0", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        train.start_status_page(port, train.StatusBoard())
+    assert capsys.readouterr().out.startswith(f"[status] port={port} error=")
+
+
+def test_a_training_process_serves_its_progress_while_it_trains(tmp_path):
+    port = free_port("0.0.0.0")
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "TORCHELASTIC_RESTART_COUNT")}
+    env["STATUS_PORT"] = str(port)
+    log = (tmp_path / "out.log").open("w")
+    process = subprocess.Popen([sys.executable, str(SCRIPT), "--steps=100000", "--step-sleep=0.01"], env=env,
+                               stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        status: dict = {}
+        while time.monotonic() < deadline and not (status.get("state") == "training" and status.get("step", 0) >= 3):
+            assert process.poll() is None, (tmp_path / "out.log").read_text()
+            try:
+                status = get_json(port)
+            except OSError:
+                pass
+            time.sleep(0.2)
+        assert status.get("state") == "training" and status["step"] >= 3, (status, (tmp_path / "out.log").read_text())
+        assert (status["rank"], status["world_size"], status["steps"], status["restart"]) == (0, 1, 100000, 0)
+        assert isinstance(status["loss"], float)
+    finally:
+        process.kill()
+        process.wait(30)
+        log.close()
+    assert f"[status] port={port} url=" in (tmp_path / "out.log").read_text()
+
+
+def test_a_relative_checkpoint_dir_lies_in_the_clusters_data_dir_when_it_gives_one(train, tmp_path):
+    relative = Path("checkpoints/job")
+    assert train.checkpoint_location(relative, {"TRAINCTL_DATA_DIR": str(tmp_path)}) == tmp_path / relative
+    assert train.checkpoint_location(relative, {}) == relative  # the working directory's, as on a real cluster
+    assert train.checkpoint_location(tmp_path / "abs", {"TRAINCTL_DATA_DIR": "/elsewhere"}) == tmp_path / "abs"
+    assert train.checkpoint_location(None, {"TRAINCTL_DATA_DIR": str(tmp_path)}) is None
+
+
+def test_checkpoint_dir_flag_is_resolved_against_the_data_dir(train, monkeypatch, tmp_path):
+    monkeypatch.setenv("TRAINCTL_DATA_DIR", str(tmp_path))
+    assert train.parse_args(["--checkpoint-dir=checkpoints/x"]).checkpoint_dir == tmp_path / "checkpoints" / "x"

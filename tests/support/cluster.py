@@ -1,8 +1,8 @@
 """An embedded cluster to run the samples on, as the e2e suite and the recovery benchmark use it.
 
 Pods run in a scratch working directory that holds nothing but a link to ``samples/``, so
-the samples' relative paths work unchanged and their checkpoints never land in the
-repository. ``E2E`` is the handle: the API client, kubectl, the controller's metrics port and
+the samples' relative paths work unchanged; their checkpoints land in the cluster's own
+directory (``$TRAINCTL_DATA_DIR``), never in the repository. ``E2E`` is the handle: the API client, kubectl, the controller's metrics port and
 that working directory, with a way to run a job and to clean up after it.
 """
 
@@ -21,6 +21,7 @@ from typing import Any
 from kubernetes import client
 
 from trainctl.cluster.cluster import LocalCluster
+from trainctl.cluster.kubelet.kubelet import namespace_data_dir
 from trainctl.cluster.network import isolation
 from trainctl.launch import connect
 from trainctl.launch.kinds import kind_of
@@ -54,6 +55,12 @@ class E2E:
     metrics_port: int
     workdir: Path
 
+    @property
+    def checkpoints(self) -> Path:
+        """Where the samples' relative ``--checkpoint-dir=checkpoints/JOB`` lands for jobs of
+        the default namespace."""
+        return namespace_data_dir(self.cluster.directory, "default") / "checkpoints"
+
     def observe(self, job: dict[str, Any]) -> JobObserver:
         return JobObserver(self.api, kind_of(job), job["metadata"]["name"])
 
@@ -70,7 +77,7 @@ class E2E:
     def clean(self) -> None:
         self.kubectl("delete", "pytorchjobs,msjobs", "--all", "--wait=true", "--timeout=60s", timeout=90)
         self.kubectl("wait", "--for=delete", "pods", "--all", "--timeout=60s", timeout=90)
-        shutil.rmtree(self.workdir / "checkpoints", ignore_errors=True)
+        shutil.rmtree(self.checkpoints, ignore_errors=True)
 
 
 def trainctl_local(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,

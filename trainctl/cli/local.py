@@ -189,14 +189,14 @@ def _usage(cluster: Any) -> str:
 def _network_line(directory: Path) -> str:
     """``Pod network: isolated: ...`` as the last ``up`` on ``directory`` chose it (and why)."""
     from trainctl.cluster.cluster import NETWORK_FILE
-    from trainctl.cluster.network.isolation import DESCRIPTIONS, ISOLATED
+    from trainctl.cluster.network.isolation import ISOLATED, describe
     from trainctl.cluster.network.nat import SERVICES_FILE
 
     try:
         mode, _, reason = (directory / NETWORK_FILE).read_text().partition("\n")
     except OSError:
         return "Pod network: unknown"
-    line = f"Pod network: {DESCRIPTIONS.get(mode.strip(), mode.strip())} ({reason.strip()})"
+    line = f"Pod network: {describe(mode.strip(), reason.strip())}"
     try:
         services = (directory / SERVICES_FILE).read_text().strip() if mode.strip() == ISOLATED else ""
     except OSError:

@@ -426,7 +426,8 @@ class LocalCluster:
         try:
             cleanup_leftovers(self.directory)
             on_step("choosing the pod network")
-            self.choose_network()
+            mode = self.choose_network()
+            on_step(f"pod network: {isolation.describe(mode, self.network_reason)}")
             on_step("starting the API server")
             self.apiserver.start(timeout)
             if self.isolated:

@@ -8,7 +8,12 @@ import socket
 import subprocess
 import threading
 import time
+from pathlib import Path
 
+import pytest
+
+from trainctl.cluster.kubelet.kubelet import namespace_data_dir
+from trainctl.cluster.kubelet.paths import OutsideDirectory
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.network import cluster_ranges, isolation
 from trainctl.kube.resources import PODS
@@ -430,3 +435,24 @@ def test_a_crash_looping_container_counts_restarts_and_shows_its_last_crash(api,
     assert status["restartCount"] == runs - 1
     assert status["lastState"]["terminated"]["exitCode"] == 1
     assert logs.stdout == previous.stdout == f"crash {runs - 1}\n", (logs.stderr, previous.stderr)
+
+
+def test_pods_get_a_data_dir_of_their_namespace_under_the_clusters_directory(api, kubelet, tmp_path):
+    # Relative checkpoint paths of the samples land there: in this cluster's own directory,
+    # not in the working directory another cluster started from the same checkout shares.
+    out = tmp_path / "data-dir"
+    create(api, pod("data", f"import os; open({str(out)!r}, 'w').write(os.environ['TRAINCTL_DATA_DIR'])"))
+    assert wait_pod(api, "data", phase("Succeeded", "Failed"))["status"]["phase"] == "Succeeded"
+    data_dir = Path(out.read_text())
+    assert data_dir == namespace_data_dir(kubelet.config.directory, "default")
+    assert data_dir.is_dir() and kubelet.config.directory.resolve() in data_dir.parents
+    assert kubelet.config.workdir.resolve() not in data_dir.parents
+
+
+def test_each_cluster_and_namespace_has_its_own_data_dir(tmp_path):
+    one, other = tmp_path / "one", tmp_path / "other"
+    assert namespace_data_dir(one, "default") != namespace_data_dir(other, "default")
+    assert namespace_data_dir(one, "default") != namespace_data_dir(one, "team-a")
+    assert namespace_data_dir(one, "team-a") == namespace_data_dir(one, "team-a")  # every restart, every node
+    with pytest.raises(OutsideDirectory):
+        namespace_data_dir(one, "../other")

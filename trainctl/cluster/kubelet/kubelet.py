@@ -53,6 +53,7 @@ from .admission import Admission
 from .deletion import Terminator, grace_seconds
 from .events import KubeletEvents
 from .heartbeat import NodeHeartbeat
+from .paths import inside
 from .pod_worker import PodWorker
 from .runtime import ProcessRegistry, claim_pod_directory, signal_live
 from .service_names import ServiceNames
@@ -89,6 +90,16 @@ class KubeletConfig:
     metrics_interval: float = 15.0
     # "shared" (the machine's network) or "isolated" (the cluster's router: network.router).
     network: str = isolation.SHARED
+
+
+DATA_DIR_VARIABLE = "TRAINCTL_DATA_DIR"
+
+
+def namespace_data_dir(directory: Path, namespace: str) -> Path:
+    """The directory every pod of ``namespace`` gets in ``$TRAINCTL_DATA_DIR``: the same on
+    every node (they are all this machine), kept across pod restarts and ``local down``/``up``,
+    and one cluster's own, so two clusters never read each other's checkpoints."""
+    return inside(directory / "data", namespace)
 
 
 def processes_dir(directory: Path, node_name: str) -> Path:
@@ -424,6 +435,9 @@ class Kubelet:
         for name in [n for n in env if n.startswith(("KUBERNETES_SERVICE_", "KUBERNETES_PORT"))]:
             del env[name]
         env.update(self.hosts.pod_env(namespace, os.environ.get("PYTHONPATH")))
+        data_dir = namespace_data_dir(self.config.directory, namespace)
+        data_dir.mkdir(parents=True, exist_ok=True)
+        env[DATA_DIR_VARIABLE] = str(data_dir)
         env.update(api_server_env(self.services.store.get(SERVICE_NAMESPACE, SERVICE_NAME),
                                   self.endpoints.store.get(SERVICE_NAMESPACE, SERVICE_NAME),
                                   self.names.service_address, self.api_through_proxy))

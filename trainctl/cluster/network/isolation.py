@@ -64,6 +64,11 @@ def isolation_problem() -> Optional[str]:
     return None
 
 
+def describe(mode: str, reason: str) -> str:
+    """``isolated: each pod has its own ... (why)``: the chosen network as users are told it."""
+    return f"{DESCRIPTIONS.get(mode, mode)} ({reason})"
+
+
 def choose(requested: str) -> tuple[str, str]:
     """(mode, why) for ``--network requested``; ``isolated`` where refused raises ValueError."""
     if requested == SHARED:
