@@ -44,6 +44,9 @@ ELASTIC = "pytorch-elastic"
 W0, W1 = f"{ELASTIC}-worker-0", f"{ELASTIC}-worker-1"
 DETECT_BOUND = 90.0  # seconds: node grace + lost grace + a replacement training again, on a loaded machine
 FREEZE_SECONDS = 60.0
+# The freeze holds at least FREEZE_SECONDS and until the replacement trains; how long that
+# takes depends on the machine's load, so it is bounded generously, not timed.
+FREEZE_LIMIT_SECONDS = 240.0
 FROZEN_JOB_STEPS = 1000  # ~20 steps/s: the job still trains for a while after the thaw
 DDP = "pytorch-ddp"
 DDP_PODS = (f"{DDP}-master-0", f"{DDP}-worker-0", f"{DDP}-worker-1")
@@ -195,8 +198,9 @@ def saved_step(env: E2E, job: str) -> int:
                           weights_only=True)["step"])
 
 
+@pytest.mark.timeout(900)  # its waits add up past the default on a loaded machine
 def test_a_frozen_node_thaws_after_its_pod_was_replaced_and_its_old_processes_never_run_again(nodes_env: E2E) -> None:
-    """Rank 0's node freezes for a minute: its pod is replaced meanwhile and the job trains
+    """Rank 0's node freezes for a minute or more: its pod is replaced meanwhile and the job trains
     at full size again. On thaw that node's kubelet finds the pod gone from the API and
     kills its processes before they run again: no step, no checkpoint, no rejoining (which
     would restart the survivors into a round of three), and nothing counted twice."""
@@ -211,9 +215,9 @@ def test_a_frozen_node_thaws_after_its_pod_was_replaced_and_its_old_processes_ne
         frozen = time.monotonic()
         nodes_env.cluster.freeze_node(frozen_node)
         replacement = run.wait_for(f"a replacement {victim} while its node is frozen",
-                                   lambda: [u for u in run.uids(victim) if u != old_uid], FREEZE_SECONDS)
+                                   lambda: [u for u in run.uids(victim) if u != old_uid], FREEZE_LIMIT_SECONDS)
         run.wait_line("the replacement training at world_size=2 while the node is frozen",
-                      step_of(victim, 2, uid=replacement[0]), frozen + FREEZE_SECONDS - time.monotonic(), since=frozen)
+                      step_of(victim, 2, uid=replacement[0]), frozen + FREEZE_LIMIT_SECONDS - time.monotonic(), since=frozen)
         assert run.pods[victim]["spec"]["nodeName"] != frozen_node, run.dump()
         assert still_running(old_processes) == old_processes, "the frozen node's processes must wait for the thaw"
         time.sleep(max(0.0, frozen + FREEZE_SECONDS - time.monotonic()))
