@@ -73,7 +73,6 @@ class HostsFile:
             return
         self._content = content
 
-    def pod_env(self, namespace: str, inherited_pythonpath: str | None) -> dict[str, str]:
+    def pod_env(self, namespace: str) -> dict[str, str]:
         """What a pod's processes need to use the resolver."""
-        pythonpath = str(self.python_dir) + (os.pathsep + inherited_pythonpath if inherited_pythonpath else "")
-        return {"PYTHONPATH": pythonpath, HOSTS_FILE_ENV: str(self.path), NAMESPACE_ENV: namespace}
+        return {"PYTHONPATH": str(self.python_dir), HOSTS_FILE_ENV: str(self.path), NAMESPACE_ENV: namespace}
