@@ -146,6 +146,7 @@ def logs_of(kubelet, done):
 
 
 def test_a_pod_sees_a_clean_base_env_and_its_spec_not_the_shell_that_started_the_kubelet(api, tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
     for name, value in (("PS1", "x"), ("VIRTUAL_ENV", "/y"), ("PIP_INDEX_URL", "z"), ("OLDPWD", "/w"),
                         ("HOME", str(tmp_path / "users-home")), ("OPENBLAS_CORETYPE", "ARMV8")):
         monkeypatch.setenv(name, value)  # the kubelet runs in this process: its environment is the shell's
@@ -161,6 +162,7 @@ def test_a_pod_sees_a_clean_base_env_and_its_spec_not_the_shell_that_started_the
     seen = json.loads(out.read_text())
     assert not {"PS1", "VIRTUAL_ENV", "PIP_INDEX_URL", "OLDPWD", "KUBECONFIG"} & set(seen)
     assert seen["FROM_SPEC"] == "yes" and seen["HOSTNAME"] == "clean" and seen["OPENBLAS_CORETYPE"] == "ARMV8"
+    assert seen["PYTHONUNBUFFERED"] == "1"  # its log is read while it runs
     assert seen["HOME"] != str(tmp_path / "users-home") and (Path(seen["HOME"]) / "written").read_text() == "ok"
     assert os.path.dirname(seen["python"]) == os.path.dirname(sys.executable)  # the cluster's own Python
     assert seen["KUBERNETES_SERVICE_HOST"] and seen["KUBERNETES_SERVICE_PORT"]

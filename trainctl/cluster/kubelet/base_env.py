@@ -8,6 +8,9 @@ which no pod should see. So every container starts from this base:
 - ``PATH``: the directory of the Python that runs the cluster (so ``python``, ``python3``,
   ``torchrun`` are the cluster's, with torch and MindSpore), then the system directories;
 - ``HOME``: a directory of the pod's own, writable, removed with the pod;
+- ``PYTHONUNBUFFERED=1``, as the samples' image sets it: a container's log is a file read
+  while it runs (``kubectl logs -f``), and a Python writing to a file buffers its prints
+  until it exits otherwise;
 - the few variables this machine's libraries need to run at all (:data:`PASSED_THROUGH`),
   only where they are set.
 
@@ -34,4 +37,5 @@ def base_environment(machine: Mapping[str, str], interpreter_dir: str, home: str
     env = {name: machine[name] for name in PASSED_THROUGH if name in machine}
     env["PATH"] = os.pathsep.join([interpreter_dir, *(d for d in SYSTEM_PATH if d != interpreter_dir)])
     env["HOME"] = home
+    env["PYTHONUNBUFFERED"] = "1"
     return env
