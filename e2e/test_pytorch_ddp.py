@@ -31,3 +31,5 @@ def test_static_ddp_sample_trains_with_the_injected_ranks(e2e: E2E) -> None:
     for pod, rank in (("pytorch-ddp-master-0", 0), ("pytorch-ddp-worker-0", 1), ("pytorch-ddp-worker-1", 2)):
         log = e2e.kubectl("logs", pod)
         assert f"[start] RANK={rank} WORLD_SIZE=3 " in log, log
+        # c10d names every socket's ends; a lookup the pod network cannot answer warned here.
+        assert "hostname of the client socket cannot be retrieved" not in log, log

@@ -26,12 +26,13 @@ from typing import Optional
 
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from .kubelet.node import memory_kib
-from .kubelet.runtime import ProcessRegistry, process_stopped, signal_live
+from .kubelet.runtime import ProcessRegistry, marked_processes, process_start_time, process_stopped, signal_live
 from .network import control
-from .pidfiles import signal_pid_file
+from .pidfiles import read_pid_file, signal_pid_file
 
 NODES_FILE = Path("run") / "nodes.json"
 KILLED, FROZEN, PARTITIONED = "killed", "frozen", "partitioned"
+KILL_SECONDS = 30.0  # how long a killed node's processes may take to die (a loaded machine)
 THAW_SECONDS = 15.0  # how long a thawed kubelet may take to sort out its pods before all resume
 
 
@@ -132,15 +133,37 @@ def _pods_stopped(directory: Path, spec: NodeSpec) -> bool:
                for record in ProcessRegistry(processes_dir(directory, spec.name)).records())
 
 
-def kill_node(directory: Path, name: str) -> int:
+def _live_processes(directory: Path, spec: NodeSpec) -> list[int]:
+    """The node's kubelet and its pods' processes that are still alive (a zombie is dead)."""
+    kubelet = read_pid_file(directory / "run" / f"{spec.component}.pid")
+    live = [] if kubelet is None else [kubelet]
+    for record in ProcessRegistry(processes_dir(directory, spec.name)).records():
+        if record.alive():
+            live.append(record.pid)
+        if record.container_id:
+            live.extend(pid for pid in marked_processes(record.container_id) if process_start_time(pid) is not None)
+    return sorted(set(live))
+
+
+def kill_node(directory: Path, name: str, timeout: float = KILL_SECONDS) -> int:
     """The machine dies: SIGKILL to the kubelet (first, so it reports nothing) and to
-    every process of its pods. Marked killed first, so the supervisor leaves it down."""
+    every process of its pods. Marked killed first, so the supervisor leaves it down.
+    Returns once every one of those processes is dead, as after a real machine's death
+    nothing of it runs; a process still alive after ``timeout`` is a :class:`NodeError`."""
     spec = find_node(directory, name)
     _refuse_partitioned(directory, name)
     if node_state(directory, name) == FROZEN:
         _signal_node(directory, spec, signal.SIGCONT)  # a stopped process still dies of SIGKILL; be plain
     set_state(directory, name, KILLED)
-    return _signal_node(directory, spec, signal.SIGKILL)
+    count = _signal_node(directory, spec, signal.SIGKILL)
+    deadline = time.monotonic() + timeout
+    while live := _live_processes(directory, spec):
+        if time.monotonic() >= deadline:
+            raise NodeError(f"node {name}: processes {', '.join(map(str, live))} still alive "
+                            f"{timeout:g}s after SIGKILL")
+        time.sleep(0.02)
+        _signal_node(directory, spec, signal.SIGKILL)  # any the first round did not reach
+    return count
 
 
 def freeze_node(directory: Path, name: str) -> int:

@@ -103,6 +103,24 @@ def test_each_pod_has_its_own_port_space_address_and_hostname(cluster, api):
         assert output(cluster, p).split() == [name, ips[name]]  # its own hostname, resolving to its own IP
 
 
+def test_a_pod_resolves_its_hostname_and_names_a_peers_address_without_dns(cluster, api):
+    """c10d names both ends of every socket with getnameinfo; with no DNS server to ask, a
+    lookup of a peer pod's address must fall back to the address ("err=-3" otherwise), and
+    the pod's own hostname resolves from its hosts file, also at the C level (getent)."""
+    api.create(PODS, on(NODE_B, pod("peer", "import time; time.sleep(300)")))
+    peer = running(api, "peer")["status"]["podIP"]
+    script = ("import socket, subprocess\n"
+              "print(socket.gethostbyname(socket.gethostname()))\n"
+              "print(subprocess.run(['getent', 'hosts', socket.gethostname()], capture_output=True, text=True,"
+              " check=True).stdout.split()[0])\n"
+              f"print(socket.getnameinfo(({peer!r}, 23456), socket.NI_NUMERICSERV)[0])\n")
+    api.create(PODS, on(NODE_A, pod("looker", script)))
+    done = finished(api, "looker")
+    assert done["status"]["phase"] == "Succeeded", output(cluster, done)
+    own = done["status"]["podIP"]
+    assert output(cluster, done).split() == [own, own, peer]
+
+
 def test_pods_reach_each_other_across_nodes_by_service_and_the_api_server_by_the_kubernetes_service(cluster, api):
     """The API server's certificate names the `kubernetes` ClusterIP, which the router forwards."""
     api.create(PODS, on(NODE_B, pod("server", SERVE), app="server"))

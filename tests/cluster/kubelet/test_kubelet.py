@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -145,6 +147,29 @@ def start_server(api, port):
 def logs_of(kubelet, done):
     path = kubelet.pods_dir / done["metadata"]["uid"] / "main" / "0.log"
     return [line.split(" ", 3)[3] for line in path.read_text().splitlines()]
+
+
+def test_a_pod_sees_a_clean_base_env_and_its_spec_not_the_shell_that_started_the_kubelet(api, tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    for name, value in (("PS1", "x"), ("VIRTUAL_ENV", "/y"), ("PIP_INDEX_URL", "z"), ("OLDPWD", "/w"),
+                        ("HOME", str(tmp_path / "users-home")), ("OPENBLAS_CORETYPE", "ARMV8")):
+        monkeypatch.setenv(name, value)  # the kubelet runs in this process: its environment is the shell's
+    out = tmp_path / "env.json"
+    script = ("import json, os, pathlib, subprocess, sys\n"
+              "pathlib.Path(os.environ['HOME'], 'written').write_text('ok')\n"
+              "python = subprocess.run(['python', '-c', 'import sys; print(sys.executable)'], capture_output=True,"
+              " text=True, check=True).stdout.strip()\n"
+              f"open({str(out)!r}, 'w').write(json.dumps({{**os.environ, 'python': python}}))\n")
+    done = wait_pod(api, create(api, pod("clean", script, env=[{"name": "FROM_SPEC", "value": "yes"}]))["metadata"]["name"],
+                    phase("Succeeded", "Failed"))
+    assert done["status"]["phase"] == "Succeeded"
+    seen = json.loads(out.read_text())
+    assert not {"PS1", "VIRTUAL_ENV", "PIP_INDEX_URL", "OLDPWD", "KUBECONFIG"} & set(seen)
+    assert seen["FROM_SPEC"] == "yes" and seen["HOSTNAME"] == "clean" and seen["OPENBLAS_CORETYPE"] == "ARMV8"
+    assert seen["PYTHONUNBUFFERED"] == "1"  # its log is read while it runs
+    assert seen["HOME"] != str(tmp_path / "users-home") and (Path(seen["HOME"]) / "written").read_text() == "ok"
+    assert os.path.dirname(seen["python"]) == os.path.dirname(sys.executable)  # the cluster's own Python
+    assert seen["KUBERNETES_SERVICE_HOST"] and seen["KUBERNETES_SERVICE_PORT"]
 
 
 def test_headless_service_name_in_env_is_rewritten_to_the_pod_ip(api, kubelet):

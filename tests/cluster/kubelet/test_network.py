@@ -12,6 +12,7 @@ from trainctl.cluster.network import (
     node_service_cidr,
 )
 from trainctl.cluster.network.ipam import PodIPAllocator
+from trainctl.cluster.network.router import pod_nsswitch
 
 
 def test_each_directory_gets_its_own_stable_slices(tmp_path):
@@ -66,3 +67,9 @@ def test_pod_index_matches_whole_selectors_within_a_namespace():
     assert [q["metadata"]["namespace"] for q in index.select("y", {"job": "a"})] == ["y"]
     assert index.select("x", {}) == [] and index.select("x", None) == []
     assert index.select("x", {"job": "c"}) == []
+
+
+def test_a_pods_nsswitch_looks_names_up_in_its_hosts_file_only():
+    machine = "passwd:         files\n# a comment\nhosts:          files mdns4_minimal [NOTFOUND=return] dns\nnetworks: files\n"
+    assert pod_nsswitch(machine) == "passwd:         files\n# a comment\nnetworks: files\nhosts: files\n"
+    assert pod_nsswitch("") == "hosts: files\n"

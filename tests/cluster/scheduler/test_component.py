@@ -85,3 +85,40 @@ def test_events_name_the_scheduler_and_the_pod(apiserver):
     finally:
         component.stop()
         client.close()
+
+
+def test_a_pod_created_after_a_cordon_never_lands_on_the_cordoned_node(apiserver):
+    """The Nodes watch can lag the Pods watch: here it is stopped before the cordon, so the
+    pass sees the node uncordoned. The node is checked before the binding, and the pod,
+    created after the cordon was written, is found unschedulable, not bound to it."""
+    client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1)
+    component = SchedulerComponent(client)
+    informers = (component.pods, component.nodes, component.namespaces)
+    try:
+        client.create(NODES, NODE)
+        for informer in informers:
+            informer.start()
+        for informer in informers:
+            _wait(informer.synced)
+        component.nodes.stop()
+        client.patch(NODES, None, "node-a", {"spec": {"unschedulable": True}})
+        create(client, pod("late", "pass"))
+        deadline = time.monotonic() + 20
+        while not any(p["metadata"]["name"] == "late" for p in component.views.pods()[1]):
+            assert time.monotonic() < deadline, "the Pods watch never brought the pod"
+            time.sleep(0.05)
+        while True:
+            component.sync()
+            late = client.get(PODS, "default", "late")
+            assert "nodeName" not in late["spec"], "bound to the cordoned node"
+            conditions = late.get("status", {}).get("conditions") or []
+            if conditions:
+                break
+            assert time.monotonic() < deadline, "the pod was never found unschedulable"
+            time.sleep(0.05)
+        assert "1 node(s) were unschedulable" in conditions[0]["message"]
+    finally:
+        for informer in informers:
+            informer.stop()
+        component.stop()
+        client.close()

@@ -48,8 +48,9 @@ from ..network.proxy import ServiceProxy
 from ..resources import enforcer as enforcers
 from ..scheduler.rules import is_terminal
 from . import node as nodes
-from . import podspec, thaw
+from . import paths, podspec, thaw
 from .admission import Admission
+from .base_env import HOME_DIRECTORY, base_environment
 from .deletion import Terminator, grace_seconds
 from .events import KubeletEvents
 from .heartbeat import NodeHeartbeat
@@ -426,15 +427,14 @@ class Kubelet:
     def secret(self, namespace: str, name: str) -> Optional[Obj]:
         return self.client.get_or_none(SECRETS, namespace, name)
 
-    def base_env(self, namespace: str) -> dict[str, str]:
-        """The kubelet's own environment, with this interpreter's bin dir first on PATH."""
-        env = dict(os.environ)
-        bin_dir = os.path.dirname(sys.executable)
-        env["PATH"] = os.pathsep.join([bin_dir] + [p for p in env.get("PATH", "").split(os.pathsep) if p and p != bin_dir])
-        env.pop("KUBECONFIG", None)
-        for name in [n for n in env if n.startswith(("KUBERNETES_SERVICE_", "KUBERNETES_PORT"))]:
-            del env[name]
-        env.update(self.hosts.pod_env(namespace, os.environ.get("PYTHONPATH")))
+    def base_env(self, namespace: str, pod_uid: str) -> dict[str, str]:
+        """A container's environment before its spec's (:mod:`.base_env`), with what the
+        cluster adds: the Service-name resolver, the namespace's data directory and the API
+        server's address."""
+        home = paths.inside(self.pods_dir, pod_uid, HOME_DIRECTORY)
+        home.mkdir(parents=True, exist_ok=True)
+        env = base_environment(os.environ, os.path.dirname(sys.executable), str(home))
+        env.update(self.hosts.pod_env(namespace))
         data_dir = namespace_data_dir(self.config.directory, namespace)
         data_dir.mkdir(parents=True, exist_ok=True)
         env[DATA_DIR_VARIABLE] = str(data_dir)

@@ -56,11 +56,12 @@ SERVICE_ACCOUNT_PATH = "/var/run/secrets/kubernetes.io/serviceaccount"
 _PAUSE = ["unshare", "-n", "-m", "-u", "--propagation", "private", "--",
           "sh", "-c", 'hostname "$1" && echo ready && exec cat >/dev/null', "sh"]
 # Inside the pod's mount namespace: its own /etc/hosts (its hostname is its IP, as the
-# kubelet's managed hosts file says; gloo and others find their address that way) and the
-# ServiceAccount directory where pods look for it. The machine's own tree is never written:
-# without that directory, a tmpfs over /run holds it.
+# kubelet's managed hosts file says; gloo and others find their address that way), its own
+# nsswitch.conf (see pod_nsswitch) and the ServiceAccount directory where pods look for it.
+# The machine's own tree is never written: without that directory, a tmpfs over /run holds it.
 _MOUNTS = (
     'mount --bind "$3" /etc/hosts || exit 1; '
+    '[ ! -e /etc/nsswitch.conf ] || mount --bind "$4" /etc/nsswitch.conf || exit 1; '
     'target="$2"; [ -d "$target" ] || mount -t tmpfs -o mode=755 tmpfs /run || exit 1; '
     'mkdir -p "$target" && mount --bind "$1" "$target"')
 
@@ -70,6 +71,18 @@ def hosts_file(ip: str, hostname: str) -> str:
     return ("# Kubernetes-managed hosts file (the local cluster's isolated network).\n"
             "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n"
             f"{ip}\t{hostname}\n")
+
+
+def pod_nsswitch(machine: str) -> str:
+    """A pod's nsswitch.conf: the machine's, with names looked up in the hosts file only.
+
+    The pod network has no DNS server, and the machine's cannot be reached from it: a lookup
+    that asks DNS fails with EAI_AGAIN ("Temporary failure in name resolution") instead of
+    "not found". A reverse lookup of a peer's address (torch's c10d names both ends of every
+    socket with getnameinfo) then fails where it should fall back to the numeric address, and
+    c10d warns "The hostname of the client socket cannot be retrieved. err=-3"."""
+    lines = [line for line in machine.splitlines() if line.split(":", 1)[0].strip() != "hosts"]
+    return "\n".join([*lines, "hosts: files"]) + "\n"
 
 
 class NetworkSetupError(Exception):
@@ -334,6 +347,9 @@ class Router:
         account.mkdir(parents=True, exist_ok=True)
         hosts = account.parent / "etc-hosts"
         hosts.write_text(hosts_file(ip, hostname))
+        nsswitch = account.parent / "etc-nsswitch.conf"
+        with contextlib.suppress(OSError):  # a machine without one: the pod goes without too
+            nsswitch.write_text(pod_nsswitch(Path("/etc/nsswitch.conf").read_text()))
         pause = subprocess.Popen([*_PAUSE, hostname], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE)
         sandbox = Sandbox(uid, node.name, ip, veth, pause)
@@ -347,7 +363,8 @@ class Router:
             run(["nsenter", "-t", pid, "-n", "ip", "-batch", "-"],
                 f"addr add {ip}/{node.cidr.prefixlen} dev eth0\nlink set eth0 up\nlink set lo up\n"
                 f"route add default via {node.gateway}\n")
-            run(["nsenter", "-t", pid, "-m", "sh", "-c", _MOUNTS, "sh", str(account), SERVICE_ACCOUNT_PATH, str(hosts)])
+            run(["nsenter", "-t", pid, "-m", "sh", "-c", _MOUNTS, "sh", str(account), SERVICE_ACCOUNT_PATH, str(hosts),
+                 str(nsswitch)])
             with self._lock:
                 self._sandboxes[uid] = sandbox
                 up = node.state != PARTITIONED

@@ -8,7 +8,9 @@ cache), so the next pod of the same pass sees it, and bound through the ``pods/b
 subresource: given a ``binder`` (an executor), in the background while the pass goes on, as
 kube-scheduler's binding cycle runs apart from its scheduling cycle (one request at a time
 would cap scheduling at the API server's round trip); a binding that fails is forgotten and
-``on_bind_failed`` asks for another pass. A pod that fits nowhere gets
+``on_bind_failed`` asks for another pass. Given a ``node_check``, a binding is made only
+if it says the node the pass saw is still current for the pod (:mod:`.freshness`); if not,
+the pod is forgotten as a failed binding is, and placed again. A pod that fits nowhere gets
 ``PodScheduled=False, reason=Unschedulable`` with kube-scheduler's message, written once
 per distinct message. Pods go in kube-scheduler's queue order: higher ``spec.priority`` first,
 then oldest first; a pod with ``schedulingGates`` is not tried (``reason=SchedulingGated``).
@@ -44,6 +46,8 @@ from .unsupported import GATED_MESSAGE, is_gated
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+# (pod, node name, the node's resourceVersion the pass saw) -> is that node current for the pod?
+NodeCheck = Callable[[Obj, str, str], bool]
 MIN_FEASIBLE_NODES_TO_FIND = 100  # kube-scheduler's minFeasibleNodesToFind
 
 
@@ -88,8 +92,10 @@ class Scheduler:
 
     def __init__(self, client: KubeClient, statuses: StatusWriter, port_available: Optional[PortProbe] = None,
                  recorder: Optional[events.SchedulerEvents] = None, clock: Callable[[], float] = time.monotonic,
-                 binder: Optional[Executor] = None, on_bind_failed: Callable[[], None] = lambda: None) -> None:
+                 binder: Optional[Executor] = None, on_bind_failed: Callable[[], None] = lambda: None,
+                 node_check: Optional[NodeCheck] = None) -> None:
         self._client = client
+        self._node_check = node_check
         self._binder = binder
         self._on_bind_failed = on_bind_failed
         self._statuses = statuses
@@ -148,13 +154,14 @@ class Scheduler:
             return
         decision = self._decide(pod, nodes)
         if decision.fits:
+            seen = next(node.resource_version for node in nodes if node.name == decision.node_name)
             if self._binder is None:
-                if self._bind(pod, decision.node_name):
+                if self._bind(pod, decision.node_name, seen):
                     self._assume(pod, decision.node_name, nodes)
                     self._record(pod, events.scheduled(pod, decision.node_name))
             else:
                 self._assume(pod, decision.node_name, nodes)
-                self._binder.submit(self._bind_in_background, pod, decision.node_name)
+                self._binder.submit(self._bind_in_background, pod, decision.node_name, seen)
             return
         self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
         message = decision.full_message
@@ -192,9 +199,9 @@ class Scheduler:
             self._unschedulable.pop(pod["metadata"]["uid"], None)
             self._failures.pop(pod["metadata"]["uid"], None)
 
-    def _bind_in_background(self, pod: Obj, node_name: str) -> None:
+    def _bind_in_background(self, pod: Obj, node_name: str, seen: str) -> None:
         try:
-            bound = self._bind(pod, node_name)
+            bound = self._bind(pod, node_name, seen)
         except Exception:  # no answer (the API server restarting): forget it, the next pass retries
             log.exception("bind %s/%s", pod["metadata"].get("namespace"), pod["metadata"]["name"])
             bound = False
@@ -218,8 +225,13 @@ class Scheduler:
         decision = schedule(pod, window, self._port_available, self._assigned)
         return decision if decision.fits else schedule(pod, nodes, self._port_available, self._assigned)
 
-    def _bind(self, pod: Obj, node_name: str) -> bool:
+    def _bind(self, pod: Obj, node_name: str, seen: str) -> bool:
+        """Bind ``pod`` to ``node_name``, which the pass saw at version ``seen``."""
         meta = pod["metadata"]
+        if self._node_check is not None and not self._node_check(pod, node_name, seen):
+            log.info("node %s changed since %s/%s was placed on it; placing it again",
+                     node_name, meta.get("namespace"), meta["name"])
+            return False
         binding = {"apiVersion": "v1", "kind": "Binding",
                    "metadata": {"name": meta["name"], "namespace": meta.get("namespace"), "uid": meta["uid"]},
                    "target": {"apiVersion": "v1", "kind": "Node", "name": node_name}}

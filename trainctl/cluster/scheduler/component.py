@@ -23,6 +23,7 @@ from trainctl.kube.resources import NAMESPACES, NODES, PODS
 
 from .binding import Scheduler
 from .events import SchedulerEvents
+from .freshness import NodeFreshness
 from .rules import port_free_on_machine
 from .views import NodeViews
 
@@ -41,13 +42,14 @@ class SchedulerComponent:
         self.events = SchedulerEvents(client)
         self._dirty = threading.Event()
         self._binder = ThreadPoolExecutor(BINDERS, thread_name_prefix="bind")
-        self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine, self.events,
-                                   binder=self._binder, on_bind_failed=self._dirty.set)
         self._stopped = threading.Event()
         self.pods = Informer(client, PODS, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.nodes = Informer(client, NODES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.namespaces = Informer(client, NAMESPACES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.views = NodeViews()
+        freshness = NodeFreshness(client, self.views, self.pods, self.nodes)
+        self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine, self.events,
+                                   binder=self._binder, on_bind_failed=self._dirty.set, node_check=freshness.confirm)
         self.pods.add_handler(self.views.on_pod)  # filed before the pass this event wakes reads them
         self.nodes.add_handler(self.views.on_node)
         for informer in (self.pods, self.nodes, self.namespaces):

@@ -173,6 +173,7 @@ class NodeResources:
     # of them holds is held on all (the port rule looks at these too).
     neighbours: tuple[Obj, ...] = ()
     own_machine: bool = False  # a hollow node: no neighbours, and no port of this machine is its own
+    resource_version: str = ""  # of the Node object this view was built from
 
     @functools.cached_property
     def capacity(self) -> dict[str, Decimal]:
@@ -221,7 +222,8 @@ class NodeResources:
         return cls(meta.get("name", ""), dict(status.get("allocatable") or {}), dict(meta.get("labels") or {}),
                    tuple(bound), taints=tuple(t for t in spec.get("taints") or [] if isinstance(t, dict)),
                    unschedulable=bool(spec.get("unschedulable")),
-                   own_machine=(meta.get("labels") or {}).get(HOLLOW_NODE_LABEL) == "true")
+                   own_machine=(meta.get("labels") or {}).get(HOLLOW_NODE_LABEL) == "true",
+                   resource_version=str(meta.get("resourceVersion") or ""))
 
 
 # --- tolerations and node affinity ---------------------------------------------------------

@@ -38,6 +38,8 @@ class NodeViews:
     # --- events -------------------------------------------------------------------------
     def on_node(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
         with self._lock:
+            if new is not None and event != "DELETED" and _older(new, self._nodes.get(new["metadata"]["name"])):
+                return  # the node was read afresh (:meth:`refresh`) past this event
             if old is not None:
                 name = old["metadata"]["name"]
                 self._nodes.pop(name, None)
@@ -48,6 +50,17 @@ class NodeViews:
                 self._views.pop(name, None)
             if new is None or old is None or new["metadata"]["name"] != old["metadata"]["name"]:
                 self._order = None
+
+    def refresh(self, node: Obj) -> None:
+        """File ``node`` as read straight from the API server, unless the watch already
+        brought a newer version."""
+        self.on_node("MODIFIED", node, None)
+
+    def node_version(self, name: str) -> Optional[str]:
+        """The resourceVersion of the node ``name`` as filed, None if there is none."""
+        with self._lock:
+            node = self._nodes.get(name)
+            return None if node is None else str(node["metadata"].get("resourceVersion") or "")
 
     def on_pod(self, event: str, new: Optional[Obj], old: Optional[Obj]) -> None:
         with self._lock:
@@ -114,6 +127,13 @@ class NodeViews:
         return [view if view.own_machine else
                 replace(view, neighbours=tuple(p for other, bound in on_machine.items() if other != view.name for p in bound))
                 for view in views]
+
+
+def _older(node: Obj, filed: Optional[Obj]) -> bool:
+    if filed is None:
+        return False
+    new_rv, filed_rv = node["metadata"].get("resourceVersion") or "", filed["metadata"].get("resourceVersion") or ""
+    return new_rv.isdigit() and filed_rv.isdigit() and int(new_rv) < int(filed_rv)
 
 
 def node_views(nodes: Iterable[Obj], pods: Iterable[Obj], assumed: Mapping[str, str]) -> list[NodeResources]:
