@@ -198,7 +198,7 @@ class TorchrunPods:
         self.store = subprocess.Popen([sys.executable, __file__, "--serve-store", str(self.port)],
                                       stdout=subprocess.PIPE, env=self.env)
         self.log.follow("store", self.store.stdout)
-        self.log.wait_for(lambda line, _: line.event == "store", timeout=30)
+        self.log.wait_for(lambda line, _: line.event == "store", timeout=120)  # imports torch: over 30 s at load average 11
 
     def start(self, pod: str) -> None:
         command = [

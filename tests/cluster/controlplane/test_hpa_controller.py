@@ -1,15 +1,19 @@
 """The HPA loop on a real API server: it scales a PyTorchJob through its ``scale``
-subresource, writes the HPA's status and Events, and reports a missing Metrics API."""
+subresource, writes the HPA's status and Events, and reports a missing Metrics API (with the
+Event writes client-go's correlator allows, however often it syncs)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
+from trainctl.cluster.apiserver.process import ApiServerHandle
 from trainctl.cluster.cluster import install_crds
 from trainctl.cluster.controlplane.hpa_controller import HorizontalPodAutoscalerController
 from trainctl.cluster.controlplane.units import format_time
 from trainctl.kube import resources as r
+from trainctl.kube.events import CorrelatorLimits
+from trainctl.kube.resources import Resource
 
 from .conftest import FakeMetricsClient, eventually
 
@@ -145,3 +149,48 @@ def test_a_manual_scale_holds_and_a_deleted_target_stops_scaling(client: FakeMet
     finally:
         controller.stop()
     assert (condition(hpa, "AbleToScale")["reason"], condition(hpa, "ScalingActive")["reason"]) == ("FailedGetScale", "FailedGetScale")
+
+
+class EventWritesClient(FakeMetricsClient):
+    """Counts the Event creates and PATCHes that reach the API server."""
+
+    creates = 0
+    patches = 0
+
+    def create(self, resource: Resource, obj: Obj, *args: Any, **kwargs: Any) -> Any:
+        self.creates += resource == r.EVENTS
+        return super().create(resource, obj, *args, **kwargs)
+
+    def patch(self, resource: Resource, *args: Any, **kwargs: Any) -> Any:
+        self.patches += resource == r.EVENTS
+        return super().patch(resource, *args, **kwargs)
+
+
+def test_an_hpa_without_metrics_for_100_syncs_costs_the_correlators_writes(apiserver: ApiServerHandle) -> None:
+    # The 1,000-job bench (docs/benchmarks.md) had 100 such HPAs warning every 15 s.
+    client = EventWritesClient.from_kubeconfig(str(apiserver.kubeconfig))
+    try:
+        job_with_selector(client, 2)
+        running(client, worker_pod(0))
+        running(client, worker_pod(1))
+        client.create(r.HPAS, autoscaler())
+        start, period = datetime.now(timezone.utc), timedelta(seconds=15)
+        now = [start]
+        controller = HorizontalPodAutoscalerController(client, clock=lambda: now[0])  # synced by hand, not started
+        syncs = 100
+        for n in range(syncs):
+            now[0] = start + n * period
+            controller.sync(client.get(r.HPAS, "default", "elastic"))
+        reasons = ("FailedGetResourceMetric", "FailedComputeMetricsReplicas")
+        limits = CorrelatorLimits()
+        refills = int((syncs - 1) * period.total_seconds() // limits.refill_seconds)
+        assert client.creates == len(reasons)  # one Event per reason; every repeat is a PATCH
+        assert client.patches <= len(reasons) * (limits.burst + refills)  # 25 at once, then 1 per 5 minutes
+        # Occurrences the spam filter kept back are counted all the same: the next write carries them.
+        now[0] += timedelta(seconds=limits.refill_seconds)
+        controller.sync(client.get(r.HPAS, "default", "elastic"))
+        events, _ = client.list(r.EVENTS, "default")
+    finally:
+        client.close()
+    about_hpa = sorted((e["reason"], e["count"]) for e in events if e["involvedObject"]["kind"] == "HorizontalPodAutoscaler")
+    assert about_hpa == sorted((reason, syncs + 1) for reason in reasons)

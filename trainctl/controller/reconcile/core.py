@@ -118,6 +118,8 @@ def _active(p: Pass) -> None:
     more, types = replicas.reconcile_all(p, ctx if may_create_pods and not permanent else None, restart=not permanent)
     restarted += [rtype for rtype in types if rtype not in restarted]
     outcome.conclude(p, counts, restarts + more, restarted, lost_pods, permanent)
+    if p.store is not None and p.done():
+        rendezvous.withhold_store(p)
 
 
 def _finish(p: Pass) -> None:

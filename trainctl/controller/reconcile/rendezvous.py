@@ -187,6 +187,18 @@ def reconcile_store(p: Pass, store: RendezvousStore) -> bool:
     return False
 
 
+def withhold_store(p: Pass) -> None:
+    """Take back this pass's creates of the store and its Service once the pass has ended the
+    job: no agent will use them, and the finished path would only delete them again (a store
+    that ends with the workers, seen first, would otherwise be replaced after the job)."""
+    name = store_name(p.name)
+    p.plan.creates = [
+        obj for obj in p.plan.creates
+        if not (obj["metadata"]["name"] == name
+                and (obj["metadata"].get("labels") or {}).get(c.LABEL_COMPONENT) == RENDEZVOUS_COMPONENT)
+    ]
+
+
 def closed_out(p: Pass, pod: dict[str, Any]) -> bool:
     """A Failed replica whose run found the rendezvous of trainctl's store closed: it came
     after its group had ended, so it has neither failed nor run; it is recreated to join
