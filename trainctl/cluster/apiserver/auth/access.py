@@ -17,9 +17,10 @@ from typing import Any
 
 from multidict import CIMultiDictProxy
 
+from trainctl.cluster.apiserver.admission.admission import Guard
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.auth import authn, rbac, request_info, reviews, tokens
+from trainctl.cluster.apiserver.auth import authn, escalation, rbac, request_info, reviews, tokens
 from trainctl.cluster.apiserver.storage.store import Store
 
 Obj = dict[str, Any]
@@ -42,6 +43,8 @@ class Access:
         self.store = store
         self.issuer = issuer
         self.authenticator = authn.Authenticator(admin_token, issuer, store.read)
+        # What admission asks of every write, judged by who makes it.
+        self.guards: list[Guard] = [escalation.EscalationCheck(self.decide, self.policy)]
 
     # --- every request ------------------------------------------------------------------
 
@@ -56,6 +59,7 @@ class Access:
             attributes = request_info.attributes(method, path, query)
             if not self.decide(user, attributes).allowed:
                 raise forbidden(user, attributes)
+        authn.REQUESTER.set(user)
         return user
 
     def policy(self, namespace: str) -> rbac.Policy:
