@@ -9,7 +9,7 @@ from typing import Any, Optional
 from trainctl.cluster.cluster import install_crds
 from trainctl.cluster.controlplane.hpa_controller import HorizontalPodAutoscalerController
 from trainctl.cluster.controlplane.units import format_time
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 
 from .conftest import FakeMetricsClient, eventually
 
