@@ -1,8 +1,11 @@
-"""``trainctl controller``: run the controller against a Kubernetes API server.
+"""The controller's command: run the controller against a Kubernetes API server.
 
-The same command runs in a cluster (in-cluster service account, the Deployment in
-``manifests/``) and on a laptop (``--kubeconfig``, which is how ``trainctl local up`` starts
-it). SIGTERM stops taking work, lets in-flight reconciles finish and releases the lease.
+It lives in the controller's own distribution so the controller image needs no CLI: the image
+runs it as ``trainctl-controller`` (or ``python -m trainctl.controller``), and the trainctl
+CLI offers the same flags as ``trainctl controller``. It runs in a cluster (in-cluster service
+account, the Deployment in ``manifests/``) and on a laptop (``--kubeconfig``, which is how
+``trainctl local up`` starts it). SIGTERM stops taking work, lets in-flight reconciles finish
+and releases the lease.
 """
 
 from __future__ import annotations
@@ -22,22 +25,31 @@ from trainctl.controller import options
 
 if TYPE_CHECKING:  # imported when the command runs, so other commands start without them
     from trainctl.controller.manager import Manager
-    from trainctl.controller.metrics import ControllerMetrics
+    from trainctl.controller.prometheus_metrics import ControllerMetrics
     from trainctl.kube.client import KubeClient
 
 log = logging.getLogger("trainctl.controller")
 
 
-def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    p = subparsers.add_parser(
-        "controller",
-        help="run the PyTorchJob/MSJob controller against an API server",
-        description="Reconcile PyTorchJobs and MSJobs: create their pods and services, track their status.",
-    )
-    p.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account, then ~/.kube/config)")
-    p.add_argument("--context", help="kubeconfig context to use")
-    options.add_flags(p)
-    p.set_defaults(func=run)
+HELP = "run the PyTorchJob/MSJob controller against an API server"
+DESCRIPTION = "Reconcile PyTorchJobs and MSJobs: create their pods and services, track their status."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command's flags, on its own parser or on the ``trainctl controller`` subcommand's."""
+    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, then the in-cluster service account, then ~/.kube/config)")
+    parser.add_argument("--context", help="kubeconfig context to use")
+    options.add_flags(parser)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    """``trainctl-controller`` and ``python -m trainctl.controller``."""
+    parser = argparse.ArgumentParser(prog="trainctl-controller", description=DESCRIPTION)
+    add_arguments(parser)
+    try:
+        return run(parser.parse_args(argv))
+    except KeyboardInterrupt:
+        return 130
 
 
 def _lease_namespace(explicit: Optional[str]) -> str:
@@ -81,7 +93,7 @@ class _ShutdownSignals:
 
 def run(args: argparse.Namespace) -> int:
     from trainctl.controller.manager import Manager
-    from trainctl.controller.metrics import ControllerMetrics
+    from trainctl.controller.prometheus_metrics import ControllerMetrics
     from trainctl.kube import logs
 
     settings = _settings(args)
