@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-OUTPUT = ROOT / "trainctl" / "cluster" / "apiserver" / "builtin_schemas.json"
+OUTPUT = ROOT / "trainctl" / "cluster" / "apiserver" / "admission" / "builtin_schemas.json"
 KUBERNETES_VERSION = "1.32.0"  # the version the embedded API server reports
 # The kinds the server serves (registry.builtin_types), plus autoscaling/v1 Scale for the
 # scale subresource.

@@ -295,7 +295,7 @@ def test_samples_are_valid(load_sample, sample):
     assert validate(load_sample(sample)) == []
 
 
-def test_unknown_fields_are_warnings_with_their_paths(load_sample, mutate):
+def test_unknown_fields_are_named_with_their_paths_and_the_field_meant(load_sample, mutate):
     job = mutate(
         load_sample("pytorch_full.yaml"),
         {
@@ -308,8 +308,8 @@ def test_unknown_fields_are_warnings_with_their_paths(load_sample, mutate):
     assert validate(job) == []
     assert warnings(job) == [
         'unknown field "spec.futureField"',
-        'unknown field "spec.pytorchReplicaSpecs[Worker].restartpolicy"',
-        'unknown field "spec.runPolicy.schedulingPolicy.Queue"',
+        'unknown field "spec.pytorchReplicaSpecs[Worker].restartpolicy"; did you mean "restartPolicy"?',
+        'unknown field "spec.runPolicy.schedulingPolicy.Queue"; did you mean "queue"?',
         'unknown field "status.conditions[0].extra"',
     ]
 
@@ -338,12 +338,23 @@ def test_validation_and_parsing_are_total(load_sample, sample):
         for value in ODD_VALUES:
             job = _replace(base, path, value)
             errors = validate(job)
+            assert set(errors) <= set(validate(job, pod_templates=True)), (path, value)
             warnings(job)
             try:
                 parse_job(job)
             except JobInvalid as exc:
                 assert exc.errors, path
                 assert errors, (path, value)  # a job that cannot be parsed is never valid
+
+
+def test_pod_template_rules_are_asked_for_by_a_check_before_submitting(load_sample, mutate):
+    """The controller, as the reference, leaves a pod the API server refuses to a FailedCreatePod Event."""
+    job = mutate(load_sample("pytorch_full.yaml"), {W + CONTAINERS + (0, "resources"): {"limits": {"cpu": "lots"}}})
+    assert validate(job) == []
+    assert [(e.path, e.detail) for e in validate(job, pod_templates=True)] == [(
+        "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].resources.limits[cpu]",
+        "Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    )]
 
 
 def _replace(obj, path, value):

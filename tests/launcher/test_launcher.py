@@ -46,6 +46,23 @@ def test_succeeded_job_returns_its_condition_status_and_progress(kube, driver, v
     assert not result.deleted and driver.exists(name)
 
 
+def test_a_succeeded_job_is_reported_with_the_counts_its_next_status_write_settles(kube, driver, view):
+    """The controller sets Succeeded while some replicas still count active, and counts them succeeded a pass later."""
+    name = unique("settle")
+    run = start(kube, view, launched_job(name, workers=2))
+    view.wait_created()
+    message = f"PyTorchJob {name} is successfully completed."
+    succeeded = (true_condition("Created", "created"), true_condition("Succeeded", message))
+    driver.set_status(name, *succeeded, replicas={"Worker": {"active": 2, "succeeded": 1}})
+    view.wait_state("Succeeded")
+    final = {"Worker": {"succeeded": 3}}
+    driver.set_status(name, *succeeded, replicas=final)
+
+    result = run.join()
+    assert result.outcome is Outcome.SUCCEEDED
+    assert result.status["replicaStatuses"] == final
+
+
 def test_failed_job_propagates_the_failure_message(kube, driver, view):
     name = unique("fail")
     run = start(kube, view, launched_job(name))
@@ -145,6 +162,26 @@ def test_a_pod_the_scheduler_cannot_place_is_noted_once_with_its_reason(kube, dr
     driver.set_status(name, true_condition("Succeeded", "done"))
     run.join()
     assert [n for n in view.notes if " is Pending: " in n] == [f"{pod} is Pending: {insufficient}"]
+
+
+def test_a_warning_event_on_the_job_is_noted_once_as_it_happens(kube, driver, view):
+    """A pod the API server refuses leaves the job without pods; the controller's Warning says why."""
+    name = unique("nopods")
+    run = start(kube, view, launched_job(name, workers=1))
+    view.wait_created()
+    job = driver.job(name)
+    refused = (f'Error creating: pods "{name}-worker-0" is invalid: spec.containers[0].resources.limits[cpu]: '
+               'Invalid value: "lots": quantities must match the regular expression')
+    driver.job_event(job, "Warning", "FailedCreatePod", refused)
+    view.wait_until(lambda v: f"Warning FailedCreatePod: {refused}" in v.notes)
+    driver.job_event(job, "Warning", "FailedCreatePod", refused)  # the controller retries: same words, no new note
+    driver.job_event(job, "Normal", "SuccessfulCreateService", "Created service: x")
+    driver.job_event(job, "Warning", "FailedCreateService", "services is forbidden")
+    view.wait_until(lambda v: "Warning FailedCreateService: services is forbidden" in v.notes)
+    driver.set_status(name, true_condition("Failed", "no pods"))
+    run.join()
+    assert [n for n in view.notes if n.startswith("Warning")] == [
+        f"Warning FailedCreatePod: {refused}", "Warning FailedCreateService: services is forbidden"]
 
 
 def test_existing_job_is_an_error_unless_replace(kube, driver, view):

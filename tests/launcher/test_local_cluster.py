@@ -112,8 +112,9 @@ def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
     manifest.write_text(yaml.safe_dump(job))
     home = tmp_path / "home"
     home.mkdir()
+    (tmp_path / "tmp").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith("KUBE")}
-    env["HOME"] = str(home)
+    env.update(HOME=str(home), TMPDIR=str(tmp_path / "tmp"))
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "trainctl.cli.main", "run", "-f", str(manifest), "--timeout", "90s"],
@@ -127,6 +128,7 @@ def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
     log_line = next(line for line in out.splitlines() if line.strip().startswith("logs:"))
     saved = Path(log_line.split("logs:", 1)[1].strip())
     assert saved.name == "throwaway-master-0.log"
+    assert saved.parent.parent == tmp_path / "tmp"  # kept under TMPDIR, as the summary says
     assert "trained on a throwaway cluster" in saved.read_text()
     assert not (home / ".kube").exists()  # nothing written where a real kubeconfig would live
     assert time.monotonic() - started < 100

@@ -10,13 +10,17 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
 
+from trainctl.cli import run as run_command
 from trainctl.cli.main import main
+from trainctl.kube.client import ApiError
 
 from tests.support.conditions import true_condition
 from tests.support.jobs import unique
@@ -71,6 +75,45 @@ def test_bad_timeout_is_a_usage_error(capsys):
         main(["run", "-f", "x.yaml", "--timeout", "soon"])
     assert exit_.value.code == 2
     assert "invalid duration 'soon'" in capsys.readouterr().err
+
+
+def test_a_timeline_file_of_no_known_format_is_a_usage_error_before_anything_runs(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["run", "-f", str(tmp_path / "missing.yaml"), "--timeline", str(tmp_path / "elastic.jpg")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"cannot write a timeline to {tmp_path / 'elastic.jpg'}: .jpg is not a format" in err and "use .svg, .html, .htm, .png, .pdf" in err
+    assert "cannot read" not in err  # refused before the manifest is read, let alone a job created
+
+
+class LogStream(list):
+    def close(self) -> None:
+        pass
+
+
+class PodLogs:
+    """The part of a launcher ``_save_logs`` reads: ``client.log``; pods not in ``logs`` are gone (404)."""
+
+    def __init__(self, logs: dict[str, list[str]]) -> None:
+        self.client = self
+        self.logs = logs
+
+    def log(self, namespace: str, pod: str) -> LogStream:
+        if pod not in self.logs:
+            raise ApiError(404, "NotFound", f'pods "{pod}" not found')
+        return LogStream(self.logs[pod])
+
+
+def test_a_throwaway_clusters_logs_are_kept_under_tmpdir_and_no_directory_is_made_for_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    ended = SimpleNamespace(namespace="default", name="mnist", pods=["mnist-master-0", "mnist-worker-0"])
+    assert run_command._save_logs(PodLogs({}), [ended]) == {}
+    assert list(tmp_path.iterdir()) == []  # nothing to keep, nothing left behind
+    saved = run_command._save_logs(PodLogs({"mnist-master-0": ["step 1", "done"]}), [ended])
+    (path,) = saved[("default", "mnist")]
+    assert path.parent.parent == tmp_path and path.parent.name.startswith(run_command.LOGS_PREFIX)
+    assert path.read_text() == "step 1\ndone\n"
 
 
 class RunProcess:
@@ -229,6 +272,23 @@ def test_a_broken_kubeconfig_is_one_line(tmp_path, monkeypatch, capsys):
     assert main(["run", "-f", str(job)]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"error: cannot use kubeconfig {kubeconfig}: ") and err.count("\n") == 1
+
+
+def test_an_unknown_field_is_refused_before_the_job_is_created_unless_validate_warn(run_job, driver):
+    """As ``kubectl apply`` (strict field validation) refuses it; ``--validate=warn`` runs the job."""
+    name = unique("run-typo")
+    job = launched_job(name)
+    job["spec"]["runPolicy"] = {"backofLimit": 3}
+    code, out, err = run_job(job).finish()
+    assert code == 1 and out == ""
+    assert err == f'PyTorchJob/{name}: unknown field "spec.runPolicy.backofLimit"; did you mean "backoffLimit"?\n'
+    assert not driver.exists(name)
+    run = run_job(job, "--validate=warn")
+    run.wait_for(f"created PyTorchJob default/{name}")
+    driver.set_status(name, true_condition("Succeeded", "done"), replicas={"Master": {"succeeded": 1}})
+    code, _, err = run.finish()
+    assert code == 0
+    assert f'PyTorchJob/{name}: warning: unknown field "spec.runPolicy.backofLimit"; did you mean "backoffLimit"?' in err
 
 
 def test_namespace_flag_puts_the_job_there(run_job, kube, driver):

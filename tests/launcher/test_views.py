@@ -7,7 +7,9 @@ import re
 
 from rich.console import Console
 
+from trainctl.launch.launcher import LaunchResult, Outcome
 from trainctl.launch.progress import JobProgress, PlainView, RichView, make_view
+from trainctl.launch.summary import summary_lines
 
 
 def progress(state: str, *, name: str = "mnist", active: int = 2, restarts: int = 0, elapsed: float = 1.0) -> JobProgress:
@@ -98,3 +100,18 @@ def test_a_terminal_gets_the_live_view():
         assert isinstance(view, RichView)
     finally:
         view.close()
+
+
+def result(outcome: Outcome, replica_statuses: dict) -> LaunchResult:
+    return LaunchResult(
+        kind="PyTorchJob", namespace="default", name="elastic", outcome=outcome, message="", condition={"type": outcome.value},
+        status={"replicaStatuses": replica_statuses}, duration=12.0, restarts=0, pods=[],
+    )
+
+
+def test_the_summary_of_a_succeeded_job_counts_no_replica_active():
+    """The operators write Succeeded a pass before they count the replicas still active succeeded."""
+    lagging = {"Worker": {"active": 2, "succeeded": 1, "selector": "x"}}
+    assert "  replicas:  Worker 3 succeeded" in summary_lines(result(Outcome.SUCCEEDED, lagging))
+    # Of a job that did not succeed, the counts are shown as the status has them.
+    assert "  replicas:  Worker 2 active, 1 succeeded" in summary_lines(result(Outcome.TIMED_OUT, lagging))

@@ -41,7 +41,7 @@ def warnings(plan) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(("replicas", "problem"), [
-    (5, "must be between minReplicas (1) and maxReplicas (3), not 5"),
+    (5, "Invalid value: 5: must be between minReplicas (1) and maxReplicas (3), not 5"),
     (0, "must be at least 1"),
 ])
 def test_a_count_outside_the_elastic_range_keeps_the_running_size(replicas, problem):
@@ -72,7 +72,7 @@ def test_a_narrowed_range_brings_the_size_within_it():
     cluster.job["spec"]["elasticPolicy"]["maxReplicas"] = 2
     plan = cluster.step(at(2))
     assert sorted((d.kind, d.name) for d in plan.deletes) == [("Pod", "el-worker-2"), ("Service", "el-worker-2")]
-    assert warnings(plan) == [("InvalidReplicas", f"{WORKER}: must be between minReplicas (1) and maxReplicas (2), "
+    assert warnings(plan) == [("InvalidReplicas", f"{WORKER}: Invalid value: 3: must be between minReplicas (1) and maxReplicas (2), "
                                                   "not 3; the job keeps 2 Worker replicas")]
 
 

@@ -98,6 +98,18 @@ def test_bad_input_gives_validates_errors_and_no_yaml(tmp_path, capsys, text):
     assert err == validate_err and err.strip() and "Traceback" not in err
 
 
+def test_unknown_fields_stop_render_as_validate_unless_validate_warn(tmp_path, capsys):
+    job = pytorchjob("typo", workers=1, namespace=None, uid=None)
+    job["spec"]["runPolicy"] = {"backofLimit": 1}
+    path = write(tmp_path, job)
+    code, out, err = render(capsys, "-f", path)
+    assert code == 1 and out == ""
+    assert err == 'PyTorchJob/typo: unknown field "spec.runPolicy.backofLimit"; did you mean "backoffLimit"?\n'
+    code, out, err = render(capsys, "--validate=warn", "-f", path)
+    assert code == 0 and ("Pod", "typo-master-0") in kinds_and_names(out)
+    assert err == 'PyTorchJob/typo: warning: unknown field "spec.runPolicy.backofLimit"; did you mean "backoffLimit"?\n'
+
+
 def test_missing_file_is_one_line(tmp_path, capsys):
     code, out, err = render(capsys, "-f", str(tmp_path / "nope.yaml"))
     assert code == 1 and out == "" and err.count("\n") == 1 and "cannot read" in err

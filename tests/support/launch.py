@@ -137,6 +137,23 @@ class StatusDriver:
         self.core.create_namespaced_pod(self.namespace, pod, _preload_content=False).release_conn()
         return self.pod(pod["metadata"]["name"])
 
+    def job_event(self, job: dict[str, Any], kind: str, reason: str, message: str) -> dict[str, Any]:
+        """An Event about the job, as the controller's recorder posts it (a new one each call)."""
+        meta = job["metadata"]
+        event = {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"generateName": f"{meta['name']}."},
+            "involvedObject": {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "name": meta["name"],
+                               "namespace": self.namespace, "uid": meta["uid"]},
+            "type": kind,
+            "reason": reason,
+            "message": message,
+            "source": {"component": "pytorchjob-controller"},
+        }
+        # Read to the end, so that the connection can carry the next request.
+        return json.loads(self.core.create_namespaced_event(self.namespace, event, _preload_content=False).data)
+
     def pod(self, name: str) -> dict[str, Any]:
         return json.loads(self.core.read_namespaced_pod(name, self.namespace, _preload_content=False).data)
 

@@ -55,6 +55,7 @@ def pod(
     restarts: int = 0,
     deleting: float | None = None,
     owner: str = JOB_UID,
+    restart_policy: str | None = None,
 ) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "name": name,
@@ -70,7 +71,10 @@ def pod(
     if state is not None:
         status["containerStatuses"] = [{"name": "pytorch", "state": state, "lastState": last_state or {}, "restartCount": restarts}]
     # The operators label replica types in lower case ("worker").
-    return {"metadata": meta, "spec": {"nodeName": node, "containers": [{"name": "pytorch"}]}, "status": status}
+    spec: dict[str, Any] = {"nodeName": node, "containers": [{"name": "pytorch"}]}
+    if restart_policy is not None:
+        spec["restartPolicy"] = restart_policy
+    return {"metadata": meta, "spec": spec, "status": status}
 
 
 def event(

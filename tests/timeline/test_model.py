@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainctl.api import constants as c
 from trainctl.timeline import model
 from trainctl.timeline.recorder import TimelineRecorder
 
@@ -47,10 +48,17 @@ def test_an_in_place_restart_is_marked_with_its_reason_and_the_back_off_shown():
 
 
 def test_a_container_waiting_to_restart_ends_in_waiting_with_its_mark():
-    worker = pod("mnist-worker-0", state={"waiting": {"reason": "CrashLoopBackOff"}}, last_state=terminated(4, 20, reason="OOMKilled", code=137), restarts=1)
+    # restartCount moves on when the next run starts: waiting after its first run, it is 0.
+    worker = pod("mnist-worker-0", state={"waiting": {"reason": "CrashLoopBackOff"}}, last_state=terminated(4, 20, reason="OOMKilled", code=137), restarts=0)
     (row,) = build(worker, now=30).rows
     assert phases(row) == [("Pending", 1, 4), ("Running", 4, 20), ("Waiting", 20, 30)]
     assert marks(row) == [("restart", 20, "OOMKilled (exit 137)")]
+
+
+def test_a_container_waiting_after_its_second_run_lost_the_first_from_the_record():
+    worker = pod("mnist-worker-0", state={"waiting": {"reason": "CrashLoopBackOff"}}, last_state=terminated(30, 40, reason="Error", code=1), restarts=1)
+    (row,) = build(worker, now=50).rows
+    assert phases(row) == [("Unknown", 1, 30), ("Running", 30, 40), ("Waiting", 40, 50)]
 
 
 def test_runs_no_snapshot_recorded_are_unknown_not_pending():
@@ -113,6 +121,35 @@ def test_warning_events_mark_their_pod_and_gone_pods_get_a_row_from_the_operator
     assert (worker7.pod, worker7.replica_type, worker7.replica_index) == ("mnist-worker-7", "Worker", 7)
     assert phases(worker7) == [("Unknown", 2, 40)]
     assert [(m.kind, m.at - EPOCH0, m.reason) for m in timeline.job_marks] == [("event", 5, "FailedCreatePod")]
+
+
+def test_a_gone_pod_is_drawn_from_its_own_events_with_its_node_and_phases():
+    """An elastic job's rendezvous store: deleted when the job finished, so only Events are left of it."""
+    started = event("Started", "Started container rendezvous", 3, kind="Pod", name="mnist-rdzv")
+    started["source"] = {"component": "kubelet", "host": "node-b"}
+    events = [
+        event("SuccessfulCreatePod", "Created pod: mnist-rdzv", 1),
+        event("Scheduled", "Successfully assigned default/mnist-rdzv to node-b", 2, kind="Pod", name="mnist-rdzv"),
+        started,
+        event("SuccessfulDeletePod", "Deleted pod: mnist-rdzv", 60),
+        event("Killing", "Stopping container rendezvous", 61, kind="Pod", name="mnist-rdzv"),
+    ]
+    timeline = build(pod("mnist-worker-0", phase="Succeeded", state=terminated(3, 59)), events=events)
+    store = next(row for row in timeline.rows if row.pod == "mnist-rdzv")
+    assert phases(store) == [("Pending", 1, 3), ("Running", 3, 60), ("Terminating", 60, 61)]
+    assert store.label == "mnist-rdzv (node-b)" and store.replica_type == "rendezvous"
+    assert marks(store) == [("deleted", 60, "deleted by the operator"), ("event", 61, "Killing")]
+
+
+def test_the_rendezvous_store_pod_is_a_group_of_its_own():
+    store = pod("mnist-rdzv", state=running(2))
+    store["metadata"]["labels"] = {c.LABEL_JOB_NAME: "mnist", c.LABEL_COMPONENT: "rendezvous"}
+    worker = pod("mnist-worker-0", state=running(3))
+    rows = build(store, worker).rows
+    assert [(r.pod, r.replica_type, r.label) for r in rows] == [
+        ("mnist-worker-0", "Worker", "mnist-worker-0 (node-a)"),
+        ("mnist-rdzv", "rendezvous", "mnist-rdzv (node-a)"),
+    ]
 
 
 def test_conditions_become_changes_and_true_stretches():

@@ -77,19 +77,19 @@ def job(name: str, scratch: Path) -> dict:
 
     first, recovered = str(scratch / "first"), str(scratch / "recovered")
     worker = [sys.executable, "-c", WORKER, first, recovered]
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": {
-            "runPolicy": {"cleanPodPolicy": "None"},
-            "pytorchReplicaSpecs": {
-                "Master": replica(1, [sys.executable, "-c", MASTER, recovered]),
-                # RANK tells the script which worker it is.
-                "Worker": replica(2, ["sh", "-c", 'exec "$0" "$@" "${RANK:-0}"', *worker]),
-            },
+    return pytorchjob(
+        name,
+        runPolicy={"cleanPodPolicy": "None"},
+        pytorchReplicaSpecs={
+            "Master": replica(1, [sys.executable, "-c", MASTER, recovered]),
+            # RANK tells the script which worker it is.
+            "Worker": replica(2, ["sh", "-c", 'exec "$0" "$@" "${RANK:-0}"', *worker]),
         },
-    }
+    )
+
+
+def pytorchjob(name: str, **spec: object) -> dict:
+    return {"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": {"name": name}, "spec": spec}
 
 
 def trainctl(cluster: LocalCluster, home: Path, *args: str) -> subprocess.CompletedProcess:
@@ -186,3 +186,67 @@ def test_a_job_created_again_under_its_name_has_a_timeline_of_its_own(cluster, t
     done = trainctl(cluster, tmp_path, "timeline", name, "-n", "default", "-o", str(tmp_path / "second.svg"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.startswith(f"wrote {tmp_path / 'second.svg'}: 2 pod row(s)")
+
+
+# A Worker that waits for the rendezvous store to answer (so the store has run), then succeeds.
+ELASTIC_WORKER = """\
+import os, socket, time
+host, port = os.environ["PET_RDZV_ENDPOINT"].rsplit(":", 1)
+deadline = time.monotonic() + 120
+while True:
+    try:
+        socket.create_connection((host, int(port)), timeout=2).close()
+        break
+    except OSError:
+        if time.monotonic() > deadline:
+            raise
+        time.sleep(0.2)
+print("WORLD_SIZE=" + os.environ.get("WORLD_SIZE", "?"), flush=True)
+"""
+
+
+def elastic(name: str) -> dict:
+    worker = {"restartPolicy": "OnFailure", "replicas": 2, "template": {"spec": {"containers": [pytorch([sys.executable, "-c", ELASTIC_WORKER])]}}}
+    return pytorchjob(
+        name,
+        runPolicy={"cleanPodPolicy": "None"},
+        elasticPolicy={"rdzvBackend": "c10d", "minReplicas": 1, "maxReplicas": 2},
+        pytorchReplicaSpecs={"Worker": worker},
+    )
+
+
+@pytest.mark.timeout(300)
+def test_an_elastic_jobs_workers_and_rendezvous_store_are_drawn_as_they_ran(cluster, tmp_path):
+    """Workers that ran once and succeeded show no restart; the store, deleted when the job ends, its node and run."""
+    name = f"el-{uuid.uuid4().hex[:6]}"
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text(yaml.safe_dump(elastic(name)))
+    workers = [f"{name}-worker-0", f"{name}-worker-1"]
+
+    recorded = tmp_path / "run.svg"
+    done = trainctl(cluster, tmp_path, "run", "-f", str(manifest), "--timeout", "200s", "--timeline", str(recorded))
+    assert done.returncode == 0, done.stdout + done.stderr
+    replicas = next(line for line in done.stdout.splitlines() if line.strip().startswith("replicas:"))
+    assert replicas.split(":", 1)[1].strip() == "Worker 2 succeeded", done.stdout
+    found = svg_ids(recorded.read_text())
+    assert {f"row:{pod}" for pod in [*workers, f"{name}-rdzv"]} <= found, sorted(found)
+    for pod in workers:
+        assert not any(i.startswith((f"mark:{pod}:restart:", f"span:{pod}:Waiting")) for i in found), sorted(found)
+        assert f"span:{pod}:Succeeded" in found
+
+    redrawn = tmp_path / "later.png"
+    done = trainctl(cluster, tmp_path, "timeline", name, "-n", "default", "-o", str(redrawn))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert redrawn.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+    client = Launcher(connect(str(cluster.kubeconfig))).client
+    job = client.get(PYTORCHJOBS, "default", name)
+    deadline = time.monotonic() + 60
+    while any(p["metadata"]["name"] == f"{name}-rdzv" for p in fetch.owned_pods(client, job)) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the store is deleted once the job finished: then only its Events tell of it
+    rows = {row.pod: row for row in fetch.timeline(client, kind_of(job), job, now=time.time()).rows}
+    store = rows[f"{name}-rdzv"]
+    assert store.nodes and store.replica_type == "rendezvous", store
+    assert model.RUNNING in {s.phase for s in store.spans} and model.UNKNOWN not in {s.phase for s in store.spans}, store
+    for pod in workers:
+        assert [s.phase for s in rows[pod].spans][-1] == model.SUCCEEDED and rows[pod].restarts == 0, rows[pod]

@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
+import pytest
+
+from trainctl.cli.main import main
 from trainctl.timeline import model, render
 
 from .factories import EPOCH0, event, job, pod, running, terminated
@@ -58,9 +61,27 @@ def test_the_html_page_is_standalone_with_a_title_a_legend_and_the_svg(tmp_path)
     assert not re.search(r"<script|<link|\ssrc=", page)  # nothing to fetch: the page stands alone
 
 
-def test_write_picks_svg_for_any_other_suffix(tmp_path):
-    path = render.write(three_pods(), tmp_path / "t.svg")
-    assert path.read_text().lstrip().startswith("<?xml") and "row:mnist-master-0" in ids(path.read_text())
+# What a file of each format starts with: the bytes a viewer goes by, whatever the name says.
+MAGIC = {".svg": b"<?xml", ".html": b"<!DOCTYPE html>", ".htm": b"<!DOCTYPE html>", ".png": b"\x89PNG\r\n\x1a\n", ".pdf": b"%PDF-"}
+
+
+@pytest.mark.parametrize("suffix", sorted(MAGIC))
+def test_write_draws_the_format_its_extension_names(tmp_path, suffix):
+    path = render.write(three_pods(), tmp_path / f"t{suffix.upper() if suffix == '.png' else suffix}")
+    data = path.read_bytes()
+    assert data.startswith(MAGIC[suffix]), data[:16]
+    assert render.format_of(path) in ("svg", "html", "png", "pdf")
+    if suffix == ".svg":
+        assert "row:mnist-master-0" in ids(data.decode())
+
+
+@pytest.mark.parametrize("name", ["t.jpg", "t.svgz", "timeline"])
+def test_write_refuses_a_file_name_whose_extension_names_no_format(tmp_path, name):
+    with pytest.raises(render.UnknownFormat) as refused:
+        render.write(three_pods(), tmp_path / name)
+    assert f"cannot write a timeline to {tmp_path / name}: " in str(refused.value)
+    assert str(refused.value).endswith("use .svg, .html, .htm, .png, .pdf")
+    assert not (tmp_path / name).exists()
 
 
 def test_a_hundred_pods_stay_readable_the_figure_grows_and_marks_lose_only_their_text():
@@ -82,3 +103,13 @@ def test_an_empty_job_still_draws():
     empty = model.build_timeline(job=job("new"), pods=[], now=EPOCH0 + 1)
     svg = render.render_svg(empty)
     assert "PyTorchJob default/new: 0 pod(s)" in texts(svg)
+
+
+def test_trainctl_timeline_refuses_an_unknown_format_before_reading_the_cluster(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    with pytest.raises(SystemExit) as exit_:
+        main(["timeline", "mnist", "-o", str(tmp_path / "mnist.gif")])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"cannot write a timeline to {tmp_path / 'mnist.gif'}: .gif is not a format" in err
+    assert not (tmp_path / "mnist.gif").exists()

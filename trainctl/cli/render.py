@@ -56,6 +56,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="render as with gang scheduling: 'volcano', or a scheduler-plugins scheduler name",
     )
+    validate_command.add_validate_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -66,7 +67,7 @@ def run(args: Any) -> int:
     for filename in args.filename:
         text = validate_command.read_or_report(filename, sys.stderr)
         # The exact checks and messages of ``trainctl validate``; its "is valid" lines are dropped.
-        valid = None if text is None else validate_command.validate_text(text, filename, io.StringIO(), sys.stderr)
+        valid = None if text is None else validate_command.validate_text(text, filename, io.StringIO(), sys.stderr, args.field_validation)
         if valid is None:
             ok = False
             continue

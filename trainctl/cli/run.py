@@ -19,6 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from trainctl.api.durations import positive_duration
+from trainctl.cli.timeline import timeline_file
+from trainctl.cli.validate import add_validate_flag
+
+# The directory, under TMPDIR, where a throwaway cluster's pod logs are kept after it is gone.
+LOGS_PREFIX = "trainctl-run-logs-"
 
 
 def register(subparsers: Any) -> None:
@@ -36,7 +41,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--timeout", type=positive_duration, metavar="DURATION", help="give up after this long (e.g. 90s, 10m, 2h); the job is left running unless Ctrl-C")
     parser.add_argument("--replace", action="store_true", help="delete an existing job of the same name first")
     parser.add_argument("--keep", action="store_true", help="on Ctrl-C (or SIGTERM), leave the job running instead of deleting it")
-    parser.add_argument("--timeline", metavar="FILE", help="at the end, draw each job's pods, restarts, conditions and world size over time to FILE (.svg or .html)")
+    parser.add_argument(
+        "--timeline", type=timeline_file, metavar="FILE",
+        help="at the end, draw each job's pods, restarts, conditions and world size over time to FILE (.svg, .png, .pdf or .html)",
+    )
+    add_validate_flag(parser)
     parser.set_defaults(func=run)
 
 
@@ -52,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     if text is None:
         return 1
     try:
-        manifest = read_jobs(text, args.filename)
+        manifest = read_jobs(text, args.filename, args.field_validation)
     except ManifestInvalid as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -179,9 +188,14 @@ def _timeline_path(template: str, job: dict[str, Any], jobs: int) -> Path:
 
 def _write_timeline(launcher: Any, recorder: Any, job: dict[str, Any], path: Path) -> str:
     """Draw what the recorder saw, with the job's Events added; the line to print about it."""
+    from trainctl.kube.client import ApiError
     from trainctl.timeline import fetch, render
 
-    timeline = recorder.timeline(events=fetch.job_events(launcher.client, job))
+    try:
+        pods = fetch.owned_pods(launcher.client, job)
+    except ApiError:
+        pods = []  # what the watches saw still makes a timeline
+    timeline = recorder.timeline(events=fetch.job_events(launcher.client, job), pods=pods)
     try:
         render.write(timeline, path)
     except OSError as exc:
@@ -190,10 +204,14 @@ def _write_timeline(launcher: Any, recorder: Any, job: dict[str, Any], path: Pat
 
 
 def _save_logs(launcher: Any, results: list[Any]) -> dict[tuple[str, str], list[Path]]:
-    """Copy every pod's log out of a throwaway cluster before it disappears."""
+    """Copy every pod's log out of a throwaway cluster before it disappears.
+
+    They are kept on purpose, in a directory of their own under TMPDIR (the summary names
+    each file), made only when there is a log to keep.
+    """
     from trainctl.kube.client import ApiError
 
-    directory = Path(tempfile.mkdtemp(prefix="trainctl-run-logs-"))
+    directory: Path | None = None
     saved: dict[tuple[str, str], list[Path]] = {}
     for result in results:
         for pod in result.pods:
@@ -205,6 +223,7 @@ def _save_logs(launcher: Any, results: list[Any]) -> dict[tuple[str, str], list[
                     stream.close()
             except ApiError:
                 continue
+            directory = directory or Path(tempfile.mkdtemp(prefix=LOGS_PREFIX))
             path = directory / f"{pod}.log"
             path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
             saved.setdefault((result.namespace, result.name), []).append(path)

@@ -1,8 +1,8 @@
 """``trainctl timeline JOB``: draw what happened to a training job, one row per pod, on one time axis.
 
 It reads the job, its pods, their Events and the pods' logs from the cluster in
-KUBECONFIG (or ~/.kube/config) and writes an SVG, or an HTML page around it. A job that is
-still running is drawn up to now. ``trainctl run --timeline FILE`` writes the same picture
+KUBECONFIG (or ~/.kube/config) and writes an SVG, a PNG, a PDF or an HTML page, as the
+file's extension says. A job that is still running is drawn up to now. ``trainctl run --timeline FILE`` writes the same picture
 from what it watched live, which also holds what the API no longer shows.
 """
 
@@ -23,7 +23,7 @@ from trainctl.api import kinds as job_kinds
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "timeline",
-        help="draw a job's pods, restarts, conditions and world size over time (SVG or HTML)",
+        help="draw a job's pods, restarts, conditions and world size over time (SVG, PNG, PDF or HTML)",
         description=(
             "Write a picture of JOB: a row per pod with its phases, restarts (with reasons) and node, "
             "the job's conditions, and the WORLD_SIZE its pods' logs report, on one time axis."
@@ -32,11 +32,24 @@ def register(subparsers: Any) -> None:
     names = " or ".join(k.kind for k in job_kinds.KINDS)
     parser.add_argument("job", metavar="JOB", help=f"the {names} name")
     parser.add_argument("-n", "--namespace", help="the job's namespace (default: the kubeconfig context's)")
-    parser.add_argument("-o", "--output", metavar="FILE", help="FILE.svg or FILE.html (default: JOB-timeline.svg)")
+    parser.add_argument(
+        "-o", "--output", type=timeline_file, metavar="FILE", help="FILE.svg, .png, .pdf or .html (default: JOB-timeline.svg)"
+    )
     parser.add_argument(
         "--kind", choices=sorted(k.singular for k in job_kinds.KINDS), help="the job's kind when jobs of several kinds have this name"
     )
     parser.set_defaults(func=run)
+
+
+def timeline_file(value: str) -> str:
+    """An argparse type: a file name whose extension names a format a timeline is written in."""
+    from trainctl.timeline.render import UnknownFormat, format_of
+
+    try:
+        format_of(value)
+    except UnknownFormat as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return value
 
 
 def run(args: argparse.Namespace) -> int:

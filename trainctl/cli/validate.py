@@ -7,10 +7,40 @@ object it belongs to; the exit status is 1 if there was any problem, 0 otherwise
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any, TextIO
 
-from trainctl.launch.manifests import check_text, read_source, source_name
+from trainctl.launch.manifests import FieldValidation, check_text, read_source, source_name
+
+# kubectl's --validate values (true and false are the old spellings of strict and ignore).
+_FIELD_VALIDATION: dict[str, FieldValidation] = {
+    "strict": "Strict", "true": "Strict", "warn": "Warn", "ignore": "Ignore", "false": "Ignore",
+}
+
+
+def field_validation(value: str) -> FieldValidation:
+    """``--validate``'s value, as kubectl takes it."""
+    try:
+        return _FIELD_VALIDATION[value.lower()]
+    except KeyError:
+        raise argparse.ArgumentTypeError(
+            f"invalid value {value!r}: must be one of: strict (or true), warn, ignore (or false)") from None
+
+
+def add_validate_flag(parser: Any) -> None:
+    """``--validate``: what an unknown field is, as for ``kubectl apply``."""
+    parser.add_argument(
+        "--validate",
+        dest="field_validation",
+        nargs="?",
+        const="strict",
+        default="strict",
+        type=field_validation,
+        metavar="MODE",
+        help="unknown fields: strict (default; an error, as kubectl apply's API server refuses them), "
+             "warn (a warning), or ignore; true and false mean strict and ignore",
+    )
 
 
 def register(subparsers: Any) -> None:
@@ -31,13 +61,14 @@ def register(subparsers: Any) -> None:
         metavar="FILE",
         help="manifest to check; - for stdin; repeat for several files",
     )
+    add_validate_flag(parser)
     parser.set_defaults(func=run)
 
 
 def run(args: Any) -> int:
     ok = True
     for filename in args.filename:
-        ok = validate_file(filename, sys.stdout, sys.stderr) and ok
+        ok = validate_file(filename, sys.stdout, sys.stderr, args.field_validation) and ok
     return 0 if ok else 1
 
 
@@ -51,9 +82,11 @@ def read_or_report(filename: str, err: TextIO) -> str | None:
         return None
 
 
-def validate_text(text: str, filename: str, out: TextIO, err: TextIO) -> list[dict[str, Any]] | None:
+def validate_text(
+    text: str, filename: str, out: TextIO, err: TextIO, field_validation: FieldValidation = "Strict",
+) -> list[dict[str, Any]] | None:
     """Report every problem of ``text``; its objects when there is none, else None."""
-    checked = check_text(text, filename)
+    checked = check_text(text, filename, field_validation)
     for item in checked:
         for line in item.problems + item.warnings:
             print(line, file=err)
@@ -64,6 +97,6 @@ def validate_text(text: str, filename: str, out: TextIO, err: TextIO) -> list[di
     return [item.obj for item in checked if item.obj is not None]
 
 
-def validate_file(filename: str, out: TextIO, err: TextIO) -> bool:
+def validate_file(filename: str, out: TextIO, err: TextIO, field_validation: FieldValidation = "Strict") -> bool:
     text = read_or_report(filename, err)
-    return text is not None and validate_text(text, filename, out, err) is not None
+    return text is not None and validate_text(text, filename, out, err, field_validation) is not None

@@ -26,7 +26,8 @@ from trainctl.api import constants as c
 from trainctl.api.kinds import JobKind
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.restmapper import PODS, Resource, job_resource
+from trainctl.kube.restmapper import EVENTS, PODS, Resource, job_resource
+from trainctl.launch.events import JobWarnings
 from trainctl.launch.follow import LeadPodLogs
 from trainctl.launch.kinds import current_condition, kind_of, lead_replica, terminal_condition
 from trainctl.launch.progress import JobProgress, PodTracker, ProgressView
@@ -35,6 +36,8 @@ from trainctl.launch.progress import JobProgress, PodTracker, ProgressView
 LOG_DRAIN_SECONDS = 10.0
 # A launcher reports an unreachable server after a few tries instead of the controller's patience.
 MAX_ATTEMPTS = 3
+# After the job Succeeded, how long its status may take to count its last active replicas succeeded.
+STATUS_SETTLE_SECONDS = 5.0
 
 
 class Outcome(str, enum.Enum):
@@ -208,7 +211,8 @@ class Launcher:
 
 class _FollowedJob:
     """One ``Launcher.follow``: the watches on a job and its pods, the lead pod's log, and
-    what they have shown so far. Both watches feed one queue, which :meth:`wait` reads."""
+    what they have shown so far. The watches (the job, its pods, the Events about the job)
+    feed one queue, which :meth:`wait` reads."""
 
     def __init__(
         self, kube: KubeClient, job: dict[str, Any], view: ProgressView, *,
@@ -221,6 +225,7 @@ class _FollowedJob:
         self.started = time.monotonic() if started is None else started
         self.events: queue.Queue[tuple[str, str, Any]] = queue.Queue()
         self.tracker = PodTracker()
+        self.warnings = JobWarnings()
         self.lead_type, self.lead_index = lead_replica(job, self.kind)
         self.created = self.current = job
         self.outcome: Outcome | None = None
@@ -236,6 +241,11 @@ class _FollowedJob:
             kube, PODS, self.namespace, self._on_pod,
             on_error=lambda exc: self.events.put(("error", "pods", _api_message(exc))),
             label_selector=f"{c.LABEL_JOB_NAME}={self.name}",
+        )
+        self.event_watch = _watch(
+            kube, EVENTS, self.namespace, lambda event, obj: self.events.put(("event", event, obj)),
+            on_error=lambda exc: self.events.put(("error", "events", _api_message(exc))),
+            field_selector=f"involvedObject.uid={self.uid}",
         )
 
     # --- the watches' threads -------------------------------------------------------------
@@ -269,7 +279,10 @@ class _FollowedJob:
         """Watch until the job ends, the deadline passes or Ctrl-C; then stop watching."""
         try:
             self._start_watches()
-            return self._wait_for_outcome()
+            outcome = self._wait_for_outcome()
+            if outcome is Outcome.SUCCEEDED:
+                self._wait_for_final_counts()
+            return outcome
         except KeyboardInterrupt:
             self.outcome = Outcome.INTERRUPTED
             return self.outcome
@@ -279,6 +292,7 @@ class _FollowedJob:
     def _start_watches(self) -> None:
         self.job_watch.start()
         self.pod_watch.start()
+        self.event_watch.start()
         self.logs.start()
         self._show_progress()
 
@@ -296,12 +310,38 @@ class _FollowedJob:
                 self._show_progress()
         return self.outcome
 
+    def _wait_for_final_counts(self) -> None:
+        """Let the status of a Succeeded job count its last active replicas succeeded.
+
+        The operators write Succeeded in one pass and move the replicas still active to
+        succeeded in the next (Kubeflow's finished-job path), so the snapshot that ended the
+        wait may still say "Worker 2 active"; the summary wants the status that follows.
+        """
+        budget = STATUS_SETTLE_SECONDS if self.deadline is None else min(STATUS_SETTLE_SECONDS, self.deadline - time.monotonic())
+        ends = time.monotonic() + budget
+        while has_active_replicas(self.current) and (left := ends - time.monotonic()) > 0:
+            try:
+                source, event, obj = self.events.get(timeout=left)
+            except (queue.Empty, KeyboardInterrupt):  # Ctrl-C now ends this wait, not the Succeeded job
+                return
+            if source == "job" and event != "DELETED" and (obj.get("metadata") or {}).get("uid") == self.uid:
+                self.current = obj
+                if self.observer is not None:
+                    self.observer.job(obj)
+            elif source == "pod":
+                self.tracker.observe(event, obj)
+
     def _observe(self, source: str, event: str, obj: Any) -> bool:
         """Take in one queued watch event; whether it is one the progress view shows."""
         if source == "error":
             if event == "job":
                 raise LaunchError(f"cannot follow {self.kind.kind} {self.namespace}/{self.name}: {obj}")
             self.view.note(f"cannot follow the job's {event}: {obj}")
+            return False
+        if source == "event":
+            note = self.warnings.observe(event, obj)
+            if note is not None:
+                self.view.note(note)
             return False
         if source == "pod":
             note = self.tracker.observe(event, obj)
@@ -325,6 +365,7 @@ class _FollowedJob:
 
     def _stop_watches(self) -> None:
         self.job_watch.stop()
+        self.event_watch.stop()
         if self.outcome in (Outcome.SUCCEEDED, Outcome.FAILED):
             self._catch_up_lead_log()
         self.pod_watch.stop()
@@ -438,6 +479,11 @@ def _wait_empty(kube: KubeClient, resource: Resource, namespace: str, deadline: 
                 raise LaunchError(f"waiting for {what}: {failures[0]}")
     finally:
         watch.stop()
+
+
+def has_active_replicas(job: dict[str, Any]) -> bool:
+    replica_statuses = (job.get("status") or {}).get("replicaStatuses") or {}
+    return any((counts or {}).get("active") for counts in replica_statuses.values())
 
 
 def owned_by(obj: dict[str, Any], uid: str) -> bool:

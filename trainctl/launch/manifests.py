@@ -10,10 +10,14 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from trainctl.api.loader import Document, read_documents
-from trainctl.api.validation import validate, warnings
+from trainctl.api.validation import check, deprecations, unknown_fields
+
+# What an unknown field is, as kube-apiserver's ``fieldValidation`` says it (kubectl's
+# ``--validate=strict|warn|ignore``): a problem, a warning, or nothing.
+FieldValidation = Literal["Strict", "Warn", "Ignore"]
 
 
 class ManifestInvalid(ValueError):
@@ -64,10 +68,11 @@ def object_label(filename: str, document: Document) -> str:
     return f"{source_name(filename)}: {document.where}"
 
 
-def check_text(text: str, filename: str) -> list[CheckedObject]:
+def check_text(text: str, filename: str, field_validation: FieldValidation = "Strict") -> list[CheckedObject]:
     """Every document of a multi-document YAML (or JSON) text with its problems and warnings.
 
-    A text without any object is one entry whose problem says so.
+    A text without any object is one entry whose problem says so. Unknown fields are problems
+    under ``Strict`` (as ``kubectl apply`` has the API server refuse them), else warnings or nothing.
     """
     source = source_name(filename)
     documents = read_documents(text)
@@ -79,18 +84,22 @@ def check_text(text: str, filename: str) -> list[CheckedObject]:
         if document.error is not None:
             checked.append(CheckedObject(label, None, [f"{source}: {document.where}: {document.error}"], []))
             continue
-        problems = [f"{label}: {problem}" for problem in validate(document.obj)]
-        notes = [] if problems else [f"{label}: warning: {warning}" for warning in warnings(document.obj)]
+        job, errors = check(document.obj, pod_templates=True)
+        unknown = [] if field_validation == "Ignore" else unknown_fields(document.obj, job)
+        problems = [f"{label}: {problem}" for problem in errors]
+        problems += [f"{label}: {line}" for line in unknown if field_validation == "Strict"]
+        notes = deprecations(document.obj) + (unknown if field_validation == "Warn" else [])
+        notes = [] if problems else [f"{label}: warning: {note}" for note in notes]
         checked.append(CheckedObject(label, document.obj, problems, notes))
     return checked
 
 
-def read_jobs(text: str, filename: str) -> Manifest:
+def read_jobs(text: str, filename: str, field_validation: FieldValidation = "Strict") -> Manifest:
     """Every job in a multi-document YAML (or JSON) text, or ``ManifestInvalid`` listing every problem.
 
     ``filename`` is how the text was named on the command line (``-`` for stdin).
     """
-    checked = check_text(text, filename)
+    checked = check_text(text, filename, field_validation)
     problems = [line for item in checked for line in item.problems]
     if problems:
         raise ManifestInvalid(problems)

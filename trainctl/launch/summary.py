@@ -12,8 +12,24 @@ from trainctl.launch.progress import replicas_text
 MAX_LOG_HINTS = 6
 
 
-def replicas_line(status: dict[str, Any]) -> str:
-    return replicas_text(status.get("replicaStatuses") or {}, "none reported")
+def replicas_line(status: dict[str, Any], *, succeeded: bool = False) -> str:
+    """The job's replica counts; of a Succeeded job, as its final status has them.
+
+    A Succeeded job has no active replica: the operators count the ones still active when
+    it succeeded as succeeded, a pass after they set the condition. A status read before
+    that pass is shown as it will be.
+    """
+    counts = status.get("replicaStatuses") or {}
+    if succeeded:
+        counts = {rtype: _active_counted_succeeded(type_counts or {}) for rtype, type_counts in counts.items()}
+    return replicas_text(counts, "none reported")
+
+
+def _active_counted_succeeded(counts: dict[str, Any]) -> dict[str, Any]:
+    moved = {k: v for k, v in counts.items() if k != "active"}
+    if counts.get("active"):
+        moved["succeeded"] = (counts.get("succeeded") or 0) + counts["active"]
+    return moved
 
 
 def summary_lines(result: LaunchResult, logs: list[str] | None = None) -> list[str]:
@@ -34,7 +50,7 @@ def summary_lines(result: LaunchResult, logs: list[str] | None = None) -> list[s
         f"{headline} after {result.duration:.1f}s",
         f"  condition: {condition.get('type', 'none')}" + (f" ({condition['reason']})" if condition.get("reason") else ""),
         f"  message:   {result.message}",
-        f"  replicas:  {replicas_line(result.status)}",
+        f"  replicas:  {replicas_line(result.status, succeeded=result.outcome is Outcome.SUCCEEDED)}",
         f"  restarts:  {result.restarts}",
     ]
     if result.deleted and result.outcome is not Outcome.DELETED:

@@ -87,7 +87,7 @@ def job_from_args(args: argparse.Namespace) -> dict[str, Any]:
     from trainctl.pipelines.jobspec import JobParameters, NoLayout, build
 
     if args.manifest.strip():
-        jobs = read_jobs(args.manifest, "manifest").jobs
+        jobs = read_jobs(args.manifest, "manifest", "Warn").jobs  # as the API server, called without fieldValidation
         if len(jobs) != 1:
             raise ManifestInvalid([f"manifest: expected one job, found {len(jobs)}"])
         job = jobs[0]

@@ -30,6 +30,8 @@ from typing import Any
 from trainctl.api import constants as c
 from trainctl.api import kinds
 from trainctl.api.replicas import default_container
+from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT
+from trainctl.controller.reconcile.rendezvous import store_name
 
 # Span phases: the pod phases, plus the two states a pod phase hides.
 PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed"
@@ -284,6 +286,29 @@ def _phase(pod: dict[str, Any]) -> str:
     return (pod.get("status") or {}).get("phase") or PENDING
 
 
+def _restarting(pod: dict[str, Any], status: dict[str, Any]) -> bool:
+    """Whether the kubelet runs the container again after the run it ended with.
+
+    A container waiting (back-off) after a run is restarting; one whose state is still that
+    run's end restarts only as the pod's ``restartPolicy`` says. The local kubelet, like a real
+    one, writes a container's end before the pod's phase: a run that ended for good is seen
+    ending while the pod is still Running.
+    """
+    terminated = (status.get("state") or {}).get("terminated")
+    if terminated is None:
+        return True
+    policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
+    return policy == "Always" or (policy == "OnFailure" and terminated.get("exitCode") != 0)
+
+
+def _ending_phase(pod: dict[str, Any]) -> str:
+    """The phase a pod whose main container ended for good is about to get (its other containers may still run)."""
+    states = [s.get("state") or {} for s in (pod.get("status") or {}).get("containerStatuses") or []]
+    if not all("terminated" in state for state in states):
+        return RUNNING
+    return SUCCEEDED if all((state["terminated"] or {}).get("exitCode") == 0 for state in states) else FAILED
+
+
 def _instance_spans(inst: _Instance, container: str, end: float) -> tuple[list[Span], list[Mark]]:
     """Phase spans and restart marks of one pod instance, from its creation to ``end``."""
     pod = inst.pod
@@ -296,8 +321,9 @@ def _instance_spans(inst: _Instance, container: str, end: float) -> tuple[list[S
     alive_until = deleting if deleting is not None and created <= deleting < end else end
     cursor = created
     status = _main_status(pod, container)
-    current = 1 if {"running", "terminated"} & set(status.get("state") or {}) else 0
-    first_gap = UNKNOWN if int(status.get("restartCount") or 0) + current > len(runs) else PENDING
+    # restartCount counts the runs before the latest (it moves on when a run starts, not when
+    # one ends): a container with any run on record has had restartCount + 1.
+    first_gap = UNKNOWN if runs and int(status.get("restartCount") or 0) + 1 > len(runs) else PENDING
     for i, run in enumerate(runs):
         start = max(run.started or cursor, cursor)
         if start > cursor:
@@ -311,9 +337,11 @@ def _instance_spans(inst: _Instance, container: str, end: float) -> tuple[list[S
     if cursor < alive_until:
         if phase in (SUCCEEDED, FAILED):
             after = phase
-        elif runs and runs[-1].finished is not None:
+        elif runs and runs[-1].finished is not None and _restarting(pod, status):
             after = WAITING  # exited, not restarted yet
             marks.append(Mark(runs[-1].finished or cursor, "restart", runs[-1].reason))
+        elif runs and runs[-1].finished is not None:
+            after = _ending_phase(pod)  # exited for good: the kubelet has not written the pod's phase yet
         elif runs:
             after = RUNNING
         else:
@@ -412,9 +440,11 @@ def _row(name: str, instances: list[_Instance], *, container: str, now: float) -
         index = int(labels.get(c.LABEL_REPLICA_INDEX, ""))
     except ValueError:
         index = 0
+    # The rendezvous store of an elastic job is no replica; its row is a group of its own.
+    component = RENDEZVOUS_COMPONENT if labels.get(c.LABEL_COMPONENT) == RENDEZVOUS_COMPONENT else ""
     return Row(
         pod=name,
-        replica_type=_replica_type(labels.get(c.LABEL_REPLICA_TYPE) or ""),
+        replica_type=_replica_type(labels.get(c.LABEL_REPLICA_TYPE) or component),
         replica_index=index,
         nodes=tuple(nodes),
         restarts=restarts,
@@ -434,14 +464,24 @@ def event_time(event: dict[str, Any]) -> float | None:
     return parse_time(_meta(event).get("creationTimestamp"))
 
 
-def _event_marks(events: Iterable[dict[str, Any]], pod_names: set[str]) -> tuple[dict[str, list[Mark]], list[Mark], dict[str, list[float]]]:
-    """Marks per pod, marks on the job, and the times job events say pods were created or deleted.
+@dataclass
+class _EventsByPod:
+    """The job's Events sorted out: marks per pod and on the job, and what tells of pods now gone."""
+
+    marks: dict[str, list[Mark]] = field(default_factory=dict)
+    on_job: list[Mark] = field(default_factory=list)
+    # Pod name -> (time, "create" or "delete"), from the operator's SuccessfulCreatePod/SuccessfulDeletePod.
+    lifecycle: dict[str, list[tuple[float, str]]] = field(default_factory=dict)
+    # Pod name -> the Events about the pod itself (the scheduler's, the kubelet's).
+    about: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def _event_marks(events: Iterable[dict[str, Any]], pod_names: set[str]) -> _EventsByPod:
+    """Marks per pod, marks on the job, and the Events that tell when pods were created, ran and were deleted.
 
     ``events`` are the job's own (``_select_events``): any that is not about a Pod is about the job.
     """
-    per_pod: dict[str, list[Mark]] = {}
-    on_job: list[Mark] = []
-    pod_lifecycle: dict[str, list[float]] = {}
+    found = _EventsByPod()
     for event in events:
         at = event_time(event)
         if at is None:
@@ -451,17 +491,68 @@ def _event_marks(events: Iterable[dict[str, Any]], pod_names: set[str]) -> tuple
         count = int(event.get("count") or 1)
         text = f"{reason} ×{count}" if count > 1 else reason
         if involved.get("kind") == "Pod":
+            found.about.setdefault(involved.get("name") or "", []).append(event)
             if event.get("type") == "Warning" or reason in NOTABLE_NORMAL_REASONS:
-                per_pod.setdefault(involved.get("name") or "", []).append(Mark(at, "event", text))
+                found.marks.setdefault(involved.get("name") or "", []).append(Mark(at, "event", text))
             continue
         match = POD_IN_MESSAGE.search(event.get("message") or "")
         if match and reason in ("SuccessfulCreatePod", "SuccessfulDeletePod"):
-            pod_lifecycle.setdefault(match.group(1), []).append(at)
-            if match.group(1) in pod_names and reason == "SuccessfulDeletePod":
-                per_pod.setdefault(match.group(1), []).append(Mark(at, "deleted", "deleted by the operator"))
+            found.lifecycle.setdefault(match.group(1), []).append((at, "create" if reason == "SuccessfulCreatePod" else "delete"))
+            if reason == "SuccessfulDeletePod":
+                found.marks.setdefault(match.group(1), []).append(Mark(at, "deleted", "deleted by the operator"))
         elif event.get("type") == "Warning":
-            on_job.append(Mark(at, "event", text))
-    return per_pod, on_job, pod_lifecycle
+            found.on_job.append(Mark(at, "event", text))
+    return found
+
+
+def _first_time(event: dict[str, Any]) -> float | None:
+    """When an Event first happened (a repeated one keeps its first time apart from its last)."""
+    return parse_time(event.get("firstTimestamp")) or parse_time(event.get("eventTime")) or event_time(event)
+
+
+def _gone_row(name: str, job: str, lifecycle: list[tuple[float, str]], about: list[dict[str, Any]], marks: list[Mark], now: float) -> Row:
+    """A pod no listing or watch showed (deleted by now), rebuilt from the Events that outlive it.
+
+    The operator's Events tell when it was created and deleted; the scheduler's ``Scheduled``
+    tells its node, the kubelet's ``Started`` when it ran and ``Killing`` when it was stopped.
+    A pod that left only the operator's Events is drawn Unknown between them.
+    """
+    steps = sorted(lifecycle)
+    creates = [at for at, what in steps if what == "create"]
+    deleted = bool(steps) and steps[-1][1] == "delete"
+    nodes: list[str] = []
+    changes: list[tuple[float, str]] = [(at, PENDING if what == "create" else TERMINATING) for at, what in steps]
+    for event in sorted(about, key=lambda e: _first_time(e) or 0.0):
+        node = _scheduled_node(event)
+        if node and (not nodes or nodes[-1] != node):
+            nodes.append(node)
+        at, reason = _first_time(event), event.get("reason") or ""
+        if at is not None and reason in ("Started", "Killing"):
+            changes.append((at, RUNNING if reason == "Started" else TERMINATING))
+    changes.sort(key=lambda change: change[0])
+    end = max(changes[-1][0], steps[-1][0]) if deleted else now
+    if not any(phase == RUNNING for _, phase in changes):
+        # Only the operator's word: the pod existed from its creation to its deletion, doing what is unknown.
+        changes = [(changes[0][0], UNKNOWN)]
+    ends = [at for at, _ in changes[1:]] + [end]
+    spans = [Span(phase, at, until) for (at, phase), until in zip(changes, ends, strict=True)]
+    replica_type, index = _replica_from_name(name, job)
+    return Row(
+        name, replica_type, index, tuple(nodes), max(len(creates) - 1, 0),
+        tuple(s for s in spans if s.end > s.start), tuple(sorted(marks, key=lambda m: m.at)),
+    )
+
+
+SCHEDULED_TO = re.compile(r"\bto (\S+)$")
+
+
+def _scheduled_node(event: dict[str, Any]) -> str:
+    """The node a ``Scheduled`` Event names, or the node a kubelet's Event came from."""
+    if event.get("reason") == "Scheduled":
+        match = SCHEDULED_TO.search(event.get("message") or "")
+        return match.group(1) if match else ""
+    source = event.get("source") or {}
+    return str(source.get("host") or "") if source.get("component") == "kubelet" else ""
 
 
 def _condition_changes(job: dict[str, Any], observations: Iterable[JobObservation]) -> list[ConditionChange]:
@@ -528,22 +619,17 @@ def build_timeline(
     job_observations = [obs for obs in job_observations if _meta(obs.job).get("uid") == uid]
     instances = _rows(pods, pod_observations, container=container, now=now)
     pod_uids = {_meta(pod).get("uid") or "" for pod in [*pods, *(obs.pod for obs in pod_observations)]}
-    per_pod, job_marks, lifecycle = _event_marks(_select_events(events, job, pod_uids), set(instances))
+    found = _event_marks(_select_events(events, job, pod_uids), set(instances))
     rows = []
     for name, insts in instances.items():
         row = _row(name, insts, container=container, now=now)
-        extra = per_pod.get(name, [])
+        extra = found.marks.get(name, [])
         if extra:
             row = Row(row.pod, row.replica_type, row.replica_index, row.nodes, row.restarts, row.spans, tuple(sorted(row.marks + tuple(extra), key=lambda m: m.at)))
         rows.append(row)
-    for name, times in lifecycle.items():
-        if name in instances:
-            continue  # known from the pods themselves
-        # A pod gone by now: the operator's Events still tell when it lived.
-        times.sort()
-        end = times[-1] if len(times) > 1 else now
-        replica_type, index = _replica_from_name(name, meta.get("name") or "")
-        rows.append(Row(name, replica_type, index, (), 0, (Span(UNKNOWN, times[0], end),), tuple(Mark(at, "deleted", "gone") for at in times[1:2])))
+    for name, steps in found.lifecycle.items():
+        if name not in instances:  # a pod gone by now: the Events still tell when it lived, where and how
+            rows.append(_gone_row(name, meta.get("name") or "", steps, found.about.get(name, []), found.marks.get(name, []), now))
     rows.sort(key=lambda r: (_type_order(r.replica_type), r.replica_type, r.replica_index, r.pod))
 
     conditions = _condition_changes(job, job_observations)
@@ -561,12 +647,15 @@ def build_timeline(
         rows=tuple(rows),
         conditions=tuple(conditions),
         world_size=tuple(world),
-        job_marks=tuple(sorted(set(job_marks), key=lambda m: m.at)),  # one mark per (time, reason)
+        job_marks=tuple(sorted(set(found.on_job), key=lambda m: m.at)),  # one mark per (time, reason)
     )
 
 
 def _replica_from_name(pod: str, job: str) -> tuple[str, int]:
-    """("Worker", 3) from "JOB-worker-3", the operators' pod names; ("", 0) if it is not one."""
+    """("Worker", 3) from "JOB-worker-3", the operators' pod names, ("rendezvous", 0) from the
+    store's; ("", 0) if it is neither."""
+    if pod == store_name(job):
+        return RENDEZVOUS_COMPONENT, 0
     match = re.fullmatch(re.escape(job) + r"-([a-z]+)-(\d+)", pod)
     if match is None:
         return "", 0

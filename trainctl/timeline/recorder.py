@@ -51,18 +51,30 @@ class TimelineRecorder:
         with self._lock:
             self._lines.append(model.LogLine(pod, self._clock() if at is None else at, text))
 
-    def timeline(self, *, events: Iterable[dict[str, Any]] = (), log_lines: Iterable[model.LogLine] = (), now: float | None = None) -> model.Timeline:
-        """What was seen so far, with any Events (and other pods' log lines) fetched at the end."""
+    def timeline(
+        self,
+        *,
+        events: Iterable[dict[str, Any]] = (),
+        log_lines: Iterable[model.LogLine] = (),
+        pods: Iterable[dict[str, Any]] = (),
+        now: float | None = None,
+    ) -> model.Timeline:
+        """What was seen so far, with any Events, other pods' log lines, and the pods as listed at the end.
+
+        The watches stop when the job finishes, which can be before the last writes of its
+        pods arrive (a pod's Succeeded phase); a listing taken then ends each row as
+        ``trainctl timeline`` would.
+        """
         with self._lock:
-            job, jobs, pods, lines = self._job, list(self._jobs), list(self._pods), list(self._lines)
+            job, jobs, observed, lines = self._job, list(self._jobs), list(self._pods), list(self._lines)
         return model.build_timeline(
             job=job,
-            pods=(),
+            pods=pods,
             now=self._clock() if now is None else now,
             container=self._container,
             events=events,
             log_lines=[*lines, *log_lines],
-            pod_observations=pods,
+            pod_observations=observed,
             job_observations=jobs,
         )
 

@@ -1,4 +1,7 @@
-"""Draw a ``Timeline`` with matplotlib: an SVG, or a small standalone HTML page around one.
+"""Draw a ``Timeline`` with matplotlib: an SVG, a PNG, a PDF, or a small standalone HTML page around an SVG.
+
+The file's extension names its format (``FORMATS``); an extension that names none is refused
+before anything is drawn, so ``-o timeline.jpg`` never writes an SVG under a JPEG's name.
 
 Three panels share the time axis (seconds since the job started): the job's conditions,
 one bar row per pod (phases as coloured spans, restarts and other marks on them, the node
@@ -52,6 +55,24 @@ LANE_INCHES = 0.25
 WIDTH_INCHES = 13.0
 
 
+# A file's extension -> the format written (the formats matplotlib draws, and a page around an SVG).
+FORMATS = {".svg": "svg", ".html": "html", ".htm": "html", ".png": "png", ".pdf": "pdf"}
+PNG_DPI = 120
+
+
+class UnknownFormat(ValueError):
+    """A file name whose extension names no format a timeline is written in."""
+
+
+def format_of(path: str | Path) -> str:
+    """The format ``path``'s extension names: "svg", "html", "png" or "pdf"; raises ``UnknownFormat``."""
+    suffix = Path(path).suffix.lower()
+    if suffix in FORMATS:
+        return FORMATS[suffix]
+    why = f"{suffix} is not a format a timeline is written in" if suffix else "no extension to tell the format"
+    raise UnknownFormat(f"cannot write a timeline to {path}: {why}; use {', '.join(FORMATS)}")
+
+
 def render_svg(timeline: model.Timeline) -> str:
     """The timeline as an SVG document (text kept as text, so it is searchable)."""
     import matplotlib
@@ -59,6 +80,14 @@ def render_svg(timeline: model.Timeline) -> str:
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "trainctl-timeline"}):
         buffer = io.StringIO()
         figure(timeline).savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    return buffer.getvalue()
+
+
+def render_image(timeline: model.Timeline, image_format: str) -> bytes:
+    """The timeline as a PNG or PDF file's bytes."""
+    buffer = io.BytesIO()
+    metadata = {"CreationDate": None} if image_format == "pdf" else {}
+    figure(timeline).savefig(buffer, format=image_format, bbox_inches="tight", dpi=PNG_DPI, metadata=metadata)
     return buffer.getvalue()
 
 
@@ -92,10 +121,13 @@ svg {{ max-width: 100%; height: auto; }}
 
 
 def write(timeline: model.Timeline, path: str | Path) -> Path:
-    """Write ``path`` as HTML when it ends in .html/.htm, else as SVG."""
+    """Write ``path`` in the format its extension names (``format_of``)."""
     path = Path(path)
-    text = render_html(timeline) if path.suffix.lower() in (".html", ".htm") else render_svg(timeline)
-    path.write_text(text, encoding="utf-8")
+    written = format_of(path)
+    if written in ("png", "pdf"):
+        path.write_bytes(render_image(timeline, written))
+    else:
+        path.write_text(render_html(timeline) if written == "html" else render_svg(timeline), encoding="utf-8")
     return path
 
 

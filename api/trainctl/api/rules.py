@@ -38,7 +38,7 @@ def validate_template(path: str, rspec: dict[str, Any], container_name: str) -> 
         return [FieldError(containers_path, "TypeInvalid", f"must be an array, not {json_type(containers)}")]
     errors = []
     if not containers:
-        errors.append(FieldError(containers_path, "Required", "must be specified"))
+        errors.append(FieldError(containers_path, "Required", "must be specified" + _misplaced_containers(path, rspec)))
     found = False
     for i, container in enumerate(containers or ()):
         cpath = f"{containers_path}[{i}]"
@@ -58,3 +58,12 @@ def validate_template(path: str, rspec: dict[str, Any], container_name: str) -> 
     if not found:
         errors.append(FieldError(containers_path, "Required", f"must have at least one container with name {container_name}"))
     return errors
+
+
+def _misplaced_containers(path: str, rspec: dict[str, Any]) -> str:
+    """Where a ``containers`` list written one or two levels too shallow was found, as a hint."""
+    template = rspec.get("template")
+    for where, holder in ((f"{path}.template", template), (path, rspec)):
+        if isinstance(holder, dict) and "containers" in holder:
+            return f"; found `containers` at {where}.containers; it belongs under template.spec"
+    return ""

@@ -14,6 +14,7 @@ The controller calls this on every job it sees, so the rules are plain dict look
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any, Optional
 
@@ -23,6 +24,7 @@ from trainctl.api import kinds
 from trainctl.api.common import Job
 from trainctl.api.errors import FieldError, json_type, show
 from trainctl.api.loader import job_kind, parse_structure
+from trainctl.api.pod_template import validate_pod_template
 from trainctl.api.rules import dict_at, int_or_none
 
 # A Service name, hence every replica's name, must be a DNS-1035 label.
@@ -34,11 +36,14 @@ _DNS1035_HELP = "must consist of lower case letters, digits or '-', start with a
 _GENERATED_SUFFIX = 5
 
 
-def check(obj: Any, old: Any = None) -> tuple[Optional[Job], list[FieldError]]:
+def check(obj: Any, old: Any = None, *, pod_templates: bool = False) -> tuple[Optional[Job], list[FieldError]]:
     """The typed job (None when its types are wrong) and every problem, parsing it once.
 
     With ``old``, the problems of the update from ``old`` to ``obj`` are included. A job
     comes back even when rules fail, so a caller that needs both parses nothing twice.
+    With ``pod_templates``, the problems the API server will find in the pods made from the
+    templates are included too: a check before submitting asks for them; the controller does
+    not, and, as the reference, reports a pod the server refuses as a ``FailedCreatePod`` Event.
     """
     kind, errors = job_kind(obj)
     if kind is None:
@@ -49,35 +54,57 @@ def check(obj: Any, old: Any = None) -> tuple[Optional[Job], list[FieldError]]:
     errors += _unsupported_run_policy(obj, kind)
     errors += kind.validator(obj)
     errors += _validate_scaled_replicas(obj, kind)
+    if pod_templates:
+        errors += _validate_pod_templates(obj, kind)
     if isinstance(old, dict) and old.get("kind") == kind.kind:
         errors += _validate_update(obj, old)
     return job, _unique(errors)
 
 
-def validate(obj: Any, old: Any = None) -> list[FieldError]:
-    """Every problem of a job (and, with ``old``, of the update from ``old`` to it)."""
-    return check(obj, old)[1]
+def validate(obj: Any, old: Any = None, *, pod_templates: bool = False) -> list[FieldError]:
+    """Every problem of a job (and, with ``old``, of the update from ``old`` to it; see ``check``)."""
+    return check(obj, old, pod_templates=pod_templates)[1]
 
 
 def warnings(obj: Any, job: Optional[Job] = None) -> list[str]:
-    """Things that work but should change, one line each: deprecated and unknown fields.
+    """Things that work but should change, one line each: deprecated and unknown fields."""
+    return deprecations(obj) + unknown_fields(obj, job)
 
-    An unknown field is most often a typo (``restartpolicy``); the API server would prune it,
-    so the job would silently run without it. ``job``: ``obj`` already parsed (by ``check``).
-    """
+
+def deprecations(obj: Any) -> list[str]:
+    """The deprecated fields and values the job uses, one line each."""
     kind = kinds.of(obj)
-    out = [] if kind is None else kind.deprecations(obj)
+    return [] if kind is None else kind.deprecations(obj)
+
+
+def unknown_fields(obj: Any, job: Optional[Job] = None) -> list[str]:
+    """The fields the job's schema does not have, one line each, with the known field meant.
+
+    An unknown field is most often a typo (``backofLimit``): the API server refuses it under
+    ``kubectl apply``'s default strict field validation, and prunes it otherwise, so the job
+    would silently run without it. Pod templates keep unknown fields (the CRD preserves them),
+    so none is reported there. ``job``: ``obj`` already parsed (by ``check``).
+    """
     if job is None:
         job, _ = parse_structure(obj)
-    if isinstance(job, BaseModel):
-        out += [f'unknown field "{path}"' for path in _unknown_fields(job, "")]
-    return out
+    if not isinstance(job, BaseModel):
+        return []
+    return [_unknown_line(path, key, known) for path, key, known in _unknown_fields(job, "")]
 
 
-def _unknown_fields(model: BaseModel, path: str) -> list[str]:
-    """Paths of the fields parsing kept without knowing them (``extra="allow"``)."""
-    found = [f"{path}.{key}" if path else key for key in (model.model_extra or {})]
-    for name, field in type(model).model_fields.items():
+def _unknown_line(path: str, key: str, known: list[str]) -> str:
+    line = f'unknown field "{path}"'
+    lowered = {name.lower(): name for name in known}
+    meant = difflib.get_close_matches(key.lower(), list(lowered), n=1)
+    return f'{line}; did you mean "{lowered[meant[0]]}"?' if meant else line
+
+
+def _unknown_fields(model: BaseModel, path: str) -> list[tuple[str, str, list[str]]]:
+    """(path, key, the fields known there) of each field parsing kept without knowing it (``extra="allow"``)."""
+    fields = type(model).model_fields
+    known = [field.alias or name for name, field in fields.items()]
+    found = [(f"{path}.{key}" if path else key, key, known) for key in (model.model_extra or {})]
+    for name, field in fields.items():
         if name not in model.model_fields_set:
             continue
         value = getattr(model, name)
@@ -167,6 +194,16 @@ def _unsupported_run_policy(obj: dict[str, Any], kind: kinds.JobKind) -> list[Fi
     ]
 
 
+def _validate_pod_templates(obj: dict[str, Any], kind: kinds.JobKind) -> list[FieldError]:
+    specs = dict_at(dict_at(obj, "spec"), kind.replica_specs_field)
+    return [
+        error
+        for rtype, rspec in specs.items()
+        if isinstance(rspec, dict) and rspec.get("template") is not None
+        for error in validate_pod_template(rspec["template"], f"{kind.replica_path(str(rtype))}.template")
+    ]
+
+
 # --- the scaled replica count ---------------------------------------------------------------
 
 
@@ -208,7 +245,9 @@ def _validate_scaled_replicas(obj: dict[str, Any], kind: kinds.JobKind) -> list[
         return [FieldError(path, "Forbidden", "must be at least 1")]
     bounds = replica_bounds(obj)
     if bounds is not None and not bounds[0] <= count <= (bounds[1] or count):
-        return [FieldError(path, "Invalid", f"must be between minReplicas ({bounds[0]}) and maxReplicas ({bounds[1]}), not {count}")]
+        # The CRD's rule says this of the spec object (kube: 'Invalid value: "object"'); here, of the count.
+        detail = f"must be between minReplicas ({bounds[0]}) and maxReplicas ({bounds[1]}), not {count}"
+        return [FieldError(path, "Invalid", f"Invalid value: {count}: {detail}")]
     return []
 
 

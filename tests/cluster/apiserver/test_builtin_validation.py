@@ -18,7 +18,8 @@ import requests
 import yaml
 from kubernetes import client, config
 
-from trainctl.cluster.apiserver.builtin_rules import OBJECT_RULES, parse_quantity
+from trainctl.api.pod_rules import parse_quantity
+from trainctl.cluster.apiserver.admission.builtin_rules import OBJECT_RULES
 
 ROOT = Path(__file__).resolve().parents[3]
 SAMPLES = sorted(p for p in (ROOT / "samples").rglob("*.yaml") if "pipelines" not in p.parts)

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from trainctl.cluster.apiserver import cel, schema
+from trainctl.cluster.apiserver.admission import cel, schema
 
 SPEC = {
     "type": "object",

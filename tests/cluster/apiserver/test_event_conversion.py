@@ -9,7 +9,7 @@ import sqlite3
 import pytest
 import requests
 
-from trainctl.cluster.apiserver.event_conversion import to_core, to_events
+from trainctl.cluster.apiserver.apimachinery.event_conversion import to_core, to_events
 from trainctl.cluster.apiserver.process import start_apiserver
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import EVENTS, Resource

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from trainctl.cluster.apiserver import bootstrap_policy, rbac, request_info
+from trainctl.cluster.apiserver import bootstrap_policy
+from trainctl.cluster.apiserver.auth import rbac, request_info
 
 Obj = dict[str, Any]
 

@@ -19,8 +19,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from trainctl.cluster.apiserver.server import ApiServer
-from trainctl.cluster.apiserver.store import Store, storage_error
+from trainctl.cluster.apiserver.serving.server import ApiServer
+from trainctl.cluster.apiserver.storage.store import Store, storage_error
 
 CONFIGMAPS = "/api/v1/namespaces/default/configmaps"
 Call = Callable[..., Awaitable[tuple[int, Any]]]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from trainctl.cluster.apiserver import tables
+from trainctl.cluster.apiserver.serving import tables
 
 
 def hpa(name: str, metrics: list[dict], *, min_replicas: int | None = 1, status: dict | None = None) -> dict:

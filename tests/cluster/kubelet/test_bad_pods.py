@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
-from trainctl.cluster.apiserver.store import Store
+from trainctl.cluster.apiserver.storage.store import Store
 from trainctl.cluster.network import cluster_ranges
 
 from tests.support.pods import create, phase, pod, wait_pod

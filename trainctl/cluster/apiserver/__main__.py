@@ -24,10 +24,11 @@ from pathlib import Path
 import yaml
 from aiohttp import web
 
-from .. import unixsock
-from . import pki, system_objects
-from .process import PORT_FILE, UNIX_SOCKET
-from .server import STATE_FILE, ApiServer
+from trainctl.cluster import unixsock
+from trainctl.cluster.apiserver import system_objects
+from trainctl.cluster.apiserver.auth import pki
+from trainctl.cluster.apiserver.process import PORT_FILE, UNIX_SOCKET
+from trainctl.cluster.apiserver.serving.server import STATE_FILE, ApiServer
 
 CLUSTER_NAME = "trainctl-local"
 

@@ -1,0 +1,86 @@
+"""Checks of built-in kinds, standing in for the Go types' decoding and validation.
+
+Custom resources are checked against their CRD's schema (``schema``); built-in kinds have no
+schema here, so this module rejects what kube-apiserver's decoder would refuse outright
+(metadata and fields of the wrong JSON type: 400) and what a pod cannot run without (422).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+
+Obj = dict[str, Any]
+
+_STRING_FIELDS = ("name", "generateName", "namespace", "uid", "resourceVersion", "creationTimestamp", "deletionTimestamp")
+
+
+def check_metadata_types(meta: Obj) -> None:
+    """Reject metadata the Go types could not decode (a 400, as a decoding error is)."""
+    problems = [f"metadata.{k} must be a string" for k in _STRING_FIELDS if k in meta and not isinstance(meta[k], (str, type(None)))]
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+            problems.append(f"metadata.{key} must be a map of strings")
+    finalizers = meta.get("finalizers")
+    if finalizers is not None and not (isinstance(finalizers, list) and all(isinstance(f, str) for f in finalizers)):
+        problems.append("metadata.finalizers must be a list of strings")
+    owners = meta.get("ownerReferences")
+    if owners is not None and not (isinstance(owners, list) and all(
+            isinstance(o, dict) and isinstance(o.get("uid"), str) and isinstance(o.get("name"), str) for o in owners)):
+        problems.append("metadata.ownerReferences must be a list of references with name and uid")
+    for key in ("generation", "deletionGracePeriodSeconds"):
+        if key in meta and meta[key] is not None and (not isinstance(meta[key], int) or isinstance(meta[key], bool)):
+            problems.append(f"metadata.{key} must be an integer")
+    if problems:
+        raise errors.bad_request("; ".join(problems))
+
+
+_JSON_TYPE_NAMES = {str: "string", int: "integer", bool: "boolean"}
+
+
+def shape_problem(value: Any, shape: Any, path: str) -> str | None:
+    """Where ``value`` does not have the JSON types ``shape`` describes (see registry)."""
+    if value is None:
+        return None
+    if isinstance(shape, dict):
+        if not isinstance(value, dict):
+            return f"{path or 'the body'} must be an object"
+        for key, sub in shape.items():
+            problem = shape_problem(value.get(key), sub, f"{path}.{key}" if path else key)
+            if problem:
+                return problem
+    elif isinstance(shape, list):
+        if not isinstance(value, list):
+            return f"{path} must be an array"
+        for i, item in enumerate(value):
+            problem = shape_problem(item, shape[0], f"{path}[{i}]")
+            if problem:
+                return problem
+    elif not isinstance(value, shape) or isinstance(value, bool) and shape is int:
+        return f"{path} must be of type {_JSON_TYPE_NAMES.get(shape, shape.__name__)}"
+    return None
+
+def validate_pod(pod: Obj) -> list[Cause]:
+    causes = []
+    spec = pod.get("spec")
+    containers = spec.get("containers") if isinstance(spec, dict) else None
+    if not containers:
+        causes.append(Cause("spec.containers", "FieldValueRequired", "Required value"))
+        return causes
+    seen = set()
+    for i, container in enumerate(containers):
+        if not isinstance(container, dict):
+            causes.append(Cause(f"spec.containers[{i}]", "FieldValueTypeInvalid", "Invalid value: must be an object"))
+            continue
+        name = container.get("name")
+        if not name:
+            causes.append(Cause(f"spec.containers[{i}].name", "FieldValueRequired", "Required value"))
+        elif name in seen:
+            causes.append(Cause(f"spec.containers[{i}].name", "FieldValueDuplicate", f'Duplicate value: "{name}"'))
+        seen.add(name)
+        if not container.get("image"):
+            causes.append(Cause(f"spec.containers[{i}].image", "FieldValueRequired", "Required value"))
+    return causes

@@ -1,0 +1,52 @@
+"""Request bodies: read within ``limits.MAX_REQUEST_BYTES`` and decoded (JSON, YAML, or
+protobuf for the kinds kubectl sends so) within ``limits.MAX_DEPTH``.
+
+A body announced as too large is refused before any of it is read; one that turns out too
+large (chunked) is refused as soon as it passes the limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.serving import protobuf
+from trainctl.cluster.apiserver.serving.responses import JSON
+
+
+def content_type(request: web.BaseRequest, default: str = "") -> str:
+    return request.headers.get("Content-Type", default).split(";")[0].strip()
+
+
+async def read(request: web.BaseRequest) -> bytes:
+    """The whole body, or 413 when it is larger than kube-apiserver would take."""
+    if request.content_length is not None and request.content_length > limits.MAX_REQUEST_BYTES:
+        raise limits.request_too_large(request.content_length)
+    try:
+        return await request.read()  # bounded: the server's client_max_size is the same limit
+    except web.HTTPRequestEntityTooLarge:
+        raise limits.request_too_large() from None
+
+
+async def decoded(request: web.BaseRequest) -> Any:
+    """The request body as JSON data; None when it is empty."""
+    raw = await read(request)
+    media = content_type(request, JSON) or JSON
+    if media == protobuf.CONTENT_TYPE:
+        return limits.check_depth(protobuf.decode(raw))
+    if media not in (JSON, "application/yaml", "*/*"):
+        raise errors.unsupported_media_type(
+            f"the body of the request was in an unknown format - accepted media types include: {JSON}, "
+            f"application/yaml, {protobuf.CONTENT_TYPE}")
+    if not raw.strip():
+        return None
+    try:
+        if media == "application/yaml":
+            return limits.decode_yaml(raw)
+        return limits.decode_json(raw)
+    except (ValueError, yaml.YAMLError) as exc:
+        message = str(exc).splitlines()[0]
+        raise errors.bad_request(f"the body of the request was in an unknown format - {message}") from None

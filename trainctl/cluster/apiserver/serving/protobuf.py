@@ -1,0 +1,208 @@
+"""Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
+
+kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service``)
+send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
+clients in Python all use JSON. This module turns those few kinds back into the JSON shape
+the rest of the server works on. There is no Python package carrying the generated
+Kubernetes messages, so the field numbers below are transcribed from the ``generated.proto``
+files of k8s.io/api and k8s.io/apimachinery; fields not listed are skipped, as protobuf
+readers do with unknown fields.
+
+Envelope: the 4 bytes ``k8s\\0``, then a ``runtime.Unknown`` message whose ``typeMeta``
+names the kind and whose ``raw`` holds the object.
+"""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime, timezone
+from typing import Any
+
+from trainctl.cluster.apiserver.apimachinery import errors
+
+CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
+MAGIC = b"k8s\x00"
+Schema = dict[int, tuple[str, str, Any]]
+
+_TIME: Schema = {1: ("seconds", "int", None), 2: ("nanos", "int", None)}
+_OWNER_REFERENCE: Schema = {
+    1: ("kind", "string", None), 3: ("name", "string", None), 4: ("uid", "string", None),
+    5: ("apiVersion", "string", None), 6: ("controller", "bool", None), 7: ("blockOwnerDeletion", "bool", None),
+}
+_OBJECT_META: Schema = {
+    1: ("name", "string", None), 2: ("generateName", "string", None), 3: ("namespace", "string", None),
+    5: ("uid", "string", None), 6: ("resourceVersion", "string", None), 7: ("generation", "int", None),
+    8: ("creationTimestamp", "time", None), 9: ("deletionTimestamp", "time", None),
+    10: ("deletionGracePeriodSeconds", "int", None), 11: ("labels", "map", "string"),
+    12: ("annotations", "map", "string"), 13: ("ownerReferences", "messages", _OWNER_REFERENCE),
+    14: ("finalizers", "strings", None),
+}
+_OBJECT_REFERENCE: Schema = {
+    1: ("kind", "string", None), 2: ("namespace", "string", None), 3: ("name", "string", None),
+    4: ("uid", "string", None), 5: ("apiVersion", "string", None), 6: ("resourceVersion", "string", None),
+    7: ("fieldPath", "string", None),
+}
+_INT_OR_STRING: Schema = {1: ("type", "int", None), 2: ("intVal", "int", None), 3: ("strVal", "string", None)}
+_SERVICE_PORT: Schema = {
+    1: ("name", "string", None), 2: ("protocol", "string", None), 3: ("port", "int", None),
+    4: ("targetPort", "intorstring", _INT_OR_STRING), 5: ("nodePort", "int", None), 6: ("appProtocol", "string", None),
+}
+_SERVICE_SPEC: Schema = {
+    1: ("ports", "messages", _SERVICE_PORT), 2: ("selector", "map", "string"), 3: ("clusterIP", "string", None),
+    4: ("type", "string", None), 5: ("externalIPs", "strings", None), 7: ("sessionAffinity", "string", None),
+    11: ("externalName", "string", None), 18: ("clusterIPs", "strings", None), 19: ("ipFamilies", "strings", None),
+    17: ("ipFamilyPolicy", "string", None),
+}
+KINDS: dict[str, Schema] = {
+    "ConfigMap": {1: ("metadata", "message", _OBJECT_META), 2: ("data", "map", "string"),
+                  3: ("binaryData", "map", "bytes"), 4: ("immutable", "bool", None)},
+    "Secret": {1: ("metadata", "message", _OBJECT_META), 2: ("data", "map", "bytes"), 3: ("type", "string", None),
+               4: ("stringData", "map", "string"), 5: ("immutable", "bool", None)},
+    "Namespace": {1: ("metadata", "message", _OBJECT_META),
+                  2: ("spec", "message", {1: ("finalizers", "strings", None)})},
+    "ServiceAccount": {1: ("metadata", "message", _OBJECT_META), 2: ("secrets", "messages", _OBJECT_REFERENCE),
+                       3: ("imagePullSecrets", "messages", {1: ("name", "string", None)}),
+                       4: ("automountServiceAccountToken", "bool", None)},
+    "Service": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _SERVICE_SPEC)},
+}
+_RESOURCE_ATTRIBUTES: Schema = {
+    1: ("namespace", "string", None), 2: ("verb", "string", None), 3: ("group", "string", None),
+    4: ("version", "string", None), 5: ("resource", "string", None), 6: ("subresource", "string", None),
+    7: ("name", "string", None),
+}
+_NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", "string", None), 2: ("verb", "string", None)}
+_SUBJECT_ACCESS_REVIEW_SPEC: Schema = {
+    1: ("resourceAttributes", "message", _RESOURCE_ATTRIBUTES),
+    2: ("nonResourceAttributes", "message", _NON_RESOURCE_ATTRIBUTES),
+    3: ("user", "string", None), 4: ("groups", "strings", None), 6: ("uid", "string", None),
+}
+_POLICY_RULE: Schema = {
+    1: ("verbs", "strings", None), 2: ("apiGroups", "strings", None), 3: ("resources", "strings", None),
+    4: ("resourceNames", "strings", None), 5: ("nonResourceURLs", "strings", None),
+}
+_BINDING: Schema = {
+    1: ("metadata", "message", _OBJECT_META),
+    2: ("subjects", "messages", {1: ("kind", "string", None), 2: ("apiGroup", "string", None),
+                                 3: ("name", "string", None), 4: ("namespace", "string", None)}),
+    3: ("roleRef", "message", {1: ("apiGroup", "string", None), 2: ("kind", "string", None), 3: ("name", "string", None)}),
+}
+# The identity kinds kubectl sends as protobuf (auth can-i, auth whoami, create token, create role...).
+KINDS.update({
+    "SelfSubjectAccessReview": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("resourceAttributes", "message", _RESOURCE_ATTRIBUTES),
+        2: ("nonResourceAttributes", "message", _NON_RESOURCE_ATTRIBUTES)})},
+    "SubjectAccessReview": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _SUBJECT_ACCESS_REVIEW_SPEC)},
+    "LocalSubjectAccessReview": {1: ("metadata", "message", _OBJECT_META),
+                                 2: ("spec", "message", _SUBJECT_ACCESS_REVIEW_SPEC)},
+    "SelfSubjectRulesReview": {1: ("metadata", "message", _OBJECT_META),
+                               2: ("spec", "message", {1: ("namespace", "string", None)})},
+    "SelfSubjectReview": {1: ("metadata", "message", _OBJECT_META)},
+    "TokenReview": {1: ("metadata", "message", _OBJECT_META),
+                    2: ("spec", "message", {1: ("token", "string", None), 2: ("audiences", "strings", None)})},
+    "TokenRequest": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("audiences", "strings", None), 4: ("expirationSeconds", "int", None),
+        3: ("boundObjectRef", "message", {1: ("kind", "string", None), 2: ("apiVersion", "string", None),
+                                          3: ("name", "string", None), 4: ("uid", "string", None)})})},
+    "Role": {1: ("metadata", "message", _OBJECT_META), 2: ("rules", "messages", _POLICY_RULE)},
+    "ClusterRole": {1: ("metadata", "message", _OBJECT_META), 2: ("rules", "messages", _POLICY_RULE)},
+    "RoleBinding": _BINDING,
+    "ClusterRoleBinding": _BINDING,
+})
+_UNKNOWN: Schema = {1: ("typeMeta", "message", {1: ("apiVersion", "string", None), 2: ("kind", "string", None)}),
+                    2: ("raw", "raw", None)}
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data):
+            raise ValueError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(data: bytes) -> list[tuple[int, int, Any]]:
+    """(field number, wire type, value) of every field of one message."""
+    fields = []
+    pos = 0
+    value: int | bytes
+    while pos < len(data):
+        key, pos = _varint(data, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            value, pos = _varint(data, pos)
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            value, pos = data[pos:pos + length], pos + length
+            if pos > len(data):
+                raise ValueError("truncated field")
+        elif wire == 1:
+            value, pos = data[pos:pos + 8], pos + 8
+        elif wire == 5:
+            value, pos = data[pos:pos + 4], pos + 4
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        fields.append((number, wire, value))
+    return fields
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _message(data: bytes, schema: Schema) -> dict[str, Any]:
+    obj: dict[str, Any] = {}
+    for number, _wire, value in _fields(data):
+        if number not in schema:
+            continue
+        name, kind, sub = schema[number]
+        if kind == "string":
+            obj[name] = value.decode("utf-8")
+        elif kind == "raw":
+            obj[name] = value
+        elif kind == "int":
+            obj[name] = _signed(value)
+        elif kind == "bool":
+            obj[name] = bool(value)
+        elif kind == "message":
+            obj[name] = _message(value, sub)
+        elif kind == "messages":
+            obj.setdefault(name, []).append(_message(value, sub))
+        elif kind == "strings":
+            obj.setdefault(name, []).append(value.decode("utf-8"))
+        elif kind == "time":
+            moment = _message(value, _TIME)
+            stamp = datetime.fromtimestamp(moment.get("seconds", 0), timezone.utc)
+            obj[name] = stamp.strftime("%Y-%m-%dT%H:%M:%SZ")
+        elif kind == "intorstring":
+            parsed = _message(value, sub)
+            obj[name] = parsed.get("strVal", "") if parsed.get("type") == 1 else parsed.get("intVal", 0)
+        elif kind == "map":
+            entry = {n: v for n, _, v in _fields(value)}
+            key = entry.get(1, b"").decode("utf-8")
+            raw = entry.get(2, b"")
+            obj.setdefault(name, {})[key] = base64.b64encode(raw).decode() if sub == "bytes" else raw.decode("utf-8")
+    # Go writes every scalar, empty or not; its JSON omits the empty ones (omitempty).
+    return {k: v for k, v in obj.items() if v not in ("", 0, [], {}) or isinstance(v, bool) and v}
+
+
+def decode(body: bytes) -> dict[str, Any]:
+    """The JSON form of a protobuf-encoded object, or a 415 for kinds not listed here."""
+    if not body.startswith(MAGIC):
+        raise errors.bad_request("protobuf body without the k8s envelope")
+    try:
+        envelope = _message(body[len(MAGIC):], _UNKNOWN)
+        type_meta = envelope.get("typeMeta") or {}
+        kind = type_meta.get("kind", "")
+        schema = KINDS.get(kind)
+        if schema is None:
+            raise errors.unsupported_media_type(
+                f"protobuf is supported for {', '.join(sorted(KINDS))} only; send {kind or 'this object'} as application/json")
+        obj = _message(envelope.get("raw", b""), schema)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise errors.bad_request(f"the body of the request was in an unknown format - protobuf: {exc}") from None
+    return {"apiVersion": type_meta.get("apiVersion", "v1"), "kind": kind, **obj}

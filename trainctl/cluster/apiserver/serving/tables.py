@@ -1,0 +1,386 @@
+"""``meta.k8s.io/v1`` Tables: what ``kubectl get`` prints.
+
+kubectl prints cells verbatim, so the server renders everything, ages included. Pods,
+services, nodes, namespaces, events and HorizontalPodAutoscalers get the columns
+kube-apiserver's printers give them; custom resources get their CRD's
+``additionalPrinterColumns``; anything else gets NAME and AGE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any
+
+import orjson
+
+from trainctl.cluster.apiserver.apimachinery import jsonpath
+from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+
+Obj = dict[str, Any]
+Column = dict[str, Any]
+
+NODE_ROLE_PREFIX = "node-role.kubernetes.io/"
+
+
+def human_duration(seconds: float) -> str:
+    """Kubernetes' ``duration.HumanDuration``."""
+    if seconds < -1:
+        return "<invalid>"
+    s = max(int(seconds), 0)
+    if s < 120:
+        return f"{s}s"
+    minutes = s // 60
+    if minutes < 10:
+        return f"{minutes}m{s % 60}s" if s % 60 else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    days = hours // 24
+    if hours < 24 * 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    if days < 365 * 2:
+        return f"{days}d"
+    years = days // 365
+    if days < 365 * 8:
+        return f"{years}y{days % 365}d" if days % 365 else f"{years}y"
+    return f"{years}y"
+
+
+def age(timestamp: str | None, now: datetime) -> str:
+    if not timestamp:
+        return "<unknown>"
+    try:
+        then = datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return "<unknown>"
+    return human_duration((now - then).total_seconds())
+
+
+def _col(name: str, description: str = "", priority: int = 0, type_: str = "string", format_: str = "") -> Column:
+    return {"name": name, "type": type_, "format": format_, "description": description, "priority": priority}
+
+
+_NAME = _col("Name", "Name must be unique within a namespace.", format_="name")
+_AGE = _col("Age", "CreationTimestamp is a timestamp representing the server time when this object was created.")
+
+
+def _pod_status(pod: Obj) -> tuple[str, int, int, int]:
+    """(STATUS, ready, total, restarts) like kubectl's pod printer."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    total = len(spec.get("containers") or [])
+    reason = status.get("reason") or status.get("phase") or "Pending"
+    restarts = 0
+    init_statuses = status.get("initContainerStatuses") or []
+    initializing = False
+    for i, cs in enumerate(init_statuses):
+        restarts += cs.get("restartCount", 0)
+        state = cs.get("state") or {}
+        if state.get("terminated", {}).get("exitCode", 1) == 0 and "terminated" in state:
+            continue
+        initializing = True
+        if "terminated" in state:
+            term = state["terminated"]
+            reason = f"Init:{term.get('reason') or 'ExitCode:' + str(term.get('exitCode', 0))}"
+        elif state.get("waiting", {}).get("reason") not in (None, "", "PodInitializing"):
+            reason = f"Init:{state['waiting']['reason']}"
+        else:
+            reason = f"Init:{i}/{len(spec.get('initContainers') or [])}"
+        break
+    ready = 0
+    if not initializing:
+        restarts = 0
+        for cs in status.get("containerStatuses") or []:
+            restarts += cs.get("restartCount", 0)
+            state = cs.get("state") or {}
+            if state.get("waiting", {}).get("reason"):
+                reason = state["waiting"]["reason"]
+            elif "terminated" in state:
+                term = state["terminated"]
+                reason = term.get("reason") or (f"Signal:{term['signal']}" if term.get("signal") else f"ExitCode:{term.get('exitCode', 0)}")
+            elif "running" in state and cs.get("ready"):
+                ready += 1
+    if pod["metadata"].get("deletionTimestamp"):
+        reason = "Terminating"
+    return reason, ready, total, restarts
+
+
+def _pod_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [
+        _NAME,
+        _col("Ready", "The aggregate readiness state of this pod for accepting traffic."),
+        _col("Status", "The aggregate status of the containers in this pod."),
+        _col("Restarts", "The number of times the containers in this pod have been restarted.", type_="string"),
+        _AGE,
+        _col("IP", "IP address allocated to the pod.", priority=1),
+        _col("Node", "Name of the Node this pod is assigned to.", priority=1),
+        _col("Nominated Node", "Name of the node nominated for this pod.", priority=1),
+        _col("Readiness Gates", "Pod Readiness Gates.", priority=1),
+    ]
+
+    def cells(pod: Obj, now: datetime) -> list[Any]:
+        reason, ready, total, restarts = _pod_status(pod)
+        status = pod.get("status") or {}
+        gates = (pod.get("spec") or {}).get("readinessGates") or []
+        return [
+            pod["metadata"]["name"], f"{ready}/{total}", reason, restarts,
+            age(pod["metadata"].get("creationTimestamp"), now),
+            status.get("podIP") or "<none>", (pod.get("spec") or {}).get("nodeName") or "<none>",
+            status.get("nominatedNodeName") or "<none>", f"{len(gates)}" if gates else "<none>",
+        ]
+
+    return columns, cells
+
+
+def _service_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Type"), _col("Cluster-IP"), _col("External-IP"), _col("Port(s)"), _AGE,
+               _col("Selector", priority=1)]
+
+    def cells(svc: Obj, now: datetime) -> list[Any]:
+        spec = svc.get("spec") or {}
+        ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
+        selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
+        return [svc["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>",
+                "<none>", ports, age(svc["metadata"].get("creationTimestamp"), now), selector]
+
+    return columns, cells
+
+
+def _node_status(node: Obj) -> str:
+    """Ready, NotReady (Ready False or Unknown) or Unknown (no Ready condition), then
+    SchedulingDisabled when cordoned, as kubectl's node printer says it."""
+    conditions = (node.get("status") or {}).get("conditions") or []
+    ready = next((c for c in conditions if isinstance(c, dict) and c.get("type") == "Ready"), None)
+    status = ["Unknown" if ready is None else "Ready" if ready.get("status") == "True" else "NotReady"]
+    if (node.get("spec") or {}).get("unschedulable"):
+        status.append("SchedulingDisabled")
+    return ",".join(status)
+
+
+def _node_roles(node: Obj) -> str:
+    roles = set()
+    for key, value in (node["metadata"].get("labels") or {}).items():
+        if key.startswith(NODE_ROLE_PREFIX) and key[len(NODE_ROLE_PREFIX):]:
+            roles.add(key[len(NODE_ROLE_PREFIX):])
+        elif key == "kubernetes.io/role" and value:
+            roles.add(value)
+    return ",".join(sorted(roles)) or "<none>"
+
+
+def _node_address(node: Obj, kind: str) -> str:
+    addresses = (node.get("status") or {}).get("addresses") or []
+    return next((a.get("address") for a in addresses if isinstance(a, dict) and a.get("type") == kind), None) or "<none>"
+
+
+def _node_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Status", "The status of the node"), _col("Roles", "The roles of the node"), _AGE,
+               _col("Version", "Kubelet Version reported by the node."),
+               _col("Internal-IP", "List of addresses reachable to the node.", priority=1),
+               _col("External-IP", "List of addresses reachable to the node.", priority=1),
+               _col("OS-Image", "OS Image reported by the node from /etc/os-release.", priority=1),
+               _col("Kernel-Version", "Kernel Version reported by the node.", priority=1),
+               _col("Container-Runtime", "ContainerRuntime Version reported by the node.", priority=1)]
+
+    def cells(node: Obj, now: datetime) -> list[Any]:
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        return [node["metadata"]["name"], _node_status(node), _node_roles(node),
+                age(node["metadata"].get("creationTimestamp"), now), info.get("kubeletVersion", ""),
+                _node_address(node, "InternalIP"), _node_address(node, "ExternalIP"),
+                info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
+                info.get("containerRuntimeVersion") or "<unknown>"]
+
+    return columns, cells
+
+
+def _hpa_metric(spec: Obj, status: Obj | None) -> str:
+    """One metric of TARGETS: ``current/target``; quantities are printed as stored."""
+    kind = spec.get("type")
+    if kind in ("Resource", "ContainerResource"):
+        source = spec.get("resource" if kind == "Resource" else "containerResource") or {}
+        current_source = (status or {}).get("resource" if kind == "Resource" else "containerResource")
+        target = source.get("target") or {}
+        current = (current_source or {}).get("current") or {}
+        if target.get("averageValue") is not None:
+            return f"{source.get('name', '')}: {current.get('averageValue') or '<unknown>'}/{target['averageValue']}"
+        utilization = current.get("averageUtilization")
+        wanted = target.get("averageUtilization")
+        return (f"{source.get('name', '')}: {'<unknown>' if utilization is None else f'{utilization}%'}/"
+                f"{'<auto>' if wanted is None else f'{wanted}%'}")
+    if kind == "Pods":
+        current = ((status or {}).get("pods") or {}).get("current") or {}
+        return f"{current.get('averageValue') or '<unknown>'}/{((spec.get('pods') or {}).get('target') or {}).get('averageValue')}"
+    if kind in ("Object", "External"):
+        key = kind.lower()
+        target = ((spec.get(key) or {}).get("target")) or {}
+        current = ((status or {}).get(key) or {}).get("current") or {}
+        if target.get("averageValue") is not None:
+            return f"{current.get('averageValue') or '<unknown>'}/{target['averageValue']} (avg)"
+        return f"{current.get('value') or '<unknown>'}/{target.get('value')}"
+    return "<unknown type>"
+
+
+def hpa_targets(hpa: Obj) -> str:
+    """The TARGETS cell: each metric's current/target (statuses matched by position), at
+    most two, then ``+ N more...``; ``<none>`` without metrics."""
+    specs = (hpa.get("spec") or {}).get("metrics") or []
+    if not specs:
+        return "<none>"
+    statuses = (hpa.get("status") or {}).get("currentMetrics") or []
+    shown = [_hpa_metric(spec, statuses[i] if i < len(statuses) else None) for i, spec in enumerate(specs[:2])]
+    more = f" + {len(specs) - 2} more..." if len(specs) > 2 else ""
+    return ", ".join(shown) + more
+
+
+def _hpa_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME,
+               _col("Reference", "reference to scaled resource; horizontal pod autoscaler will learn the current "
+                                 "resource consumption and will set the desired number of pods by using its Scale "
+                                 "subresource."),
+               _col("Targets", "metrics contains the specifications for which to use to calculate the desired replica "
+                               "count (the maximum replica count across all metrics will be used)."),
+               _col("MinPods", "minReplicas is the lower limit for the number of replicas to which the autoscaler can "
+                               "scale down."),
+               _col("MaxPods", "maxReplicas is the upper limit for the number of replicas to which the autoscaler can "
+                               "scale up.", type_="integer"),
+               _col("Replicas", "currentReplicas is current number of replicas of pods managed by this autoscaler, "
+                                "as last seen by the autoscaler.", type_="integer"),
+               _AGE]
+
+    def cells(hpa: Obj, now: datetime) -> list[Any]:
+        spec = hpa.get("spec") or {}
+        ref = spec.get("scaleTargetRef") or {}
+        min_replicas = spec.get("minReplicas")
+        return [hpa["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}", hpa_targets(hpa),
+                "<unset>" if min_replicas is None else str(min_replicas), spec.get("maxReplicas", 0),
+                (hpa.get("status") or {}).get("currentReplicas", 0),
+                age(hpa["metadata"].get("creationTimestamp"), now)]
+
+    return columns, cells
+
+
+def _namespace_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(ns: Obj, now: datetime) -> list[Any]:
+        return [ns["metadata"]["name"], (ns.get("status") or {}).get("phase", "Active"),
+                age(ns["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Status"), _AGE], cells
+
+
+def _event_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_col("Last Seen"), _col("Type"), _col("Reason"), _col("Object"), _col("Message"),
+               _col("Source", priority=1), _col("First Seen", priority=1), _col("Count", priority=1),
+               _col("Name", priority=1, format_="name")]
+
+    def cells(event: Obj, now: datetime) -> list[Any]:
+        involved = event.get("involvedObject") or event.get("regarding") or {}
+        last = (event.get("lastTimestamp") or (event.get("series") or {}).get("lastObservedTime")
+                or event.get("eventTime") or event["metadata"].get("creationTimestamp"))
+        first = event.get("firstTimestamp") or event.get("eventTime") or event["metadata"].get("creationTimestamp")
+        source = (event.get("source") or {}).get("component") or event.get("reportingController") or ""
+        return [age(last, now), event.get("type", ""), event.get("reason", ""),
+                f"{str(involved.get('kind', '')).lower()}/{involved.get('name', '')}",
+                event.get("message") or event.get("note") or "", source, age(first, now),
+                event.get("count") or 1, event["metadata"]["name"]]
+
+    return columns, cells
+
+
+def _role_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(role: Obj, now: datetime) -> list[Any]:
+        return [role["metadata"]["name"], role["metadata"].get("creationTimestamp", "")]
+
+    return [_NAME, _col("Created At", type_="date")], cells
+
+
+def _binding_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Role"), _AGE, _col("Users", priority=1), _col("Groups", priority=1),
+               _col("ServiceAccounts", priority=1)]
+
+    def cells(binding: Obj, now: datetime) -> list[Any]:
+        ref = binding.get("roleRef") or {}
+        subjects = [s for s in binding.get("subjects") or [] if isinstance(s, dict)]
+
+        def named(kind: str) -> str:
+            return ", ".join(f"{s.get('namespace', '')}/{s.get('name', '')}" if kind == "ServiceAccount"
+                             else str(s.get("name", "")) for s in subjects if s.get("kind") == kind)
+
+        return [binding["metadata"]["name"], f"{ref.get('kind', '')}/{ref.get('name', '')}",
+                age(binding["metadata"].get("creationTimestamp"), now), named("User"), named("Group"),
+                named("ServiceAccount")]
+
+    return columns, cells
+
+
+def _default_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(obj: Obj, now: datetime) -> list[Any]:
+        return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _AGE], cells
+
+
+def _cell(value: Any, column: Obj, now: datetime) -> Any:
+    if value is None:
+        return None
+    if column.get("type") == "date" and isinstance(value, str):
+        return age(value, now)
+    if isinstance(value, (dict, list)):
+        return orjson.dumps(value).decode()
+    return value
+
+
+def _custom_columns(rtype: ResourceType) -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    printer = rtype.printer_columns
+    if not printer:
+        return _default_columns()
+    columns = [_NAME] + [
+        _col(c["name"], c.get("description", ""), c.get("priority", 0),
+             "string" if c.get("type") == "date" else c.get("type", "string"), c.get("format", ""))
+        for c in printer
+    ]
+
+    def cells(obj: Obj, now: datetime) -> list[Any]:
+        row: list[Any] = [obj["metadata"]["name"]]
+        for column in printer:
+            found = jsonpath.find(obj, column.get("jsonPath", ""))
+            row.append(_cell(found[0] if found else None, column, now))
+        return row
+
+    return columns, cells
+
+
+_BUILTIN = {
+    ("", "pods"): _pod_columns,
+    ("", "services"): _service_columns,
+    ("", "nodes"): _node_columns,
+    ("", "namespaces"): _namespace_columns,
+    ("", "events"): _event_columns,
+    ("events.k8s.io", "events"): _event_columns,
+    ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
+    ("rbac.authorization.k8s.io", "roles"): _role_columns,
+    ("rbac.authorization.k8s.io", "clusterroles"): _role_columns,
+    ("rbac.authorization.k8s.io", "rolebindings"): _binding_columns,
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): _binding_columns,
+}
+
+
+def table(rtype: ResourceType, objects: list[Obj], include: str, list_meta: Obj | None = None) -> Obj:
+    """A Table of ``objects``; ``include`` is the includeObject policy (None, Metadata, Object)."""
+    columns, cells = (_custom_columns(rtype) if rtype.is_custom
+                      else _BUILTIN.get((rtype.group, rtype.plural), _default_columns)())
+    now = datetime.now(timezone.utc)
+    rows = []
+    for obj in objects:
+        row: Obj = {"cells": cells(obj, now)}
+        if include == "Object":
+            row["object"] = obj
+        elif include != "None":
+            row["object"] = {"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+                             "metadata": obj["metadata"]}
+        rows.append(row)
+    return {"kind": "Table", "apiVersion": "meta.k8s.io/v1", "metadata": list_meta or {},
+            "columnDefinitions": columns, "rows": rows}
