@@ -47,7 +47,7 @@ from trainctl.controller.manager import Manager  # noqa: E402
 from trainctl.controller.options import ManagerOptions  # noqa: E402
 from trainctl.kube.client import KubeClient  # noqa: E402
 from trainctl.kube.informer import Informer  # noqa: E402
-from trainctl.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
+from trainctl.kube.restmapper import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
 
 from tests.support.conditions import condition  # noqa: E402
 from tests.support.podphase import PodPhaseDriver  # noqa: E402

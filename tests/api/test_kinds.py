@@ -3,7 +3,7 @@
 from trainctl.api import kinds
 from trainctl.api.crd import crds
 from trainctl.controller.frameworks import FRAMEWORKS
-from trainctl.kube.resources import job_resources, resource_for
+from trainctl.kube.restmapper import job_resources, resource_for
 from trainctl.launch.kinds import kind_of, lead_replica
 
 

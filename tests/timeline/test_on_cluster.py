@@ -25,7 +25,7 @@ import yaml
 
 from trainctl.api import constants as c
 from trainctl.cluster.cluster import LocalCluster
-from trainctl.kube.resources import PYTORCHJOBS
+from trainctl.kube.restmapper import PYTORCHJOBS
 from trainctl.launch import Launcher, Outcome, PlainView, connect
 from trainctl.launch.kinds import kind_of
 from trainctl.timeline import fetch, model

@@ -481,7 +481,7 @@ def run_status(args: argparse.Namespace) -> int:
     from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers
     from trainctl.cluster.pidfiles import read_pid_file
     from trainctl.kube.client import ApiError, KubeClient
-    from trainctl.kube.resources import NODES, PODS
+    from trainctl.kube.restmapper import NODES, PODS
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     supervisor = read_pid_file(directory / SUPERVISOR_PID)

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _get(client: KubeClient, kind: JobKind, namespace: str, name: str) -> dict[str, Any] | None:
     from trainctl.kube.client import ApiError
-    from trainctl.kube.resources import job_resource
+    from trainctl.kube.restmapper import job_resource
 
     try:
         return client.get_or_none(job_resource(kind), namespace, name)

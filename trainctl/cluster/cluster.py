@@ -50,7 +50,7 @@ from typing import IO, Any, Optional
 from trainctl.api import crd as api_crd
 from trainctl.api.durations import positive_duration
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import CRDS
+from trainctl.kube.restmapper import CRDS
 
 from . import node_removal
 from . import nodes as local_nodes

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Iterable
 
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import NODES, PODS
+from trainctl.kube.restmapper import NODES, PODS
 
 from .kubelet.admission import processes_gone_status
 from .scheduler.rules import is_terminal

@@ -26,7 +26,7 @@ from trainctl.api import constants as c
 from trainctl.api.kinds import JobKind
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.resources import EVENTS, PODS, Resource, job_resource
+from trainctl.kube.restmapper import EVENTS, PODS, Resource, job_resource
 from trainctl.launch.events import JobWarnings
 from trainctl.launch.follow import LeadPodLogs
 from trainctl.launch.kinds import current_condition, kind_of, lead_replica, terminal_condition

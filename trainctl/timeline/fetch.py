@@ -15,7 +15,7 @@ from typing import Any
 from trainctl.api import constants as c
 from trainctl.api.kinds import JobKind
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import EVENTS, PODS
+from trainctl.kube.restmapper import EVENTS, PODS
 from trainctl.launch.kinds import lead_replica
 from trainctl.timeline import model
 

@@ -204,7 +204,7 @@ def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
 def test_node_commands_with_the_supervisor(tmp_path):
     import time
 
-    from trainctl.kube.resources import NODES
+    from trainctl.kube.restmapper import NODES
 
     directory = tmp_path / "cluster"
     up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", "--nodes", "2",

@@ -19,7 +19,7 @@ from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.network import isolation, nat
 from trainctl.cluster.network.podnet import IsolatedNetwork
 from trainctl.cluster.nodes import NodeError
-from trainctl.kube.resources import NODES, PODS, SERVICES
+from trainctl.kube.restmapper import NODES, PODS, SERVICES
 
 from tests.support.cluster import trainctl_local
 from tests.support.net import free_port

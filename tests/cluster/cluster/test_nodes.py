@@ -20,7 +20,7 @@ from trainctl.cluster import nodes as local_nodes
 from trainctl.cluster.cluster import LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.pidfiles import read_pid_file
-from trainctl.kube.resources import LEASES, NODES, PODS
+from trainctl.kube.restmapper import LEASES, NODES, PODS
 
 from tests.support.cluster import TEST_NETWORK_VARIABLE
 from tests.support.kubectl import Kubectl

@@ -15,7 +15,7 @@ import pytest
 from trainctl.cluster.apiserver.process import ApiServerHandle
 from trainctl.cluster.controlplane.resources import POD_METRICS
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import Resource
+from trainctl.kube.restmapper import Resource
 
 Obj = dict[str, Any]
 

@@ -12,7 +12,7 @@ from trainctl.cluster.kubelet.hollow import FAIL_AFTER_SECONDS, FAIL_RUNS, RUN_S
 from trainctl.cluster.kubelet.node import LEASE_NAMESPACE, capacity
 from trainctl.cluster.scheduler.rules import HOLLOW_NODE_LABEL
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import LEASES, NODES, PODS
+from trainctl.kube.restmapper import LEASES, NODES, PODS
 
 Obj = dict[str, Any]
 

@@ -6,6 +6,6 @@ reads metrics, and its RBAC test compares that table's use with its ClusterRole.
 
 from __future__ import annotations
 
-from trainctl.kube.resources import Resource
+from trainctl.kube.restmapper import Resource
 
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")

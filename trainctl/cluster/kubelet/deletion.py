@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import PODS
+from trainctl.kube.restmapper import PODS
 
 from .pod_worker import PodWorker
 from .runtime import pod_directory_node

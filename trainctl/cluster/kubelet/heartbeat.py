@@ -18,7 +18,7 @@ import time
 from typing import Any, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import LEASES, NAMESPACES, NODES
+from trainctl.kube.restmapper import LEASES, NAMESPACES, NODES
 from trainctl.kube.timestamps import now_rfc3339
 
 from . import node as nodes

@@ -49,7 +49,7 @@ from trainctl.cluster.flags import positive_float
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import NODES, PODS
+from trainctl.kube.restmapper import NODES, PODS
 from trainctl.kube.timestamps import now_rfc3339
 
 from ..network import HOST_IP

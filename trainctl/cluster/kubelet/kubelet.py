@@ -36,7 +36,7 @@ from trainctl.kube.client import KubeClient
 from trainctl.kube.connect import load_configuration
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
+from trainctl.kube.restmapper import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
 
 from ..network import HOST_IP, cluster_ranges, isolation, node_service_address, node_service_cidr
 from ..network.forward import Forwarder, HostPort, HostPorts

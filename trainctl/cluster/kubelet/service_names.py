@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Store
-from trainctl.kube.resources import SERVICES, controller_owner
+from trainctl.kube.restmapper import SERVICES, controller_owner
 
 from ..network.ipam import PodIPAllocator
 from ..network.names import Pending, Resolution, rewrite

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import SERVICE_ACCOUNTS
+from trainctl.kube.restmapper import SERVICE_ACCOUNTS
 
 from . import paths
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from typing import Optional
 
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import PODS
+from trainctl.kube.restmapper import PODS
 
 from .runtime import ProcessRecord
 

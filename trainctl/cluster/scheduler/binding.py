@@ -34,7 +34,7 @@ from typing import Any, Optional
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import PODS
+from trainctl.kube.restmapper import PODS
 from trainctl.kube.timestamps import now_rfc3339
 
 from . import events

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import NAMESPACES, NODES, PODS
+from trainctl.kube.restmapper import NAMESPACES, NODES, PODS
 
 from .binding import Scheduler
 from .events import SchedulerEvents

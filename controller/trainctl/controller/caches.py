@@ -18,7 +18,7 @@ from trainctl.controller.keys import JobKey, is_job_kind
 from trainctl.controller.options import ManagerOptions
 from trainctl.controller.reconcile import oom
 from trainctl.controller.reconcile.plan import Observed
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 from trainctl.kube.client import KubeClient
 from trainctl.kube.expectations import ChildKey
 from trainctl.kube.informer import Informer

@@ -17,7 +17,7 @@ from typing import Any, Optional
 from trainctl.controller.caches import Caches
 from trainctl.controller.keys import JobKey
 from trainctl.controller.reconcile.plan import Plan
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.workqueue import WorkQueue
 

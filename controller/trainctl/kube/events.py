@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Generic, Optional, Protocol, TypeVar
 
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import EVENTS
+from trainctl.kube.restmapper import EVENTS
 
 log = logging.getLogger("trainctl.controller.events")
 

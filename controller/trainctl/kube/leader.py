@@ -23,7 +23,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import LEASES
+from trainctl.kube.restmapper import LEASES
 
 log = logging.getLogger("trainctl.controller.leader")
 

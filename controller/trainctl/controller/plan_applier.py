@@ -13,12 +13,12 @@ import logging
 from datetime import datetime
 from typing import Any
 
-from trainctl.controller.children import ChildApplier, Done
+from trainctl.controller.child_writer import ChildApplier, Done
 from trainctl.controller.keys import JobKey
 from trainctl.controller.reconcile.plan import Plan
 from trainctl.controller.recorder import JobRecorder
 from trainctl.controller.status_writer import StatusWriter
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 
 log = logging.getLogger("trainctl.controller")

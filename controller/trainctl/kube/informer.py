@@ -29,7 +29,7 @@ import threading
 from typing import Any, Callable, Iterable, Optional
 
 from trainctl.kube.client import ApiError, KubeClient, WatchStream
-from trainctl.kube.resources import Resource, controller_owner
+from trainctl.kube.restmapper import Resource, controller_owner
 
 log = logging.getLogger("trainctl.controller.informer")
 

@@ -24,7 +24,7 @@ from trainctl.controller.caches import Caches
 from trainctl.controller.keys import JobKey
 from trainctl.controller.reconcile import plan as plans
 from trainctl.controller.reconcile.plan import ObjectRef
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.expectations import ChildKey, Expectations
 

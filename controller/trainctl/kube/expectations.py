@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Optional
 
-from trainctl.kube.resources import controller_owner
+from trainctl.kube.restmapper import controller_owner
 
 # (kind, namespace, name) of a child.
 ChildKey = tuple[str, str, str]

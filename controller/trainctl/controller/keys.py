@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, NamedTuple, Optional
 
 from trainctl.api import kinds
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 
 
 class JobKey(NamedTuple):

@@ -14,7 +14,7 @@ import threading
 from typing import Any
 
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import PODS
+from trainctl.kube.restmapper import PODS
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, Callable, Optional
 
 from trainctl.controller.keys import JobKey
-from trainctl.controller.metrics import ControllerMetrics
+from trainctl.controller.prometheus_metrics import ControllerMetrics
 from trainctl.controller.reconcile.plan import ChildEvents, Event, Plan
 from trainctl.kube.events import EventRecorder
 from trainctl.kube.expectations import ChildKey

@@ -31,12 +31,12 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
 from trainctl.controller.caches import Caches
-from trainctl.controller.children import ChildApplier
+from trainctl.controller.child_writer import ChildApplier
 from trainctl.controller.handlers import EventHandlers
 from trainctl.controller.keys import JobKey
-from trainctl.controller.metrics import ControllerMetrics
 from trainctl.controller.options import ManagerOptions
 from trainctl.controller.plan_applier import ApplyError, PlanApplier
+from trainctl.controller.prometheus_metrics import ControllerMetrics
 from trainctl.controller.reconcile.plan import Observed, Plan
 from trainctl.controller.recorder import JobRecorder
 from trainctl.controller.status_writer import StatusWriter

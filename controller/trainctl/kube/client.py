@@ -36,7 +36,7 @@ from kubernetes.client.exceptions import ApiException
 
 from trainctl.kube import connect
 from trainctl.kube.ratelimit import TokenBucket
-from trainctl.kube.resources import PODS, Resource
+from trainctl.kube.restmapper import PODS, Resource
 
 # (connect, read) seconds for ordinary requests; watches use their own read timeout.
 REQUEST_TIMEOUT = (5.0, 30.0)
@@ -98,7 +98,7 @@ class Created:
 
 
 class KubeClient:
-    """A thread-safe JSON client for the resources in :mod:`trainctl.kube.resources`."""
+    """A thread-safe JSON client for the resources in :mod:`trainctl.kube.restmapper`."""
 
     def __init__(
         self,
