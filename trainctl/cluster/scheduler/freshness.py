@@ -22,7 +22,7 @@ from typing import Any, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.resources import NODES
+from trainctl.kube.restmapper import NODES
 
 from .views import NodeViews
 
