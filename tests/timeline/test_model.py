@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from trainctl.timeline import model
-from trainctl.timeline.recorder import TimelineRecorder
+from trainctl.timeline.live_recorder import TimelineRecorder
 
 from .factories import EPOCH0, at, event, job, pod, running, terminated
 

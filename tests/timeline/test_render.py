@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 
-from trainctl.timeline import model, render
+from trainctl.timeline import drawing as render
+from trainctl.timeline import model
 
 from .factories import EPOCH0, event, job, pod, running, terminated
 

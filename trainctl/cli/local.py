@@ -1,6 +1,6 @@
 """``trainctl local up|down|status|node`` (and the hidden ``trainctl local kubelet``).
 
-``up`` runs :class:`~trainctl.cluster.cluster.LocalCluster` in the foreground as the
+``up`` runs :class:`~trainctl.cluster.local_cluster.LocalCluster` in the foreground as the
 supervisor: it restarts a component that crashes and stops everything on Ctrl-C or
 SIGTERM; its components die with it even when it is killed. ``--detach`` starts that same
 supervisor as a background process and returns once the cluster is ready; that cluster
@@ -77,7 +77,7 @@ def _controlplane_flags(args: argparse.Namespace) -> list[str]:
 
 
 def _default_dir() -> str:
-    from trainctl.cluster.cluster import DEFAULT_DIR
+    from trainctl.cluster.local_cluster import DEFAULT_DIR
 
     return str(DEFAULT_DIR)
 
@@ -188,7 +188,7 @@ def _usage(cluster: Any) -> str:
 
 def _network_line(directory: Path) -> str:
     """``Pod network: isolated: ...`` as the last ``up`` on ``directory`` chose it (and why)."""
-    from trainctl.cluster.cluster import NETWORK_FILE
+    from trainctl.cluster.local_cluster import NETWORK_FILE
     from trainctl.cluster.network.isolation import DESCRIPTIONS, ISOLATED
     from trainctl.cluster.network.nat import SERVICES_FILE
 
@@ -205,9 +205,9 @@ def _network_line(directory: Path) -> str:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from trainctl.cluster.cluster import ClusterError, LocalCluster
+    from trainctl.cluster.local_cluster import ClusterError, LocalCluster
+    from trainctl.cluster.machines import NodeError
     from trainctl.cluster.network import isolation
-    from trainctl.cluster.nodes import NodeError
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     if args.detach:
@@ -276,8 +276,8 @@ class _Wake(Exception):
 
 def _boot_started_nodes(cluster: Any) -> None:
     """Start the kubelet of every node no longer marked killed whose kubelet is not running."""
-    from trainctl.cluster import nodes
-    from trainctl.cluster.cluster import ClusterError
+    from trainctl.cluster import machines as nodes
+    from trainctl.cluster.local_cluster import ClusterError
 
     for spec in cluster.nodes:
         kubelet = cluster.kubelets[spec.name]
@@ -292,8 +292,8 @@ def _boot_started_nodes(cluster: Any) -> None:
 def _supervise(cluster: Any) -> int:
     """Wait for a component to exit (no polling: waitid on our children) and restart it,
     unless it is the kubelet of a node the user killed (``trainctl local node kill``)."""
-    from trainctl.cluster import nodes
-    from trainctl.cluster.cluster import ClusterError
+    from trainctl.cluster import machines as nodes
+    from trainctl.cluster.local_cluster import ClusterError
 
     crashes: dict[str, list[float]] = {}
     wake = {"waiting": False, "pending": False}
@@ -347,7 +347,7 @@ def _supervise(cluster: Any) -> int:
 
 
 def _up_detached(args: argparse.Namespace, directory: Path) -> int:
-    from trainctl.cluster.cluster import SUPERVISOR_PID
+    from trainctl.cluster.local_cluster import SUPERVISOR_PID
     from trainctl.cluster.pidfiles import read_pid_file
 
     running = read_pid_file(directory / SUPERVISOR_PID)
@@ -390,7 +390,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
         last = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:]
         _say(last[0].removeprefix("trainctl local: ") if last else f"the supervisor exited with code {code}; see {log_path}")
         return 1
-    from trainctl.cluster.cluster import LocalCluster
+    from trainctl.cluster.local_cluster import LocalCluster
 
     cluster = LocalCluster(directory, controller=False, nodes=args.nodes, node_names=_names(args.node_names))
     print(_usage(cluster))
@@ -400,7 +400,7 @@ def _up_detached(args: argparse.Namespace, directory: Path) -> int:
 
 # --- down ----------------------------------------------------------------------------------
 def run_down(args: argparse.Namespace) -> int:
-    from trainctl.cluster.cluster import SUPERVISOR_PID, ClusterError, LocalCluster, cleanup_leftovers
+    from trainctl.cluster.local_cluster import SUPERVISOR_PID, ClusterError, LocalCluster, cleanup_leftovers
     from trainctl.cluster.pidfiles import signal_pid_file, wait_pid_exit
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
@@ -435,8 +435,8 @@ def run_down(args: argparse.Namespace) -> int:
 
 # --- node ----------------------------------------------------------------------------------
 def run_node(args: argparse.Namespace) -> int:
-    from trainctl.cluster import nodes
-    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers
+    from trainctl.cluster import machines as nodes
+    from trainctl.cluster.local_cluster import SUPERVISOR_PID, find_leftovers
     from trainctl.cluster.pidfiles import read_pid_file
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
@@ -477,8 +477,8 @@ def run_node(args: argparse.Namespace) -> int:
 
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
-    from trainctl.cluster import nodes as local_nodes
-    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers
+    from trainctl.cluster import machines
+    from trainctl.cluster.local_cluster import SUPERVISOR_PID, find_leftovers
     from trainctl.cluster.pidfiles import read_pid_file
     from trainctl.kube.client import ApiError, KubeClient
     from trainctl.kube.resources import NODES, PODS
@@ -494,14 +494,14 @@ def run_status(args: argparse.Namespace) -> int:
               f"{leftovers.summary()} still running without it (orphaned)")
     else:
         print(f"Local cluster in {directory}: supervisor pid {supervisor}")
-    specs = local_nodes.read_nodes(directory)
+    specs = machines.read_nodes(directory)
     network_line = _network_line(directory)
     print(network_line)
     router = ("network",) if network_line.startswith("Pod network: isolated") else ()
     for name in ("apiserver", *router, "scheduler", *(spec.component for spec in specs), "controlplane", "controller"):
         pid = read_pid_file(directory / "run" / f"{name}.pid")
         print(f"  {name:<11} {'running, pid ' + str(pid) if pid else 'not running'}")
-    machine = {spec.name: local_nodes.node_state(directory, spec.name) for spec in specs}
+    machine = {spec.name: machines.node_state(directory, spec.name) for spec in specs}
     try:
         client = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0, max_attempts=1)
         print(f"API server: {client.host}   (export KUBECONFIG={directory / 'kubeconfig'})")

@@ -89,7 +89,7 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
     if api is not None:
         yield api, default_namespace(), None
         return
-    from trainctl.cluster.cluster import ClusterError, LocalCluster
+    from trainctl.cluster.local_cluster import ClusterError, LocalCluster
 
     view.note("no cluster configured (no KUBECONFIG, no ~/.kube/config): starting a throwaway local cluster")
     with tempfile.TemporaryDirectory(prefix="trainctl-run-") as workdir:
@@ -107,7 +107,7 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
 
 def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[dict[str, Any]], view: Any, cluster: Any) -> int:
     from trainctl.launch import JobExists, Launcher, Outcome
-    from trainctl.launch.kinds import kind_of
+    from trainctl.launch.job_kinds import kind_of
     from trainctl.launch.summary import summary_lines
 
     launcher = Launcher(api)
@@ -165,8 +165,8 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
 
 
 def _recorder(job: dict[str, Any]) -> Any:
-    from trainctl.launch.kinds import kind_of
-    from trainctl.timeline.recorder import TimelineRecorder
+    from trainctl.launch.job_kinds import kind_of
+    from trainctl.timeline.live_recorder import TimelineRecorder
 
     return TimelineRecorder(container=kind_of(job).container)
 
@@ -179,11 +179,11 @@ def _timeline_path(template: str, job: dict[str, Any], jobs: int) -> Path:
 
 def _write_timeline(launcher: Any, recorder: Any, job: dict[str, Any], path: Path) -> str:
     """Draw what the recorder saw, with the job's Events added; the line to print about it."""
-    from trainctl.timeline import fetch, render
+    from trainctl.timeline import drawing, fetch
 
     timeline = recorder.timeline(events=fetch.job_events(launcher.client, job))
     try:
-        render.write(timeline, path)
+        drawing.write(timeline, path)
     except OSError as exc:
         return f"timeline: cannot write {path}: {exc.strerror or exc}"
     return f"timeline: {path} ({len(timeline.rows)} pod row(s))"

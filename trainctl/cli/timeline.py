@@ -42,7 +42,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from trainctl.kube.client import ApiError, KubeClient
     from trainctl.launch import ClusterConfigError, connect, default_namespace, launcher
-    from trainctl.timeline import fetch, render
+    from trainctl.timeline import drawing, fetch
 
     try:
         api = connect()
@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
-    path = render.write(timeline, args.output or f"{args.job}-timeline.svg")
+    path = drawing.write(timeline, args.output or f"{args.job}-timeline.svg")
     print(f"wrote {path}: {len(timeline.rows)} pod row(s), {len(timeline.conditions)} condition change(s), {len(timeline.world_size)} world size change(s)")
     return 0
 

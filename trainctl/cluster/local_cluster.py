@@ -1,7 +1,7 @@
 """The supervisor of an embedded cluster: API server, scheduler, kubelets, control plane and controller.
 
 :class:`LocalCluster` starts the components on one directory (one kubelet per node, see
-:mod:`.nodes`; the control plane runs kube-controller-manager's node lifecycle and HPA
+:mod:`.machines`; the control plane runs kube-controller-manager's node lifecycle and HPA
 controllers), waits until each is
 ready, installs the CRDs, and stops everything (pod processes included) on exit. Each
 component is its own process with a pid file and a log under the directory, so tests can
@@ -52,14 +52,14 @@ from trainctl.api.durations import positive_duration
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.resources import CRDS
 
-from . import node_removal
-from . import nodes as local_nodes
+from . import machines, node_removal
 from .apiserver.process import PORT_FILE, wait_for_port_file
+from .compute import enforcer
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from .kubelet.runtime import ProcessRegistry, marked_processes
-from .network import cluster_ranges, isolation, node_pod_cidr
+from .network import isolation
+from .network.ranges import cluster_ranges, node_pod_cidr
 from .pidfiles import read_pid_file, signal_pid_file, wait_pid_exit, write_pid_file
-from .resources import enforcer
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
 NETWORK_FILE = Path("run") / "network"  # the pod network this run chose, and why
@@ -234,7 +234,7 @@ class LocalCluster:
         names = node_names or ([node_name] if nodes == 1 else None)
         # Hollow nodes only (nodes=0): no kubelet runs pod processes.
         self.nodes = [] if nodes == 0 and hollow_nodes and not names else \
-            local_nodes.node_specs(len(names) if names else nodes, names, node_cpu, node_memory)
+            machines.node_specs(len(names) if names else nodes, names, node_cpu, node_memory)
         self.node_name = self.nodes[0].name if self.nodes else node_name
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
@@ -291,7 +291,7 @@ class LocalCluster:
     def kubeconfig(self) -> Path:
         return self.directory / "kubeconfig"
 
-    def _kubelet(self, spec: local_nodes.NodeSpec) -> Component:
+    def _kubelet(self, spec: machines.NodeSpec) -> Component:
         # One node: the cluster's whole pod range; several: a slice each, never overlapping.
         index = [s.name for s in self.nodes].index(spec.name)
         try:
@@ -341,29 +341,29 @@ class LocalCluster:
     # --- node failures (trainctl local node ...) --------------------------------------------
     def kill_node(self, name: str) -> None:
         """The machine dies: its kubelet and its pods' processes get SIGKILL; it stays down."""
-        local_nodes.kill_node(self.directory, name)
+        machines.kill_node(self.directory, name)
         self.kubelets[name].kill()
 
     def freeze_node(self, name: str) -> None:
-        local_nodes.freeze_node(self.directory, name)
+        machines.freeze_node(self.directory, name)
 
     def thaw_node(self, name: str) -> None:
-        local_nodes.thaw_node(self.directory, name)
+        machines.thaw_node(self.directory, name)
 
     def partition_node(self, name: str) -> None:
-        local_nodes.partition_node(self.directory, name)
+        machines.partition_node(self.directory, name)
 
     def heal_node(self, name: str) -> None:
-        local_nodes.heal_node(self.directory, name)
+        machines.heal_node(self.directory, name)
 
     def start_node(self, name: str, timeout: float = 60.0) -> None:
         """A killed node boots again: a new kubelet, no pod processes."""
-        if local_nodes.node_state(self.directory, name) == local_nodes.FROZEN:
-            local_nodes.thaw_node(self.directory, name)
+        if machines.node_state(self.directory, name) == machines.FROZEN:
+            machines.thaw_node(self.directory, name)
         kubelet = self.kubelets[name]
         if kubelet.alive:
             kubelet.kill()
-        local_nodes.set_state(self.directory, name, "")
+        machines.set_state(self.directory, name, "")
         kubelet.start(timeout)
 
     @property
@@ -434,9 +434,9 @@ class LocalCluster:
                 self.network.start(timeout)
             on_step("installing CRDs, starting the scheduler and the kubelets")
             self._remove_nodes_not_started()
-            local_nodes.write_nodes(self.directory, self.nodes)
+            machines.write_nodes(self.directory, self.nodes)
             for spec in self.nodes:
-                local_nodes.set_state(self.directory, spec.name, "")
+                machines.set_state(self.directory, spec.name, "")
             kubelets = [*self.kubelets.values(), *([self.hollow] if self.hollow else [])]
             for kubelet in kubelets:
                 kubelet.launch()  # their start-up overlaps the CRD installation
@@ -464,7 +464,7 @@ class LocalCluster:
         """The nodes the last run started and this one does not are gone: remove them (before
         the scheduler can bind a pod to one), failing the pods they held."""
         names = {spec.name for spec in self.nodes}
-        gone = sorted({spec.name for spec in local_nodes.read_nodes(self.directory)} - names)
+        gone = sorted({spec.name for spec in machines.read_nodes(self.directory)} - names)
         if gone:
             client = self.client()
             try:
@@ -472,7 +472,7 @@ class LocalCluster:
             finally:
                 client.close()
             for name in gone:
-                local_nodes.set_state(self.directory, name, "")
+                machines.set_state(self.directory, name, "")
 
     def install_crds(self) -> list[str]:
         """Apply every CRD trainctl serves (create, or replace when it exists)."""
@@ -481,8 +481,8 @@ class LocalCluster:
     def stop(self) -> None:
         """Controller, kubelets (which stop every pod), scheduler, then the API server; then sweep."""
         for spec in self.nodes:  # a frozen kubelet could not stop
-            if local_nodes.node_state(self.directory, spec.name) == local_nodes.FROZEN:
-                local_nodes.thaw_node(self.directory, spec.name)
+            if machines.node_state(self.directory, spec.name) == machines.FROZEN:
+                machines.thaw_node(self.directory, spec.name)
         for component in reversed(self.components):
             component.stop()
         cleanup_leftovers(self.directory)

@@ -28,7 +28,7 @@ from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
 from trainctl.kube.resources import PODS, Resource, job_resource
 from trainctl.launch.follow import LeadPodLogs
-from trainctl.launch.kinds import current_condition, kind_of, lead_replica, terminal_condition
+from trainctl.launch.job_kinds import current_condition, kind_of, lead_replica, terminal_condition
 from trainctl.launch.progress import JobProgress, PodTracker, ProgressView
 
 # After the job finished, how long the lead pod's log may take to reach its last line.

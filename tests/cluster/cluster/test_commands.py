@@ -7,9 +7,9 @@ import signal
 import subprocess
 import sys
 
+from trainctl.cluster.compute import cgroups, enforcer
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.pidfiles import read_pid_file, wait_pid_exit
-from trainctl.cluster.resources import cgroups, enforcer
 from trainctl.kube.client import KubeClient
 
 from tests.support.cluster import trainctl_local as trainctl
@@ -175,7 +175,7 @@ class FlakyComponent:
         return self.process.pid
 
     def start(self) -> None:
-        from trainctl.cluster.cluster import ClusterError
+        from trainctl.cluster.local_cluster import ClusterError
 
         self.starts += 1
         self.process = subprocess.Popen(["true"])

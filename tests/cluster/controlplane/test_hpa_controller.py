@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from trainctl.cluster.cluster import install_crds
 from trainctl.cluster.controlplane.hpa_controller import HorizontalPodAutoscalerController
 from trainctl.cluster.controlplane.units import format_time
+from trainctl.cluster.local_cluster import install_crds
 from trainctl.kube import resources as r
 
 from .conftest import FakeMetricsClient, eventually

@@ -10,7 +10,8 @@ import threading
 import time
 
 from trainctl.cluster.kubelet.runtime import process_start_time
-from trainctl.cluster.network import cluster_ranges, isolation
+from trainctl.cluster.network import isolation
+from trainctl.cluster.network.ranges import cluster_ranges
 from trainctl.kube.resources import PODS
 
 from tests.support.cluster import machine_port

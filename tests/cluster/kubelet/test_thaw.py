@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from trainctl.cluster import nodes
+from trainctl.cluster import machines as nodes
 from trainctl.cluster.kubelet import thaw
 from trainctl.cluster.kubelet.kubelet import processes_dir
 from trainctl.cluster.kubelet.runtime import ProcessRecord, ProcessRegistry, process_start_time, process_stopped

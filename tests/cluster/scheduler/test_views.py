@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Optional
 
-from trainctl.cluster.scheduler.rules import HOLLOW_NODE_LABEL, NodeResources, is_terminal
+from trainctl.cluster.scheduler.fit import HOLLOW_NODE_LABEL, NodeResources, is_terminal
 from trainctl.cluster.scheduler.views import NodeViews
 
 Obj = dict[str, Any]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Optional
 
-from ..scheduler.rules import quantity
+from ..scheduler.fit import quantity
 
 Obj = dict[str, Any]
 Lookup = Callable[[str, str], Optional[Obj]]  # (namespace, name) -> object or None

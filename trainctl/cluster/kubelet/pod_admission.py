@@ -18,8 +18,8 @@ from trainctl.kube.client import ApiError
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.timestamps import now_rfc3339
 
-from ..network.ipam import PodIPAllocator
-from ..scheduler.rules import DEVICE_RESOURCES, is_terminal, pod_requests, quantity
+from ..network.pod_ipam import PodIPAllocator
+from ..scheduler.fit import DEVICE_RESOURCES, is_terminal, pod_requests, quantity
 from .pod_worker import PodContext, PodWorker
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,8 @@
-"""Networking for pods that all run on this machine's loopback interface.
+"""The address ranges of a cluster's pods and Services on the loopback range, and its names.
 
-Each pod gets its own loopback address (``ipam``), Service names in a container's env and
-command line are rewritten to addresses that reach the right pod (``names``), ClusterIP
-Services are served by a userspace proxy (``proxy``), and Python processes can also resolve
-Service names at run time through a hosts file kept in the cluster directory (``hosts``).
-Nothing outside the cluster directory is changed. docs/local-cluster.md has the rules.
+Every cluster directory takes its own slice of the pod and Service spaces, and each node a
+slice of its cluster's pod range, so clusters running side by side on one machine never hand
+out the same address.
 """
 
 import hashlib
