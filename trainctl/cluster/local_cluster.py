@@ -52,7 +52,7 @@ from trainctl.api.durations import positive_duration
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.resources import CRDS
 
-from . import machines, node_removal
+from . import faults, machines, node_removal
 from .apiserver.process import PORT_FILE, wait_for_port_file
 from .compute import enforcer
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
@@ -338,33 +338,41 @@ class LocalCluster:
             path.write_text(f"{self.network_mode}\n{self.network_reason}\n")
         return self.network_mode
 
-    # --- node failures (trainctl local node ...) --------------------------------------------
+    # --- node faults (trainctl local node ...): this cluster is their NodeHost --------------
+    def fault(self, kind: str, node: str) -> None:
+        """Apply the registered node fault ``kind`` (:data:`.faults.NODE_FAULTS`) to ``node``."""
+        faults.NODE_FAULTS[kind](self, node)
+
     def kill_node(self, name: str) -> None:
-        """The machine dies: its kubelet and its pods' processes get SIGKILL; it stays down."""
-        machines.kill_node(self.directory, name)
-        self.kubelets[name].kill()
+        self.fault("kill", name)
 
     def freeze_node(self, name: str) -> None:
-        machines.freeze_node(self.directory, name)
+        self.fault("freeze", name)
 
     def thaw_node(self, name: str) -> None:
-        machines.thaw_node(self.directory, name)
+        self.fault("thaw", name)
 
     def partition_node(self, name: str) -> None:
-        machines.partition_node(self.directory, name)
+        self.fault("partition", name)
 
     def heal_node(self, name: str) -> None:
-        machines.heal_node(self.directory, name)
+        self.fault("heal", name)
 
-    def start_node(self, name: str, timeout: float = 60.0) -> None:
+    def start_node(self, name: str) -> None:
         """A killed node boots again: a new kubelet, no pod processes."""
-        if machines.node_state(self.directory, name) == machines.FROZEN:
-            machines.thaw_node(self.directory, name)
-        kubelet = self.kubelets[name]
+        self.fault("start", name)
+
+    def check_boot(self, node: str) -> None:
+        """This process is the supervisor: a node can always boot."""
+
+    def boot(self, node: str) -> None:
+        kubelet = self.kubelets[node]
         if kubelet.alive:
             kubelet.kill()
-        machines.set_state(self.directory, name, "")
-        kubelet.start(timeout)
+        kubelet.start()
+
+    def reap(self, node: str) -> None:
+        self.kubelets[node].kill()
 
     @property
     def url(self) -> str:
@@ -481,8 +489,7 @@ class LocalCluster:
     def stop(self) -> None:
         """Controller, kubelets (which stop every pod), scheduler, then the API server; then sweep."""
         for spec in self.nodes:  # a frozen kubelet could not stop
-            if machines.node_state(self.directory, spec.name) == machines.FROZEN:
-                machines.thaw_node(self.directory, spec.name)
+            faults.thaw_frozen(self.directory, spec.name)
         for component in reversed(self.components):
             component.stop()
         cleanup_leftovers(self.directory)

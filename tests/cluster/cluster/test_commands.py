@@ -189,15 +189,16 @@ class FlakyComponent:
             self.process.wait()
 
 
-def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
+def test_a_failed_restart_counts_as_a_crash_and_is_retried():
     from types import SimpleNamespace
 
-    from trainctl.cli import local as commands
+    from trainctl.cluster import supervisor
 
     component = FlakyComponent()
-    assert commands._supervise(SimpleNamespace(components=[component], nodes=[], directory=None)) == 1
-    assert component.starts == commands.MAX_RESTARTS  # failed starts did not end supervision
-    err = capsys.readouterr().err
+    said: list[str] = []
+    assert supervisor.supervise(SimpleNamespace(components=[component], nodes=[], directory=None), said.append) == 1
+    assert component.starts == supervisor.MAX_RESTARTS  # failed starts did not end supervision
+    err = "\n".join(said)
     assert "apiserver exited during start-up" in err and "giving up" in err
 
 

@@ -17,6 +17,7 @@ import time
 import pytest
 
 from trainctl.cluster import machines
+from trainctl.cluster.faults.freeze import THAW_SECONDS
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.local_cluster import LocalCluster
 from trainctl.cluster.pidfiles import read_pid_file
@@ -213,7 +214,7 @@ def test_thaw_resumes_the_pods_still_there_and_never_runs_a_deleted_one(cluster,
     finally:
         cluster.thaw_node(name)
     # The kubelet resumed the kept pod itself: thaw did not wait for its fallback.
-    assert time.time() - thawed_at < machines.THAW_SECONDS / 2
+    assert time.time() - thawed_at < THAW_SECONDS / 2
     assert process_start_time(pids["gone"]) is None, "thaw returns once the deleted pod's processes are gone"
     assert [t for t in ticks(files["gone"]) if t >= thawed_at] == []
     wait_for(lambda: any(t >= thawed_at for t in ticks(files["kept"])), timeout=10, what="the kept pod to run on")
