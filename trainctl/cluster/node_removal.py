@@ -23,7 +23,7 @@ from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.resources import NODES, PODS
 
 from .kubelet.pod_admission import processes_gone_status
-from .scheduler.fit import is_terminal
+from .podutil import is_terminal
 
 log = logging.getLogger(__name__)
 

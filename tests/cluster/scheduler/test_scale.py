@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainctl.cluster.podutil import HOLLOW_NODE_LABEL
 from trainctl.cluster.scheduler import binding
 from trainctl.cluster.scheduler.binding import Scheduler, nodes_to_find
-from trainctl.cluster.scheduler.fit import HOLLOW_NODE_LABEL
 from trainctl.cluster.scheduler.views import node_views
 
 Obj = dict[str, Any]

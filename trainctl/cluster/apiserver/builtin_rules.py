@@ -11,11 +11,12 @@ Messages follow kube-apiserver's wording.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
+
+from trainctl.api.quantity import QUANTITY_MESSAGE, parse_quantity
 
 from .errors import Cause
 
@@ -28,12 +29,6 @@ _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")
 _IANA_SVC_NAME = re.compile(r"[-a-z0-9]+")
-_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?")
-_QUANTITY_HINT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-_SUFFIX_FACTORS = {"": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-                   "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-                   "P": Decimal("1e15"), "E": Decimal("1e18"), "Ki": Decimal(2**10), "Mi": Decimal(2**20),
-                   "Gi": Decimal(2**30), "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60)}
 
 
 def quoted(value: Any) -> str:
@@ -112,41 +107,24 @@ def _env_name(value: Any, path: str) -> list[Cause]:
     return []
 
 
-def parse_quantity(value: Any) -> Decimal | None:
-    """A Kubernetes quantity's value, or None if it does not follow the quantity grammar."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    if not isinstance(value, str):
-        return None
-    return _parse_quantity_text(value)
-
-
-@functools.lru_cache(maxsize=4096)  # a cluster uses few distinct quantities ("500m", "1Gi")
-def _parse_quantity_text(value: str) -> Decimal | None:
-    match = _QUANTITY.fullmatch(value)
-    if match is None:
-        return None
-    number, suffix = match.group(1), match.group(2) or ""
+def quantity_or_none(value: Any) -> Decimal | None:
+    """A quantity's value, or None when it is outside the grammar (the quantity rule reports that)."""
     try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number) * Decimal(10) ** int(suffix[1:])
-        return Decimal(number) * _SUFFIX_FACTORS[suffix]
-    except (InvalidOperation, OverflowError):
+        return parse_quantity(value)
+    except ValueError:
         return None
 
 
 def _quantity(value: Any, path: str) -> list[Cause]:
-    if value is None or parse_quantity(value) is not None:
+    if value is None or quantity_or_none(value) is not None:
         return []
-    return [invalid(path, value, _QUANTITY_HINT)]
+    return [invalid(path, value, QUANTITY_MESSAGE)]
 
 
 def _resource_list(value: Any, path: str) -> list[Cause]:
     causes = []
     for name, quantity in (value or {}).items() if isinstance(value, dict) else ():
-        parsed = parse_quantity(quantity)
+        parsed = quantity_or_none(quantity)
         if parsed is not None and parsed < 0:
             causes.append(invalid(f"{path}[{name}]", quantity, "must be greater than or equal to 0"))
     return causes
@@ -157,7 +135,7 @@ def _resource_requirements(value: Any, path: str) -> list[Cause]:
         return []
     causes = []
     for name, request in value["requests"].items():
-        wanted, limit = parse_quantity(request), parse_quantity(value["limits"].get(name))
+        wanted, limit = quantity_or_none(request), quantity_or_none(value["limits"].get(name))
         if wanted is not None and limit is not None and wanted > limit:
             causes.append(invalid(f"{path}.requests[{name}]", request,
                                    f"must be less than or equal to {name} limit of {value['limits'][name]}"))

@@ -53,7 +53,7 @@ from trainctl.kube.resources import NODES, PODS
 from trainctl.kube.timestamps import now_rfc3339
 
 from ..network.ranges import HOST_IP
-from ..scheduler.fit import HOLLOW_NODE_LABEL, is_terminal
+from ..podutil import HOLLOW_NODE_LABEL, is_terminal
 from .heartbeat import NodeHeartbeat
 from .node import capacity
 from .pod_worker import ContainerState, qos_class

@@ -47,7 +47,7 @@ from ..network.pod_ipam import PodIPAllocator
 from ..network.podnet import IsolatedNetwork, PodNetwork, RouterServices, SharedNetwork
 from ..network.proxy import ServiceProxy
 from ..network.ranges import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
-from ..scheduler.fit import is_terminal
+from ..podutil import is_terminal
 from . import node as nodes
 from . import podspec, thaw
 from .heartbeat import NodeHeartbeat

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from ..network.ranges import HOST_IP
-from ..scheduler.fit import GPU_RESOURCE, NPU_RESOURCE
+from ..podutil import GPU_RESOURCE, NPU_RESOURCE
 
 Obj = dict[str, Any]
 

@@ -19,7 +19,7 @@ from trainctl.kube.resources import SERVICES, controller_owner
 
 from ..network.names import Pending, Resolution, rewrite
 from ..network.pod_ipam import PodIPAllocator
-from ..scheduler.fit import is_terminal, phase
+from ..podutil import is_terminal, phase
 
 Obj = dict[str, Any]
 

@@ -35,9 +35,10 @@ from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.resources import PODS
 from trainctl.kube.timestamps import now_rfc3339
 
+from ..podutil import is_terminal
 from . import scheduling_events
 from .assigned import AssignedPods
-from .fit import MACHINE_PORT_PROBLEM, Decision, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
+from .fit import MACHINE_PORT_PROBLEM, Decision, NodeResources, PortProbe, schedule, wants_this_scheduler
 from .preemption import priority
 from .unsupported import GATED_MESSAGE, is_gated
 

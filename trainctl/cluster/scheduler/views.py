@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
-from .fit import NodeResources, is_terminal
+from ..podutil import is_terminal
+from .fit import NodeResources
 
 Obj = dict[str, Any]
 
