@@ -106,10 +106,6 @@ class Scheduler:
         self.waiting_for_machine_ports = False
         self._next_start = 0  # where the next pod's look at a large cluster's nodes begins
 
-    def assumed_node(self, uid: str) -> Optional[str]:
-        with self._lock:
-            return self._assumed.get(uid)
-
     def assumed(self) -> dict[str, str]:
         """Pod uid -> node for bindings the watch has not shown yet (a snapshot)."""
         with self._lock:
