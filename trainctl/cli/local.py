@@ -271,30 +271,18 @@ def _up_detached(options: "UpOptions", directory: Path) -> int:
 
 # --- down ----------------------------------------------------------------------------------
 def run_down(args: argparse.Namespace) -> int:
-    from trainctl.cluster.local_cluster import SUPERVISOR_PID, ClusterError, LocalCluster, cleanup_leftovers
-    from trainctl.cluster.pidfiles import signal_pid_file, wait_pid_exit
+    from trainctl.cluster.local_cluster import ClusterError
+    from trainctl.cluster.supervisor import stop_cluster
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     if not directory.is_dir():
         _say(f"no local cluster in {directory}")
         return 1
-    pid = signal_pid_file(directory / SUPERVISOR_PID, signal.SIGTERM)
-    if pid is not None and not wait_pid_exit(pid, 60):
-        _say(f"the supervisor (pid {pid}) did not stop within 60s; killing it")
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        wait_pid_exit(pid, 10)
-    # Whatever is left (a killed supervisor's components, pod processes) goes too.
-    cluster = LocalCluster(directory, controller=False)
     try:
-        cluster.lock(leftovers_ok=True)
+        pid, leftovers = stop_cluster(directory, _say)
     except ClusterError as exc:
         _say(str(exc))
         return 1
-    try:
-        leftovers = cleanup_leftovers(directory)
-    finally:
-        cluster.stop()
     if pid is not None:
         print(f"Local cluster in {directory} stopped.")
     elif leftovers:

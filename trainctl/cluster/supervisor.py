@@ -6,7 +6,7 @@ hands it to the background supervisor as argv (:meth:`UpOptions.to_argv`, which 
 parser reads back as the same options). :func:`supervise` waits for a component to exit and restarts it (a crash budget
 per component), except the kubelet of a node the user killed; SIGUSR1 from ``trainctl local
 node start`` (:class:`SupervisedNodes`, the node faults' host in another process) makes it
-boot every node no longer marked killed.
+boot every node no longer marked killed. :func:`stop_cluster` is ``trainctl local down``.
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from trainctl.cluster import machines
-from trainctl.cluster.local_cluster import SUPERVISOR_PID, ClusterError, LocalCluster, find_leftovers
+from trainctl.cluster.local_cluster import SUPERVISOR_PID, ClusterError, LocalCluster, cleanup_leftovers, find_leftovers
 from trainctl.cluster.machines import NodeError
 from trainctl.cluster.network import isolation
-from trainctl.cluster.pidfiles import read_pid_file
+from trainctl.cluster.pidfiles import read_pid_file, signal_pid_file, wait_pid_exit
 
 # A component that crashes more often than this is not restarted again.
 MAX_RESTARTS, RESTART_WINDOW_SECONDS = 5, 60.0
@@ -229,3 +229,21 @@ def start_detached(options: UpOptions, directory: Path) -> int:
         raise ClusterError(last[0].removeprefix("trainctl local: ") if last
                            else f"the supervisor exited with code {code}; see {log_path}")
     return process.pid
+
+
+def stop_cluster(directory: Path, say: Callable[[str], None]) -> tuple[Optional[int], list[str]]:
+    """``trainctl local down``: SIGTERM to the supervisor (SIGKILL after 60s), then whatever a
+    dead supervisor left, pod processes included. The supervisor's pid, if one ran, and what
+    was left (:func:`~trainctl.cluster.local_cluster.cleanup_leftovers`)."""
+    pid = signal_pid_file(directory / SUPERVISOR_PID, signal.SIGTERM)
+    if pid is not None and not wait_pid_exit(pid, 60):
+        say(f"the supervisor (pid {pid}) did not stop within 60s; killing it")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        wait_pid_exit(pid, 10)
+    cluster = LocalCluster(directory, controller=False)
+    cluster.lock(leftovers_ok=True)
+    try:
+        return pid, cleanup_leftovers(directory)
+    finally:
+        cluster.stop()
