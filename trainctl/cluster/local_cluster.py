@@ -1,4 +1,4 @@
-"""The supervisor of an embedded cluster: API server, scheduler, kubelets, control plane and controller.
+"""An embedded cluster's components: API server, scheduler, kubelets, control plane and controller.
 
 :class:`LocalCluster` starts the components on one directory (one kubelet per node, see
 :mod:`.machines`; the control plane runs kube-controller-manager's node lifecycle and HPA
@@ -6,7 +6,8 @@ controllers), waits until each is
 ready, installs the CRDs, and stops everything (pod processes included) on exit. Each
 component is its own process with a pid file and a log under the directory, so tests can
 kill and restart one alone; ``trainctl local up`` adds signal handling, crash restarts and
-``--detach`` on top (trainctl/cli/local.py).
+``--detach`` on top (:mod:`.supervisor`). A LocalCluster is also the host the node faults
+(:mod:`.faults`) act through in-process: ``cluster.fault("kill", node)``.
 
 A supervisor that dies without stopping its cluster (SIGKILL, a crash) leaves processes that
 run on unsupervised: :func:`find_leftovers` names them from the pid files and the kubelets'
