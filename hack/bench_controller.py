@@ -85,7 +85,7 @@ class Server:
         self._install_crds()
 
     def _install_crds(self) -> None:
-        from trainctl.cluster.cluster import install_crds
+        from trainctl.cluster.local_cluster import install_crds
 
         if self.client.group_version_served("kubeflow.org", "v1"):
             return

@@ -34,7 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from trainctl.cluster.cluster import LocalCluster  # noqa: E402
+from trainctl.cluster.local_cluster import LocalCluster  # noqa: E402
 from trainctl.cluster.network import isolation  # noqa: E402
 from trainctl.kube.restmapper import PODS, resource_for  # noqa: E402
 

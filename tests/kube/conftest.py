@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator, Optional
 import pytest
 from kubernetes import client as k8s_client
 
-from trainctl.cluster.cluster import install_crds
+from trainctl.cluster.local_cluster import install_crds
 from trainctl.controller.manager import Manager
 from trainctl.controller.options import ManagerOptions
 from trainctl.kube.client import KubeClient

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import NODES, PODS
 
-from .kubelet.admission import processes_gone_status
-from .scheduler.rules import is_terminal
+from .kubelet.pod_admission import processes_gone_status
+from .podutil import is_terminal
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from trainctl.api import constants as c
 from trainctl.api.kinds import JobKind
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import EVENTS, PODS
-from trainctl.launch.kinds import lead_replica
+from trainctl.launch.job_kinds import lead_replica
 from trainctl.timeline import model
 
 # World size is the same on every pod of a round; a few pods' logs tell it, 100 would be slow.

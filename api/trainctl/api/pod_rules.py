@@ -15,12 +15,12 @@ each rule by the OpenAPI definition and property it guards, as the schemas name 
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
+from trainctl.api import quantity as quantity_parser
 from trainctl.api.errors import FieldError
 
 Rule = Callable[[Any, str], list[FieldError]]
@@ -37,12 +37,7 @@ _DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]
 _QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _IANA_SVC_NAME = re.compile(r"[-a-z0-9]+")
-_QUANTITY = re.compile(r"([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][+-]?[0-9]+)?")
-_QUANTITY_HINT = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
-_SUFFIX_FACTORS = {"": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-                   "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-                   "P": Decimal("1e15"), "E": Decimal("1e18"), "Ki": Decimal(2**10), "Mi": Decimal(2**20),
-                   "Gi": Decimal(2**30), "Ti": Decimal(2**40), "Pi": Decimal(2**50), "Ei": Decimal(2**60)}
+
 
 
 def quoted(value: Any) -> str:
@@ -110,34 +105,18 @@ def env_name(value: Any, path: str) -> list[FieldError]:
 
 
 def parse_quantity(value: Any) -> Decimal | None:
-    """A Kubernetes quantity's value, or None if it does not follow the quantity grammar."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, (int, float)):
-        return Decimal(str(value))
-    if not isinstance(value, str):
-        return None
-    return _parse_quantity_text(value)
-
-
-@functools.lru_cache(maxsize=4096)  # a cluster uses few distinct quantities ("500m", "1Gi")
-def _parse_quantity_text(value: str) -> Decimal | None:
-    match = _QUANTITY.fullmatch(value)
-    if match is None:
-        return None
-    number, suffix = match.group(1), match.group(2) or ""
+    """A quantity's value, or None where :func:`trainctl.api.quantity.parse_quantity` refuses
+    it: a rule reports a bad quantity once, under its own field, and compares only good ones."""
     try:
-        if suffix[:1] in ("e", "E"):
-            return Decimal(number) * Decimal(10) ** int(suffix[1:])
-        return Decimal(number) * _SUFFIX_FACTORS[suffix]
-    except (InvalidOperation, OverflowError):
+        return quantity_parser.parse_quantity(value)
+    except ValueError:
         return None
 
 
 def quantity(value: Any, path: str) -> list[FieldError]:
     if value is None or parse_quantity(value) is not None:
         return []
-    return [invalid(path, value, _QUANTITY_HINT)]
+    return [invalid(path, value, quantity_parser.QUANTITY_MESSAGE)]
 
 
 def resource_list(value: Any, path: str) -> list[FieldError]:

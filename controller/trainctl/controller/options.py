@@ -7,7 +7,8 @@ becomes ``--max-replicas``), reading type and default from the field, so a new s
 reachable from the command line the moment it is declared. :func:`from_args` turns the
 parsed flags back into the options object.
 
-A field may carry ``metadata``: ``help``, ``flag`` (another flag name), ``choices``,
+Every field carries ``metadata`` with its ``help`` (declared with ``setting``, the one place a
+setting is described); it may also carry ``flag`` (another flag name), ``choices``,
 ``minimum``, ``metavar``, ``env`` (an environment variable that overrides the default) and
 ``parse`` (a function from the flag's text to the value, raising ValueError with the rule).
 A ReconcileConfig field that ManagerOptions also has (the gang scheduler, which the manager
@@ -25,10 +26,7 @@ from typing import Any, Callable, Optional
 
 from trainctl.api.durations import parse_duration
 from trainctl.controller.reconcile.config import ReconcileConfig
-
-
-def _setting(default: Any, help: str, **metadata: Any) -> Any:
-    return field(default=default, metadata={"help": help, **metadata})
+from trainctl.controller.reconcile.config import setting as _setting
 
 
 @dataclass(frozen=True)
@@ -141,7 +139,9 @@ def _add_flag(group: argparse._ArgumentGroup, f: dataclasses.Field[Any], hint: A
     if env and os.environ.get(env):
         default = os.environ[env]
     base = next((a for a in typing.get_args(hint) if a is not type(None)), hint)  # Optional[X] -> X
-    help_text = f.metadata.get("help") or f"reconcile setting {f.name}"
+    help_text = f.metadata.get("help")
+    if not help_text:  # every setting says what it does, once: there is no other source of --help
+        raise TypeError(f"setting {f.name} has no help text: declare it with setting(default, help)")
     if env:
         help_text += f"; env {env}"
     kwargs: dict[str, Any] = {"dest": f.name, "default": default}

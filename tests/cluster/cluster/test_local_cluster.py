@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from trainctl.cluster.cluster import ClusterError, LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.local_cluster import ClusterError, LocalCluster
 from trainctl.cluster.pidfiles import read_pid_file
 from trainctl.kube.restmapper import LEASES, NODES, PODS, PYTORCHJOBS
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 import pytest
 
 from trainctl.cluster.apiserver.process import ApiServerHandle
-from trainctl.cluster.controlplane.resources import POD_METRICS
+from trainctl.cluster.controlplane.api_resources import POD_METRICS
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import Resource
 

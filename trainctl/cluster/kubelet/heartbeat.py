@@ -22,7 +22,7 @@ from trainctl.kube.restmapper import LEASES, NAMESPACES, NODES
 from trainctl.kube.timestamps import now_rfc3339
 
 from . import node as nodes
-from .events import NORMAL, KubeletEvents
+from .kubelet_events import NORMAL, KubeletEvents
 
 log = logging.getLogger(__name__)
 

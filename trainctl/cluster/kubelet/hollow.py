@@ -52,8 +52,8 @@ from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.restmapper import NODES, PODS
 from trainctl.kube.timestamps import now_rfc3339
 
-from ..network import HOST_IP
-from ..scheduler.rules import HOLLOW_NODE_LABEL, is_terminal
+from ..network.ranges import HOST_IP
+from ..podutil import HOLLOW_NODE_LABEL, is_terminal
 from .heartbeat import NodeHeartbeat
 from .node import capacity
 from .pod_worker import ContainerState, qos_class

@@ -2,11 +2,11 @@
 
 Every watch event marks the node dirty; one sync thread then looks at the whole picture
 (it is one machine: a few hundred pods at most) and hands each part its share:
-force-deleted and terminating pods to :mod:`.deletion`, pods bound to this node to
-:mod:`.admission` (which gives each a :class:`~.pod_worker.PodWorker`),
+force-deleted and terminating pods to :mod:`.pod_deletion`, pods bound to this node to
+:mod:`.pod_admission` (which gives each a :class:`~.pod_worker.PodWorker`),
 Services to :mod:`.service_rules`. Pods reach a node through the cluster's one scheduler
 (:mod:`trainctl.cluster.scheduler`); a kubelet only runs what is bound to it. Workers report their pods' status through
-:mod:`.status`; :mod:`.heartbeat` keeps the Node and its Lease alive.
+:class:`~trainctl.kube.podstatus.StatusWriter`; :mod:`.heartbeat` keeps the Node and its Lease alive.
 
 One pod never stops the node from serving the others: a pod whose spec the kubelet cannot
 read fails alone (``reason: InvalidSpec``, see :mod:`.podspec`), and each per-pod step runs
@@ -38,29 +38,30 @@ from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.restmapper import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
 
-from ..network import HOST_IP, cluster_ranges, isolation, node_service_address, node_service_cidr
+from ..compute import enforcer as enforcers
+from ..network import isolation
 from ..network.forward import Forwarder, HostPort, HostPorts
 from ..network.hosts import HostsFile
-from ..network.ipam import PodIPAllocator
 from ..network.names import Resolution
+from ..network.pod_ipam import PodIPAllocator
 from ..network.podnet import IsolatedNetwork, PodNetwork, RouterServices, SharedNetwork
 from ..network.proxy import ServiceProxy
-from ..resources import enforcer as enforcers
-from ..scheduler.rules import is_terminal
+from ..network.ranges import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
+from ..podutil import is_terminal
 from . import node as nodes
 from . import paths, podspec, thaw
-from .admission import Admission
 from .base_env import HOME_DIRECTORY, base_environment
-from .deletion import Terminator, grace_seconds
-from .events import KubeletEvents
 from .heartbeat import NodeHeartbeat
+from .kubelet_events import KubeletEvents
 from .paths import inside
+from .pod_admission import Admission
+from .pod_deletion import Terminator, grace_seconds
 from .pod_worker import PodWorker
 from .runtime import ProcessRegistry, claim_pod_directory, signal_live
 from .service_names import ServiceNames
 from .service_rules import ServiceRules
 from .serviceaccount import SERVICE_NAME, SERVICE_NAMESPACE, ServiceAccountFiles, api_server_env, may_listen_on
-from .streaming.server import PodTarget, StreamingServer, bearer_token
+from .streaming.stream_server import PodTarget, StreamingServer, bearer_token
 from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)

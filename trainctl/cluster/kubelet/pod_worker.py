@@ -21,12 +21,12 @@ from typing import Any, Optional, Protocol
 from trainctl.kube.client import ApiError
 from trainctl.kube.timestamps import now_rfc3339
 
+from ..compute import container_limits
+from ..compute.accounting import ContainerGroup, Enforcer
 from ..network.podnet import PodNetwork
-from ..resources import limits as container_limits
-from ..resources.accounting import ContainerGroup, Enforcer
 from . import paths
 from .env import ConfigError, command_line, container_env, downward_api_names
-from .events import NORMAL, WARNING, KubeletEvents, pod_label
+from .kubelet_events import NORMAL, WARNING, KubeletEvents, pod_label
 from .runtime import ContainerProcess, ProcessRegistry, Stdio, claim_pod_directory
 from .serviceaccount import AccountMissing
 

@@ -39,7 +39,7 @@ from typing import IO, Optional
 
 from trainctl.kube.timestamps import now_rfc3339
 
-from ..resources.accounting import ContainerGroup
+from ..compute.accounting import ContainerGroup
 from . import paths
 
 # What the real kubelet keeps of a failed container's log as its termination message

@@ -1,7 +1,7 @@
 """What a Service name reaches, for the names in a container's env and command line.
 
 A ClusterIP Service resolves to its cluster IP (on a cluster of several nodes, to this
-node's address for it: see :func:`~..network.node_service_cidr`), an ExternalName Service to its external
+node's address for it: see :func:`~..network.ranges.node_service_cidr`), an ExternalName Service to its external
 name, a headless Service to the IP of its first live selected pod. A name that will
 resolve but cannot yet (no cluster IP, no pod, or a sibling pod of the same controller
 whose Service is not created yet) is :class:`~..network.names.Pending`: the container
@@ -17,9 +17,9 @@ from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Store
 from trainctl.kube.restmapper import SERVICES, controller_owner
 
-from ..network.ipam import PodIPAllocator
 from ..network.names import Pending, Resolution, rewrite
-from ..scheduler.rules import is_terminal, phase
+from ..network.pod_ipam import PodIPAllocator
+from ..podutil import is_terminal, phase
 
 Obj = dict[str, Any]
 

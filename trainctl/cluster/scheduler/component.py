@@ -3,7 +3,7 @@
 Each pass sees every Node (its allocatable, labels, taints, cordon) with the non-terminal
 pods bound to it, and the Namespaces' labels (for inter-pod terms' ``namespaceSelector``), and
 hands the pending pods to :class:`~.binding.Scheduler` in queue order. Its Events are written
-by :class:`~.events.SchedulerEvents`, off the loop.
+by :class:`~.scheduling_events.SchedulerEvents`, off the loop.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.restmapper import NAMESPACES, NODES, PODS
 
 from .binding import Scheduler
-from .events import SchedulerEvents
+from .fit import port_free_on_machine
 from .freshness import NodeFreshness
-from .rules import port_free_on_machine
+from .scheduling_events import SchedulerEvents
 from .views import NodeViews
 
 log = logging.getLogger(__name__)

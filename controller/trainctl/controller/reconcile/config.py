@@ -8,11 +8,17 @@ cluster, so ``ReconcileConfig()`` is a valid configuration.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from trainctl.controller.reconcile import oom
 
 VOLCANO = "volcano"
+
+
+def setting(default: Any, help: str, **metadata: Any) -> Any:
+    """A setting's default and its one description, which ``trainctl controller --help`` shows
+    (further metadata: trainctl.controller.options)."""
+    return field(default=default, metadata={"help": help, **metadata})
 
 
 def _oom_memory_max(text: str) -> str:
@@ -23,14 +29,16 @@ def _oom_memory_max(text: str) -> str:
 @dataclass(frozen=True)
 class ReconcileConfig:
     # None: no gang scheduling. "volcano" (any case): Volcano PodGroups. Any other name:
-    # scheduler-plugins PodGroups, with that name as the pods' schedulerName.
+    # scheduler-plugins PodGroups, with that name as the pods' schedulerName. Set through
+    # ManagerOptions' flag, whose help describes it.
     gang_scheduler: Optional[str] = None
-    # The PyTorch Worker pods' ``init-pytorch`` container, which waits for the Master's DNS name.
-    init_container_image: str = "alpine:3.10"
-    init_container_max_tries: int = 100
-    # A pod still terminating this long after its deletionTimestamp (its node is gone) is
-    # force-deleted so its replica can be recreated (reference issue #2072).
-    force_delete_grace_seconds: float = 300.0
+    init_container_image: str = setting(
+        "alpine:3.10", "image of the PyTorch Worker pods' init-pytorch container, which waits for the Master's DNS name")
+    init_container_max_tries: int = setting(100, "how often init-pytorch looks the Master's name up before failing")
+    # Reference issue #2072.
+    force_delete_grace_seconds: float = setting(
+        300.0, "force-delete a pod still terminating this long after its deletionTimestamp (its node is gone), "
+               "so its replica can be recreated", metavar="SECONDS")
     # A pod whose node has been not Ready (Unknown/False, or tainted unreachable/not-ready)
     # this long is force-deleted and replaced; None turns it off (Kubernetes' eviction then
     # decides). A job's annotation trainctl.io/node-lost-grace overrides it.
@@ -56,27 +64,30 @@ class ReconcileConfig:
                                         "node's allocatable memory bounds it in any case)",
                                 "metavar": "QUANTITY", "parse": _oom_memory_max}
     )
-    # While Volcano has not admitted the PodGroup, look again this often.
-    podgroup_poll_seconds: float = 5.0
+    podgroup_poll_seconds: float = setting(5.0, "while Volcano has not admitted a job's PodGroup, look again "
+                                                "this often", metavar="SECONDS")
     # Rendezvous timers for elastic jobs with a trainctl-hosted store, so that a lost pod
     # is noticed in seconds (elastic-fault-tolerance.md §1.7: ~8 s instead of ~45 s). An
     # agent silent for keep_alive_interval × keep_alive_max_attempt is taken for dead; a
     # live one starved that long by a busy machine is dropped from the rendezvous without
     # being told, and torchrun then trains two groups apart: 5 s is over twice the longest
     # gap between an agent's heartbeats measured at a load of 6-9 on two cores (2.1 s).
-    rdzv_last_call_timeout: int = 2
-    rdzv_keep_alive_interval: int = 1
-    rdzv_keep_alive_max_attempt: int = 5
-    rdzv_join_timeout: int = 600
-    # Requests of the rendezvous store pod (a Python process holding a TCPStore).
-    rdzv_store_cpu: str = "100m"
-    rdzv_store_memory: str = "256Mi"
-    # A job asking for more replicas than this fails at once, with a condition that names
-    # the field and the limit: no single job may make the controller's work unbounded.
-    max_replicas_per_job: int = 10_000
-    # At most this many pods, and as many Services, are created for one job in one pass; the
-    # rest follow in the next passes, so a pass's time and memory stay bounded.
-    max_creates_per_pass: int = 500
+    rdzv_last_call_timeout: int = setting(2, "elastic rendezvous: seconds to wait for more agents once the "
+                                             "minimum joined", metavar="SECONDS")
+    rdzv_keep_alive_interval: int = setting(1, "elastic rendezvous: seconds between an agent's heartbeats",
+                                            metavar="SECONDS")
+    rdzv_keep_alive_max_attempt: int = setting(5, "elastic rendezvous: heartbeats an agent may miss before it "
+                                                  "is taken for dead")
+    rdzv_join_timeout: int = setting(600, "elastic rendezvous: seconds the rendezvous may take to complete", metavar="SECONDS")
+    rdzv_store_cpu: str = setting("100m", "CPU request of the rendezvous store pod (a Python process holding a "
+                                          "TCPStore)", metavar="QUANTITY")
+    rdzv_store_memory: str = setting("256Mi", "memory request of the rendezvous store pod", metavar="QUANTITY")
+    # No single job may make the controller's work unbounded.
+    max_replicas_per_job: int = setting(10_000, "fail at once a job asking for more replicas than this, with a "
+                                                "condition that names the field and the limit")
+    # So a pass's time and memory stay bounded.
+    max_creates_per_pass: int = setting(500, "create at most this many pods, and as many Services, for one job "
+                                             "in one pass; the rest follow in the next passes")
 
     def __post_init__(self) -> None:
         """A setting no job could use fails here, at the controller's start, not in a reconcile."""

@@ -12,6 +12,7 @@ from decimal import Decimal
 from typing import Any, Optional
 
 from trainctl.api.common import Job
+from trainctl.api.quantity import parse_quantity
 from trainctl.controller.frameworks.base import Framework
 from trainctl.controller.reconcile.children import JobRef, typed_ref
 from trainctl.controller.reconcile.config import VOLCANO
@@ -45,8 +46,6 @@ def min_resources(framework: Framework[Any], job: Job, members: int) -> dict[str
     The reference orders replica types by their PriorityClass value, which needs a lookup
     the pure core cannot make; trainctl uses the kind's replica order instead.
     """
-    from kubernetes.utils.quantity import parse_quantity  # heavy import, only needed here
-
     totals: dict[str, Decimal] = {}
     for rtype in framework.ordered_types(job):
         if members <= 0:

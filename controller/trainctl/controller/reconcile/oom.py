@@ -30,6 +30,7 @@ from decimal import Decimal
 from typing import Any, Iterable, Optional
 
 from trainctl.api import constants as c
+from trainctl.api.quantity import parse_quantity
 
 OOM_KILLED = "OOMKilled"
 # The grace period of the OOMKilled pod's delete. What runs in it, if anything, is the
@@ -50,17 +51,13 @@ MAXIMUM_RULE = "a positive memory quantity (such as 8Gi)"
 def parse_memory(value: Any) -> Optional[int]:
     """Bytes of a memory quantity ("512Mi", "1G", 1048576), or None (also for inf, nan, and
     anything beyond an int64: "1e999999999" must not become a billion-digit integer)."""
-    from kubernetes.utils.quantity import parse_quantity  # heavy import, only needed here
-
     if value is None:
         return None
     try:
         amount = parse_quantity(value)
-        if not amount.is_finite() or abs(amount) > _MAX_BYTES:
-            return None
-        return int(math.ceil(amount))
-    except (ValueError, TypeError, ArithmeticError):
+    except ValueError:
         return None
+    return None if abs(amount) > _MAX_BYTES else math.ceil(amount)
 
 
 def parse_factor(text: Any) -> float:

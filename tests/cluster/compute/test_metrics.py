@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trainctl.cluster.resources.accounting import Usage
-from trainctl.cluster.resources.metrics import (
+from trainctl.cluster.compute.accounting import Usage
+from trainctl.cluster.compute.pod_metrics import (
     Rate,
     Sample,
     UsageHistory,

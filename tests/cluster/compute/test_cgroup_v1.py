@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from trainctl.cluster.resources import cgroups, enforcer
-from trainctl.cluster.resources.limits import ContainerLimits
+from trainctl.cluster.compute import cgroups, enforcer
+from trainctl.cluster.compute.container_limits import ContainerLimits
 
 from .conftest import BUSY_LOOP
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from trainctl.cluster.resources import cgroups, enforcer
-from trainctl.cluster.resources.cgroups import Hierarchy
-from trainctl.cluster.resources.limits import ContainerLimits
+from trainctl.cluster.compute import cgroups, enforcer
+from trainctl.cluster.compute.cgroups import Hierarchy
+from trainctl.cluster.compute.container_limits import ContainerLimits
 
 # A cgroup v1 machine with systemd's empty unified hierarchy beside it (as this one).
 MOUNTINFO = """\

@@ -18,8 +18,9 @@ from trainctl.kube.client import ApiError
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.timestamps import now_rfc3339
 
-from ..network.ipam import PodIPAllocator
-from ..scheduler.rules import DEVICE_RESOURCES, is_terminal, pod_requests, quantity
+from ..network.pod_ipam import PodIPAllocator
+from ..podutil import DEVICE_RESOURCES, is_terminal, quantity_or_zero
+from ..scheduler.fit import pod_requests
 from .pod_worker import PodContext, PodWorker
 
 log = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ def _pick_devices(pod: Obj, allocatable: dict[str, Any],
         count = int(wanted.get(resource, 0))
         if count <= 0:
             continue
-        free = [i for i in range(int(quantity(allocatable.get(resource, 0)))) if i not in taken.get(resource, set())]
+        free = [i for i in range(int(quantity_or_zero(allocatable.get(resource, 0)))) if i not in taken.get(resource, set())]
         if len(free) < count:
             return {}, resource
         devices[resource] = free[:count]

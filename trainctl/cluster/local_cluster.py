@@ -1,12 +1,13 @@
-"""The supervisor of an embedded cluster: API server, scheduler, kubelets, control plane and controller.
+"""An embedded cluster's components: API server, scheduler, kubelets, control plane and controller.
 
 :class:`LocalCluster` starts the components on one directory (one kubelet per node, see
-:mod:`.nodes`; the control plane runs kube-controller-manager's node lifecycle and HPA
+:mod:`.machines`; the control plane runs kube-controller-manager's node lifecycle and HPA
 controllers), waits until each is
 ready, installs the CRDs, and stops everything (pod processes included) on exit. Each
 component is its own process with a pid file and a log under the directory, so tests can
 kill and restart one alone; ``trainctl local up`` adds signal handling, crash restarts and
-``--detach`` on top (trainctl/cli/local.py).
+``--detach`` on top (:mod:`.supervisor`). A LocalCluster is also the host the node faults
+(:mod:`.faults`) act through in-process: ``cluster.fault("kill", node)``.
 
 A supervisor that dies without stopping its cluster (SIGKILL, a crash) leaves processes that
 run on unsupervised: :func:`find_leftovers` names them from the pid files and the kubelets'
@@ -52,14 +53,14 @@ from trainctl.api.durations import positive_duration
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import CRDS
 
-from . import node_removal
-from . import nodes as local_nodes
+from . import faults, machines, node_removal
 from .apiserver.process import PORT_FILE, wait_for_port_file
+from .compute import enforcer
 from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from .kubelet.runtime import ProcessRegistry, marked_processes
-from .network import cluster_ranges, isolation, node_pod_cidr
+from .network import isolation
+from .network.ranges import cluster_ranges, node_pod_cidr
 from .pidfiles import read_pid_file, signal_pid_file, wait_pid_exit, write_pid_file
-from .resources import enforcer
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
 NETWORK_FILE = Path("run") / "network"  # the pod network this run chose, and why
@@ -234,7 +235,7 @@ class LocalCluster:
         names = node_names or ([node_name] if nodes == 1 else None)
         # Hollow nodes only (nodes=0): no kubelet runs pod processes.
         self.nodes = [] if nodes == 0 and hollow_nodes and not names else \
-            local_nodes.node_specs(len(names) if names else nodes, names, node_cpu, node_memory)
+            machines.node_specs(len(names) if names else nodes, names, node_cpu, node_memory)
         self.node_name = self.nodes[0].name if self.nodes else node_name
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
@@ -291,7 +292,7 @@ class LocalCluster:
     def kubeconfig(self) -> Path:
         return self.directory / "kubeconfig"
 
-    def _kubelet(self, spec: local_nodes.NodeSpec) -> Component:
+    def _kubelet(self, spec: machines.NodeSpec) -> Component:
         # One node: the cluster's whole pod range; several: a slice each, never overlapping.
         index = [s.name for s in self.nodes].index(spec.name)
         try:
@@ -338,33 +339,41 @@ class LocalCluster:
             path.write_text(f"{self.network_mode}\n{self.network_reason}\n")
         return self.network_mode
 
-    # --- node failures (trainctl local node ...) --------------------------------------------
+    # --- node faults (trainctl local node ...): this cluster is their NodeHost --------------
+    def fault(self, kind: str, node: str) -> None:
+        """Apply the registered node fault ``kind`` (:data:`.faults.NODE_FAULTS`) to ``node``."""
+        faults.NODE_FAULTS[kind](self, node)
+
     def kill_node(self, name: str) -> None:
-        """The machine dies: its kubelet and its pods' processes get SIGKILL; it stays down."""
-        local_nodes.kill_node(self.directory, name)
-        self.kubelets[name].kill()
+        self.fault("kill", name)
 
     def freeze_node(self, name: str) -> None:
-        local_nodes.freeze_node(self.directory, name)
+        self.fault("freeze", name)
 
     def thaw_node(self, name: str) -> None:
-        local_nodes.thaw_node(self.directory, name)
+        self.fault("thaw", name)
 
     def partition_node(self, name: str) -> None:
-        local_nodes.partition_node(self.directory, name)
+        self.fault("partition", name)
 
     def heal_node(self, name: str) -> None:
-        local_nodes.heal_node(self.directory, name)
+        self.fault("heal", name)
 
-    def start_node(self, name: str, timeout: float = 60.0) -> None:
+    def start_node(self, name: str) -> None:
         """A killed node boots again: a new kubelet, no pod processes."""
-        if local_nodes.node_state(self.directory, name) == local_nodes.FROZEN:
-            local_nodes.thaw_node(self.directory, name)
-        kubelet = self.kubelets[name]
+        self.fault("start", name)
+
+    def check_boot(self, node: str) -> None:
+        """This process is the supervisor: a node can always boot."""
+
+    def boot(self, node: str) -> None:
+        kubelet = self.kubelets[node]
         if kubelet.alive:
             kubelet.kill()
-        local_nodes.set_state(self.directory, name, "")
-        kubelet.start(timeout)
+        kubelet.start()
+
+    def reap(self, node: str) -> None:
+        self.kubelets[node].kill()
 
     @property
     def url(self) -> str:
@@ -435,9 +444,9 @@ class LocalCluster:
                 self.network.start(timeout)
             on_step("installing CRDs, starting the scheduler and the kubelets")
             self._remove_nodes_not_started()
-            local_nodes.write_nodes(self.directory, self.nodes)
+            machines.write_nodes(self.directory, self.nodes)
             for spec in self.nodes:
-                local_nodes.set_state(self.directory, spec.name, "")
+                machines.set_state(self.directory, spec.name, "")
             kubelets = [*self.kubelets.values(), *([self.hollow] if self.hollow else [])]
             for kubelet in kubelets:
                 kubelet.launch()  # their start-up overlaps the CRD installation
@@ -465,7 +474,7 @@ class LocalCluster:
         """The nodes the last run started and this one does not are gone: remove them (before
         the scheduler can bind a pod to one), failing the pods they held."""
         names = {spec.name for spec in self.nodes}
-        gone = sorted({spec.name for spec in local_nodes.read_nodes(self.directory)} - names)
+        gone = sorted({spec.name for spec in machines.read_nodes(self.directory)} - names)
         if gone:
             client = self.client()
             try:
@@ -473,7 +482,7 @@ class LocalCluster:
             finally:
                 client.close()
             for name in gone:
-                local_nodes.set_state(self.directory, name, "")
+                machines.set_state(self.directory, name, "")
 
     def install_crds(self) -> list[str]:
         """Apply every CRD trainctl serves (create, or replace when it exists)."""
@@ -482,8 +491,7 @@ class LocalCluster:
     def stop(self) -> None:
         """Controller, kubelets (which stop every pod), scheduler, then the API server; then sweep."""
         for spec in self.nodes:  # a frozen kubelet could not stop
-            if local_nodes.node_state(self.directory, spec.name) == local_nodes.FROZEN:
-                local_nodes.thaw_node(self.directory, spec.name)
+            faults.thaw_frozen(self.directory, spec.name)
         for component in reversed(self.components):
             component.stop()
         cleanup_leftovers(self.directory)

@@ -24,10 +24,9 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Optional
 
-from kubernetes.utils import parse_quantity
-
 from ..controlplane import taints
 from ..network.isolation import ISOLATED, POD_NETWORK_LABEL
+from ..podutil import DEVICE_RESOURCES, HOLLOW_NODE_LABEL, is_terminal, quantity_or_zero
 from . import interpod, spread
 from .assigned import AssignedPods, Placed, placed_on
 from .labels import requirement_matches
@@ -37,38 +36,16 @@ from .unsupported import refusal, unsupported_fields
 Obj = dict[str, Any]
 
 DEFAULT_SCHEDULER = "default-scheduler"
-GPU_RESOURCE = "nvidia.com/gpu"
-NPU_RESOURCE = "huawei.com/Ascend910"
-DEVICE_RESOURCES = (GPU_RESOURCE, NPU_RESOURCE)
 MACHINE_PORT_PROBLEM = "is in use on this machine (not by a pod of this cluster)"
-# A node served by the hollow-node process (trainctl/cluster/kubelet/hollow.py): a machine of
-# its own, whose ports are its own, as on a real cluster.
-HOLLOW_NODE_LABEL = "trainctl.io/hollow-node"
 # Resources checked against the node; anything else a pod asks for must be advertised too.
 _IGNORED_RESOURCES = {"ephemeral-storage"}
-
-
-def quantity(value: Any) -> Decimal:
-    """A Kubernetes quantity ("500m", "1Gi", 2) as a Decimal; malformed counts as zero."""
-    try:
-        return _parsed(value)
-    except TypeError:  # unhashable: a malformed value
-        return Decimal(0)
-
-
-@functools.lru_cache(maxsize=4096)  # a cluster has few distinct quantities, read for every node and pod
-def _parsed(value: Any) -> Decimal:
-    try:
-        return parse_quantity(value)
-    except (ValueError, TypeError):
-        return Decimal(0)
 
 
 def container_requests(container: Obj) -> dict[str, Decimal]:
     """Requests, falling back to limits (what API server defaulting does for a real kubelet)."""
     resources = container.get("resources") or {}
     merged = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
-    return {name: quantity(value) for name, value in merged.items()}
+    return {name: quantity_or_zero(value) for name, value in merged.items()}
 
 
 def pod_requests(pod: Obj) -> dict[str, Decimal]:
@@ -84,7 +61,7 @@ def pod_requests(pod: Obj) -> dict[str, Decimal]:
             total[name] = max(total.get(name, Decimal(0)), amount)
     overhead = spec.get("overhead")
     for name, value in (overhead.items() if isinstance(overhead, dict) else ()):
-        total[name] = total.get(name, Decimal(0)) + quantity(value)
+        total[name] = total.get(name, Decimal(0)) + quantity_or_zero(value)
     return total
 
 
@@ -111,15 +88,6 @@ def owner_key(pod: Obj) -> str:
     if owners:
         return owners[0].get("uid") or owners[0].get("name", "")
     return meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
-
-
-def phase(pod: Obj) -> Any:
-    status = pod.get("status")
-    return status.get("phase") if isinstance(status, dict) else None
-
-
-def is_terminal(pod: Obj) -> bool:
-    return phase(pod) in ("Succeeded", "Failed")
 
 
 TRAINCTL_SCHEDULER = "trainctl-scheduler"
@@ -177,7 +145,7 @@ class NodeResources:
 
     @functools.cached_property
     def capacity(self) -> dict[str, Decimal]:
-        return {name: quantity(value) for name, value in self.allocatable.items()}
+        return {name: quantity_or_zero(value) for name, value in self.allocatable.items()}
 
     @functools.cached_property
     def placed(self) -> tuple[dict[str, list[Placed]], list[Placed]]:
@@ -392,7 +360,7 @@ def _devices_for(wanted: Mapping[str, Decimal], node: NodeResources) -> dict[str
         count = int(wanted.get(name, 0))
         if count > 0:
             taken = node.allocated_devices.get(name, set())
-            free = [i for i in range(int(quantity(node.allocatable.get(name, 0)))) if i not in taken]
+            free = [i for i in range(int(quantity_or_zero(node.allocatable.get(name, 0)))) if i not in taken]
             devices[name] = free[:count]
     return devices
 

@@ -20,7 +20,7 @@ from typing import Callable, Optional
 import psutil
 
 from .accounting import ZERO_USAGE, Usage
-from .limits import ContainerLimits
+from .container_limits import ContainerLimits
 
 DEFAULT_INTERVAL = 0.25
 

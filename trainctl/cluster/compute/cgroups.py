@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Optional
 
 from .accounting import Usage
-from .limits import ContainerLimits
+from .container_limits import ContainerLimits
 
 CFS_PERIOD_US = 100_000
 OOM_KILL_COUNTED_WITHIN = 2.0  # seconds from a v1 OOM notification to its kill in memory.oom_control

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from trainctl.cluster.resources.limits import ContainerLimits, terminated_fields
+from trainctl.cluster.compute.container_limits import ContainerLimits, terminated_fields
 
 from .conftest import ALLOCATOR, BUSY_LOOP
 

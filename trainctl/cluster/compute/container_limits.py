@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Mapping, Optional
 
-from kubernetes.utils import parse_quantity
+from trainctl.api.quantity import parse_quantity
 
 OOM_KILLED = "OOMKilled"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
-from .limits import ContainerLimits
+from .container_limits import ContainerLimits
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from trainctl.cluster.resources import cgroups, enforcer
-from trainctl.cluster.resources.accounting import ContainerGroup
+from trainctl.cluster.compute import cgroups, enforcer
+from trainctl.cluster.compute.accounting import ContainerGroup
 
 # Allocates (and touches) CHUNK MiB every PAUSE seconds up to CAP MiB, printing the total;
 # exits 0 at the cap, so an enforcer that does not act lets it finish.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainctl.cluster.resources.limits import ContainerLimits, terminated_fields
+from trainctl.cluster.compute.container_limits import ContainerLimits, terminated_fields
 
 
 @pytest.mark.parametrize(("resources", "expected"), [
