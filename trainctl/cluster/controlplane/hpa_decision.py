@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from trainctl.cluster.controlplane import units
 from trainctl.kube.events import Event
@@ -142,7 +142,7 @@ def set_condition(conditions: list[Obj], kind: str, status: str, reason: str, me
 def _pod_condition(pod: Obj, kind: str) -> Optional[Obj]:
     for condition in (pod.get("status") or {}).get("conditions") or ():
         if condition.get("type") == kind:
-            return condition
+            return cast("dict[str, Any] | None", condition)
     return None
 
 

@@ -72,7 +72,7 @@ def field_value(pod: Obj, path: str) -> str:
         return simple[path] or ""
     match = _FIELD_SUBSCRIPT.match(path)
     if match:
-        return (meta.get(match.group(1)) or {}).get(match.group(2), "")
+        return str((meta.get(match.group(1)) or {}).get(match.group(2), ""))
     raise ConfigError(f"unsupported fieldRef fieldPath {path!r}")
 
 

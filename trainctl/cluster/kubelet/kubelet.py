@@ -30,7 +30,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from trainctl.kube.client import KubeClient
 from trainctl.kube.connect import load_configuration
@@ -111,7 +111,7 @@ def processes_dir(directory: Path, node_name: str) -> Path:
 
 
 def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata", {})
+    return cast("dict[str, Any]", obj.get("metadata", {}))
 
 
 def _uid(obj: Obj) -> str:
@@ -409,7 +409,7 @@ class Kubelet:
         self.step_errors.append(what)
 
     def _on_this_node(self, pod: Obj) -> bool:
-        return pod.get("spec", {}).get("nodeName") == self.node_name
+        return bool(pod.get("spec", {}).get("nodeName") == self.node_name)
 
     # --- what pod workers call (PodContext) -----------------------------------------------
     def wait_for_change(self, timeout: float) -> None:
@@ -465,5 +465,5 @@ class Kubelet:
     def working_dir(self, container: Obj) -> str:
         wanted = container.get("workingDir")
         if wanted and os.path.isdir(wanted):
-            return wanted
+            return str(wanted)
         return str(self.config.workdir)

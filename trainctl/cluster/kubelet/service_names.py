@@ -11,7 +11,7 @@ waits for it, as a job's pods wait for their rendezvous address.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Store
@@ -25,7 +25,7 @@ Obj = dict[str, Any]
 
 
 def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata", {})
+    return cast("dict[str, Any]", obj.get("metadata", {}))
 
 
 def selects(selector: Optional[dict[str, str]], pod: Obj) -> bool:

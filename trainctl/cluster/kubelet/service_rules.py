@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, cast
 
 from ..network.hosts import HostsFile, service_fqdn
 from ..network.proxy import Backend, Frontend
@@ -24,7 +24,7 @@ MAX_PORT = 65535
 
 
 def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata", {})
+    return cast("dict[str, Any]", obj.get("metadata", {}))
 
 
 def _is_ready(pod: Obj) -> bool:

@@ -84,9 +84,9 @@ def owner_key(pod: Obj) -> str:
     owners = meta.get("ownerReferences") or []
     for owner in owners:
         if owner.get("controller"):
-            return owner.get("uid") or owner.get("name", "")
+            return str(owner.get("uid") or owner.get("name", ""))
     if owners:
-        return owners[0].get("uid") or owners[0].get("name", "")
+        return str(owners[0].get("uid") or owners[0].get("name", ""))
     return meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"
 
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import web
 
@@ -58,7 +58,7 @@ def _container_status(pod: Obj, container: str) -> Obj:
     for key in ("containerStatuses", "initContainerStatuses"):
         for cs in status.get(key) or []:
             if cs.get("name") == container:
-                return cs
+                return cast("dict[str, Any]", cs)
     return {}
 
 
@@ -70,7 +70,7 @@ def choose_container(pod: Obj, requested: str) -> str:
     if not requested:
         default = (pod["metadata"].get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
         if default in containers:
-            return default
+            return str(default)
         if not containers:
             raise errors.bad_request(f"a container name must be specified for pod {name}")
         return containers[0]
@@ -96,7 +96,7 @@ def log_file(root: Path, pod: Obj, options: LogOptions) -> Path:
     name = pod["metadata"]["name"]
     if attempt < 0:
         raise errors.bad_request(f'previous terminated container "{container}" in pod "{name}" not found')
-    return root / "pods" / pod["metadata"]["uid"] / container / f"{attempt}.log"
+    return root / "pods" / str(pod["metadata"]["uid"]) / container / f"{attempt}.log"
 
 
 def _render(record: bytes, options: LogOptions, pending: list[bytes]) -> tuple[bytes | None, datetime | None]:

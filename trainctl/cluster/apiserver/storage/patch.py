@@ -11,7 +11,7 @@ Only built-in kinds accept it; custom resources answer 415, as a real server doe
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 import orjson
@@ -81,7 +81,7 @@ def json_patch(target: Obj, operations: Any) -> Obj:
     if not isinstance(operations, list):
         raise errors.bad_request("json patch must be a list of operations")
     try:
-        return jsonpatch.apply_patch(target, operations)
+        return cast("dict[str, Any]", jsonpatch.apply_patch(target, operations))
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         raise errors.ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {exc}") from None
     except (TypeError, KeyError, IndexError, ValueError) as exc:

@@ -8,7 +8,7 @@ asks for; ``resources`` stores the result like any update of the main resource.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from trainctl.cluster.apiserver.apimachinery import errors, jsonpath
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
@@ -51,7 +51,7 @@ def patched(rtype: ResourceType, current: Obj, document: Any, content_type: str)
     if content_type == patch.JSON_PATCH:
         return patch.json_patch(scale, document)
     if isinstance(document, dict):
-        return patch.merge_patch(scale, document)
+        return cast("dict[str, Any]", patch.merge_patch(scale, document))
     raise errors.bad_request("scale patch must be a JSON object")
 
 
@@ -76,4 +76,4 @@ def scaled(rtype: ResourceType, current: Obj, scale: Any) -> Obj:
             target[key] = {}
         target = target[key]
     target[fields[-1]] = replicas
-    return new
+    return cast("dict[str, Any]", new)

@@ -35,7 +35,7 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -133,7 +133,7 @@ def _loaded(data: bytes) -> Obj | None:
         return None
     if limits.depth_of(obj) > limits.MAX_DEPTH:
         return None
-    return obj
+    return cast("dict[str, Any] | None", obj)
 
 
 def object_key(obj: Obj) -> tuple[str, str]:
