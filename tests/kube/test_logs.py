@@ -13,7 +13,7 @@ import logging
 from pathlib import Path
 
 import trainctl
-from trainctl.kube.logs import JSONFormatter, TextFormatter
+from trainctl.kube.structured_logging import JSONFormatter, TextFormatter
 
 RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 

@@ -94,10 +94,10 @@ class _ShutdownSignals:
 def run(args: argparse.Namespace) -> int:
     from trainctl.controller.manager import Manager
     from trainctl.controller.prometheus_metrics import ControllerMetrics
-    from trainctl.kube import logs
+    from trainctl.kube import structured_logging
 
     settings = _settings(args)
-    logs.configure(settings.log_format, settings.log_level)
+    structured_logging.configure(settings.log_format, settings.log_level)
     shutdown = _ShutdownSignals()
     try:
         _validate_leader_election(settings)

@@ -88,10 +88,10 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parser().parse_args(argv)
-    from trainctl.kube import logs
+    from trainctl.kube import structured_logging
     from trainctl.kube.client import KubeClient
 
-    logs.configure(args.log_format, args.log_level)
+    structured_logging.configure(args.log_format, args.log_level)
     client = KubeClient.from_kubeconfig(args.kubeconfig, args.context)
     controllers = build(args, client)
     stop = threading.Event()

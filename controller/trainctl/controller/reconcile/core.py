@@ -21,7 +21,7 @@ from trainctl.api import constants as c
 from trainctl.api.defaults import default_job
 from trainctl.api.validation import check
 from trainctl.controller.frameworks import framework_for
-from trainctl.controller.reconcile import gang, hpa, lifecycle, limits, lost, outcome, relaunch, rendezvous, replicas
+from trainctl.controller.reconcile import gang, hpa, job_limits, lifecycle, lost, outcome, relaunch, rendezvous, replicas
 from trainctl.controller.reconcile.children import rfc3339
 from trainctl.controller.reconcile.conditions import TRUE, ConditionBook, find
 from trainctl.controller.reconcile.config import ReconcileConfig
@@ -75,7 +75,7 @@ def _run(p: Pass) -> None:
     fw = p.framework
     if find(p.book.conditions, c.CONDITION_CREATED) is None:
         p.book.set(c.CONDITION_CREATED, TRUE, fw.reason("Created"), f"{fw.kind} {p.name} is created.", None)
-    too_many = limits.replica_limit_exceeded(p)
+    too_many = job_limits.replica_limit_exceeded(p)
     if too_many is not None:
         p.book.set(c.CONDITION_FAILED, TRUE, fw.reason("ReplicaLimitExceeded"), too_many, "Warning")
     suspended = bool(p.run_policy.suspend)
@@ -99,7 +99,7 @@ def _active(p: Pass) -> None:
     """Limits, the PodGroup, the rendezvous store, lost pods, the replicas, then the outcome."""
     lifecycle.start(p)
     counts = {rtype: replicas.count(p, rtype) for rtype in p.types}
-    failure = limits.limit_failure(p, counts)
+    failure = job_limits.limit_failure(p, counts)
     if failure is not None:
         replicas.set_replica_statuses(p, counts)
         lifecycle.fail(p, p.framework.limit_failure_reason, p.oom.with_cause(failure))

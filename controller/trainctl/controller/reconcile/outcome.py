@@ -13,7 +13,7 @@ from dataclasses import replace
 
 from trainctl.api import constants as c
 from trainctl.controller.frameworks.base import ConditionChange, JobFacts, ReplicaCounts
-from trainctl.controller.reconcile import lifecycle, limits, lost, relaunch, replicas
+from trainctl.controller.reconcile import job_limits, lifecycle, lost, relaunch, replicas
 from trainctl.controller.reconcile.state import Pass
 
 
@@ -50,4 +50,4 @@ def conclude(
         # The finished path (cleanPodPolicy, the PodGroup, the TTL) runs in the next pass, on
         # the status this one writes; the shell does not see its own status write as a change.
         p.requeue.append(0.0)
-    limits.deadline_requeue(p)
+    job_limits.deadline_requeue(p)

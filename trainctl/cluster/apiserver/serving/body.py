@@ -1,5 +1,5 @@
-"""Request bodies: read within ``limits.MAX_REQUEST_BYTES`` and decoded (JSON, YAML, or
-protobuf for the kinds kubectl sends so) within ``limits.MAX_DEPTH``.
+"""Request bodies: read within ``request_limits.MAX_REQUEST_BYTES`` and decoded (JSON, YAML, or
+protobuf for the kinds kubectl sends so) within ``request_limits.MAX_DEPTH``.
 
 A body announced as too large is refused before any of it is read; one that turns out too
 large (chunked) is refused as soon as it passes the limit.
@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 from trainctl.cluster.apiserver.serving import protobuf
 from trainctl.cluster.apiserver.serving.responses import JSON
 
@@ -23,12 +23,12 @@ def content_type(request: web.BaseRequest, default: str = "") -> str:
 
 async def read(request: web.BaseRequest) -> bytes:
     """The whole body, or 413 when it is larger than kube-apiserver would take."""
-    if request.content_length is not None and request.content_length > limits.MAX_REQUEST_BYTES:
-        raise limits.request_too_large(request.content_length)
+    if request.content_length is not None and request.content_length > request_limits.MAX_REQUEST_BYTES:
+        raise request_limits.request_too_large(request.content_length)
     try:
         return await request.read()  # bounded: the server's client_max_size is the same limit
     except web.HTTPRequestEntityTooLarge:
-        raise limits.request_too_large() from None
+        raise request_limits.request_too_large() from None
 
 
 async def decoded(request: web.BaseRequest) -> Any:
@@ -36,7 +36,7 @@ async def decoded(request: web.BaseRequest) -> Any:
     raw = await read(request)
     media = content_type(request, JSON) or JSON
     if media == protobuf.CONTENT_TYPE:
-        return limits.check_depth(protobuf.decode(raw))
+        return request_limits.check_depth(protobuf.decode(raw))
     if media not in (JSON, "application/yaml", "*/*"):
         raise errors.unsupported_media_type(
             f"the body of the request was in an unknown format - accepted media types include: {JSON}, "
@@ -45,8 +45,8 @@ async def decoded(request: web.BaseRequest) -> Any:
         return None
     try:
         if media == "application/yaml":
-            return limits.decode_yaml(raw)
-        return limits.decode_json(raw)
+            return request_limits.decode_yaml(raw)
+        return request_limits.decode_json(raw)
     except (ValueError, yaml.YAMLError) as exc:
         message = str(exc).splitlines()[0]
         raise errors.bad_request(f"the body of the request was in an unknown format - {message}") from None

@@ -21,7 +21,7 @@ import orjson
 
 from trainctl.cluster.apiserver.admission import builtin_schemas
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 from trainctl.cluster.apiserver.serving import openapi_proto
 from trainctl.cluster.apiserver.serving.discovery import KUBERNETES_VERSION
 

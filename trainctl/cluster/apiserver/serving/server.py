@@ -17,8 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from trainctl.cluster.apiserver.apimachinery import errors, limits
-from trainctl.cluster.apiserver.apimachinery.registry import Registry
+from trainctl.cluster.apiserver.apimachinery import errors, request_limits
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry
 from trainctl.cluster.apiserver.auth import access, pki, tokens
 from trainctl.cluster.apiserver.serving import body, discovery, openapi, params, routes, tables
 from trainctl.cluster.apiserver.serving.metrics import Metrics
@@ -56,7 +56,7 @@ class ApiServer:
 
     def _make_request(self, message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
         return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
-                               client_max_size=limits.MAX_REQUEST_BYTES)
+                               client_max_size=request_limits.MAX_REQUEST_BYTES)
 
     async def start(self) -> None:
         await self.resources.start()

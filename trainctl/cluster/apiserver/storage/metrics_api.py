@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, TypeGuard, cast
 
 from trainctl.cluster.apiserver.apimachinery import errors, selectors
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.apiserver.storage.store import Store, clone
 from trainctl.kube.timestamps import now_rfc3339
 

@@ -17,7 +17,7 @@ import jsonpatch
 import orjson
 import yaml
 
-from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 
 Obj = dict[str, Any]
 
@@ -58,8 +58,8 @@ _MERGED_PRIMITIVE_LISTS = {"finalizers"}
 def parse_body(body: bytes, content_type: str) -> Any:
     try:
         if content_type == APPLY_PATCH:
-            return limits.decode_yaml(body.decode("utf-8")) if body.strip() else None
-        return limits.decode_json(body, "the patch")
+            return request_limits.decode_yaml(body.decode("utf-8")) if body.strip() else None
+        return request_limits.decode_json(body, "the patch")
     except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"error decoding patch: {exc}") from None
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 
 from trainctl.cluster.apiserver.apimachinery import errors, jsonpath
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.apiserver.storage import patch
 from trainctl.cluster.apiserver.storage.store import clone
 

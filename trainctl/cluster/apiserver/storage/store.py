@@ -39,7 +39,7 @@ from typing import Any, cast
 
 import orjson
 
-from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ def _loaded(data: bytes) -> Obj | None:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         return None
-    if limits.depth_of(obj) > limits.MAX_DEPTH:
+    if request_limits.depth_of(obj) > request_limits.MAX_DEPTH:
         return None
     return cast("dict[str, Any] | None", obj)
 
