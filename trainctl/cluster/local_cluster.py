@@ -50,17 +50,16 @@ from typing import IO, Any, Optional
 
 from trainctl.api import crd as api_crd
 from trainctl.api.durations import positive_duration
+from trainctl.cluster import faults, machines, node_removal
+from trainctl.cluster.apiserver.process import PORT_FILE, wait_for_port_file
+from trainctl.cluster.compute import enforcer
+from trainctl.cluster.kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
+from trainctl.cluster.kubelet.runtime import ProcessRegistry, marked_processes
+from trainctl.cluster.network import isolation
+from trainctl.cluster.network.ranges import cluster_ranges, node_pod_cidr
+from trainctl.cluster.pidfiles import read_pid_file, signal_pid_file, wait_pid_exit, write_pid_file
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import CRDS
-
-from . import faults, machines, node_removal
-from .apiserver.process import PORT_FILE, wait_for_port_file
-from .compute import enforcer
-from .kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
-from .kubelet.runtime import ProcessRegistry, marked_processes
-from .network import isolation
-from .network.ranges import cluster_ranges, node_pod_cidr
-from .pidfiles import read_pid_file, signal_pid_file, wait_pid_exit, write_pid_file
 
 DEFAULT_DIR = Path.home() / ".trainctl" / "local"
 NETWORK_FILE = Path("run") / "network"  # the pod network this run chose, and why

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from .kubelet.kubelet import DEFAULT_NODE_NAME
-from .kubelet.node import memory_kib
+from trainctl.cluster.kubelet.kubelet import DEFAULT_NODE_NAME
+from trainctl.cluster.kubelet.node import memory_kib
 
 NODES_FILE = Path("run") / "nodes.json"
 KILLED, FROZEN, PARTITIONED = "killed", "frozen", "partitioned"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional, Protocol
 
-from .container_limits import ContainerLimits
+from trainctl.cluster.compute.container_limits import ContainerLimits
 
 
 @dataclass(frozen=True)

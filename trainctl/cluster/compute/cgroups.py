@@ -27,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .accounting import Usage
-from .container_limits import ContainerLimits
+from trainctl.cluster.compute.accounting import Usage
+from trainctl.cluster.compute.container_limits import ContainerLimits
 
 CFS_PERIOD_US = 100_000
 OOM_KILL_COUNTED_WITHIN = 2.0  # seconds from a v1 OOM notification to its kill in memory.oom_control

@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from . import cgroups, polling
-from .accounting import Enforcer
-from .cgroups import Hierarchy
+from trainctl.cluster.compute import cgroups, polling
+from trainctl.cluster.compute.accounting import Enforcer
+from trainctl.cluster.compute.cgroups import Hierarchy
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Generic, Hashable, Mapping, Optional, TypeVar
 
-from .accounting import Usage
+from trainctl.cluster.compute.accounting import Usage
 
 API_VERSION = "metrics.k8s.io/v1beta1"
 # metrics-server's default --metric-resolution: the window a rate is taken over.

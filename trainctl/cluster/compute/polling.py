@@ -19,8 +19,8 @@ from typing import Callable, Optional
 
 import psutil
 
-from .accounting import ZERO_USAGE, Usage
-from .container_limits import ContainerLimits
+from trainctl.cluster.compute.accounting import ZERO_USAGE, Usage
+from trainctl.cluster.compute.container_limits import ContainerLimits
 
 DEFAULT_INTERVAL = 0.25
 

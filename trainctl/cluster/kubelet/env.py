@@ -14,7 +14,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Optional
 
-from ..podutil import quantity_or_zero
+from trainctl.cluster.podutil import quantity_or_zero
 
 Obj = dict[str, Any]
 Lookup = Callable[[str, str], Optional[Obj]]  # (namespace, name) -> object or None

@@ -32,37 +32,42 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, cast
 
+from trainctl.cluster.compute import enforcer as enforcers
+from trainctl.cluster.kubelet import node as nodes
+from trainctl.cluster.kubelet import paths, podspec, thaw
+from trainctl.cluster.kubelet.base_env import HOME_DIRECTORY, base_environment
+from trainctl.cluster.kubelet.heartbeat import NodeHeartbeat
+from trainctl.cluster.kubelet.kubelet_events import KubeletEvents
+from trainctl.cluster.kubelet.paths import inside
+from trainctl.cluster.kubelet.pod_admission import Admission
+from trainctl.cluster.kubelet.pod_deletion import Terminator, grace_seconds
+from trainctl.cluster.kubelet.pod_worker import PodWorker
+from trainctl.cluster.kubelet.runtime import ProcessRegistry, claim_pod_directory, signal_live
+from trainctl.cluster.kubelet.service_names import ServiceNames
+from trainctl.cluster.kubelet.service_rules import ServiceRules
+from trainctl.cluster.kubelet.serviceaccount import (
+    SERVICE_NAME,
+    SERVICE_NAMESPACE,
+    ServiceAccountFiles,
+    api_server_env,
+    may_listen_on,
+)
+from trainctl.cluster.kubelet.streaming.stream_server import PodTarget, StreamingServer, bearer_token
+from trainctl.cluster.kubelet.usage import UsagePublisher
+from trainctl.cluster.network import isolation
+from trainctl.cluster.network.forward import Forwarder, HostPort, HostPorts
+from trainctl.cluster.network.hosts import HostsFile
+from trainctl.cluster.network.names import Resolution
+from trainctl.cluster.network.pod_ipam import PodIPAllocator
+from trainctl.cluster.network.podnet import IsolatedNetwork, PodNetwork, RouterServices, SharedNetwork
+from trainctl.cluster.network.proxy import ServiceProxy
+from trainctl.cluster.network.ranges import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
+from trainctl.cluster.podutil import is_terminal
 from trainctl.kube.client import KubeClient
 from trainctl.kube.connect import load_configuration
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.restmapper import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
-
-from ..compute import enforcer as enforcers
-from ..network import isolation
-from ..network.forward import Forwarder, HostPort, HostPorts
-from ..network.hosts import HostsFile
-from ..network.names import Resolution
-from ..network.pod_ipam import PodIPAllocator
-from ..network.podnet import IsolatedNetwork, PodNetwork, RouterServices, SharedNetwork
-from ..network.proxy import ServiceProxy
-from ..network.ranges import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
-from ..podutil import is_terminal
-from . import node as nodes
-from . import paths, podspec, thaw
-from .base_env import HOME_DIRECTORY, base_environment
-from .heartbeat import NodeHeartbeat
-from .kubelet_events import KubeletEvents
-from .paths import inside
-from .pod_admission import Admission
-from .pod_deletion import Terminator, grace_seconds
-from .pod_worker import PodWorker
-from .runtime import ProcessRegistry, claim_pod_directory, signal_live
-from .service_names import ServiceNames
-from .service_rules import ServiceRules
-from .serviceaccount import SERVICE_NAME, SERVICE_NAMESPACE, ServiceAccountFiles, api_server_env, may_listen_on
-from .streaming.stream_server import PodTarget, StreamingServer, bearer_token
-from .usage import UsagePublisher
 
 log = logging.getLogger(__name__)
 

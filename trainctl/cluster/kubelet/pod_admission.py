@@ -14,14 +14,13 @@ import threading
 from collections.abc import Callable
 from typing import Any, Optional
 
+from trainctl.cluster.kubelet.pod_worker import PodContext, PodWorker
+from trainctl.cluster.network.pod_ipam import PodIPAllocator
+from trainctl.cluster.podutil import DEVICE_RESOURCES, is_terminal, quantity_or_zero
+from trainctl.cluster.scheduler.fit import pod_requests
 from trainctl.kube.client import ApiError
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.timestamps import now_rfc3339
-
-from ..network.pod_ipam import PodIPAllocator
-from ..podutil import DEVICE_RESOURCES, is_terminal, quantity_or_zero
-from ..scheduler.fit import pod_requests
-from .pod_worker import PodContext, PodWorker
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
+from trainctl.cluster.kubelet.pod_worker import PodWorker
+from trainctl.cluster.kubelet.runtime import pod_directory_node
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import PODS
-
-from .pod_worker import PodWorker
-from .runtime import pod_directory_node
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Optional, cast
 
+from trainctl.cluster.network.names import Pending, Resolution, rewrite
+from trainctl.cluster.network.pod_ipam import PodIPAllocator
+from trainctl.cluster.podutil import is_terminal, phase
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Store
 from trainctl.kube.restmapper import SERVICES, controller_owner
-
-from ..network.names import Pending, Resolution, rewrite
-from ..network.pod_ipam import PodIPAllocator
-from ..podutil import is_terminal, phase
 
 Obj = dict[str, Any]
 

@@ -13,9 +13,9 @@ import logging
 from collections.abc import Sequence
 from typing import Any, Optional, Protocol, cast
 
-from ..network.hosts import HostsFile, service_fqdn
-from ..network.proxy import Backend, Frontend
-from .service_names import PodIndex, ServiceNames
+from trainctl.cluster.kubelet.service_names import PodIndex, ServiceNames
+from trainctl.cluster.network.hosts import HostsFile, service_fqdn
+from trainctl.cluster.network.proxy import Backend, Frontend
 
 log = logging.getLogger(__name__)
 

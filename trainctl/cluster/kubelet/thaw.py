@@ -20,10 +20,9 @@ import time
 from collections.abc import Iterable
 from typing import Optional
 
+from trainctl.cluster.kubelet.runtime import ProcessRecord
 from trainctl.kube.client import KubeClient
 from trainctl.kube.restmapper import PODS
-
-from .runtime import ProcessRecord
 
 log = logging.getLogger(__name__)
 

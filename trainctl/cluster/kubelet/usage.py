@@ -15,11 +15,10 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from trainctl.cluster import metrics_publish
+from trainctl.cluster.compute import pod_metrics
+from trainctl.cluster.kubelet.pod_worker import PodWorker
 from trainctl.kube.client import KubeClient
-
-from .. import metrics_publish
-from ..compute import pod_metrics
-from .pod_worker import PodWorker
 
 log = logging.getLogger(__name__)
 

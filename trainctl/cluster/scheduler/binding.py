@@ -31,18 +31,24 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Optional
 
+from trainctl.cluster.podutil import is_terminal
+from trainctl.cluster.scheduler import scheduling_events
+from trainctl.cluster.scheduler.assigned import AssignedPods
+from trainctl.cluster.scheduler.fit import (
+    MACHINE_PORT_PROBLEM,
+    Decision,
+    NodeResources,
+    PortProbe,
+    schedule,
+    wants_this_scheduler,
+)
+from trainctl.cluster.scheduler.preemption import priority
+from trainctl.cluster.scheduler.unsupported import GATED_MESSAGE, is_gated
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.restmapper import PODS
 from trainctl.kube.timestamps import now_rfc3339
-
-from ..podutil import is_terminal
-from . import scheduling_events
-from .assigned import AssignedPods
-from .fit import MACHINE_PORT_PROBLEM, Decision, NodeResources, PortProbe, schedule, wants_this_scheduler
-from .preemption import priority
-from .unsupported import GATED_MESSAGE, is_gated
 
 log = logging.getLogger(__name__)
 

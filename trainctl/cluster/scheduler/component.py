@@ -16,16 +16,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
+from trainctl.cluster.scheduler.binding import Scheduler
+from trainctl.cluster.scheduler.fit import port_free_on_machine
+from trainctl.cluster.scheduler.freshness import NodeFreshness
+from trainctl.cluster.scheduler.scheduling_events import SchedulerEvents
+from trainctl.cluster.scheduler.views import NodeViews
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
 from trainctl.kube.restmapper import NAMESPACES, NODES, PODS
-
-from .binding import Scheduler
-from .fit import port_free_on_machine
-from .freshness import NodeFreshness
-from .scheduling_events import SchedulerEvents
-from .views import NodeViews
 
 log = logging.getLogger(__name__)
 

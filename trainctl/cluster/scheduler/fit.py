@@ -24,14 +24,14 @@ from dataclasses import dataclass, field, replace
 from decimal import Decimal
 from typing import Any, Optional
 
-from ..controlplane import taints
-from ..network.isolation import ISOLATED, POD_NETWORK_LABEL
-from ..podutil import DEVICE_RESOURCES, HOLLOW_NODE_LABEL, is_terminal, quantity_or_zero
-from . import interpod, spread
-from .assigned import AssignedPods, Placed, placed_on
-from .labels import requirement_matches
-from .preemption import preemption_message
-from .unsupported import refusal, unsupported_fields
+from trainctl.cluster.controlplane import taints
+from trainctl.cluster.network.isolation import ISOLATED, POD_NETWORK_LABEL
+from trainctl.cluster.podutil import DEVICE_RESOURCES, HOLLOW_NODE_LABEL, is_terminal, quantity_or_zero
+from trainctl.cluster.scheduler import interpod, spread
+from trainctl.cluster.scheduler.assigned import AssignedPods, Placed, placed_on
+from trainctl.cluster.scheduler.labels import requirement_matches
+from trainctl.cluster.scheduler.preemption import preemption_message
+from trainctl.cluster.scheduler.unsupported import refusal, unsupported_fields
 
 Obj = dict[str, Any]
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
-from ..podutil import is_terminal
-from .fit import NodeResources
+from trainctl.cluster.podutil import is_terminal
+from trainctl.cluster.scheduler.fit import NodeResources
 
 Obj = dict[str, Any]
 

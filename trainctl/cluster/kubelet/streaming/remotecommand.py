@@ -29,7 +29,7 @@ from typing import Any, Optional, Protocol
 from aiohttp import WSMsgType, web
 from multidict import MultiMapping
 
-from ..runtime import Attachment, ContainerProcess, exit_code, set_window_size, take_terminal
+from trainctl.cluster.kubelet.runtime import Attachment, ContainerProcess, exit_code, set_window_size, take_terminal
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255

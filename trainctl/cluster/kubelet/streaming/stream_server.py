@@ -24,9 +24,9 @@ from typing import Any, Optional, Protocol
 
 from aiohttp import WSMsgType, web
 
-from ...network.podnet import PodNetwork
-from ..runtime import ContainerProcess
-from . import portforward, remotecommand, spdy, spdyupgrade
+from trainctl.cluster.kubelet.runtime import ContainerProcess
+from trainctl.cluster.kubelet.streaming import portforward, remotecommand, spdy, spdyupgrade
+from trainctl.cluster.network.podnet import PodNetwork
 
 log = logging.getLogger(__name__)
 
