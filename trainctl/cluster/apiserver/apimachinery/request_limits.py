@@ -16,6 +16,9 @@ from typing import Any
 
 import orjson
 import yaml
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from trainctl.cluster.apiserver.apimachinery import errors
 
@@ -24,7 +27,9 @@ Obj = dict[str, Any]
 MAX_REQUEST_BYTES = 3 * 1024 * 1024  # kube-apiserver's limit on a request body
 MAX_OBJECT_BYTES = 1536 * 1024  # etcd's default request limit, hence the largest object kube stores
 MAX_DEPTH = 100  # JSON nesting levels of a body or an object (an object itself is level 1)
-MAX_YAML_ALIASES = 1000  # alias expansions in one YAML document (a "billion laughs" guard)
+# Nodes one YAML document may stand for, aliases expanded (a "billion laughs" guard, and a
+# bound on the time a body of any shape takes to load: PyYAML builds each node in Python).
+MAX_YAML_NODES = 100_000
 
 
 def request_too_large(size: int | None = None) -> errors.ApiError:
@@ -77,34 +82,79 @@ def decode_json(raw: bytes, what: str = "the request body") -> Any:
     return check_depth(value, what)
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """PyYAML's safe loader refusing deep nesting (its composer recurses per level) and
-    runaway alias expansion."""
+try:  # libyaml's parser: events at C speed; composition stays in Python, where it is counted
+    from yaml._yaml import CParser as _EventParser
+except ImportError:  # pragma: no cover - PyYAML built without libyaml
+    from yaml.parser import Parser
+    from yaml.reader import Reader
+    from yaml.scanner import Scanner
+
+    class _EventParser(Reader, Scanner, Parser):  # type: ignore[no-redef]
+        def __init__(self, stream: Any) -> None:
+            Reader.__init__(self, stream)
+            Scanner.__init__(self)
+            Parser.__init__(self)
+
+
+class _BoundedLoader(Composer, _EventParser, SafeConstructor, Resolver):
+    """A safe loader counting, as it composes, every node the document stands for with
+    its aliases expanded, and giving up as soon as that passes ``MAX_YAML_NODES`` or the
+    nesting passes ``MAX_DEPTH``.
+
+    Counting alias events alone is not enough: seven levels of ten aliases each are 70
+    aliases standing for ten million nodes, which every later walk of the data (depth
+    check, validation, serialisation) would visit. Each anchored node remembers how many
+    nodes it stands for, so an alias costs its expansion without being walked.
+    """
 
     def __init__(self, stream: Any) -> None:
-        super().__init__(stream)
+        _EventParser.__init__(self, stream)
+        Composer.__init__(self)
+        SafeConstructor.__init__(self)
+        Resolver.__init__(self)
         self._depth = 0
-        self._aliases = 0
+        self._nodes = 0
+        self._expanded: dict[int, int] = {}  # id(anchored node) -> nodes it stands for
+
+    def _count(self, nodes: int) -> None:
+        self._nodes += nodes
+        if self._nodes > MAX_YAML_NODES:
+            raise errors.bad_request(
+                f"the YAML document stands for more than {MAX_YAML_NODES} nodes once its aliases are expanded")
 
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
-            self._aliases += 1
-            if self._aliases > MAX_YAML_ALIASES:
-                raise errors.bad_request(f"the YAML document uses more than {MAX_YAML_ALIASES} aliases")
+            node = super().compose_node(parent, index)
+            if id(node) not in self._expanded:
+                raise errors.bad_request("the YAML document has an alias to a node that contains it")
+            self._count(self._expanded[id(node)])
+            return node
+        anchor: str | None = getattr(self.peek_event(), "anchor", None)
         self._depth += 1
         try:
             if self._depth > MAX_DEPTH:
                 raise _too_deep("the request body")
-            return super().compose_node(parent, index)
+            before = self._nodes
+            self._count(1)
+            node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
+        if anchor is not None:
+            self._expanded[id(node)] = self._nodes - before
+        return node
 
 
 def decode_yaml(raw: bytes | str) -> Any:
-    """A YAML document as data; raises yaml.YAMLError for malformed YAML, ApiError for too deep."""
+    """A YAML document as data; raises yaml.YAMLError for malformed YAML, ApiError for too
+    deep or too many nodes. Its cost is bounded by ``MAX_YAML_NODES``, whatever its size
+    or shape."""
     loader = _BoundedLoader(raw)
     try:
         return check_depth(loader.get_single_data())
+    except yaml.MarkedYAMLError as exc:
+        if exc.problem == "exceeded maximum nesting depth":  # libyaml's own limit, past ours
+            raise _too_deep("the request body") from None
+        raise
     finally:
         loader.dispose()
 

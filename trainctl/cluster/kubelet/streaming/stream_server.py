@@ -30,6 +30,8 @@ from trainctl.cluster.network.podnet import PodNetwork
 
 log = logging.getLogger(__name__)
 
+MAX_REQUEST_LINE_BYTES = 1024 * 1024  # an exec's command is its query: as long as the API server takes
+
 
 @dataclass(frozen=True)
 class PodTarget:
@@ -84,7 +86,7 @@ class StreamingServer:
             asyncio.set_event_loop(loop)
             self._loop = loop
             async def listen() -> tuple[web.Server, asyncio.Server]:
-                http = web.Server(self._handle, handler_cancellation=True)
+                http = web.Server(self._handle, handler_cancellation=True, max_line_size=MAX_REQUEST_LINE_BYTES)
                 return http, await loop.create_server(http, self._address, 0)
             try:
                 self._http, self._server = loop.run_until_complete(listen())
