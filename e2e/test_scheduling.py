@@ -19,7 +19,7 @@ import pytest
 
 from trainctl.api.constants import LABEL_JOB_NAME
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import PODS
+from trainctl.kube.restmapper import PODS
 
 from tests.support.cluster import E2E, scratch_cluster
 from tests.support.conditions import condition

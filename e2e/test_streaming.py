@@ -80,6 +80,25 @@ def test_exec_runs_in_the_container_and_its_exit_code_is_kubectls(e2e: E2E, runn
     assert e2e.kubectl("exec", "-i", POD, "--", "tr", "a-z", "A-Z", input="shout\n") == "SHOUT\n"
 
 
+def test_exec_takes_a_command_of_a_hundred_kilobytes(e2e: E2E, running: dict[str, Any]) -> None:
+    """The command travels in the query string, through the API server and the kubelet:
+    kube takes a request head of 1 MiB, where an HTTP server's default stops at 8 KiB."""
+    argument = "x" * 100_000
+    result = e2e.kubectl.run("exec", POD, "--", "python", "-c", "import sys; print(len(sys.argv[1]))", argument,
+                             check=False)
+    assert (result.returncode, result.stdout) == (0, "100000\n"), result.stderr[-500:]
+
+
+def test_exec_of_a_missing_executable_is_kubes_internal_error(e2e: E2E, running: dict[str, Any]) -> None:
+    """Not the exit code of the helper that starts it in the pod's namespaces (127): the
+    Failure Status a runtime's exec gives, which kubectl prints and exits 1 on."""
+    result = e2e.kubectl.run("exec", POD, "--", "nosuch-binary", "arg", check=False)
+    assert result.returncode == 1, result.stderr
+    assert ('error: Internal error occurred: error executing command in container: failed to exec in container: '
+            'exec: "nosuch-binary": executable file not found in $PATH') in result.stderr
+    assert "command terminated with exit code" not in result.stderr
+
+
 def test_an_execd_process_lives_in_the_containers_resource_group(e2e: E2E, running: dict[str, Any]) -> None:
     main_pid = int(running["status"]["containerStatuses"][0]["containerID"].removeprefix("process://"))
     assert e2e.kubectl("exec", POD, "--", "cat", "/proc/self/cgroup") == Path(f"/proc/{main_pid}/cgroup").read_text()

@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from trainctl.cluster.cluster import NETWORK_FILE
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.local_cluster import NETWORK_FILE
 from trainctl.cluster.network import isolation
 from trainctl.cluster.pidfiles import read_pid_file, wait_pid_exit
 

@@ -47,7 +47,7 @@ from trainctl.controller.manager import Manager  # noqa: E402
 from trainctl.controller.options import ManagerOptions  # noqa: E402
 from trainctl.kube.client import KubeClient  # noqa: E402
 from trainctl.kube.informer import Informer  # noqa: E402
-from trainctl.kube.resources import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
+from trainctl.kube.restmapper import NAMESPACES, PODS, PYTORCHJOBS, SERVICES  # noqa: E402
 
 from tests.support.conditions import condition  # noqa: E402
 from tests.support.podphase import PodPhaseDriver  # noqa: E402
@@ -85,7 +85,7 @@ class Server:
         self._install_crds()
 
     def _install_crds(self) -> None:
-        from trainctl.cluster.cluster import install_crds
+        from trainctl.cluster.local_cluster import install_crds
 
         if self.client.group_version_served("kubeflow.org", "v1"):
             return

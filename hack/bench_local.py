@@ -25,9 +25,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainctl.cluster.cluster import LocalCluster  # noqa: E402
+from trainctl.cluster.local_cluster import LocalCluster  # noqa: E402
 from trainctl.kube.client import KubeClient  # noqa: E402
-from trainctl.kube.resources import PODS  # noqa: E402
+from trainctl.kube.restmapper import PODS  # noqa: E402
 
 
 def pod(name: str) -> dict:

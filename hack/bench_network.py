@@ -34,9 +34,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from trainctl.cluster.cluster import LocalCluster  # noqa: E402
+from trainctl.cluster.local_cluster import LocalCluster  # noqa: E402
 from trainctl.cluster.network import isolation  # noqa: E402
-from trainctl.kube.resources import PODS, resource_for  # noqa: E402
+from trainctl.kube.restmapper import PODS, resource_for  # noqa: E402
 
 PORT = 23456
 PYTORCHJOBS = resource_for("kubeflow.org/v1", "PyTorchJob")

@@ -22,7 +22,7 @@ Back-ends:
   process, ``is_host=0``, short rendezvous timers, ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``),
   training ``samples/pytorch/train.py``.
 - ``cluster``: the elastic sample (``samples/pytorch/elastic.yaml``) on the embedded cluster
-  (``trainctl.cluster.cluster.LocalCluster``: API server, kubelet and controller as
+  (``trainctl.cluster.local_cluster.LocalCluster``: API server, kubelet and controller as
   processes), one job per repetition. Its phases are the ones the project promises:
   cold start (job applied → both workers train); the RANK 0 worker's training process
   SIGKILLed (not the agent) → every worker trains again; worker-1's pod deleted with
@@ -869,8 +869,8 @@ def report_stall(what: str, error: TimeoutError) -> None:
 def run_fault_phase(phase: FaultPhase, args: argparse.Namespace) -> tuple[list[Outcome], int]:
     """``args.runs`` repetitions of ``phase``, each on a fresh three-node cluster; the outcomes
     and how many runs stalled (a stall is a result: its diagnosis goes to stderr)."""
-    from trainctl.cluster.cluster import ClusterError
-    from trainctl.launch.kinds import kind_of
+    from trainctl.cluster.local_cluster import ClusterError
+    from trainctl.launch.job_kinds import kind_of
 
     from tests.support.cluster import scratch_cluster
 
@@ -1065,7 +1065,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     ms_cluster: list[float] = []
     walls: list[tuple[float, float]] = []  # MindSpore by hand: (workers done, last exit)
     if "cluster" in backends and (not args.mindspore_only or args.mindspore_python):
-        from trainctl.cluster.cluster import ClusterError
+        from trainctl.cluster.local_cluster import ClusterError
 
         from tests.support.cluster import scratch_cluster
 

@@ -53,11 +53,11 @@ from prometheus_client.parser import text_string_to_metric_families  # noqa: E40
 
 from hack.bench_local import cpu_rss, percentile  # noqa: E402
 from trainctl.api.constants import LABEL_JOB_NAME, LABEL_REPLICA_TYPE  # noqa: E402
-from trainctl.cluster.cluster import LocalCluster  # noqa: E402
 from trainctl.cluster.kubelet.hollow import FAIL_AFTER_SECONDS, FAIL_RUNS, RUN_UNTIL  # noqa: E402
+from trainctl.cluster.local_cluster import LocalCluster  # noqa: E402
 from trainctl.kube.client import ApiError, KubeClient  # noqa: E402
 from trainctl.kube.informer import Informer  # noqa: E402
-from trainctl.kube.resources import NAMESPACES, PODS, PYTORCHJOBS  # noqa: E402
+from trainctl.kube.restmapper import NAMESPACES, PODS, PYTORCHJOBS  # noqa: E402
 
 NAMESPACE = "bench-scale"
 WRITE_VERBS = {"create", "update", "patch", "delete", "CREATE", "UPDATE", "PATCH", "DELETE", "APPLY", "DELETECOLLECTION"}

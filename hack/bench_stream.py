@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trainctl.cluster.cluster import LocalCluster  # noqa: E402
+from trainctl.cluster.local_cluster import LocalCluster  # noqa: E402
 
 SOURCE = """
 import socket, sys

@@ -13,8 +13,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The checkout's trainctl/ package, whether or not it is installed.
-sys.path.insert(0, str(ROOT))
+# The checkout's trainctl.api (api/trainctl/api), whether or not it is installed.
+sys.path.insert(0, str(ROOT / "api"))
 
 from trainctl.api.crd import crds, render  # noqa: E402
 

@@ -38,7 +38,9 @@ pip_install() {
   fi
 }
 echo "== installing trainctl with its test dependencies (torch 2.13.0, kfp, the kubeflow-training SDK; log: .venv/pip-install.log)"
-pip_install -e '.[torch,test]'
+# The three distributions of this repository (docs/architecture.md): the root one depends on
+# the other two, which are found here, not on an index.
+pip_install -e ./api -e ./controller -e '.[torch,test]'
 echo "== installing MindSpore 2.10.0 (about 800 MB on a first run)"
 # A second step, not an extra of the first: kfp 2.17 declares protobuf<7 while MindSpore
 # 2.10 declares protobuf>=7.34, so no single resolution exists. kfp compiles pipelines fine

@@ -3,8 +3,8 @@
 from trainctl.api import kinds
 from trainctl.api.crd import crds
 from trainctl.controller.frameworks import FRAMEWORKS
-from trainctl.kube.resources import job_resources, resource_for
-from trainctl.launch.kinds import kind_of, lead_replica
+from trainctl.kube.restmapper import job_resources, resource_for
+from trainctl.launch.job_kinds import kind_of, lead_replica
 
 
 def test_every_kind_has_its_plugin_and_resource():

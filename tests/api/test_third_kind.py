@@ -32,7 +32,7 @@ from trainctl.cli.main import build_parser, main
 from trainctl.controller import frameworks
 from trainctl.controller.frameworks import Framework, framework_for
 from trainctl.controller.frameworks.base import ConditionChange, EnvContext, EnvFactory, JobFacts, env
-from trainctl.kube.resources import resource_for
+from trainctl.kube.restmapper import resource_for
 from trainctl.pipelines.jobspec import JobParameters, build
 from trainctl.timeline.model import build_timeline
 

@@ -14,11 +14,11 @@ from typing import Any, Callable, Iterator, Optional
 import pytest
 from kubernetes import client as k8s_client
 
-from trainctl.cluster.cluster import install_crds
+from trainctl.cluster.local_cluster import install_crds
 from trainctl.controller.manager import Manager
 from trainctl.controller.options import ManagerOptions
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import EVENTS, PODS, PYTORCHJOBS, SERVICES
+from trainctl.kube.restmapper import EVENTS, PODS, PYTORCHJOBS, SERVICES
 
 from tests.support.controller import ControllerProcess, Watcher, granted, load_rbac
 

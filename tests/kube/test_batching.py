@@ -14,7 +14,7 @@ from trainctl.controller.options import ManagerOptions
 from trainctl.controller.plan_applier import ApplyError
 from trainctl.controller.reconcile.plan import Plan
 from trainctl.kube.client import ApiError, Created
-from trainctl.kube.resources import EVENTS, PYTORCHJOBS
+from trainctl.kube.restmapper import EVENTS, PYTORCHJOBS
 
 from tests.support.controller import expected_replicas, master_succeeds_when_all_run
 from tests.support.jobs import pytorchjob

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import urllib.request
 
-from trainctl.kube.resources import CRDS, PYTORCHJOBS
+from trainctl.kube.restmapper import CRDS, PYTORCHJOBS
 
 from tests.support.conditions import condition
 from tests.support.controller import expected_replicas, job_events, master_succeeds_when_all_run, ready

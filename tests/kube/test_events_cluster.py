@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from trainctl.kube.events import COMBINED_PREFIX, CorrelatorLimits
-from trainctl.kube.resources import PYTORCHJOBS
+from trainctl.kube.restmapper import PYTORCHJOBS
 
 from tests.support.controller import job_events
 from tests.support.jobs import pytorchjob

@@ -5,7 +5,7 @@ from __future__ import annotations
 import collections
 import ssl
 
-from trainctl.kube.resources import PYTORCHJOBS
+from trainctl.kube.restmapper import PYTORCHJOBS
 
 from tests.support.conditions import condition
 from tests.support.controller import expected_replicas, master_succeeds_when_all_run, ready

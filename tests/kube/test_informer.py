@@ -9,7 +9,7 @@ from kubernetes import client as k8s_client
 
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.resources import SERVICES
+from trainctl.kube.restmapper import SERVICES
 
 from tests.support.faultproxy import FaultProxy
 

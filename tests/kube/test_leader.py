@@ -8,7 +8,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 from trainctl.kube.client import ApiError
-from trainctl.kube.resources import LEASES, PYTORCHJOBS
+from trainctl.kube.restmapper import LEASES, PYTORCHJOBS
 
 from tests.support.conditions import condition
 from tests.support.controller import expected_replicas, master_succeeds_when_all_run

@@ -13,15 +13,16 @@ import logging
 from pathlib import Path
 
 import trainctl
-from trainctl.kube.logs import JSONFormatter, TextFormatter
+from trainctl.kube.structured_logging import JSONFormatter, TextFormatter
 
 RESERVED = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message", "asctime"}
 
 
 def extra_keys() -> list[tuple[str, int, str]]:
     found = []
-    root = Path(trainctl.__file__).parent
-    for path in sorted(root.rglob("*.py")):
+    # Every portion of the namespace package: the root's, api/'s and controller/'s.
+    roots = {Path(portion).resolve() for portion in trainctl.__path__}
+    for root, path in sorted((portion, path) for portion in roots for path in portion.rglob("*.py")):
         tree = ast.parse(path.read_text(), filename=str(path))
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from trainctl.controller.reconcile import ReconcileConfig
-from trainctl.kube.resources import NODES, PYTORCHJOBS
+from trainctl.kube.restmapper import NODES, PYTORCHJOBS
 
 from tests.support.controller import job_events
 from tests.support.jobs import pytorchjob

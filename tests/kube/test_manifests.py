@@ -1,9 +1,12 @@
-"""The kustomize manifests render, validate against the Kubernetes schemas, and are locked down."""
+"""The kustomize manifests render, validate against the Kubernetes schemas, and are locked down;
+the Deployment runs the command the controller image runs."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import subprocess
+from importlib.metadata import entry_points
 
 import kubernetes_validate
 import pytest
@@ -80,6 +83,37 @@ def test_the_deployment_is_locked_down_and_pinned(cluster_install):
     assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
     assert "--leader-elect" in container["args"]
     assert pod["serviceAccountName"] == "trainctl-controller"
+
+
+def dockerfile_stages() -> dict[str, list[list[str]]]:
+    """The Dockerfile's instructions (each split in words) by stage name, in build order."""
+    stages: dict[str, list[list[str]]] = {}
+    for line in (REPO / "Dockerfile").read_text().splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0] == "FROM":
+            stages[words[-1]] = []
+        stages[next(reversed(stages))].append(words)
+    return stages
+
+
+def test_the_deployment_and_the_controller_image_run_the_controller_distributions_command(cluster_install):
+    (script,) = [ep for ep in entry_points(group="console_scripts") if ep.value == "trainctl.controller.main:main"]
+    assert script.dist is not None and script.dist.name == "trainctl-controller"
+    (deployment,) = by_kind(cluster_install, "Deployment")
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == [script.name]
+
+    stages = dockerfile_stages()
+    assert list(stages)[-1] == "controller", "the default target is the controller image"
+    controller = stages["controller"]
+    (entrypoint,) = [words for words in controller if words[0] == "ENTRYPOINT"]
+    assert json.loads(" ".join(entrypoint[1:])) == [script.name]
+    # It copies the virtualenv of a stage that installed api/ and controller/, and nothing else.
+    (source,) = [words[1].removeprefix("--from=") for words in controller if words[0] == "COPY"]
+    copied = [words[1:] for words in stages[source] if words[0] == "COPY"]
+    assert copied == [["api", "./api"], ["controller", "./controller"]]
 
 
 def test_the_cluster_role_has_no_wildcards(cluster_install):

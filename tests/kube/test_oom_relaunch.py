@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from trainctl.kube.resources import NODES, PODS, PYTORCHJOBS
+from trainctl.kube.restmapper import NODES, PODS, PYTORCHJOBS
 
 from tests.support.controller import job_events
 from tests.support.jobs import pytorchjob

@@ -9,7 +9,7 @@ import pytest
 
 from trainctl.controller import options
 from trainctl.controller.options import ManagerOptions
-from trainctl.controller.reconcile.config import ReconcileConfig
+from trainctl.controller.reconcile.config import ReconcileConfig, setting
 
 
 def parse(*argv: str) -> ManagerOptions:
@@ -31,6 +31,19 @@ def test_every_field_of_both_dataclasses_has_a_flag():
     manager = {f.name for f in dataclasses.fields(ManagerOptions)} - {"reconcile"}
     assert manager <= dests
     assert {f.name for f in dataclasses.fields(ReconcileConfig)} <= dests
+
+
+def test_every_flag_says_what_it_does_from_its_setting():
+    parser = argparse.ArgumentParser()
+    options.add_flags(parser)
+    # the gang scheduler, in both, is the manager's flag
+    described = {f.name: f.metadata.get("help") for cls in (ReconcileConfig, ManagerOptions)
+                 for f in dataclasses.fields(cls)}
+    for action in parser._actions:
+        if action.dest == "help":
+            continue
+        assert described[action.dest], f"{action.option_strings[0]} has no help text"
+        assert action.help.startswith(described[action.dest])
 
 
 def test_reconcile_settings_reach_the_core():
@@ -72,13 +85,23 @@ def test_bad_values_are_refused_by_the_parser(argv, capsys):
 def test_a_new_reconcile_field_gets_its_flag(monkeypatch):
     @dataclasses.dataclass(frozen=True)
     class Grown(ReconcileConfig):
-        max_replicas_per_job: int = 10_000
+        max_pods_per_node: int = setting(10, "place at most this many of a job's pods on one node")
 
     monkeypatch.setattr(options, "ReconcileConfig", Grown)
     parser = argparse.ArgumentParser()
     options.add_flags(parser)
-    args = parser.parse_args(["--max-replicas-per-job", "7"])
-    assert args.max_replicas_per_job == 7
+    args = parser.parse_args(["--max-pods-per-node", "7"])
+    assert args.max_pods_per_node == 7
+
+
+def test_a_setting_without_help_text_is_refused_when_the_flags_are_made(monkeypatch):
+    @dataclasses.dataclass(frozen=True)
+    class Undescribed(ReconcileConfig):
+        max_pods_per_node: int = 10
+
+    monkeypatch.setattr(options, "ReconcileConfig", Undescribed)
+    with pytest.raises(TypeError, match="max_pods_per_node has no help text"):
+        options.add_flags(argparse.ArgumentParser())
 
 
 @pytest.mark.parametrize(("argv", "grace"), [((), 30.0), (("--node-lost-grace", "5s"), 5.0),

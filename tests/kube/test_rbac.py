@@ -15,7 +15,7 @@ from typing import Any, Callable
 import pytest
 
 from trainctl.kube.client import ApiError
-from trainctl.kube.resources import (
+from trainctl.kube.restmapper import (
     CRDS,
     HPAS,
     MSJOBS,

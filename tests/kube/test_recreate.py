@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from trainctl.controller.reconcile.plan import Plan
-from trainctl.kube.resources import PODS, PYTORCHJOBS, SERVICES
+from trainctl.kube.restmapper import PODS, PYTORCHJOBS, SERVICES
 
 from tests.support.controller import job_events
 from tests.support.jobs import pytorchjob

@@ -12,7 +12,7 @@ from kubernetes import client as k8s_client
 
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.resources import NODES, PODS, Resource
+from trainctl.kube.restmapper import NODES, PODS, Resource
 
 from tests.support.faultproxy import FaultProxy
 

@@ -11,7 +11,7 @@ from typing import Any, Iterator
 import pytest
 from kubernetes import client
 
-from trainctl.cluster.cluster import install_crds
+from trainctl.cluster.local_cluster import install_crds
 from trainctl.kube.client import KubeClient
 from trainctl.launch import connect
 

@@ -17,8 +17,8 @@ from typing import Iterator
 import pytest
 import yaml
 
-from trainctl.cluster.cluster import NETWORK_FILE, LocalCluster, cleanup_leftovers, find_leftovers
 from trainctl.cluster.kubelet.runtime import ProcessRegistry
+from trainctl.cluster.local_cluster import NETWORK_FILE, LocalCluster, cleanup_leftovers, find_leftovers
 from trainctl.cluster.pidfiles import wait_pid_exit
 from trainctl.launch import Launcher, Outcome, connect
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from kubernetes import client
 
-from trainctl.cluster.cluster import LocalCluster
+from trainctl.cluster.local_cluster import LocalCluster
 from trainctl.launch import Launcher, Outcome, PlainView, connect
 from trainctl.pipelines.launch import main
 

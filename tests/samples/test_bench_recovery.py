@@ -76,7 +76,7 @@ def test_summary_is_median_with_range(bench):
 def observer(bench):
     from kubernetes import client
 
-    from trainctl.launch.kinds import kind_of
+    from trainctl.launch.job_kinds import kind_of
 
     return bench.TimedObserver(client.ApiClient(), kind_of({"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob"}),
                                "job")

@@ -20,11 +20,11 @@ from typing import Any
 
 from kubernetes import client
 
-from trainctl.cluster.cluster import LocalCluster
 from trainctl.cluster.kubelet.kubelet import namespace_data_dir
+from trainctl.cluster.local_cluster import LocalCluster
 from trainctl.cluster.network import isolation
 from trainctl.launch import connect
-from trainctl.launch.kinds import kind_of
+from trainctl.launch.job_kinds import kind_of
 
 from .kubectl import Kubectl
 from .net import free_port, with_free_port

@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from typing import Any
 
-from trainctl.launch.kinds import kind_of
+from trainctl.launch.job_kinds import kind_of
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -27,7 +27,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from trainctl.api import constants as c
-from trainctl.launch.kinds import JobKind
+from trainctl.launch.job_kinds import JobKind
 
 from .conditions import condition
 from .pods import container_status

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.resources import PODS
+from trainctl.kube.restmapper import PODS
 
 # outcome(pod, running_pods_of_the_same_job) -> "Succeeded" | "Failed" | None (keep running)
 Outcome = Callable[[dict[str, Any], list[dict[str, Any]]], Optional[str]]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import PODS, resource_of
+from trainctl.kube.restmapper import PODS, resource_of
 
 Obj = dict[str, Any]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from trainctl.launch.kinds import kind_of
+from trainctl.launch.job_kinds import kind_of
 
 from .repo import SAMPLES
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from trainctl.timeline import model
-from trainctl.timeline.recorder import TimelineRecorder
+from trainctl.timeline.live_recorder import TimelineRecorder
 
 from .factories import EPOCH0, job, pod, running, terminated
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from trainctl.api import constants as c
 from trainctl.timeline import model
-from trainctl.timeline.recorder import TimelineRecorder
+from trainctl.timeline.live_recorder import TimelineRecorder
 
 from .factories import EPOCH0, at, event, job, pod, running, terminated
 

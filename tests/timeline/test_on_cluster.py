@@ -24,12 +24,12 @@ import pytest
 import yaml
 
 from trainctl.api import constants as c
-from trainctl.cluster.cluster import LocalCluster
-from trainctl.kube.resources import PYTORCHJOBS
+from trainctl.cluster.local_cluster import LocalCluster
+from trainctl.kube.restmapper import PYTORCHJOBS
 from trainctl.launch import Launcher, Outcome, PlainView, connect
-from trainctl.launch.kinds import kind_of
+from trainctl.launch.job_kinds import kind_of
 from trainctl.timeline import fetch, model
-from trainctl.timeline.recorder import TimelineRecorder
+from trainctl.timeline.live_recorder import TimelineRecorder
 
 from tests.support.net import free_port
 

@@ -8,7 +8,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from trainctl.cli.main import main
-from trainctl.timeline import model, render
+from trainctl.timeline import drawing as render
+from trainctl.timeline import model
 
 from .factories import EPOCH0, event, job, pod, running, terminated
 

@@ -1,15 +1,18 @@
 """``trainctl local up|down|status|node`` (and the hidden ``trainctl local kubelet``).
 
-``up`` runs :class:`~trainctl.cluster.cluster.LocalCluster` in the foreground as the
-supervisor: it restarts a component that crashes and stops everything on Ctrl-C or
-SIGTERM; its components die with it even when it is killed. ``--detach`` starts that same
+``up`` runs :class:`~trainctl.cluster.local_cluster.LocalCluster` in the foreground as the
+supervisor (:mod:`trainctl.cluster.supervisor`): it restarts a component that crashes and
+stops everything on Ctrl-C or SIGTERM; its components die with it even when it is killed. ``--detach`` starts that same
 supervisor as a background process and returns once the cluster is ready; that cluster
 outlives a crash of its supervisor, unsupervised. ``status`` says what runs, the supervisor or
 not (exit 0 supervised, 1 nothing runs, 3 components or pods run without their supervisor);
 ``up`` refuses a directory where such orphans run, and ``down`` stops the supervisor (or,
-if it died, whatever it left) and every pod process. ``node kill|freeze|thaw|start NAME``
-breaks and mends one node (:mod:`.nodes`). ``node start`` asks the supervisor (SIGUSR1) to
-boot a killed node's kubelet again; the supervisor never restarts a kubelet the user killed.
+if it died, whatever it left) and every pod process. ``node KIND NAME`` breaks and mends one
+node: a subcommand for every fault kind registered in :mod:`trainctl.cluster.faults`.
+``node start`` asks the supervisor (SIGUSR1) to boot a killed node's kubelet again; the
+supervisor never restarts a kubelet the user killed.
+
+This module parses and prints; what runs is in the cluster package.
 """
 
 from __future__ import annotations
@@ -18,20 +21,19 @@ import argparse
 import contextlib
 import os
 import signal
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from trainctl.cluster.flags import non_negative_int
 from trainctl.cluster.kubelet.program import kubelet_arguments, run_kubelet
 
+if TYPE_CHECKING:
+    from trainctl.cluster.supervisor import UpOptions
+
 # `trainctl local status`: components or pods run, but their supervisor does not.
 ORPHANED = 3
-# A component that crashes more often than this is not restarted again.
-MAX_RESTARTS, RESTART_WINDOW_SECONDS = 5, 60.0
 
 
 def _positive_int(text: str) -> int:
@@ -70,14 +72,8 @@ _HPA_FLAGS = (
 )
 
 
-def _controlplane_flags(args: argparse.Namespace) -> list[str]:
-    return [item for flag, _, dest, _ in _HPA_FLAGS if getattr(args, dest) for item in (flag, getattr(args, dest))]
-
-
-
-
 def _default_dir() -> str:
-    from trainctl.cluster.cluster import DEFAULT_DIR
+    from trainctl.cluster.local_cluster import DEFAULT_DIR
 
     return str(DEFAULT_DIR)
 
@@ -142,22 +138,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status.add_argument("--dir", default=None, help=dir_help)
     status.set_defaults(func=run_status)
 
-    node = commands.add_parser("node", help="break or mend a node: kill, freeze, thaw, start, partition, heal",
+    from trainctl.cluster.faults import NODE_FAULTS
+
+    kinds = ", ".join(NODE_FAULTS)
+    node = commands.add_parser("node", help=f"break or mend a node: {kinds}",
                                description="Node failures as a person would cause them.")
-    actions = node.add_subparsers(dest="node_command", metavar="{kill,freeze,thaw,start,partition,heal}")
+    actions = node.add_subparsers(dest="node_command", metavar="{" + ",".join(NODE_FAULTS) + "}")
     node.set_defaults(func=_print_help(node))
-    for action, text in (("kill", "the machine dies: its kubelet and every process of its pods get SIGKILL"),
-                         ("freeze", "the machine hangs: its kubelet and its pods' processes are stopped (SIGSTOP)"),
-                         ("thaw", "a frozen machine resumes (SIGCONT)"),
-                         ("start", "a killed machine boots again: its kubelet comes back, its pods' processes do not"),
-                         ("partition", "the machine loses the network: its kubelet and its pods are cut off, their "
-                                       "processes keep running (isolated network only)"),
-                         ("heal", "a partitioned machine gets the network back: its kubelet first, then the pods "
-                                  "still in the API")):
-        command = actions.add_parser(action, help=text, description=text)
+    for fault in NODE_FAULTS.values():
+        command = actions.add_parser(fault.name, help=fault.help, description=fault.help)
         command.add_argument("name", help="node name (see trainctl local status)")
         command.add_argument("--dir", default=None, help=dir_help)
-        command.set_defaults(func=run_node, node_command=action)
+        for option in fault.flags:
+            command.add_argument(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
+        command.set_defaults(func=run_node, node_command=fault.name)
 
     kubelet = commands.add_parser("kubelet")  # hidden: `up` starts it
     kubelet_arguments(kubelet)
@@ -188,7 +182,7 @@ def _usage(cluster: Any) -> str:
 
 def _network_line(directory: Path) -> str:
     """``Pod network: isolated: ...`` as the last ``up`` on ``directory`` chose it (and why)."""
-    from trainctl.cluster.cluster import NETWORK_FILE
+    from trainctl.cluster.local_cluster import NETWORK_FILE
     from trainctl.cluster.network.isolation import ISOLATED, describe
     from trainctl.cluster.network.nat import SERVICES_FILE
 
@@ -205,26 +199,20 @@ def _network_line(directory: Path) -> str:
 
 
 def run_up(args: argparse.Namespace) -> int:
-    from trainctl.cluster.cluster import ClusterError, LocalCluster
-    from trainctl.cluster.network import isolation
-    from trainctl.cluster.nodes import NodeError
+    from trainctl.cluster.local_cluster import ClusterError
+    from trainctl.cluster.machines import NodeError
+    from trainctl.cluster.supervisor import UpOptions, supervise
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
+    options = UpOptions.from_args(args)
     if args.detach:
-        return _up_detached(args, directory)
+        return _up_detached(options, directory)
 
     # `up --detach` runs this command in the background with --ready-fd: that cluster outlives
     # a crash of its supervisor. One in the foreground (the user's terminal) goes with it.
     in_background = args.ready_fd is not None
     try:
-        cluster = LocalCluster(directory, gpus=args.gpus, npus=args.npus, controller=not args.no_controller,
-                               workdir=args.workdir, nodes=args.nodes, node_names=_names(args.node_names),
-                               node_cpu=args.node_cpu, node_memory=args.node_memory,
-                               node_monitor_grace_period=args.node_monitor_grace_period,
-                               hpa_sync_period=args.hpa_sync_period, controlplane_args=_controlplane_flags(args),
-                               controller_args=["--node-lost-grace", args.node_lost_grace] if args.node_lost_grace else None,
-                               die_with_supervisor=not in_background, hollow_nodes=args.hollow_nodes,
-                               network=args.network or isolation.AUTO)
+        cluster = options.cluster(directory, die_with_supervisor=not in_background)
         cluster.lock()
     except (ClusterError, NodeError, OSError) as exc:
         _say(str(exc))
@@ -242,7 +230,7 @@ def run_up(args: argparse.Namespace) -> int:
             with contextlib.suppress(OSError):
                 os.write(args.ready_fd, b"ready\n")
                 os.close(args.ready_fd)
-        return _supervise(cluster)
+        return supervise(cluster, _say)
     except _Shutdown:
         _say("stopping")
         return 0
@@ -266,164 +254,35 @@ def _start_with_spinner(cluster: Any) -> None:
         cluster.start()
 
 
-def _names(text: Optional[str]) -> Optional[list[str]]:
-    return [name.strip() for name in text.split(",")] if text else None
+def _up_detached(options: "UpOptions", directory: Path) -> int:
+    from trainctl.cluster.local_cluster import ClusterError, LocalCluster
+    from trainctl.cluster.supervisor import start_detached
 
-
-class _Wake(Exception):
-    """SIGUSR1 while waiting: ``trainctl local node start`` asked for a node to boot."""
-
-
-def _boot_started_nodes(cluster: Any) -> None:
-    """Start the kubelet of every node no longer marked killed whose kubelet is not running."""
-    from trainctl.cluster import nodes
-    from trainctl.cluster.cluster import ClusterError
-
-    for spec in cluster.nodes:
-        kubelet = cluster.kubelets[spec.name]
-        if not kubelet.alive and nodes.node_state(cluster.directory, spec.name) != nodes.KILLED:
-            _say(f"node {spec.name} boots")
-            try:
-                kubelet.start()
-            except ClusterError as exc:
-                _say(str(exc))
-
-
-def _supervise(cluster: Any) -> int:
-    """Wait for a component to exit (no polling: waitid on our children) and restart it,
-    unless it is the kubelet of a node the user killed (``trainctl local node kill``)."""
-    from trainctl.cluster import nodes
-    from trainctl.cluster.cluster import ClusterError
-
-    crashes: dict[str, list[float]] = {}
-    wake = {"waiting": False, "pending": False}
-
-    def on_usr1(_signum: int, _frame: Any) -> None:
-        wake["pending"] = True
-        if wake["waiting"]:
-            raise _Wake()
-
-    signal.signal(signal.SIGUSR1, on_usr1)
-    while True:
-        wake["waiting"] = True
-        try:
-            if wake["pending"]:
-                raise _Wake()
-            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOWAIT)
-            assert info is not None  # waitid returns None only with WNOHANG
-        except _Wake:
-            wake["waiting"] = wake["pending"] = False
-            _boot_started_nodes(cluster)
-            continue
-        wake["waiting"] = False
-        component = next((c for c in cluster.components if c.pid == info.si_pid), None)
-        if component is None:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(info.si_pid, 0)
-            continue
-        code = component.process.wait()
-        node = next((spec.name for spec in cluster.nodes if spec.component == component.name), None)
-        if node is not None and nodes.node_state(cluster.directory, node) == nodes.KILLED:
-            _say(f"node {node} was killed; start it again with: trainctl local node start {node}")
-            continue
-        # A restart that fails (e.g. the API server cannot listen yet) is one more crash, not
-        # the end of the cluster: try again until the crash budget is spent.
-        while True:
-            now = time.monotonic()
-            recent = [t for t in crashes.get(component.name, []) if now - t < RESTART_WINDOW_SECONDS] + [now]
-            crashes[component.name] = recent
-            if len(recent) > MAX_RESTARTS:
-                _say(f"{component.name} exited {len(recent)} times within {RESTART_WINDOW_SECONDS:g}s "
-                     f"(last code {code}); giving up, see {component.log_file}")
-                return 1
-            _say(f"{component.name} exited with code {code}; restarting it")
-            try:
-                component.start()
-                break
-            except ClusterError as exc:
-                _say(str(exc))
-                component.kill()
-                code = component.process.returncode if component.process else None
-
-
-def _up_detached(args: argparse.Namespace, directory: Path) -> int:
-    from trainctl.cluster.cluster import SUPERVISOR_PID
-    from trainctl.cluster.pidfiles import read_pid_file
-
-    running = read_pid_file(directory / SUPERVISOR_PID)
-    if running is not None:
-        _say(f"a local cluster is already running in {directory} (supervisor pid {running}); "
-             f"stop it with: trainctl local down --dir {directory}")
-        return 1
     try:
-        (directory / "logs").mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        _say(f"cannot use {directory} for the local cluster: {exc.strerror or exc}")
+        pid = start_detached(options, directory)
+    except ClusterError as exc:
+        _say(str(exc))
         return 1
-    read_fd, write_fd = os.pipe()
-    argv = [sys.executable, "-m", "trainctl.cli.main", "local", "up", "--dir", str(directory), "--gpus", str(args.gpus),
-            "--npus", str(args.npus), "--ready-fd", str(write_fd), "--nodes", str(args.nodes)]
-    for flag, value in (("--node-names", args.node_names), ("--node-cpu", args.node_cpu), ("--node-memory", args.node_memory),
-                        ("--network", args.network)):
-        if value:
-            argv += [flag, value]
-    if args.no_controller:
-        argv.append("--no-controller")
-    for flag, value in (("--node-monitor-grace-period", args.node_monitor_grace_period),
-                        ("--hpa-sync-period", args.hpa_sync_period),
-                        ("--node-lost-grace", args.node_lost_grace)):
-        if value:
-            argv += [flag, value]
-    argv += _controlplane_flags(args)
-    if args.hollow_nodes:
-        argv += ["--hollow-nodes", str(args.hollow_nodes)]
-    argv += ["--workdir", str(Path(args.workdir).resolve() if args.workdir else Path.cwd())]
-    log_path = directory / "logs" / "supervisor.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                   start_new_session=True, pass_fds=(write_fd,))
-    os.close(write_fd)
-    with os.fdopen(read_fd, "rb") as ready:
-        answer = ready.read(64)
-    if not answer:
-        code = process.wait()
-        last = [line for line in log_path.read_text(errors="replace").splitlines() if line.strip()][-1:]
-        _say(last[0].removeprefix("trainctl local: ") if last else f"the supervisor exited with code {code}; see {log_path}")
-        return 1
-    from trainctl.cluster.cluster import LocalCluster
-
-    cluster = LocalCluster(directory, controller=False, nodes=args.nodes, node_names=_names(args.node_names))
+    cluster = LocalCluster(directory, controller=False, nodes=options.nodes, node_names=options.names())
     print(_usage(cluster))
-    print(f"Supervisor pid {process.pid}; logs in {directory / 'logs'}")
+    print(f"Supervisor pid {pid}; logs in {directory / 'logs'}")
     return 0
 
 
 # --- down ----------------------------------------------------------------------------------
 def run_down(args: argparse.Namespace) -> int:
-    from trainctl.cluster.cluster import SUPERVISOR_PID, ClusterError, LocalCluster, cleanup_leftovers
-    from trainctl.cluster.pidfiles import signal_pid_file, wait_pid_exit
+    from trainctl.cluster.local_cluster import ClusterError
+    from trainctl.cluster.supervisor import stop_cluster
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     if not directory.is_dir():
         _say(f"no local cluster in {directory}")
         return 1
-    pid = signal_pid_file(directory / SUPERVISOR_PID, signal.SIGTERM)
-    if pid is not None and not wait_pid_exit(pid, 60):
-        _say(f"the supervisor (pid {pid}) did not stop within 60s; killing it")
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
-        wait_pid_exit(pid, 10)
-    # Whatever is left (a killed supervisor's components, pod processes) goes too.
-    cluster = LocalCluster(directory, controller=False)
     try:
-        cluster.lock(leftovers_ok=True)
+        pid, leftovers = stop_cluster(directory, _say)
     except ClusterError as exc:
         _say(str(exc))
         return 1
-    try:
-        leftovers = cleanup_leftovers(directory)
-    finally:
-        cluster.stop()
     if pid is not None:
         print(f"Local cluster in {directory} stopped.")
     elif leftovers:
@@ -435,53 +294,29 @@ def run_down(args: argparse.Namespace) -> int:
 
 # --- node ----------------------------------------------------------------------------------
 def run_node(args: argparse.Namespace) -> int:
-    from trainctl.cluster import nodes
-    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers
-    from trainctl.cluster.pidfiles import read_pid_file
+    from trainctl.cluster.faults import NODE_FAULTS
+    from trainctl.cluster.machines import NodeError, find_node
+    from trainctl.cluster.supervisor import SupervisedNodes
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
+    fault = NODE_FAULTS[args.node_command]
     try:
-        nodes.find_node(directory, args.name)
-        if args.node_command == "kill":
-            nodes.kill_node(directory, args.name)
-            print(f"Node {args.name} killed: its kubelet and its pods' processes are gone.")
-        elif args.node_command == "freeze":
-            nodes.freeze_node(directory, args.name)
-            print(f"Node {args.name} frozen: its kubelet and its pods' processes are stopped.")
-        elif args.node_command == "thaw":
-            nodes.thaw_node(directory, args.name)
-            print(f"Node {args.name} thawed.")
-        elif args.node_command == "partition":
-            nodes.partition_node(directory, args.name)
-            print(f"Node {args.name} partitioned: its kubelet and its pods are cut off from the network; "
-                  "their processes keep running.")
-        elif args.node_command == "heal":
-            nodes.heal_node(directory, args.name)
-            print(f"Node {args.name} healed: its kubelet is back on the network and gives its pods their links back.")
-        else:
-            supervisor = read_pid_file(directory / SUPERVISOR_PID)
-            if supervisor is None:
-                leftovers = find_leftovers(directory)
-                raise nodes.NodeError(leftovers.refusal(directory) if leftovers
-                                      else f"no local cluster is running in {directory}")
-            if nodes.node_state(directory, args.name) == nodes.FROZEN:
-                nodes.thaw_node(directory, args.name)
-            nodes.set_state(directory, args.name, "")
-            os.kill(supervisor, signal.SIGUSR1)
-            print(f"Node {args.name} is booting: its kubelet starts again (see trainctl local status).")
-    except nodes.NodeError as exc:
+        find_node(directory, args.name)
+        fault(SupervisedNodes(directory), args.name, {option.dest: getattr(args, option.dest) for option in fault.flags})
+    except NodeError as exc:
         _say(str(exc))
         return 1
+    print(fault.outcome.format(node=args.name))
     return 0
 
 
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
-    from trainctl.cluster import nodes as local_nodes
-    from trainctl.cluster.cluster import SUPERVISOR_PID, find_leftovers
+    from trainctl.cluster import machines
+    from trainctl.cluster.local_cluster import SUPERVISOR_PID, find_leftovers
     from trainctl.cluster.pidfiles import read_pid_file
     from trainctl.kube.client import ApiError, KubeClient
-    from trainctl.kube.resources import NODES, PODS
+    from trainctl.kube.restmapper import NODES, PODS
 
     directory = Path(args.dir or _default_dir()).expanduser().resolve()
     supervisor = read_pid_file(directory / SUPERVISOR_PID)
@@ -494,14 +329,14 @@ def run_status(args: argparse.Namespace) -> int:
               f"{leftovers.summary()} still running without it (orphaned)")
     else:
         print(f"Local cluster in {directory}: supervisor pid {supervisor}")
-    specs = local_nodes.read_nodes(directory)
+    specs = machines.read_nodes(directory)
     network_line = _network_line(directory)
     print(network_line)
     router = ("network",) if network_line.startswith("Pod network: isolated") else ()
     for name in ("apiserver", *router, "scheduler", *(spec.component for spec in specs), "controlplane", "controller"):
         pid = read_pid_file(directory / "run" / f"{name}.pid")
         print(f"  {name:<11} {'running, pid ' + str(pid) if pid else 'not running'}")
-    machine = {spec.name: local_nodes.node_state(directory, spec.name) for spec in specs}
+    machine = {spec.name: machines.node_state(directory, spec.name) for spec in specs}
     try:
         client = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0, max_attempts=1)
         print(f"API server: {client.host}   (export KUBECONFIG={directory / 'kubeconfig'})")

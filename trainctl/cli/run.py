@@ -98,7 +98,7 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
     if api is not None:
         yield api, default_namespace(), None
         return
-    from trainctl.cluster.cluster import ClusterError, LocalCluster
+    from trainctl.cluster.local_cluster import ClusterError, LocalCluster
 
     view.note("no cluster configured (no KUBECONFIG, no ~/.kube/config): starting a throwaway local cluster")
     with tempfile.TemporaryDirectory(prefix="trainctl-run-") as workdir:
@@ -116,7 +116,7 @@ def _cluster(view: Any) -> Iterator[tuple[Any, str, Any]]:
 
 def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[dict[str, Any]], view: Any, cluster: Any) -> int:
     from trainctl.launch import JobExists, Launcher, Outcome
-    from trainctl.launch.kinds import kind_of
+    from trainctl.launch.job_kinds import kind_of
     from trainctl.launch.summary import summary_lines
 
     launcher = Launcher(api)
@@ -174,8 +174,8 @@ def _run_jobs(args: argparse.Namespace, api: Any, default_ns: str, jobs: list[di
 
 
 def _recorder(job: dict[str, Any]) -> Any:
-    from trainctl.launch.kinds import kind_of
-    from trainctl.timeline.recorder import TimelineRecorder
+    from trainctl.launch.job_kinds import kind_of
+    from trainctl.timeline.live_recorder import TimelineRecorder
 
     return TimelineRecorder(container=kind_of(job).container)
 
@@ -189,7 +189,7 @@ def _timeline_path(template: str, job: dict[str, Any], jobs: int) -> Path:
 def _write_timeline(launcher: Any, recorder: Any, job: dict[str, Any], path: Path) -> str:
     """Draw what the recorder saw, with the job's Events added; the line to print about it."""
     from trainctl.kube.client import ApiError
-    from trainctl.timeline import fetch, render
+    from trainctl.timeline import drawing, fetch
 
     try:
         pods = fetch.owned_pods(launcher.client, job)
@@ -197,7 +197,7 @@ def _write_timeline(launcher: Any, recorder: Any, job: dict[str, Any], path: Pat
         pods = []  # what the watches saw still makes a timeline
     timeline = recorder.timeline(events=fetch.job_events(launcher.client, job), pods=pods)
     try:
-        render.write(timeline, path)
+        drawing.write(timeline, path)
     except OSError as exc:
         return f"timeline: cannot write {path}: {exc.strerror or exc}"
     return f"timeline: {path} ({len(timeline.rows)} pod row(s))"

@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
 
 def timeline_file(value: str) -> str:
     """An argparse type: a file name whose extension names a format a timeline is written in."""
-    from trainctl.timeline.render import UnknownFormat, format_of
+    from trainctl.timeline.drawing import UnknownFormat, format_of
 
     try:
         format_of(value)
@@ -55,7 +55,7 @@ def timeline_file(value: str) -> str:
 def run(args: argparse.Namespace) -> int:
     from trainctl.kube.client import ApiError, KubeClient
     from trainctl.launch import ClusterConfigError, connect, default_namespace, launcher
-    from trainctl.timeline import fetch, render
+    from trainctl.timeline import drawing, fetch
 
     try:
         api = connect()
@@ -82,14 +82,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     finally:
         client.close()
-    path = render.write(timeline, args.output or f"{args.job}-timeline.svg")
+    path = drawing.write(timeline, args.output or f"{args.job}-timeline.svg")
     print(f"wrote {path}: {len(timeline.rows)} pod row(s), {len(timeline.conditions)} condition change(s), {len(timeline.world_size)} world size change(s)")
     return 0
 
 
 def _get(client: KubeClient, kind: JobKind, namespace: str, name: str) -> dict[str, Any] | None:
     from trainctl.kube.client import ApiError
-    from trainctl.kube.resources import job_resource
+    from trainctl.kube.restmapper import job_resource
 
     try:
         return client.get_or_none(job_resource(kind), namespace, name)

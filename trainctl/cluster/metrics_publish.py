@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import Resource
+from trainctl.kube.restmapper import Resource
 
 API_VERSION = "metrics.k8s.io/v1beta1"
 NODE_METRICS = Resource("metrics.k8s.io", "v1beta1", "nodes", "NodeMetrics", namespaced=False)

@@ -19,11 +19,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
+from trainctl.cluster.kubelet.pod_admission import processes_gone_status
+from trainctl.cluster.podutil import is_terminal
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import NODES, PODS
-
-from .kubelet.admission import processes_gone_status
-from .scheduler.rules import is_terminal
+from trainctl.kube.restmapper import NODES, PODS
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,7 @@ import select
 from pathlib import Path
 from typing import Optional
 
-from .kubelet.runtime import process_start_time
+from trainctl.cluster.kubelet.runtime import process_start_time
 
 
 def write_pid_file(path: Path, pid: int) -> None:

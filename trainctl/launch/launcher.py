@@ -26,10 +26,10 @@ from trainctl.api import constants as c
 from trainctl.api.kinds import JobKind
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.resources import EVENTS, PODS, Resource, job_resource
-from trainctl.launch.events import JobWarnings
+from trainctl.kube.restmapper import EVENTS, PODS, Resource, job_resource
 from trainctl.launch.follow import LeadPodLogs
-from trainctl.launch.kinds import current_condition, kind_of, lead_replica, terminal_condition
+from trainctl.launch.job_kinds import current_condition, kind_of, lead_replica, terminal_condition
+from trainctl.launch.job_warnings import JobWarnings
 from trainctl.launch.progress import JobProgress, PodTracker, ProgressView
 
 # After the job finished, how long the lead pod's log may take to reach its last line.

@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TextIO
 
-from trainctl.launch.kinds import current_condition
+from trainctl.launch.job_kinds import current_condition
 
 
 class PodTracker:

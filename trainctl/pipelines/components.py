@@ -1,6 +1,6 @@
 """Kubeflow Pipelines (v2) components that launch a PyTorchJob or an MSJob and wait for it.
 
-They are container components on the trainctl image, whose entry point
+They are container components on the trainctl launcher image, whose entry point
 ``python -m trainctl.pipelines.launch`` runs the same launch-and-wait code as
 ``trainctl run``. A lightweight Python component would have to ``pip install`` trainctl
 (and kfp) each time the step's pod starts, which needs a package index reachable from the
@@ -31,8 +31,8 @@ try:
 except PackageNotFoundError:  # running from a source tree
     _VERSION = "latest"
 
-# The project's image (see the Dockerfile): trainctl installed, `python` on PATH.
-TRAINCTL_IMAGE = os.environ.get("TRAINCTL_LAUNCHER_IMAGE", f"ghcr.io/trainctl/trainctl-controller:{_VERSION}")
+# The project's launcher image (the Dockerfile's launcher target): trainctl installed, `python` on PATH.
+TRAINCTL_IMAGE = os.environ.get("TRAINCTL_LAUNCHER_IMAGE", f"ghcr.io/trainctl/trainctl-launcher:{_VERSION}")
 ENTRY_POINT = ["python", "-m", "trainctl.pipelines.launch"]
 
 

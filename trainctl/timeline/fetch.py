@@ -15,8 +15,8 @@ from typing import Any
 from trainctl.api import constants as c
 from trainctl.api.kinds import JobKind
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import EVENTS, PODS
-from trainctl.launch.kinds import lead_replica
+from trainctl.kube.restmapper import EVENTS, PODS
+from trainctl.launch.job_kinds import lead_replica
 from trainctl.timeline import model
 
 # World size is the same on every pod of a round; a few pods' logs tell it, 100 would be slow.

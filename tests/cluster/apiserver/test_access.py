@@ -88,6 +88,20 @@ def test_tokens_die_with_their_account_or_bound_pod(apiserver: ApiServerHandle, 
     assert call(apiserver, "/apis", unbound)[0] == 401
 
 
+def test_a_token_lifetime_past_two_to_the_32_seconds_is_invalid_not_an_internal_error(
+        apiserver: ApiServerHandle, kubectl: Kubectl) -> None:
+    setup_reader(kubectl)
+    path = f"/api/v1/namespaces/{NS}/serviceaccounts/reader/token"
+    code, status = call(apiserver, path, apiserver.token, "POST", {"spec": {"expirationSeconds": 10**15}})
+    assert (code, status["reason"]) == (422, "Invalid"), status
+    assert status["details"]["causes"][0]["field"] == "spec.expirationSeconds"
+    assert "Invalid value: 1000000000000000: may not specify a duration larger than 2^32 seconds" in status["message"]
+    code, issued = call(apiserver, path, apiserver.token, "POST", {"spec": {"expirationSeconds": 2**32}})
+    assert code == 201, issued
+    years = 2**32 // (365 * 24 * 3600)
+    assert int(issued["status"]["expirationTimestamp"][:4]) >= time.gmtime().tm_year + years
+
+
 def test_forged_and_expired_tokens_are_refused(apiserver: ApiServerHandle, kubectl: Kubectl) -> None:
     token = setup_reader(kubectl)
     claims = jwt.decode(token, options={"verify_signature": False})

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 from collections.abc import Iterator
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,6 @@ import requests
 import yaml
 from kubernetes import client, config
 
-from trainctl.api.pod_rules import parse_quantity
 from trainctl.cluster.apiserver.admission.builtin_rules import OBJECT_RULES
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -268,16 +266,3 @@ def test_python_client_gets_the_422_with_its_causes(apiserver):
     body = json.loads(refused.value.body)
     assert body["details"]["causes"] == [{"reason": "FieldValueTypeInvalid", "field": "data[replicas]", "message":
                                           'Invalid value: 3: data[replicas] in body must be of type string: 3'}]
-
-
-@pytest.mark.parametrize(("text", "value"), [
-    ("100m", "0.1"), ("1", "1"), ("1.5", "1.5"), (".5", "0.5"), ("2Ki", "2048"), ("1Gi", str(2**30)),
-    ("1e3", "1000"), ("5E-1", "0.5"), ("+1k", "1000"), ("-1", "-1"), ("250u", "0.00025"), (2, "2"), (0.5, "0.5"),
-])
-def test_quantities_in_kubernetes_grammar_parse(text, value):
-    assert parse_quantity(text) == Decimal(value)
-
-
-@pytest.mark.parametrize("text", ["abc", "", "1.2.3", "1ki", "Mi", "1 Gi", "1Gib", "--1", True, None, [1]])
-def test_text_outside_the_quantity_grammar_does_not_parse(text):
-    assert parse_quantity(text) is None

@@ -12,7 +12,7 @@ import requests
 from trainctl.cluster.apiserver.apimachinery.event_conversion import to_core, to_events
 from trainctl.cluster.apiserver.process import start_apiserver
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import EVENTS, Resource
+from trainctl.kube.restmapper import EVENTS, Resource
 
 EVENTS_V1 = Resource("events.k8s.io", "v1", "events", "Event")
 

@@ -250,3 +250,13 @@ def test_a_damaged_state_db_is_one_line_and_a_failure_exit(tmp_path):
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
     assert str(data_dir / "state.db") in lines[0] and "not a database" in lines[0]
+
+
+def test_an_exec_command_of_hundreds_of_kilobytes_reaches_the_route(call):
+    """An exec's command travels in the query string: kube-apiserver takes a request head of
+    1 MiB, so a long command is the pod's question (here: there is no such pod), not a
+    plain-text 400 for the request line."""
+    query = "&".join(["command=python", "command=-c", "command=" + "x" * 300_000])
+    response = call("POST", f"/api/v1/namespaces/default/pods/nosuch/exec?{query}")
+    status = assert_status(response, 404, "NotFound")
+    assert status["message"] == 'pods "nosuch" not found'

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import Registry
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry
 from trainctl.cluster.apiserver.serving import routes
 from trainctl.cluster.apiserver.serving.routes import COLLECTION, OBJECT, ROUTES, Handlers
 

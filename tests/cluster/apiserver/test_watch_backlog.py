@@ -12,7 +12,7 @@ import urllib.request
 from typing import Any
 
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import CONFIGMAPS
+from trainctl.kube.restmapper import CONFIGMAPS
 
 
 def test_the_last_bookmark_of_a_slow_watch_claims_only_what_was_sent(apiserver: Any) -> None:

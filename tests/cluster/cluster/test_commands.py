@@ -7,9 +7,9 @@ import signal
 import subprocess
 import sys
 
+from trainctl.cluster.compute import cgroups, enforcer
 from trainctl.cluster.kubelet.runtime import process_start_time
 from trainctl.cluster.pidfiles import read_pid_file, wait_pid_exit
-from trainctl.cluster.resources import cgroups, enforcer
 from trainctl.kube.client import KubeClient
 
 from tests.support.cluster import trainctl_local as trainctl
@@ -175,7 +175,7 @@ class FlakyComponent:
         return self.process.pid
 
     def start(self) -> None:
-        from trainctl.cluster.cluster import ClusterError
+        from trainctl.cluster.local_cluster import ClusterError
 
         self.starts += 1
         self.process = subprocess.Popen(["true"])
@@ -189,22 +189,23 @@ class FlakyComponent:
             self.process.wait()
 
 
-def test_a_failed_restart_counts_as_a_crash_and_is_retried(capsys):
+def test_a_failed_restart_counts_as_a_crash_and_is_retried():
     from types import SimpleNamespace
 
-    from trainctl.cli import local as commands
+    from trainctl.cluster import supervisor
 
     component = FlakyComponent()
-    assert commands._supervise(SimpleNamespace(components=[component], nodes=[], directory=None)) == 1
-    assert component.starts == commands.MAX_RESTARTS  # failed starts did not end supervision
-    err = capsys.readouterr().err
+    said: list[str] = []
+    assert supervisor.supervise(SimpleNamespace(components=[component], nodes=[], directory=None), said.append) == 1
+    assert component.starts == supervisor.MAX_RESTARTS  # failed starts did not end supervision
+    err = "\n".join(said)
     assert "apiserver exited during start-up" in err and "giving up" in err
 
 
 def test_node_commands_with_the_supervisor(tmp_path):
     import time
 
-    from trainctl.kube.resources import NODES
+    from trainctl.kube.restmapper import NODES
 
     directory = tmp_path / "cluster"
     up = trainctl("up", "--dir", str(directory), "--detach", "--no-controller", "--nodes", "2",

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from trainctl.cluster.cluster import ClusterError, LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.local_cluster import ClusterError, LocalCluster
 from trainctl.cluster.pidfiles import read_pid_file
-from trainctl.kube.resources import LEASES, NODES, PODS, PYTORCHJOBS
+from trainctl.kube.restmapper import LEASES, NODES, PODS, PYTORCHJOBS
 
 from tests.support.net import with_free_port
 from tests.support.pods import main_pid, read_fifo, running_sleeper, wait_pod

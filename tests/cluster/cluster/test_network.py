@@ -14,12 +14,12 @@ import urllib.request
 import pytest
 
 from trainctl.cluster.apiserver.system_objects import cluster_ip
-from trainctl.cluster.cluster import ClusterError, LocalCluster
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.local_cluster import ClusterError, LocalCluster
+from trainctl.cluster.machines import NodeError
 from trainctl.cluster.network import isolation, nat
 from trainctl.cluster.network.podnet import IsolatedNetwork
-from trainctl.cluster.nodes import NodeError
-from trainctl.kube.resources import NODES, PODS, SERVICES
+from trainctl.kube.restmapper import NODES, PODS, SERVICES
 
 from tests.support.cluster import trainctl_local
 from tests.support.net import free_port

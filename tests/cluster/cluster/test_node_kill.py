@@ -13,7 +13,8 @@ import threading
 
 import pytest
 
-from trainctl.cluster import nodes
+from trainctl.cluster import machines
+from trainctl.cluster.faults import kill, processes
 from trainctl.cluster.kubelet.kubelet import processes_dir
 from trainctl.cluster.kubelet.runtime import ProcessRecord, ProcessRegistry, process_start_time
 from trainctl.cluster.pidfiles import read_pid_file, write_pid_file
@@ -25,8 +26,8 @@ LATE = 0.5  # seconds between a SIGKILL sent and the process ending
 @pytest.fixture
 def node(tmp_path):
     """A node ``n1`` of a cluster in ``tmp_path``: a kubelet and one pod process group."""
-    spec = nodes.NodeSpec("n1", "kubelet-n1", "1", "1Gi")
-    nodes.write_nodes(tmp_path, [spec])
+    spec = machines.NodeSpec("n1", "kubelet-n1", "1", "1Gi")
+    machines.write_nodes(tmp_path, [spec])
     kubelet = subprocess.Popen(SLEEP)
     pod = subprocess.Popen(SLEEP, start_new_session=True)
     try:
@@ -52,21 +53,21 @@ def signals_late(monkeypatch, kills: bool = True) -> None:
                 threading.Timer(LATE, original, (target, signum)).start()
             return answer
         return send
-    monkeypatch.setattr(nodes, "signal_pid_file", late(nodes.signal_pid_file, read_pid_file))
-    monkeypatch.setattr(nodes, "signal_live", late(nodes.signal_live, lambda records: sum(r.alive() for r in records)))
+    monkeypatch.setattr(processes, "signal_pid_file", late(processes.signal_pid_file, read_pid_file))
+    monkeypatch.setattr(processes, "signal_live", late(processes.signal_live, lambda records: sum(r.alive() for r in records)))
 
 
 def test_kill_returns_when_the_processes_are_dead(node, tmp_path, monkeypatch):
     kubelet, pod = node
     signals_late(monkeypatch)
-    assert nodes.kill_node(tmp_path, "n1") == 2
+    assert kill.kill_node(tmp_path, "n1") == 2
     assert process_start_time(kubelet.pid) is None and process_start_time(pod.pid) is None
-    assert nodes.node_state(tmp_path, "n1") == nodes.KILLED
+    assert machines.node_state(tmp_path, "n1") == machines.KILLED
 
 
 def test_a_process_that_will_not_die_is_reported(node, tmp_path, monkeypatch):
     kubelet, pod = node
     signals_late(monkeypatch, kills=False)
-    with pytest.raises(nodes.NodeError, match="still alive") as raised:
-        nodes.kill_node(tmp_path, "n1", timeout=1.0)
+    with pytest.raises(machines.NodeError, match="still alive") as raised:
+        kill.kill_node(tmp_path, "n1", timeout=1.0)
     assert str(kubelet.pid) in str(raised.value) and str(pod.pid) in str(raised.value)

@@ -16,11 +16,12 @@ import time
 
 import pytest
 
-from trainctl.cluster import nodes as local_nodes
-from trainctl.cluster.cluster import LocalCluster
+from trainctl.cluster import machines
+from trainctl.cluster.faults.freeze import THAW_SECONDS
 from trainctl.cluster.kubelet.runtime import process_start_time
+from trainctl.cluster.local_cluster import LocalCluster
 from trainctl.cluster.pidfiles import read_pid_file
-from trainctl.kube.resources import LEASES, NODES, PODS
+from trainctl.kube.restmapper import LEASES, NODES, PODS
 
 from tests.support.cluster import TEST_NETWORK_VARIABLE
 from tests.support.kubectl import Kubectl
@@ -174,7 +175,7 @@ def test_kill_then_start_a_node(cluster, api, tmp_path):
     kubelet = read_pid_file(cluster.directory / "run" / "kubelet-trainctl-local-2.pid")
     cluster.kill_node(name)
     assert process_start_time(pid) is None and process_start_time(kubelet) is None
-    assert local_nodes.node_state(cluster.directory, name) == local_nodes.KILLED
+    assert machines.node_state(cluster.directory, name) == machines.KILLED
     wait_for(lambda: ready(api, name) == "Unknown", what="the killed node to go Unknown")
     assert api.get(PODS, "default", "victim")["status"]["phase"] == "Running"  # nobody says otherwise
     cluster.start_node(name)
@@ -213,7 +214,7 @@ def test_thaw_resumes_the_pods_still_there_and_never_runs_a_deleted_one(cluster,
     finally:
         cluster.thaw_node(name)
     # The kubelet resumed the kept pod itself: thaw did not wait for its fallback.
-    assert time.time() - thawed_at < local_nodes.THAW_SECONDS / 2
+    assert time.time() - thawed_at < THAW_SECONDS / 2
     assert process_start_time(pids["gone"]) is None, "thaw returns once the deleted pod's processes are gone"
     assert [t for t in ticks(files["gone"]) if t >= thawed_at] == []
     wait_for(lambda: any(t >= thawed_at for t in ticks(files["kept"])), timeout=10, what="the kept pod to run on")

@@ -13,9 +13,9 @@ from typing import Any, Callable, Optional
 import pytest
 
 from trainctl.cluster.apiserver.process import ApiServerHandle
-from trainctl.cluster.controlplane.resources import POD_METRICS
+from trainctl.cluster.controlplane.api_resources import POD_METRICS
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import Resource
+from trainctl.kube.restmapper import Resource
 
 Obj = dict[str, Any]
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
-from trainctl.cluster.controlplane import hpa
+from trainctl.cluster.controlplane import hpa_decision as hpa
 from trainctl.cluster.controlplane.units import format_time
 
 Obj = dict[str, Any]

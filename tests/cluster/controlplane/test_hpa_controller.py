@@ -8,12 +8,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
 from trainctl.cluster.apiserver.process import ApiServerHandle
-from trainctl.cluster.cluster import install_crds
 from trainctl.cluster.controlplane.hpa_controller import HorizontalPodAutoscalerController
 from trainctl.cluster.controlplane.units import format_time
-from trainctl.kube import resources as r
+from trainctl.cluster.local_cluster import install_crds
+from trainctl.kube import restmapper as r
 from trainctl.kube.events import CorrelatorLimits
-from trainctl.kube.resources import Resource
+from trainctl.kube.restmapper import Resource
 
 from .conftest import FakeMetricsClient, eventually
 

@@ -12,7 +12,7 @@ import pytest
 
 from trainctl.cluster.apiserver.process import ApiServerHandle
 from trainctl.cluster.controlplane.__main__ import build, parser
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 
 from .conftest import FakeMetricsClient, eventually
 

@@ -13,7 +13,7 @@ from typing import Any
 from trainctl.cluster.controlplane import node_lifecycle, taints
 from trainctl.cluster.controlplane.node_lifecycle_controller import NodeLifecycleController
 from trainctl.cluster.controlplane.units import format_time
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 
 from .conftest import FakeMetricsClient, eventually
 

@@ -9,7 +9,7 @@ import time
 
 from trainctl.cluster.controlplane import node_lifecycle
 from trainctl.cluster.controlplane.node_lifecycle_controller import NodeLifecycleController
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 
 from .conftest import FakeMetricsClient, eventually
 from .test_node_lifecycle_controller import post_ready, ready_status, register, renew

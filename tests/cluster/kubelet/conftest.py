@@ -17,7 +17,8 @@ import pytest
 
 from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
 from trainctl.cluster.kubelet import Kubelet, KubeletConfig
-from trainctl.cluster.network import cluster_ranges, isolation
+from trainctl.cluster.network import isolation
+from trainctl.cluster.network.ranges import cluster_ranges
 from trainctl.cluster.scheduler.component import SchedulerComponent
 from trainctl.kube.client import KubeClient
 

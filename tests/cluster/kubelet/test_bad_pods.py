@@ -14,7 +14,7 @@ import pytest
 
 from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
 from trainctl.cluster.apiserver.storage.store import Store
-from trainctl.cluster.network import cluster_ranges
+from trainctl.cluster.network.ranges import cluster_ranges
 
 from tests.support.pods import create, phase, pod, wait_pod
 

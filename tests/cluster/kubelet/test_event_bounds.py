@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from trainctl.cluster.kubelet.events import KubeletEvents
+from trainctl.cluster.kubelet.kubelet_events import KubeletEvents
 
 POD = {"apiVersion": "v1", "kind": "Pod",
        "metadata": {"name": "crash", "namespace": "ns", "uid": "u1", "resourceVersion": "3"},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import EVENTS, PODS
+from trainctl.kube.restmapper import EVENTS, PODS
 
 from tests.support.pods import container_status, create, pod, running_sleeper, wait_pod, wait_pod_gone
 

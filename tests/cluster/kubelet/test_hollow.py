@@ -10,9 +10,9 @@ import pytest
 
 from trainctl.cluster.kubelet.hollow import FAIL_AFTER_SECONDS, FAIL_RUNS, RUN_SECONDS, RUN_UNTIL, HollowNodes, node_names
 from trainctl.cluster.kubelet.node import LEASE_NAMESPACE, capacity
-from trainctl.cluster.scheduler.rules import HOLLOW_NODE_LABEL
+from trainctl.cluster.podutil import HOLLOW_NODE_LABEL
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import LEASES, NODES, PODS
+from trainctl.kube.restmapper import LEASES, NODES, PODS
 
 Obj = dict[str, Any]
 

@@ -17,8 +17,9 @@ import pytest
 from trainctl.cluster.kubelet.kubelet import namespace_data_dir
 from trainctl.cluster.kubelet.paths import OutsideDirectory
 from trainctl.cluster.kubelet.runtime import process_start_time
-from trainctl.cluster.network import cluster_ranges, isolation
-from trainctl.kube.resources import PODS
+from trainctl.cluster.network import isolation
+from trainctl.cluster.network.ranges import cluster_ranges
+from trainctl.kube.restmapper import PODS
 
 from tests.support.cluster import machine_port
 from tests.support.net import free_port

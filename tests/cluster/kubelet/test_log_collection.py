@@ -7,8 +7,8 @@ has just started: that node must not take the new pod's logs for a deleted pod's
 
 import pytest
 
-from trainctl.cluster.kubelet.deletion import Terminator
 from trainctl.cluster.kubelet.paths import OutsideDirectory
+from trainctl.cluster.kubelet.pod_deletion import Terminator
 from trainctl.cluster.kubelet.runtime import POD_NODE_FILE, claim_pod_directory, pod_directory_node
 
 

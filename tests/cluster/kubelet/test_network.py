@@ -2,7 +2,8 @@
 
 import ipaddress
 
-from trainctl.cluster.network import (
+from trainctl.cluster.network.pod_ipam import PodIPAllocator
+from trainctl.cluster.network.ranges import (
     NODE_SERVICE_SPACE,
     POD_SPACE,
     SERVICE_SPACE,
@@ -11,7 +12,6 @@ from trainctl.cluster.network import (
     node_service_address,
     node_service_cidr,
 )
-from trainctl.cluster.network.ipam import PodIPAllocator
 from trainctl.cluster.network.router import pod_nsswitch
 
 

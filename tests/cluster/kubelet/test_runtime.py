@@ -9,9 +9,10 @@ import threading
 
 import pytest
 
+from trainctl.cluster.compute import container_limits as limits
+from trainctl.cluster.compute import polling
 from trainctl.cluster.kubelet import paths
 from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry, Stdio, process_start_time
-from trainctl.cluster.resources import limits, polling
 
 CRI_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{9}Z (stdout|stderr) [FP] (.*)$")
 

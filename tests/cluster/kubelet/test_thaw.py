@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from trainctl.cluster import nodes
+from trainctl.cluster import machines as nodes
+from trainctl.cluster.faults.freeze import thaw_node
 from trainctl.cluster.kubelet import thaw
 from trainctl.cluster.kubelet.kubelet import processes_dir
 from trainctl.cluster.kubelet.runtime import ProcessRecord, ProcessRegistry, process_start_time, process_stopped
@@ -70,7 +71,7 @@ def frozen_node(tmp_path, process):
 
 def test_thaw_resumes_the_pods_itself_when_the_node_has_no_kubelet(tmp_path, stopped_sleeper):
     spec = frozen_node(tmp_path, stopped_sleeper)
-    assert nodes.thaw_node(tmp_path, spec.name) == 1
+    assert thaw_node(tmp_path, spec.name) == 1
     assert settles(lambda: not process_stopped(stopped_sleeper.pid))
     assert nodes.node_state(tmp_path, spec.name) == ""
 
@@ -80,7 +81,7 @@ def test_thaw_resumes_what_a_silent_kubelet_left_stopped_after_the_timeout(tmp_p
     kubelet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # ignores SIGCONT
     try:
         write_pid_file(tmp_path / "run" / f"{spec.component}.pid", kubelet.pid)  # with its start time, as the supervisor writes it
-        assert nodes.thaw_node(tmp_path, spec.name, timeout=0.3) == 2
+        assert thaw_node(tmp_path, spec.name, timeout=0.3) == 2
     finally:
         kubelet.kill()
         kubelet.wait()

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainctl.cluster.compute.accounting import Usage
 from trainctl.cluster.kubelet import usage
-from trainctl.cluster.resources.accounting import Usage
 
 
 @dataclass

@@ -3,7 +3,7 @@ pod that keeps failing is recorded again), scheduling gates, queue order by prio
 fields this scheduler refuses aloud and the preemption half of the message."""
 
 from trainctl.cluster.scheduler.binding import Scheduler
-from trainctl.cluster.scheduler.rules import NodeResources, schedule
+from trainctl.cluster.scheduler.fit import NodeResources, schedule
 
 ALLOC = {"cpu": "2", "memory": "4Gi", "pods": "110"}
 

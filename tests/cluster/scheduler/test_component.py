@@ -6,7 +6,7 @@ import time
 
 from trainctl.cluster.scheduler.component import SchedulerComponent
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import EVENTS, NODES, PODS
+from trainctl.kube.restmapper import EVENTS, NODES, PODS
 
 from tests.support.pods import create, pod
 

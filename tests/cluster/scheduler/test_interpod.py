@@ -3,7 +3,7 @@ zone label, namespaces and namespaceSelector, matchLabelKeys, the placed pods' o
 preferred weights in the ranking."""
 
 from trainctl.cluster.scheduler.assigned import AssignedPods
-from trainctl.cluster.scheduler.rules import NodeResources, schedule
+from trainctl.cluster.scheduler.fit import NodeResources, schedule
 
 ALLOC = {"cpu": "8", "memory": "16Gi", "pods": "110"}
 HOST = "kubernetes.io/hostname"

@@ -1,7 +1,7 @@
 """The fit and score rules: resources, fake devices, ports across owners, scheduler names,
 node affinity, taints and tolerations, cordon, over one node and several."""
 
-from trainctl.cluster.scheduler.rules import fit, owner_key, pod_requests, wants_this_scheduler
+from trainctl.cluster.scheduler.fit import fit, owner_key, pod_requests, wants_this_scheduler
 
 NODE = {"cpu": "2", "memory": "4Gi", "pods": "110", "nvidia.com/gpu": "2"}
 
@@ -97,7 +97,7 @@ def test_a_port_taken_on_the_machine_blocks_the_first_pod_of_an_owner_only():
 def test_port_probe_sees_a_listening_socket():
     import socket
 
-    from trainctl.cluster.scheduler.rules import port_free_on_machine
+    from trainctl.cluster.scheduler.fit import port_free_on_machine
 
     with socket.create_server(("127.0.0.1", 0)) as server:
         port = server.getsockname()[1]
@@ -106,7 +106,7 @@ def test_port_probe_sees_a_listening_socket():
 
 
 def test_several_nodes_first_fit_and_kube_scheduler_counts_why_none_fits():
-    from trainctl.cluster.scheduler.rules import NodeResources, schedule
+    from trainctl.cluster.scheduler.fit import NodeResources, schedule
 
     small = NodeResources("small", {"cpu": "1", "memory": "1Gi", "pods": "110"}, {"zone": "a"})
     gpu = NodeResources("gpu", NODE, {"zone": "b"}, allocated_devices={"nvidia.com/gpu": {0}})
@@ -121,7 +121,7 @@ def test_several_nodes_first_fit_and_kube_scheduler_counts_why_none_fits():
 
 
 def _node(name, labels=None, taints=(), unschedulable=False, allocatable=None):
-    from trainctl.cluster.scheduler.rules import NodeResources
+    from trainctl.cluster.scheduler.fit import NodeResources
 
     return NodeResources(name, allocatable or {"cpu": "2", "memory": "4Gi", "pods": "110"}, labels or {},
                          taints=tuple(taints), unschedulable=unschedulable)
@@ -131,7 +131,7 @@ UNREACHABLE = {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}
 
 
 def test_untolerated_taints_and_insufficient_cpu_in_kube_scheduler_words():
-    from trainctl.cluster.scheduler.rules import schedule
+    from trainctl.cluster.scheduler.fit import schedule
 
     nodes = [_node("a", taints=[UNREACHABLE]), _node("b"), _node("c")]
     busy = [nodes[0], nodes[1].with_pod(pod("x", requests={"cpu": "2"})), nodes[2].with_pod(pod("y", requests={"cpu": "2"}))]
@@ -144,7 +144,7 @@ def test_untolerated_taints_and_insufficient_cpu_in_kube_scheduler_words():
 
 
 def test_toleration_operators_and_effects():
-    from trainctl.cluster.scheduler.rules import tolerates
+    from trainctl.cluster.scheduler.fit import tolerates
 
     taint = {"key": "gpu", "value": "v100", "effect": "NoSchedule"}
     assert tolerates({"key": "gpu", "value": "v100"}, taint)
@@ -155,7 +155,7 @@ def test_toleration_operators_and_effects():
 
 
 def test_required_node_affinity_operators_and_match_fields():
-    from trainctl.cluster.scheduler.rules import schedule
+    from trainctl.cluster.scheduler.fit import schedule
 
     nodes = [_node("a", {"zone": "x", "gen": "3"}), _node("b", {"zone": "y", "gen": "5"}), _node("c")]
 
@@ -180,7 +180,7 @@ def test_required_node_affinity_operators_and_match_fields():
 
 
 def test_preferences_rank_nodes_and_pods_spread_by_free_resources():
-    from trainctl.cluster.scheduler.rules import schedule
+    from trainctl.cluster.scheduler.fit import schedule
 
     nodes = [_node("a", {"zone": "x"}), _node("b", {"zone": "y"}, taints=[{"key": "k", "effect": "PreferNoSchedule"}]),
              _node("c", {"zone": "y"})]
@@ -193,7 +193,7 @@ def test_preferences_rank_nodes_and_pods_spread_by_free_resources():
 
 
 def test_cordoned_nodes_take_only_pods_that_tolerate_it():
-    from trainctl.cluster.scheduler.rules import schedule
+    from trainctl.cluster.scheduler.fit import schedule
 
     cordoned = [_node("a", unschedulable=True)]
     assert schedule(pod("p"), cordoned).message == "0/1 nodes are available: 1 node(s) were unschedulable."
@@ -212,7 +212,7 @@ def test_other_schedulers_pods_are_left_alone():
 
 
 def test_a_port_held_on_one_node_is_held_on_every_node_of_the_machine():
-    from trainctl.cluster.scheduler.rules import schedule
+    from trainctl.cluster.scheduler.fit import schedule
 
     holder = pod("holder", owner="job-a", ports=[29500])
     nodes = [_node("a").with_pod(holder), _node("b").with_neighbour(holder)]

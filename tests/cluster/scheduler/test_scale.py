@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainctl.cluster.podutil import HOLLOW_NODE_LABEL
 from trainctl.cluster.scheduler import binding
 from trainctl.cluster.scheduler.binding import Scheduler, nodes_to_find
-from trainctl.cluster.scheduler.rules import HOLLOW_NODE_LABEL
 from trainctl.cluster.scheduler.views import node_views
 
 Obj = dict[str, Any]
@@ -171,7 +171,7 @@ def test_bindings_go_on_in_the_background_and_a_failed_one_is_forgotten() -> Non
 def test_what_depends_on_the_pod_alone_or_the_node_alone_is_worked_out_once(monkeypatch: Any) -> None:
     """A pod's requests are summed once, not for each of the 420 nodes it is weighed
     against; a node's free share once per view, not for each pod."""
-    from trainctl.cluster.scheduler import rules
+    from trainctl.cluster.scheduler import fit as rules
 
     summed: list[str] = []
     real_requests = rules.pod_requests

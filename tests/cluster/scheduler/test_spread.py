@@ -2,7 +2,7 @@
 minDomains, the nodeAffinityPolicy and nodeTaintsPolicy defaults and their other values, the
 missing-label case, and which pods count."""
 
-from trainctl.cluster.scheduler.rules import NodeResources, schedule
+from trainctl.cluster.scheduler.fit import NodeResources, schedule
 
 from tests.cluster.scheduler.test_interpod import place_all
 

@@ -9,7 +9,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, Optional
 
-from trainctl.cluster.scheduler.rules import HOLLOW_NODE_LABEL, NodeResources, is_terminal
+from trainctl.cluster.podutil import HOLLOW_NODE_LABEL, is_terminal
+from trainctl.cluster.scheduler.fit import NodeResources
 from trainctl.cluster.scheduler.views import NodeViews
 
 Obj = dict[str, Any]

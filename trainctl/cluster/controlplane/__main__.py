@@ -57,7 +57,7 @@ def parser() -> argparse.ArgumentParser:
 
 def build(args: argparse.Namespace, client: Any) -> list[Any]:
     """The controllers ``args`` asks for, on ``client`` (not started)."""
-    from trainctl.cluster.controlplane import disruption, hpa, node_lifecycle
+    from trainctl.cluster.controlplane import disruption, hpa_decision, node_lifecycle
     from trainctl.cluster.controlplane.hpa_controller import HorizontalPodAutoscalerController
     from trainctl.cluster.controlplane.node_lifecycle_controller import NodeLifecycleController
 
@@ -75,7 +75,7 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
                                                        zone_disruption=zones)
         controllers.append(NodeLifecycleController(client, config=lifecycle, monitor_period=args.node_monitor_period))
     if "horizontal-pod-autoscaler" in wanted:
-        autoscaling = hpa.HpaConfig(tolerance=args.hpa_tolerance, downscale_stabilization=args.hpa_downscale_stabilization,
+        autoscaling = hpa_decision.HpaConfig(tolerance=args.hpa_tolerance, downscale_stabilization=args.hpa_downscale_stabilization,
                                     cpu_initialization_period=args.hpa_cpu_initialization_period,
                                     initial_readiness_delay=args.hpa_initial_readiness_delay)
         controllers.append(HorizontalPodAutoscalerController(client, sync_period=args.hpa_sync_period, config=autoscaling))
@@ -88,10 +88,10 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = parser().parse_args(argv)
-    from trainctl.kube import logs
+    from trainctl.kube import structured_logging
     from trainctl.kube.client import KubeClient
 
-    logs.configure(args.log_format, args.log_level)
+    structured_logging.configure(args.log_format, args.log_level)
     client = KubeClient.from_kubeconfig(args.kubeconfig, args.context)
     controllers = build(args, client)
     stop = threading.Event()

@@ -1,4 +1,4 @@
-"""The horizontal pod autoscaler controller: the loop around :mod:`.hpa`'s decision.
+"""The horizontal pod autoscaler controller: the loop around :mod:`.hpa_decision`'s decision.
 
 Every sync period (15 s, kube's ``--horizontal-pod-autoscaler-sync-period``) and whenever an
 HPA appears, each HPA in the informer cache is synced: GET its target's ``scale``
@@ -15,10 +15,10 @@ import logging
 from datetime import datetime, timezone
 from typing import Any, Callable, Optional
 
-from trainctl.cluster.controlplane import hpa
+from trainctl.cluster.controlplane import hpa_decision
+from trainctl.cluster.controlplane.api_resources import POD_METRICS
 from trainctl.cluster.controlplane.periodic import PeriodicLoop
-from trainctl.cluster.controlplane.resources import POD_METRICS
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import EventRecorder
 from trainctl.kube.informer import Informer
@@ -35,7 +35,7 @@ class HorizontalPodAutoscalerController:
         client: KubeClient,
         *,
         sync_period: float = 15.0,
-        config: hpa.HpaConfig = hpa.HpaConfig(),
+        config: hpa_decision.HpaConfig = hpa_decision.HpaConfig(),
         namespace: Optional[str] = None,
         clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc),
     ) -> None:
@@ -43,7 +43,7 @@ class HorizontalPodAutoscalerController:
         self.config = config
         self.clock = clock
         self.events = EventRecorder(client)
-        self.histories: dict[HpaKey, hpa.History] = {}
+        self.histories: dict[HpaKey, hpa_decision.History] = {}
         self.informer = Informer(client, r.HPAS, namespace=namespace)
         self.informer.add_handler(self._on_hpa)
         self.loop = PeriodicLoop("horizontal-pod-autoscaler", [self.informer], self.sync_all, sync_period)
@@ -67,20 +67,20 @@ class HorizontalPodAutoscalerController:
             except Exception:
                 log.exception("HPA sync failed", extra={"hpa": _name(item)})
 
-    def sync(self, autoscaler: dict[str, Any]) -> hpa.Decision:
+    def sync(self, autoscaler: dict[str, Any]) -> hpa_decision.Decision:
         """One HPA: read, decide, act. Returns the decision as applied."""
         namespace = autoscaler["metadata"].get("namespace") or "default"
         observed, target = self._observe(autoscaler, namespace)
         key = _key(autoscaler)
-        previous = self.histories.get(key, hpa.History())
+        previous = self.histories.get(key, hpa_decision.History())
         now = self.clock()
-        decision = hpa.decide(autoscaler, observed, previous, now, self.config)
+        decision = hpa_decision.decide(autoscaler, observed, previous, now, self.config)
         if decision.scale_to is not None and observed.scale is not None and target is not None:
             scale = {**observed.scale, "spec": {**(observed.scale.get("spec") or {}), "replicas": decision.scale_to}}
             try:
                 self.client.replace(target, scale, subresource="scale")
             except ApiError as exc:
-                decision = hpa.rescale_failed(decision, autoscaler, previous, str(exc), now)
+                decision = hpa_decision.rescale_failed(decision, autoscaler, previous, str(exc), now)
         self.histories[key] = decision.history
         if decision.status != (autoscaler.get("status") or {}):
             try:
@@ -90,29 +90,29 @@ class HorizontalPodAutoscalerController:
         for event in decision.events:
             self.events.record(autoscaler, event, COMPONENT, now)
         if decision.scale_to is not None:
-            log.info("rescaled", extra={"hpa": _name(autoscaler), "target": hpa.target_name(autoscaler),
+            log.info("rescaled", extra={"hpa": _name(autoscaler), "target": hpa_decision.target_name(autoscaler),
                                         "replicas": decision.scale_to, "reason": decision.reason})
         return decision
 
-    def _observe(self, autoscaler: dict[str, Any], namespace: str) -> tuple[hpa.Observed, Optional[r.Resource]]:
+    def _observe(self, autoscaler: dict[str, Any], namespace: str) -> tuple[hpa_decision.Observed, Optional[r.Resource]]:
         ref = (autoscaler.get("spec") or {}).get("scaleTargetRef") or {}
         try:
             target = r.resource_for(ref.get("apiVersion", ""), ref.get("kind", ""))
         except KeyError:
-            return hpa.Observed(scale_error=f'no matches for kind "{ref.get("kind")}" in group "{ref.get("apiVersion")}"'), None
+            return hpa_decision.Observed(scale_error=f'no matches for kind "{ref.get("kind")}" in group "{ref.get("apiVersion")}"'), None
         try:
             scale = self.client.get(target, namespace, ref.get("name", ""), subresource="scale")
         except ApiError as exc:
-            return hpa.Observed(scale_error=str(exc)), target
+            return hpa_decision.Observed(scale_error=str(exc)), target
         selector = (scale.get("status") or {}).get("selector")
         if not selector:
-            return hpa.Observed(scale=scale), target
+            return hpa_decision.Observed(scale=scale), target
         pods, _ = self.client.list(r.PODS, namespace, label_selector=selector)
         try:
             metrics, _ = self.client.list(POD_METRICS, namespace, label_selector=selector)
         except ApiError as exc:
-            return hpa.Observed(scale=scale, pods=tuple(pods), metrics_error=f"{exc} (get pods.metrics.k8s.io)"), target
-        return hpa.Observed(scale=scale, pods=tuple(pods), pod_metrics=tuple(metrics)), target
+            return hpa_decision.Observed(scale=scale, pods=tuple(pods), metrics_error=f"{exc} (get pods.metrics.k8s.io)"), target
+        return hpa_decision.Observed(scale=scale, pods=tuple(pods), pod_metrics=tuple(metrics)), target
 
 
 def _key(obj: dict[str, Any]) -> HpaKey:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, cast
 
 from trainctl.cluster.controlplane import disruption, units
 from trainctl.cluster.controlplane import taints as t
@@ -109,7 +109,7 @@ class Plan:
 def condition(obj: Obj, kind: str) -> Optional[Obj]:
     for entry in (obj.get("status") or {}).get("conditions") or ():
         if entry.get("type") == kind:
-            return entry
+            return cast("dict[str, Any] | None", entry)
     return None
 
 

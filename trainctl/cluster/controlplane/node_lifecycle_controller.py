@@ -18,7 +18,7 @@ from typing import Any, Callable, Optional
 
 from trainctl.cluster.controlplane import node_lifecycle
 from trainctl.cluster.controlplane.periodic import PeriodicLoop
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import EventRecorder
 from trainctl.kube.informer import Informer

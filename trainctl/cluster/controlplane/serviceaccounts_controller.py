@@ -12,7 +12,7 @@ import logging
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane.periodic import PeriodicLoop
-from trainctl.kube import resources as r
+from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
 

@@ -6,11 +6,10 @@ Quantities are handled in milli-units as integers, as the HPA controller does
 
 from __future__ import annotations
 
-import math
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from kubernetes.utils import parse_quantity
+from trainctl.api import quantity
 
 _SI_SUFFIXES = ("k", "M", "G", "T", "P", "E")
 
@@ -33,8 +32,8 @@ def format_time(when: datetime) -> str:
 def milli_value(value: Any) -> Optional[int]:
     """A quantity in milli-units, rounded up as ``MilliValue`` does; None when malformed."""
     try:
-        return math.ceil(parse_quantity(value) * 1000)
-    except (ValueError, TypeError, ArithmeticError):
+        return quantity.milli_value(value)
+    except ValueError:
         return None
 
 

@@ -12,6 +12,6 @@ pod's life), ``kubelet`` (the loop that composes them). It
 talks to the API server through ``trainctl.kube``'s client and informers, like the controller.
 """
 
-from .kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig
+from trainctl.cluster.kubelet.kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig
 
 __all__ = ["DEFAULT_NODE_NAME", "Kubelet", "KubeletConfig"]

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Optional
 
-from ..scheduler.rules import quantity
+from trainctl.cluster.podutil import quantity_or_zero
 
 Obj = dict[str, Any]
 Lookup = Callable[[str, str], Optional[Obj]]  # (namespace, name) -> object or None
@@ -72,7 +72,7 @@ def field_value(pod: Obj, path: str) -> str:
         return simple[path] or ""
     match = _FIELD_SUBSCRIPT.match(path)
     if match:
-        return (meta.get(match.group(1)) or {}).get(match.group(2), "")
+        return str((meta.get(match.group(1)) or {}).get(match.group(2), ""))
     raise ConfigError(f"unsupported fieldRef fieldPath {path!r}")
 
 
@@ -90,8 +90,8 @@ def resource_value(pod: Obj, container: Obj, ref: Obj, allocatable: dict[str, An
     if declared is None and kind == "requests":
         declared = ((target.get("resources") or {}).get("limits") or {}).get(resource)
     # Like the kubelet: an unset limit reports the node's allocatable; an unset request, zero.
-    amount = quantity(declared) if declared is not None else (quantity(allocatable.get(resource, 0)) if kind == "limits" else Decimal(0))
-    divisor = quantity(ref.get("divisor") or "1") or Decimal(1)
+    amount = quantity_or_zero(declared) if declared is not None else (quantity_or_zero(allocatable.get(resource, 0)) if kind == "limits" else Decimal(0))
+    divisor = quantity_or_zero(ref.get("divisor") or "1") or Decimal(1)
     return str(int(math.ceil(amount / divisor)))
 
 

@@ -17,12 +17,11 @@ import threading
 import time
 from typing import Any, Optional
 
+from trainctl.cluster.kubelet import node as nodes
+from trainctl.cluster.kubelet.kubelet_events import NORMAL, KubeletEvents
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import LEASES, NAMESPACES, NODES
+from trainctl.kube.restmapper import LEASES, NAMESPACES, NODES
 from trainctl.kube.timestamps import now_rfc3339
-
-from . import node as nodes
-from .events import NORMAL, KubeletEvents
 
 log = logging.getLogger(__name__)
 

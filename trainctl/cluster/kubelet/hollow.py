@@ -46,17 +46,16 @@ from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.cluster.flags import positive_float
+from trainctl.cluster.kubelet.heartbeat import NodeHeartbeat
+from trainctl.cluster.kubelet.node import capacity
+from trainctl.cluster.kubelet.pod_worker import ContainerState, qos_class
+from trainctl.cluster.network.ranges import HOST_IP
+from trainctl.cluster.podutil import HOLLOW_NODE_LABEL, is_terminal
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import NODES, PODS
+from trainctl.kube.restmapper import NODES, PODS
 from trainctl.kube.timestamps import now_rfc3339
-
-from ..network import HOST_IP
-from ..scheduler.rules import HOLLOW_NODE_LABEL, is_terminal
-from .heartbeat import NodeHeartbeat
-from .node import capacity
-from .pod_worker import ContainerState, qos_class
 
 log = logging.getLogger(__name__)
 

@@ -2,11 +2,11 @@
 
 Every watch event marks the node dirty; one sync thread then looks at the whole picture
 (it is one machine: a few hundred pods at most) and hands each part its share:
-force-deleted and terminating pods to :mod:`.deletion`, pods bound to this node to
-:mod:`.admission` (which gives each a :class:`~.pod_worker.PodWorker`),
+force-deleted and terminating pods to :mod:`.pod_deletion`, pods bound to this node to
+:mod:`.pod_admission` (which gives each a :class:`~.pod_worker.PodWorker`),
 Services to :mod:`.service_rules`. Pods reach a node through the cluster's one scheduler
 (:mod:`trainctl.cluster.scheduler`); a kubelet only runs what is bound to it. Workers report their pods' status through
-:mod:`.status`; :mod:`.heartbeat` keeps the Node and its Lease alive.
+:class:`~trainctl.kube.podstatus.StatusWriter`; :mod:`.heartbeat` keeps the Node and its Lease alive.
 
 One pod never stops the node from serving the others: a pod whose spec the kubelet cannot
 read fails alone (``reason: InvalidSpec``, see :mod:`.podspec`), and each per-pod step runs
@@ -30,38 +30,44 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
+from trainctl.cluster.compute import enforcer as enforcers
+from trainctl.cluster.kubelet import node as nodes
+from trainctl.cluster.kubelet import paths, podspec, thaw
+from trainctl.cluster.kubelet.base_env import HOME_DIRECTORY, base_environment
+from trainctl.cluster.kubelet.heartbeat import NodeHeartbeat
+from trainctl.cluster.kubelet.kubelet_events import KubeletEvents
+from trainctl.cluster.kubelet.paths import inside
+from trainctl.cluster.kubelet.pod_admission import Admission
+from trainctl.cluster.kubelet.pod_deletion import Terminator, grace_seconds
+from trainctl.cluster.kubelet.pod_worker import PodWorker
+from trainctl.cluster.kubelet.runtime import ProcessRegistry, claim_pod_directory, signal_live
+from trainctl.cluster.kubelet.service_names import ServiceNames
+from trainctl.cluster.kubelet.service_rules import ServiceRules
+from trainctl.cluster.kubelet.serviceaccount import (
+    SERVICE_NAME,
+    SERVICE_NAMESPACE,
+    ServiceAccountFiles,
+    api_server_env,
+    may_listen_on,
+)
+from trainctl.cluster.kubelet.streaming.stream_server import PodTarget, StreamingServer, bearer_token
+from trainctl.cluster.kubelet.usage import UsagePublisher
+from trainctl.cluster.network import isolation
+from trainctl.cluster.network.forward import Forwarder, HostPort, HostPorts
+from trainctl.cluster.network.hosts import HostsFile
+from trainctl.cluster.network.names import Resolution
+from trainctl.cluster.network.pod_ipam import PodIPAllocator
+from trainctl.cluster.network.podnet import IsolatedNetwork, PodNetwork, RouterServices, SharedNetwork
+from trainctl.cluster.network.proxy import ServiceProxy
+from trainctl.cluster.network.ranges import HOST_IP, cluster_ranges, node_service_address, node_service_cidr
+from trainctl.cluster.podutil import is_terminal
 from trainctl.kube.client import KubeClient
 from trainctl.kube.connect import load_configuration
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
-
-from ..network import HOST_IP, cluster_ranges, isolation, node_service_address, node_service_cidr
-from ..network.forward import Forwarder, HostPort, HostPorts
-from ..network.hosts import HostsFile
-from ..network.ipam import PodIPAllocator
-from ..network.names import Resolution
-from ..network.podnet import IsolatedNetwork, PodNetwork, RouterServices, SharedNetwork
-from ..network.proxy import ServiceProxy
-from ..resources import enforcer as enforcers
-from ..scheduler.rules import is_terminal
-from . import node as nodes
-from . import paths, podspec, thaw
-from .admission import Admission
-from .base_env import HOME_DIRECTORY, base_environment
-from .deletion import Terminator, grace_seconds
-from .events import KubeletEvents
-from .heartbeat import NodeHeartbeat
-from .paths import inside
-from .pod_worker import PodWorker
-from .runtime import ProcessRegistry, claim_pod_directory, signal_live
-from .service_names import ServiceNames
-from .service_rules import ServiceRules
-from .serviceaccount import SERVICE_NAME, SERVICE_NAMESPACE, ServiceAccountFiles, api_server_env, may_listen_on
-from .streaming.server import PodTarget, StreamingServer, bearer_token
-from .usage import UsagePublisher
+from trainctl.kube.restmapper import CONFIGMAPS, ENDPOINTS, PODS, SECRETS, SERVICES
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +116,7 @@ def processes_dir(directory: Path, node_name: str) -> Path:
 
 
 def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata", {})
+    return cast("dict[str, Any]", obj.get("metadata", {}))
 
 
 def _uid(obj: Obj) -> str:
@@ -408,7 +414,7 @@ class Kubelet:
         self.step_errors.append(what)
 
     def _on_this_node(self, pod: Obj) -> bool:
-        return pod.get("spec", {}).get("nodeName") == self.node_name
+        return bool(pod.get("spec", {}).get("nodeName") == self.node_name)
 
     # --- what pod workers call (PodContext) -----------------------------------------------
     def wait_for_change(self, timeout: float) -> None:
@@ -464,5 +470,5 @@ class Kubelet:
     def working_dir(self, container: Obj) -> str:
         wanted = container.get("workingDir")
         if wanted and os.path.isdir(wanted):
-            return wanted
+            return str(wanted)
         return str(self.config.workdir)

@@ -12,8 +12,8 @@ import platform
 from datetime import datetime, timezone
 from typing import Any, Optional
 
-from ..network import HOST_IP
-from ..scheduler.rules import GPU_RESOURCE, NPU_RESOURCE
+from trainctl.cluster.network.ranges import HOST_IP
+from trainctl.cluster.podutil import GPU_RESOURCE, NPU_RESOURCE
 
 Obj = dict[str, Any]
 

@@ -18,17 +18,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
+from trainctl.cluster.compute import container_limits
+from trainctl.cluster.compute.accounting import ContainerGroup, Enforcer
+from trainctl.cluster.kubelet import paths
+from trainctl.cluster.kubelet.env import ConfigError, command_line, container_env, downward_api_names
+from trainctl.cluster.kubelet.kubelet_events import NORMAL, WARNING, KubeletEvents, pod_label
+from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry, Stdio, claim_pod_directory
+from trainctl.cluster.kubelet.serviceaccount import AccountMissing
+from trainctl.cluster.network.podnet import PodNetwork
 from trainctl.kube.client import ApiError
 from trainctl.kube.timestamps import now_rfc3339
-
-from ..network.podnet import PodNetwork
-from ..resources import limits as container_limits
-from ..resources.accounting import ContainerGroup, Enforcer
-from . import paths
-from .env import ConfigError, command_line, container_env, downward_api_names
-from .events import NORMAL, WARNING, KubeletEvents, pod_label
-from .runtime import ContainerProcess, ProcessRegistry, Stdio, claim_pod_directory
-from .serviceaccount import AccountMissing
 
 log = logging.getLogger(__name__)
 

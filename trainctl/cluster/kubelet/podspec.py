@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from kubernetes.utils import parse_quantity
+from trainctl.api.quantity import parse_quantity
 
 Obj = dict[str, Any]
 Problems = list[str]
@@ -68,7 +68,7 @@ def _quantities(path: str, value: Any, problems: Problems) -> None:
     for name, amount in _dict(path, value, problems).items():
         try:
             parse_quantity(amount)
-        except (ValueError, TypeError, ArithmeticError):
+        except ValueError:
             problems.append(_invalid(f"{path}[{name}]", amount, "must be a quantity such as 500m or 1Gi"))
 
 

@@ -37,10 +37,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Optional
 
+from trainctl.cluster.compute.accounting import ContainerGroup
+from trainctl.cluster.kubelet import paths
 from trainctl.kube.timestamps import now_rfc3339
-
-from ..resources.accounting import ContainerGroup
-from . import paths
 
 # What the real kubelet keeps of a failed container's log as its termination message
 # (FallbackToLogsOnError): the last 80 lines, of which the last 2048 bytes.

@@ -1,7 +1,7 @@
 """What a Service name reaches, for the names in a container's env and command line.
 
 A ClusterIP Service resolves to its cluster IP (on a cluster of several nodes, to this
-node's address for it: see :func:`~..network.node_service_cidr`), an ExternalName Service to its external
+node's address for it: see :func:`~..network.ranges.node_service_cidr`), an ExternalName Service to its external
 name, a headless Service to the IP of its first live selected pod. A name that will
 resolve but cannot yet (no cluster IP, no pod, or a sibling pod of the same controller
 whose Service is not created yet) is :class:`~..network.names.Pending`: the container
@@ -11,21 +11,20 @@ waits for it, as a job's pods wait for their rendezvous address.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
+from trainctl.cluster.network.names import Pending, Resolution, rewrite
+from trainctl.cluster.network.pod_ipam import PodIPAllocator
+from trainctl.cluster.podutil import is_terminal, phase
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Store
-from trainctl.kube.resources import SERVICES, controller_owner
-
-from ..network.ipam import PodIPAllocator
-from ..network.names import Pending, Resolution, rewrite
-from ..scheduler.rules import is_terminal, phase
+from trainctl.kube.restmapper import SERVICES, controller_owner
 
 Obj = dict[str, Any]
 
 
 def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata", {})
+    return cast("dict[str, Any]", obj.get("metadata", {}))
 
 
 def selects(selector: Optional[dict[str, str]], pod: Obj) -> bool:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Optional, Protocol
+from typing import Any, Optional, Protocol, cast
 
-from ..network.hosts import HostsFile, service_fqdn
-from ..network.proxy import Backend, Frontend
-from .service_names import PodIndex, ServiceNames
+from trainctl.cluster.kubelet.service_names import PodIndex, ServiceNames
+from trainctl.cluster.network.hosts import HostsFile, service_fqdn
+from trainctl.cluster.network.proxy import Backend, Frontend
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ MAX_PORT = 65535
 
 
 def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata", {})
+    return cast("dict[str, Any]", obj.get("metadata", {}))
 
 
 def _is_ready(pod: Obj) -> bool:

@@ -23,10 +23,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional
 
+from trainctl.cluster.kubelet import paths
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import SERVICE_ACCOUNTS
-
-from . import paths
+from trainctl.kube.restmapper import SERVICE_ACCOUNTS
 
 Obj = dict[str, Any]
 

@@ -6,7 +6,7 @@ replacements train elsewhere. A real machine resumes everything at once and its 
 kills the processes of such pods only once it has caught up with the API server: long
 enough for an old training process to print a step, write a checkpoint over a newer one
 or join the next rendezvous. The embedded node resumes its kubelet alone
-(:func:`trainctl.cluster.nodes.thaw_node`); the SIGCONT tells the kubelet, which
+(:func:`trainctl.cluster.faults.freeze.thaw_node`); the SIGCONT tells the kubelet, which
 lists its pods afresh (its informer may still hold pods deleted while it was stopped),
 kills the processes of those gone from the API while they are still stopped, and resumes
 the rest. When the API server does not answer, the pods resume as they are: a node cut
@@ -20,10 +20,9 @@ import time
 from collections.abc import Iterable
 from typing import Optional
 
+from trainctl.cluster.kubelet.runtime import ProcessRecord
 from trainctl.kube.client import KubeClient
-from trainctl.kube.resources import PODS
-
-from .runtime import ProcessRecord
+from trainctl.kube.restmapper import PODS
 
 log = logging.getLogger(__name__)
 

@@ -15,20 +15,19 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from trainctl.cluster import metrics_publish
+from trainctl.cluster.compute import pod_metrics
+from trainctl.cluster.kubelet.pod_worker import PodWorker
 from trainctl.kube.client import KubeClient
-
-from .. import metrics_publish
-from ..resources import metrics
-from .pod_worker import PodWorker
 
 log = logging.getLogger(__name__)
 
 ContainerKey = tuple[str, str]  # (pod uid, container name)
 
 
-def node_rate(rates: list[metrics.Rate], *, now: float, window_seconds: float) -> metrics.Rate:
+def node_rate(rates: list[pod_metrics.Rate], *, now: float, window_seconds: float) -> pod_metrics.Rate:
     """The sum of the containers' rates (an idle node: zero over the nominal window)."""
-    return metrics.Rate(nanocores=sum(rate.nanocores for rate in rates),
+    return pod_metrics.Rate(nanocores=sum(rate.nanocores for rate in rates),
                         memory_bytes=sum(rate.memory_bytes for rate in rates),
                         timestamp=max((rate.timestamp for rate in rates), default=now),
                         window_seconds=max((rate.window_seconds for rate in rates), default=window_seconds))
@@ -47,8 +46,8 @@ class UsagePublisher:
         self.interval = interval
         # Sample often enough for a rate within one publication, but no more than every 5 s.
         self.sample_seconds = min(5.0, max(0.2, interval / 3))
-        self.history: metrics.UsageHistory[ContainerKey] = metrics.UsageHistory(
-            window_seconds=min(metrics.DEFAULT_WINDOW_SECONDS, interval))
+        self.history: pod_metrics.UsageHistory[ContainerKey] = pod_metrics.UsageHistory(
+            window_seconds=min(pod_metrics.DEFAULT_WINDOW_SECONDS, interval))
         self._known: set[ContainerKey] = set()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="kubelet-metrics", daemon=True)
@@ -72,7 +71,7 @@ class UsagePublisher:
                 except OSError:  # the group went away meanwhile
                     continue
                 running.add((uid, name))
-                self.history.record((uid, name), metrics.Sample(time=now, usage=usage))
+                self.history.record((uid, name), pod_metrics.Sample(time=now, usage=usage))
         for key in self._known - running:
             self.history.forget(key)
         self._known = running
@@ -80,17 +79,17 @@ class UsagePublisher:
     def report(self) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """The NodeMetrics and PodMetrics of what was sampled."""
         pods = []
-        rates: list[metrics.Rate] = []
+        rates: list[pod_metrics.Rate] = []
         for uid, worker in self.workers().items():
             meta = worker.pod.get("metadata", {})
             containers = {name: rate for name in worker.container_groups()
                           if (rate := self.history.rate((uid, name))) is not None}
             rates.extend(containers.values())
-            pod = metrics.pod_metrics(name=meta.get("name", ""), namespace=worker.namespace,
+            pod = pod_metrics.pod_metrics(name=meta.get("name", ""), namespace=worker.namespace,
                                       labels=meta.get("labels"), containers=containers)
             if pod is not None:
                 pods.append(pod)
-        node = metrics.node_metrics(name=self.node, labels=self.node_labels(),
+        node = pod_metrics.node_metrics(name=self.node, labels=self.node_labels(),
                                     rate=node_rate(rates, now=time.time(), window_seconds=self.interval))
         return node, pods
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from .router import NetworkSetupError, serve
+from trainctl.cluster.network.router import NetworkSetupError, serve
 
 
 def main(argv: Optional[list[str]] = None) -> int:

@@ -13,7 +13,7 @@ import socket
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import unixsock
+from trainctl.cluster import unixsock
 
 SOCKET = Path("run") / "network.sock"
 UNKNOWN_NODE = "has no pod network"  # in the refusal of a request for a node the router does not know

@@ -21,7 +21,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from . import CLUSTER_DOMAIN
+from trainctl.cluster.network.ranges import CLUSTER_DOMAIN
 
 HOSTS_FILE_ENV = "TRAINCTL_HOSTS_FILE"
 NAMESPACE_ENV = "TRAINCTL_POD_NAMESPACE"

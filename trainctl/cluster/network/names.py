@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional, Union
 
-from . import CLUSTER_DOMAIN
+from trainctl.cluster.network.ranges import CLUSTER_DOMAIN
 
 
 @dataclass(frozen=True)

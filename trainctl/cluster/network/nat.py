@@ -24,7 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Optional
 
-from .proxy import Backend, Frontend
+from trainctl.cluster.network.proxy import Backend, Frontend
 
 TABLE = "trainctl"
 SERVICES_FILE = Path("run") / "network.services"  # which path forwards ClusterIPs, and why (for `status`)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Optional, Protocol
 
-from . import control
+from trainctl.cluster.network import control
 
 
 class PodNetwork(Protocol):

@@ -40,11 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
-from .. import unixsock
-from ..apiserver import system_objects
-from ..apiserver.process import UNIX_SOCKET
-from . import control, nat
-from .proxy import Backend, Frontend, ServiceProxy
+from trainctl.cluster import unixsock
+from trainctl.cluster.apiserver import system_objects
+from trainctl.cluster.apiserver.process import UNIX_SOCKET
+from trainctl.cluster.network import control, nat
+from trainctl.cluster.network.proxy import Backend, Frontend, ServiceProxy
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The scheduler: binds pending pods to a node that fits, or says why none does.
 
-A pass takes the nodes' free resources (:class:`~.rules.NodeResources`) and places the
+A pass takes the nodes' free resources (:class:`~.fit.NodeResources`) and places the
 pending pods on them one by one, oldest first, so it does not care whether it runs inside
 the one kubelet or, once the cluster has several nodes, as a component of its own. A pod that
 fits is *assumed* on its node until the watch shows the binding (kube-scheduler's assume
@@ -31,17 +31,24 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
 from typing import Any, Optional
 
+from trainctl.cluster.podutil import is_terminal
+from trainctl.cluster.scheduler import scheduling_events
+from trainctl.cluster.scheduler.assigned import AssignedPods
+from trainctl.cluster.scheduler.fit import (
+    MACHINE_PORT_PROBLEM,
+    Decision,
+    NodeResources,
+    PortProbe,
+    schedule,
+    wants_this_scheduler,
+)
+from trainctl.cluster.scheduler.preemption import priority
+from trainctl.cluster.scheduler.unsupported import GATED_MESSAGE, is_gated
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import PODS
+from trainctl.kube.restmapper import PODS
 from trainctl.kube.timestamps import now_rfc3339
-
-from . import events
-from .assigned import AssignedPods
-from .preemption import priority
-from .rules import MACHINE_PORT_PROBLEM, Decision, NodeResources, PortProbe, is_terminal, schedule, wants_this_scheduler
-from .unsupported import GATED_MESSAGE, is_gated
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +98,7 @@ class Scheduler:
     """Pending pods -> bindings or Unschedulable conditions."""
 
     def __init__(self, client: KubeClient, statuses: StatusWriter, port_available: Optional[PortProbe] = None,
-                 recorder: Optional[events.SchedulerEvents] = None, clock: Callable[[], float] = time.monotonic,
+                 recorder: Optional[scheduling_events.SchedulerEvents] = None, clock: Callable[[], float] = time.monotonic,
                  binder: Optional[Executor] = None, on_bind_failed: Callable[[], None] = lambda: None,
                  node_check: Optional[NodeCheck] = None) -> None:
         self._client = client
@@ -110,10 +117,6 @@ class Scheduler:
         # A port held outside the cluster frees without any API event: look again soon.
         self.waiting_for_machine_ports = False
         self._next_start = 0  # where the next pod's look at a large cluster's nodes begins
-
-    def assumed_node(self, uid: str) -> Optional[str]:
-        with self._lock:
-            return self._assumed.get(uid)
 
     def assumed(self) -> dict[str, str]:
         """Pod uid -> node for bindings the watch has not shown yet (a snapshot)."""
@@ -158,7 +161,7 @@ class Scheduler:
             if self._binder is None:
                 if self._bind(pod, decision.node_name, seen):
                     self._assume(pod, decision.node_name, nodes)
-                    self._record(pod, events.scheduled(pod, decision.node_name))
+                    self._record(pod, scheduling_events.scheduled(pod, decision.node_name))
             else:
                 self._assume(pod, decision.node_name, nodes)
                 self._binder.submit(self._bind_in_background, pod, decision.node_name, seen)
@@ -166,7 +169,7 @@ class Scheduler:
         self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
         message = decision.full_message
         if self._failed_again(uid, message):
-            self._record(pod, events.failed_scheduling(message))
+            self._record(pod, scheduling_events.failed_scheduling(message))
         self._write_condition(pod, "Unschedulable", message)
 
     def _failed_again(self, uid: str, message: str) -> bool:
@@ -206,7 +209,7 @@ class Scheduler:
             log.exception("bind %s/%s", pod["metadata"].get("namespace"), pod["metadata"]["name"])
             bound = False
         if bound:
-            self._record(pod, events.scheduled(pod, node_name))
+            self._record(pod, scheduling_events.scheduled(pod, node_name))
         else:
             with self._lock:
                 self._assumed.pop(pod["metadata"]["uid"], None)

@@ -3,7 +3,7 @@
 Each pass sees every Node (its allocatable, labels, taints, cordon) with the non-terminal
 pods bound to it, and the Namespaces' labels (for inter-pod terms' ``namespaceSelector``), and
 hands the pending pods to :class:`~.binding.Scheduler` in queue order. Its Events are written
-by :class:`~.events.SchedulerEvents`, off the loop.
+by :class:`~.scheduling_events.SchedulerEvents`, off the loop.
 """
 
 from __future__ import annotations
@@ -16,16 +16,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
+from trainctl.cluster.scheduler.binding import Scheduler
+from trainctl.cluster.scheduler.fit import port_free_on_machine
+from trainctl.cluster.scheduler.freshness import NodeFreshness
+from trainctl.cluster.scheduler.scheduling_events import SchedulerEvents
+from trainctl.cluster.scheduler.views import NodeViews
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.resources import NAMESPACES, NODES, PODS
-
-from .binding import Scheduler
-from .events import SchedulerEvents
-from .freshness import NodeFreshness
-from .rules import port_free_on_machine
-from .views import NodeViews
+from trainctl.kube.restmapper import NAMESPACES, NODES, PODS
 
 log = logging.getLogger(__name__)
 

@@ -20,11 +20,10 @@ from __future__ import annotations
 import threading
 from typing import Any, Optional
 
+from trainctl.cluster.scheduler.views import NodeViews
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
-from trainctl.kube.resources import NODES
-
-from .views import NodeViews
+from trainctl.kube.restmapper import NODES
 
 Obj = dict[str, Any]
 

@@ -25,8 +25,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from .assigned import AssignedPods, Placed, pod_affinity
-from .labels import selector_matches, with_label_keys
+from trainctl.cluster.scheduler.assigned import AssignedPods, Placed, pod_affinity
+from trainctl.cluster.scheduler.labels import selector_matches, with_label_keys
 
 Obj = dict[str, Any]
 Domain = tuple[str, str]  # (topology key, value)

@@ -26,8 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional, Protocol
 
-from .assigned import AssignedPods
-from .labels import selector_matches, with_label_keys
+from trainctl.cluster.scheduler.assigned import AssignedPods
+from trainctl.cluster.scheduler.labels import selector_matches, with_label_keys
 
 Obj = dict[str, Any]
 

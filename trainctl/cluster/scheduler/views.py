@@ -1,6 +1,6 @@
 """The nodes as a scheduling pass sees them, kept current from the watch events.
 
-A pass needs every node with the live pods bound to it (:class:`~.rules.NodeResources`).
+A pass needs every node with the live pods bound to it (:class:`~.fit.NodeResources`).
 Rebuilt from every pod on each pass, that cost grew with the cluster: with 1,000 nodes and
 10,000 pods it was most of the scheduler's CPU, since a burst of pod events makes a pass.
 So, as kube-scheduler's cache, the pods are filed by node as their events arrive, and a
@@ -17,7 +17,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any, Optional
 
-from .rules import NodeResources, is_terminal
+from trainctl.cluster.podutil import is_terminal
+from trainctl.cluster.scheduler.fit import NodeResources
 
 Obj = dict[str, Any]
 

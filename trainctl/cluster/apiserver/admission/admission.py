@@ -19,9 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from trainctl.cluster.apiserver.admission import builtin_validation, crds, pod_update, schema, tolerations, validation
-from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType, pod_qos_class
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType, pod_qos_class
 from trainctl.kube.timestamps import now_rfc3339
 
 Obj = dict[str, Any]
@@ -105,7 +105,7 @@ class Admission:
                 warnings = self._admit_custom(rtype, obj, old, field_validation)
             else:
                 warnings = self._admit_builtin(rtype, obj, old, field_validation)
-        limits.check_object(rtype.kind, rtype.group, obj)
+        request_limits.check_object(rtype.kind, rtype.group, obj)
         return warnings
 
     def _admit_builtin(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:

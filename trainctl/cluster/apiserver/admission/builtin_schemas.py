@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 Obj = dict[str, Any]
 REF_PREFIX = "#/definitions/"
@@ -24,7 +24,7 @@ _FILE = Path(__file__).with_name("builtin_schemas.json")
 @functools.cache
 def definitions() -> dict[str, Obj]:
     """Every definition by its OpenAPI name (loaded once; do not mutate)."""
-    return json.loads(_FILE.read_text(encoding="utf-8"))["definitions"]
+    return cast("dict[str, dict[str, Any]]", json.loads(_FILE.read_text(encoding="utf-8"))["definitions"])
 
 
 @functools.cache

@@ -26,7 +26,7 @@ from trainctl.cluster.apiserver.admission import builtin_rules, builtin_schemas
 from trainctl.cluster.apiserver.admission.builtin_rules import Rule
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType, builtin_types
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType, builtin_types
 
 Obj = dict[str, Any]
 

@@ -11,7 +11,7 @@ from typing import Any
 from trainctl.cluster.apiserver.admission import cel
 from trainctl.cluster.apiserver.apimachinery import errors, jsonpath
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 
 Obj = dict[str, Any]
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")

@@ -98,9 +98,9 @@ class Access:
         spec = dict(body.get("spec") or {})
         expiration = spec.get("expirationSeconds", tokens.DEFAULT_EXPIRATION)
         if not isinstance(expiration, int) or isinstance(expiration, bool) or expiration < tokens.MIN_EXPIRATION:
-            raise errors.invalid("TokenRequest", "authentication.k8s.io", name, [Cause(
-                "spec.expirationSeconds", "FieldValueInvalid",
-                f"Invalid value: {expiration}: may not specify a duration less than 10 minutes")])
+            raise _invalid_expiration(name, expiration, "may not specify a duration less than 10 minutes")
+        if expiration > tokens.MAX_EXPIRATION:
+            raise _invalid_expiration(name, expiration, "may not specify a duration larger than 2^32 seconds")
         audiences = [a for a in spec.get("audiences") or [] if isinstance(a, str)] or list(tokens.API_AUDIENCES)
         pod = self._bound_pod(namespace, spec.get("boundObjectRef"))
         issued = self.issuer.issue(account, int(time.time()), audiences=audiences, expiration_seconds=expiration, pod=pod)
@@ -126,3 +126,8 @@ class Access:
                                   f"the UID in the bound object reference ({ref['uid']}) does not match the UID in "
                                   f"record. The object might have been deleted and then recreated")
         return pod
+
+
+def _invalid_expiration(name: str, expiration: Any, why: str) -> errors.ApiError:
+    return errors.invalid("TokenRequest", "authentication.k8s.io", name, [Cause(
+        "spec.expirationSeconds", "FieldValueInvalid", f"Invalid value: {expiration}: {why}")])

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.apiserver.auth import authn
 
 Obj = dict[str, Any]

@@ -30,6 +30,7 @@ ISSUER = "https://kubernetes.default.svc.cluster.local"
 API_AUDIENCES = (ISSUER,)
 DEFAULT_EXPIRATION = 3600
 MIN_EXPIRATION = 600
+MAX_EXPIRATION = 1 << 32  # kube-apiserver validates no longer lifetime (about 136 years)
 KUBELET_EXPIRATION = 3607  # what a kubelet asks for its pods' projected tokens
 EXTENDED_EXPIRATION = 365 * 24 * 3600
 _ALGORITHM = "ES256"

@@ -19,7 +19,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.serving.logs import choose_container
+from trainctl.cluster.apiserver.serving.pod_logs import choose_container
 
 Obj = dict[str, Any]
 CONNECT_TIMEOUT = 10.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 
 Obj = dict[str, Any]
 

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
 from trainctl.cluster.apiserver.admission import builtin_schemas
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 from trainctl.cluster.apiserver.serving import openapi_proto
 from trainctl.cluster.apiserver.serving.discovery import KUBERNETES_VERSION
 
@@ -102,7 +102,7 @@ def _builtin_definition(name: str, prefix: str) -> Obj:
     if "x-kubernetes-group-version-kind" in definition:
         for key in _TYPE_META_DOCS:  # the packaged schemas pin these with an enum; Kubernetes does not
             published.get("properties", {}).get(key, {}).pop("enum", None)
-    return published
+    return cast("dict[str, Any]", published)
 
 
 def _crd_name(rtype: ResourceType, kind: str) -> str:

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainctl.cluster.apiserver.apimachinery import errors, selectors
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.apiserver.storage.writes import WriteOptions
 
 Obj = dict[str, Any]

@@ -20,10 +20,10 @@ from typing import Any, NamedTuple
 from aiohttp import web
 
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 from trainctl.cluster.apiserver.auth import reviews
 from trainctl.cluster.apiserver.auth.access import Access
-from trainctl.cluster.apiserver.serving import body, connect, logs, params, tables, watch
+from trainctl.cluster.apiserver.serving import body, connect, params, pod_logs, tables, watch
 from trainctl.cluster.apiserver.serving.responses import json_response, warning_headers
 from trainctl.cluster.apiserver.storage.resources import Resources
 
@@ -221,7 +221,7 @@ class Handlers:
             now = self.store.read(key, namespace, name)
             return now if now is not None and now["metadata"].get("uid") == uid else None
 
-        return await logs.respond(request, pod, self.data_dir, current)
+        return await pod_logs.respond(request, pod, self.data_dir, current)
 
     async def connect(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
         """exec, attach and portforward: proxied to the kubelet of the pod's node."""

@@ -17,8 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
-from trainctl.cluster.apiserver.apimachinery import errors, limits
-from trainctl.cluster.apiserver.apimachinery.registry import Registry
+from trainctl.cluster.apiserver.apimachinery import errors, request_limits
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry
 from trainctl.cluster.apiserver.auth import access, pki, tokens
 from trainctl.cluster.apiserver.serving import body, discovery, openapi, params, routes, tables
 from trainctl.cluster.apiserver.serving.metrics import Metrics
@@ -32,6 +32,9 @@ Obj = dict[str, Any]
 log = logging.getLogger(__name__)
 
 STATE_FILE = "state.db"
+# An exec's command is its query string: kube-apiserver (Go's 1 MiB of request head) takes
+# commands of hundreds of kilobytes where aiohttp's default request line stops at 8 KiB.
+MAX_REQUEST_LINE_BYTES = 1024 * 1024
 
 
 class ApiServer:
@@ -53,11 +56,12 @@ class ApiServer:
         self.openapi = openapi.Documents(self.registry)  # hook: OpenAPI documents (openapi)
         self.address = ""
         # aiohttp's low-level server: no router or middleware chain, a third less work per request.
-        self.http = web.Server(self._handle, request_factory=self._make_request, handler_cancellation=True)
+        self.http = web.Server(self._handle, request_factory=self._make_request, handler_cancellation=True,
+                               max_line_size=MAX_REQUEST_LINE_BYTES)
 
     def _make_request(self, message: Any, payload: Any, protocol: Any, writer: Any, task: Any) -> web.BaseRequest:
         return web.BaseRequest(message, payload, protocol, writer, task, asyncio.get_running_loop(),
-                               client_max_size=limits.MAX_REQUEST_BYTES)
+                               client_max_size=request_limits.MAX_REQUEST_BYTES)
 
     async def start(self) -> None:
         await self.resources.start()

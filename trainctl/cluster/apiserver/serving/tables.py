@@ -15,7 +15,7 @@ from typing import Any
 import orjson
 
 from trainctl.cluster.apiserver.apimachinery import jsonpath
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 
 Obj = dict[str, Any]
 Column = dict[str, Any]

@@ -18,7 +18,7 @@ import orjson
 from aiohttp import web
 
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.apiserver.serving import params, tables
 from trainctl.cluster.apiserver.serving.responses import JSON
 from trainctl.cluster.apiserver.storage.store import Event, Store

@@ -15,7 +15,7 @@ from typing import Any
 
 from trainctl.cluster.apiserver import bootstrap_policy, system_objects
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import Registry
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry
 from trainctl.cluster.apiserver.storage.deletion import Spawn
 from trainctl.cluster.apiserver.storage.store import Store, clone
 from trainctl.cluster.apiserver.storage.writes import Writes, v1_type

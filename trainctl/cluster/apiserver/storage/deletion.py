@@ -17,7 +17,7 @@ from typing import Any
 from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 from trainctl.cluster.apiserver.storage.gc import FOREGROUND, GarbageCollector
 from trainctl.cluster.apiserver.storage.ipam import ClusterIPAllocator
 from trainctl.cluster.apiserver.storage.store import Store, clone

@@ -15,7 +15,7 @@ import logging
 from typing import Any, Protocol
 
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 from trainctl.cluster.apiserver.storage.store import Store, clone
 
 Obj = dict[str, Any]

@@ -24,10 +24,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, TypeGuard
+from typing import Any, TypeGuard, cast
 
 from trainctl.cluster.apiserver.apimachinery import errors, selectors
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.apiserver.storage.store import Store, clone
 from trainctl.kube.timestamps import now_rfc3339
 
@@ -122,7 +122,7 @@ class MetricsApi:
         meta.pop("labels", None)
         meta.setdefault("creationTimestamp", now_rfc3339())
         obj.setdefault("timestamp", meta["creationTimestamp"])
-        return obj
+        return cast("dict[str, Any]", obj)
 
     def _expire(self) -> None:
         now = self._clock()
@@ -140,7 +140,7 @@ class MetricsApi:
         labels = current["metadata"].get("labels")
         if labels:
             obj["metadata"]["labels"] = dict(labels)
-        return obj
+        return cast("dict[str, Any] | None", obj)
 
     def _node(self, name: str) -> Obj | None:
         entry = self._nodes.get(name)

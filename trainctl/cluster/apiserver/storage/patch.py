@@ -11,13 +11,13 @@ Only built-in kinds accept it; custom resources answer 415, as a real server doe
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, cast
 
 import jsonpatch
 import orjson
 import yaml
 
-from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 
 Obj = dict[str, Any]
 
@@ -58,8 +58,8 @@ _MERGED_PRIMITIVE_LISTS = {"finalizers"}
 def parse_body(body: bytes, content_type: str) -> Any:
     try:
         if content_type == APPLY_PATCH:
-            return limits.decode_yaml(body.decode("utf-8")) if body.strip() else None
-        return limits.decode_json(body, "the patch")
+            return request_limits.decode_yaml(body.decode("utf-8")) if body.strip() else None
+        return request_limits.decode_json(body, "the patch")
     except (ValueError, yaml.YAMLError, UnicodeDecodeError) as exc:
         raise errors.bad_request(f"error decoding patch: {exc}") from None
 
@@ -81,7 +81,7 @@ def json_patch(target: Obj, operations: Any) -> Obj:
     if not isinstance(operations, list):
         raise errors.bad_request("json patch must be a list of operations")
     try:
-        return jsonpatch.apply_patch(target, operations)
+        return cast("dict[str, Any]", jsonpatch.apply_patch(target, operations))
     except (jsonpatch.JsonPatchException, jsonpatch.JsonPointerException) as exc:
         raise errors.ApiError(422, "Invalid", f"the server rejected our request due to an error in our request: {exc}") from None
     except (TypeError, KeyError, IndexError, ValueError) as exc:

@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.apimachinery.registry import ResourceType
-from trainctl.cluster.apiserver.storage import scale
+from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
+from trainctl.cluster.apiserver.storage import scale_subresource
 from trainctl.cluster.apiserver.storage.store import Store
 
 Obj = dict[str, Any]
@@ -64,4 +64,4 @@ class Reads:
         return items, meta
 
     def get_scale(self, rtype: ResourceType, namespace: str | None, name: str) -> Obj:
-        return scale.scale_of(rtype, self.get(rtype, namespace, name))
+        return scale_subresource.scale_of(rtype, self.get(rtype, namespace, name))

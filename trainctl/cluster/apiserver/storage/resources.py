@@ -13,7 +13,7 @@ from collections.abc import Coroutine
 from typing import Any
 
 from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admission
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 from trainctl.cluster.apiserver.storage.bootstrap import Bootstrap
 from trainctl.cluster.apiserver.storage.deletion import Deletion
 from trainctl.cluster.apiserver.storage.gc import GarbageCollector

@@ -35,11 +35,11 @@ import sqlite3
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
-from trainctl.cluster.apiserver.apimachinery import errors, limits
+from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 
 Obj = dict[str, Any]
 log = logging.getLogger(__name__)
@@ -131,9 +131,9 @@ def _loaded(data: bytes) -> Obj | None:
     meta = obj.get("metadata") if isinstance(obj, dict) else None
     if not isinstance(meta, dict) or not isinstance(meta.get("name"), str):
         return None
-    if limits.depth_of(obj) > limits.MAX_DEPTH:
+    if request_limits.depth_of(obj) > request_limits.MAX_DEPTH:
         return None
-    return obj
+    return cast("dict[str, Any] | None", obj)
 
 
 def object_key(obj: Obj) -> tuple[str, str]:

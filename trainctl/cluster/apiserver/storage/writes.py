@@ -19,8 +19,8 @@ from trainctl.cluster.apiserver.admission import crds
 from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admission
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.apimachinery.registry import Registry, ResourceType
-from trainctl.cluster.apiserver.storage import deletion, patch, scale
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
+from trainctl.cluster.apiserver.storage import deletion, patch, scale_subresource
 from trainctl.cluster.apiserver.storage.deletion import Deletion
 from trainctl.cluster.apiserver.storage.gc import GarbageCollector
 from trainctl.cluster.apiserver.storage.ipam import ClusterIPAllocator
@@ -228,7 +228,7 @@ class Writes:
                 return obj, True, warnings
             raise errors.not_found(rtype.plural, rtype.group, name)
         if subresource == "scale":
-            return await self._write_scale(rtype, current, scale.patched(rtype, current, document, content_type)), False, []
+            return await self._write_scale(rtype, current, scale_subresource.patched(rtype, current, document, content_type)), False, []
         base = rtype.view(current)
         if content_type == patch.JSON_PATCH:
             patched = patch.json_patch(base, document)
@@ -282,8 +282,8 @@ class Writes:
         return await self._write_scale(rtype, current, body)
 
     async def _write_scale(self, rtype: ResourceType, current: Obj, new_scale: Any) -> Obj:
-        obj = await self.rewrite(rtype, current, scale.scaled(rtype, current, new_scale))
-        return scale.scale_of(rtype, obj)
+        obj = await self.rewrite(rtype, current, scale_subresource.scaled(rtype, current, new_scale))
+        return scale_subresource.scale_of(rtype, obj)
 
     # --- ServiceAccounts -----------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from typing import Optional
 
 from aiohttp import WSMsgType, web
 
-from . import spdy
+from trainctl.cluster.kubelet.streaming import spdy
 
 log = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import signal
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -29,7 +30,7 @@ from typing import Any, Optional, Protocol
 from aiohttp import WSMsgType, web
 from multidict import MultiMapping
 
-from ..runtime import Attachment, ContainerProcess, exit_code, set_window_size, take_terminal
+from trainctl.cluster.kubelet.runtime import Attachment, ContainerProcess, exit_code, set_window_size, take_terminal
 
 PROTOCOLS = ("v5.channel.k8s.io", "v4.channel.k8s.io")
 STDIN, STDOUT, STDERR, ERROR, RESIZE, CLOSE = 0, 1, 2, 3, 4, 255
@@ -64,9 +65,33 @@ def exit_status(code: int, command: list[str]) -> dict[str, Any]:
             "details": {"causes": [{"reason": "ExitCode", "message": str(code)}]}}
 
 
-def failure(message: str) -> dict[str, Any]:
-    return {"metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500, "message": message,
-            "details": {"causes": [{"message": message}]}}
+def failure(error: str) -> dict[str, Any]:
+    """The outcome of an exec that could not start: kube's ``InternalError`` Status, which
+    kubectl prints as ``error: Internal error occurred: ...`` and exits 1."""
+    return {"metadata": {}, "status": "Failure", "reason": "InternalError", "code": 500,
+            "message": f"Internal error occurred: {error}", "details": {"causes": [{"message": error}]}}
+
+
+def exec_failure(command: str, why: str) -> dict[str, Any]:
+    return failure(f"error executing command in container: failed to exec in container: exec: {json.dumps(command)}: {why}")
+
+
+def unrunnable(command: list[str], env: dict[str, str], cwd: str) -> Optional[str]:
+    """Why ``command`` cannot start in a container with ``env`` and ``cwd``, as the runtime
+    says it (None when it can). Looked up before the process starts: inside the pod's
+    namespaces the command is started by a helper, whose own exit code (127) would stand
+    for the failure."""
+    program = command[0]
+    if "/" not in program:
+        if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+            return "executable file not found in $PATH"
+        return None
+    path = os.path.join(cwd, program)
+    if not os.path.exists(path):
+        return f"stat {program}: no such file or directory"
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        return "permission denied"
+    return None
 
 
 class Connection(Protocol):
@@ -189,6 +214,10 @@ async def _pump(read: Callable[[], Awaitable[bytes]], channels: Connection, chan
 async def run_exec(channels: Connection, container: ContainerProcess, enter: list[str], options: Options) -> None:
     group = container.group
     argv = enter + options.command
+    why = unrunnable(options.command, container.env, container.cwd)
+    if why is not None:
+        await channels.finish(exec_failure(options.command[0], why))
+        return
     terminal = None
     try:
         join = group.preexec()  # opened now, written by the child before it runs anything
@@ -217,7 +246,7 @@ async def run_exec(channels: Connection, container: ContainerProcess, enter: lis
         if terminal is not None:
             os.close(terminal)
         reason = getattr(exc, "strerror", None) or exc
-        await channels.finish(failure(f"failed to exec in container: exec: {options.command[0]!r}: {reason}"))
+        await channels.finish(exec_failure(options.command[0], str(reason).lower()))
         return
 
     pumps: list[asyncio.Task[None]] = []

@@ -21,8 +21,8 @@ from typing import Any, Optional
 
 from aiohttp import web
 
-from . import portforward, spdy
-from .remotecommand import ERROR, RESIZE, STDERR, STDIN, STDOUT, Options, sizes
+from trainctl.cluster.kubelet.streaming import portforward, spdy
+from trainctl.cluster.kubelet.streaming.remotecommand import ERROR, RESIZE, STDERR, STDIN, STDOUT, Options, sizes
 
 UPGRADE = "SPDY/3.1"
 EXEC_PROTOCOLS = ("v4.channel.k8s.io",)

@@ -12,7 +12,7 @@ import importlib.util
 import os
 import socket
 import sys
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 _HOSTS = os.environ.get("TRAINCTL_HOSTS_FILE", "")
 _NAMESPACE = os.environ.get("TRAINCTL_POD_NAMESPACE", "default")
@@ -34,7 +34,7 @@ def _table() -> "dict[str, str]":
                 for name in fields[1:]:
                     table[name.lower()] = fields[0]
         _cache["mtime"], _cache["table"] = mtime, table
-    return _cache["table"]
+    return cast("dict[str, str]", _cache["table"])
 
 
 def _lookup(host: object) -> Optional[str]:
