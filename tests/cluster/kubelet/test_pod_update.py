@@ -8,11 +8,9 @@ from pathlib import Path
 import pytest
 
 from trainctl.kube.client import ApiError, KubeClient
-from trainctl.kube.resources import PODS, Resource
+from trainctl.kube.restmapper import PODS, SERVICE_ACCOUNTS
 
 from tests.support.pods import container_status, main_pid, phase, running_sleeper, wait_pod
-
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 
 
 @pytest.mark.parametrize("change", [{"serviceAccountName": "powerful"}, {"nodeName": "elsewhere"},
