@@ -159,19 +159,26 @@ def test_server_side_apply_creates_then_updates(kubectl):
 
 def test_strategic_apply_of_a_changed_pod_merges_lists_by_key(kubectl):
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"app": "x"}},
-           "spec": {"containers": [{"name": "main", "image": "busybox:1.36",
-                                    "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}]}}
+           "spec": {"containers": [{"name": "main", "image": "busybox:1.36", "env": [{"name": "A", "value": "1"}]},
+                                   {"name": "side", "image": "busybox:1.36"}]}}
     apply(kubectl, pod)
-    pod["spec"]["containers"][0]["env"] = [{"name": "B", "value": "3"}, {"name": "C", "value": "4"}]
+    pod["spec"]["containers"][1]["image"] = "busybox:1.37"
     pod["metadata"]["labels"] = {"app": "y"}
     assert "configured" in apply(kubectl, pod)
     stored = kubectl.json("get", "pod", "p")
-    assert stored["spec"]["containers"][0]["env"] == [{"name": "B", "value": "3"}, {"name": "C", "value": "4"}]
+    assert [(c["name"], c["image"]) for c in stored["spec"]["containers"]] == [("main", "busybox:1.36"),
+                                                                              ("side", "busybox:1.37")]
+    assert stored["spec"]["containers"][0]["env"] == [{"name": "A", "value": "1"}]
     assert stored["metadata"]["labels"] == {"app": "y"}
     assert stored["spec"]["containers"][0]["terminationMessagePath"] == "/dev/termination-log"  # defaults kept
+    # Anything but an image in a pod's spec is immutable, as kube's ValidatePodUpdate has it.
+    pod["spec"]["containers"][0]["env"] = [{"name": "B", "value": "2"}]
+    refused = kubectl.run("apply", "-f", "-", input=json.dumps(pod), check=False)
+    assert refused.returncode == 1
+    assert 'The Pod "p" is invalid: spec: Forbidden: pod updates may not change fields other than' in refused.stderr
     wide = kubectl("get", "pods", "-o", "wide").splitlines()
     assert wide[0].split()[:7] == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
-    assert wide[1].split()[:3] == ["p", "0/1", "Pending"]
+    assert wide[1].split()[:3] == ["p", "0/2", "Pending"]
 
 
 def test_logs_read_the_kubelet_files(kubectl, apiserver):

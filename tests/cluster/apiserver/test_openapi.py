@@ -73,9 +73,10 @@ def test_apply_uses_the_documents_and_strict_validation_reports_unknown_fields(k
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
            "spec": {"containers": [{"name": "main", "image": "busybox", "env": [{"name": "A", "value": "1"}]}]}}
     assert "pod/p created" in kubectl("apply", "-f", "-", input=json.dumps(pod))
-    pod["spec"]["containers"][0]["env"].append({"name": "B", "value": "2"})
+    pod["spec"]["containers"][0]["image"] = "busybox:1.37"
     assert "pod/p configured" in kubectl("apply", "-f", "-", input=json.dumps(pod))  # a strategic merge patch
-    assert [e["name"] for e in kubectl.json("get", "pod", "p")["spec"]["containers"][0]["env"]] == ["A", "B"]
+    assert [(c["image"], len(c["env"])) for c in kubectl.json("get", "pod", "p")["spec"]["containers"]] == [
+        ("busybox:1.37", 1)]
     pod["spec"]["containers"][0]["imagePullPolicyy"] = "Always"
     strict = kubectl.run("apply", "--validate=strict", "-f", "-", input=json.dumps(pod), check=False)
     assert strict.returncode == 1 and 'unknown field "spec.containers[0].imagePullPolicyy"' in strict.stderr

@@ -212,3 +212,43 @@ def test_request_attributes_are_read_from_method_and_path(method: str, path: str
                                                           expected: Obj) -> None:
     attributes = request_info.attributes(method, path, query)
     assert {key: attributes.get(key) for key in expected} == expected
+
+
+@pytest.mark.parametrize(("owner", "requested", "missing"), [
+    # a literal "*" asked for is held only by "*"
+    ([{"apiGroups": [""], "resources": ["pods", "secrets"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["*"], "verbs": ["get"]}]),
+    ([{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]}],
+     [{"apiGroups": ["apps"], "resources": ["*"], "verbs": ["*"]}], []),
+    # "*/log" holds the log of every resource; "pods" does not hold "pods/log"
+    ([{"apiGroups": [""], "resources": ["*/log"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}], []),
+    ([{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["pods/log"], "verbs": ["get"]}]),
+    # resource names: named holds only those names, unnamed holds every name
+    ([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["a"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["a", "b"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["b"], "verbs": ["get"]}]),
+    ([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["a"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}],
+     [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}]),
+    # non-resource URLs by a star prefix; verbs of one resource compacted into one rule
+    ([{"nonResourceURLs": ["/healthz/*"], "verbs": ["get"]}],
+     [{"nonResourceURLs": ["/healthz/etcd", "/metrics"], "verbs": ["get"]}],
+     [{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]),
+    ([], [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}],
+     [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list"]}]),
+])
+def test_not_held_breaks_rules_down_as_kubes_covers_does(owner: list[Obj], requested: list[Obj],
+                                                         missing: list[Obj]) -> None:
+    assert rbac.not_held(owner, requested) == missing
+
+
+def test_the_escalation_message_prints_rules_as_kube_does() -> None:
+    missing = [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+               {"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]
+    assert rbac.escalation_message(ALICE, missing) == (
+        'user "alice" (groups=["system:authenticated" "devs"]) is attempting to grant RBAC permissions not currently '
+        'held:\n{APIGroups:[""], Resources:["secrets"], Verbs:["get"]}\n{NonResourceURLs:["/metrics"], Verbs:["get"]}')

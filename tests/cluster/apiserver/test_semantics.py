@@ -300,34 +300,42 @@ def test_event_table_shows_what_kubectl_get_events_prints(core, http):
 
 def test_strategic_merge_patch_directives(core, http):
     body = pod("smp")
-    body["metadata"]["finalizers"] = ["a.example.com/x", "b.example.com/y"]
-    body["spec"]["containers"][0]["env"] = [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]
-    body["spec"]["containers"].append({"name": "side", "image": "busybox:1.36", "ports": [{"containerPort": 80}]})
+    body["spec"]["containers"].append({"name": "side", "image": "busybox:1.36"})
     core.create_namespaced_pod(NS, body)
+    service = {"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "smp", "finalizers": ["a.example.com/x", "b.example.com/y"]},
+               "spec": {"selector": {"app": "x"}, "ports": [{"name": "a", "port": 80}, {"name": "b", "port": 81}]}}
+    core.create_namespaced_service(NS, service)
 
-    def smp(patch: dict) -> dict:
-        response = http("PATCH", "/api/v1/namespaces/default/pods/smp", data=json.dumps(patch),
+    def smp(kind: str, patch: dict) -> dict:
+        response = http("PATCH", f"/api/v1/namespaces/default/{kind}/smp", data=json.dumps(patch),
                         headers={"Content-Type": "application/strategic-merge-patch+json"})
         assert response.status_code == 200, response.text
         return response.json()
 
-    patched = smp({"spec": {"containers": [{"name": "main", "env": [{"name": "A", "$patch": "delete"},
-                                                                     {"name": "C", "value": "3"}]}]}})
-    assert patched["spec"]["containers"][0]["env"] == [{"name": "B", "value": "2"}, {"name": "C", "value": "3"}]
-    assert [c["name"] for c in patched["spec"]["containers"]] == ["main", "side"]
+    # Containers merge by name (an image is what a pod's spec may change).
+    patched = smp("pods", {"spec": {"containers": [{"name": "side", "image": "busybox:1.37"}]}})
+    assert [(c["name"], c["image"]) for c in patched["spec"]["containers"]] == [("main", "busybox:1.36"),
+                                                                               ("side", "busybox:1.37")]
 
-    patched = smp({"spec": {"$setElementOrder/containers": [{"name": "side"}, {"name": "main"}],
-                            "containers": [{"name": "side", "ports": [{"containerPort": 81}]}]}})
-    assert [c["name"] for c in patched["spec"]["containers"]] == ["side", "main"]
-    assert [p["containerPort"] for p in patched["spec"]["containers"][0]["ports"]] == [80, 81]
+    def ports(obj: dict) -> list[tuple[str, int]]:
+        return [(p["name"], p["port"]) for p in obj["spec"]["ports"]]
 
-    patched = smp({"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.example.com/x"],
-                                "labels": {"$patch": "replace", "only": "this"}}})
+    patched = smp("services", {"spec": {"ports": [{"port": 80, "$patch": "delete"}, {"name": "c", "port": 82}]}})
+    assert ports(patched) == [("b", 81), ("c", 82)]
+
+    patched = smp("services", {"spec": {"$setElementOrder/ports": [{"port": 82}, {"port": 81}],
+                                        "ports": [{"port": 81, "targetPort": 8081}]}})
+    assert ports(patched) == [("c", 82), ("b", 81)]
+    assert patched["spec"]["ports"][1]["targetPort"] == 8081
+
+    patched = smp("services", {"metadata": {"$deleteFromPrimitiveList/finalizers": ["a.example.com/x"],
+                                            "labels": {"$patch": "replace", "only": "this"}}})
     assert patched["metadata"]["finalizers"] == ["b.example.com/y"]
     assert patched["metadata"]["labels"] == {"only": "this"}
 
-    patched = smp({"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "busybox:1.36"}]}})
-    assert [(c["name"], c["image"]) for c in patched["spec"]["containers"]] == [("only", "busybox:1.36")]
+    patched = smp("services", {"spec": {"ports": [{"$patch": "replace"}, {"name": "only", "port": 90}]}})
+    assert ports(patched) == [("only", 90)]
 
 
 def test_deleting_a_crd_removes_its_kind_and_objects(api, http):

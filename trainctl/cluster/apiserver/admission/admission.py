@@ -8,22 +8,27 @@ validation: CRD schemas for custom resources, Kubernetes' own schemas
 size and depth ``limits``); a new pod first gets the default ``tolerations``, as
 kube-apiserver's DefaultTolerationSeconds plugin gives it. ``admit`` is the one place that
 decides whether a state may be stored, like kube-apiserver's decoding, defaulting and
-validating admission chain; bodies were already bounded when they were read (``body``,
-``patch``).
+validating admission chain; the ``guards`` judge a write by who makes it. Bodies were
+already bounded when they were read (``body``, ``patch``).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
-from trainctl.cluster.apiserver.admission import builtin_validation, crds, schema, tolerations, validation
+from trainctl.cluster.apiserver.admission import builtin_validation, crds, pod_update, schema, tolerations, validation
 from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
 from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType, pod_qos_class
 from trainctl.kube.timestamps import now_rfc3339
 
 Obj = dict[str, Any]
+
+# A check of a write by who makes it (``auth`` supplies them: RBAC escalation, NodeRestriction):
+# (type, new state, old state or None, subresource) -> None, or raises the refusal.
+Guard = Callable[[ResourceType, "Obj", "Obj | None", "str | None"], None]
 
 CRD_STORAGE_KEY = "apiextensions.k8s.io/customresourcedefinitions"
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -32,6 +37,7 @@ _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9
 class Admission:
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
+        self.guards: list[Guard] = []
 
     def check_type(self, rtype: ResourceType, body: Any, namespace: str | None) -> Obj:
         """``body`` as an object of ``rtype`` in ``namespace``, or a 400 saying why it is not."""
@@ -89,6 +95,8 @@ class Admission:
               subresource: str | None = None) -> list[str]:
         """The one place a new state (``old`` None: a create) is judged before it is stored:
         defaulting, pruning and validation, then the size and depth limits. Returns warnings."""
+        for guard in self.guards:
+            guard(rtype, obj, old, subresource)
         warnings: list[str] = []
         if subresource != "status" or rtype.schema is not None:  # built-in status is the kubelet's
             if rtype.defaulter is not None:
@@ -110,7 +118,7 @@ class Admission:
         if is_pod:
             if old is None:
                 obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
-            causes = validation.validate_pod(obj)
+            causes = validation.validate_pod(obj) + (pod_update.validate(obj, old) if old is not None else [])
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.storage_key == CRD_STORAGE_KEY:

@@ -4,8 +4,11 @@
 included: it authenticates the request (``authn``: the admin token or a ServiceAccount token),
 applies impersonation, reads what the request asks to do from its method and path
 (``request_info``) and asks the RBAC authorizer (``rbac``) with the Roles and bindings as now
-stored; a refusal is kube-apiserver's 403. It also answers the review kinds (``reviews``) and
-TokenRequests (the ``serviceaccounts/token`` subresource, ``kubectl create token``).
+stored, then keeps a node's identity to its own node (``node_restriction``); a refusal is
+kube-apiserver's 403. It supplies admission's ``guards``, which judge a write by who makes
+it: RBAC ``escalation`` prevention and NodeRestriction. It also answers the review kinds
+(``reviews``) and TokenRequests (the ``serviceaccounts/token`` subresource, ``kubectl create
+token``).
 """
 
 from __future__ import annotations
@@ -17,9 +20,10 @@ from typing import Any
 
 from multidict import CIMultiDictProxy
 
+from trainctl.cluster.apiserver.admission.admission import Guard
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.auth import authn, rbac, request_info, reviews, tokens
+from trainctl.cluster.apiserver.auth import authn, escalation, node_restriction, rbac, request_info, reviews, tokens
 from trainctl.cluster.apiserver.storage.store import Store
 
 Obj = dict[str, Any]
@@ -42,6 +46,9 @@ class Access:
         self.store = store
         self.issuer = issuer
         self.authenticator = authn.Authenticator(admin_token, issuer, store.read)
+        self.node_restriction = node_restriction.NodeRestriction(store.read)
+        # What admission asks of every write, judged by who makes it.
+        self.guards: list[Guard] = [escalation.EscalationCheck(self.decide, self.policy), self.node_restriction]
 
     # --- every request ------------------------------------------------------------------
 
@@ -56,6 +63,8 @@ class Access:
             attributes = request_info.attributes(method, path, query)
             if not self.decide(user, attributes).allowed:
                 raise forbidden(user, attributes)
+            self.node_restriction.check_request(user, attributes)
+        authn.REQUESTER.set(user)
         return user
 
     def policy(self, namespace: str) -> rbac.Policy:

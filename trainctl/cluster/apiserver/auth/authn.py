@@ -21,6 +21,7 @@ from __future__ import annotations
 import hmac
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import unquote
 
@@ -37,6 +38,10 @@ UNAUTHENTICATED = "system:unauthenticated"
 ANONYMOUS = "system:anonymous"
 SERVICE_ACCOUNTS = "system:serviceaccounts"
 Lookup = Callable[[str, str, str], "Obj | None"]  # (storage key, namespace, name) -> object
+
+# The user the request being served acts as, for the checks that judge a write by who makes it
+# (RBAC escalation, NodeRestriction); None for the server's own writes, made for no request.
+REQUESTER: ContextVar[Obj | None] = ContextVar("requester", default=None)
 
 
 def service_account_groups(namespace: str) -> list[str]:

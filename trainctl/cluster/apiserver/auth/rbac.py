@@ -214,3 +214,85 @@ def forbidden_message(user: Obj, attributes: Obj) -> str:
     target = f"{resource}/{subresource}" if subresource else resource
     where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
     return f'{what} is forbidden: User "{username}" cannot {verb} resource "{target}" in API group "{group}"{where}'
+
+
+# --- what a user may grant: kube's escalation check ------------------------------------------
+
+def _atoms(rule: Obj) -> Iterator[Obj]:
+    """``rule`` broken into rules of one verb and one group, resource and name (or URL)."""
+    verbs = _strings(rule.get("verbs"))
+    for url in _strings(rule.get("nonResourceURLs")):
+        for verb in verbs:
+            yield {"verbs": [verb], "nonResourceURLs": [url]}
+    for group in _strings(rule.get("apiGroups")):
+        for resource in _strings(rule.get("resources")):
+            for verb in verbs:
+                names = _strings(rule.get("resourceNames"))
+                if not names:
+                    yield {"apiGroups": [group], "resources": [resource], "verbs": [verb]}
+                for name in names:
+                    yield {"apiGroups": [group], "resources": [resource], "resourceNames": [name], "verbs": [verb]}
+
+
+def _covers(owner: Obj, atom: Obj) -> bool:
+    """Whether rule ``owner`` holds the one-verb rule ``atom``: a literal ``*`` in the
+    request is held only by ``*``; ``*/sub`` holds ``sub`` of every resource."""
+    if not _has(_strings(owner.get("verbs")), atom["verbs"][0]):
+        return False
+    if "nonResourceURLs" in atom:
+        url = atom["nonResourceURLs"][0]
+        return any(o in ("*", url) or (o.endswith("*") and url.startswith(o[:-1]))
+                   for o in _strings(owner.get("nonResourceURLs")))
+    if not _has(_strings(owner.get("apiGroups")), atom["apiGroups"][0]):
+        return False
+    resource = atom["resources"][0]
+    resources = _strings(owner.get("resources"))
+    sub = resource.partition("/")[2]
+    if not (_has(resources, resource) or (sub and f"*/{sub}" in resources)):
+        return False
+    names = _strings(owner.get("resourceNames"))
+    return not names or any(n in names for n in atom.get("resourceNames", [None]))
+
+
+def not_held(owner_rules: list[Obj], rules: Iterable[Obj]) -> list[Obj]:
+    """The parts of ``rules`` that no rule of ``owner_rules`` holds (kube's ``Covers``),
+    rules differing only in their verb merged into one (kube's ``CompactRules``)."""
+    missing: list[Obj] = []
+    for rule in rules:
+        for atom in _atoms(rule):
+            if any(_covers(owner, atom) for owner in owner_rules):
+                continue
+            simple = next((m for m in missing if "resourceNames" not in atom and "nonResourceURLs" not in atom
+                           and {k: v for k, v in m.items() if k != "verbs"} == {k: v for k, v in atom.items() if k != "verbs"}), None)
+            if simple is None:
+                missing.append(dict(atom))
+            elif atom["verbs"][0] not in simple["verbs"]:
+                simple["verbs"] = [*simple["verbs"], atom["verbs"][0]]
+    return missing
+
+
+def _go_quoted(values: list[str]) -> str:
+    """A list of strings as Go's ``%q`` prints a ``[]string``."""
+    return "[" + " ".join('"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"' for v in values) + "]"
+
+
+def compact_string(rule: Obj) -> str:
+    """One rule as kube's escalation errors print it."""
+    parts = [f"{label}:{_go_quoted(_strings(rule.get(key)))}" for label, key in (
+        ("APIGroups", "apiGroups"), ("Resources", "resources"), ("NonResourceURLs", "nonResourceURLs"),
+        ("ResourceNames", "resourceNames"), ("Verbs", "verbs")) if _strings(rule.get(key))]
+    return "{" + ", ".join(parts) + "}"
+
+
+def escalation_message(user: Obj, missing: list[Obj]) -> str:
+    """kube's reason for refusing a Role or binding that grants what its writer does not hold."""
+    described = sorted({compact_string(rule) for rule in missing})
+    return (f'user "{user.get("user") or ""}" (groups={_go_quoted(_strings(user.get("groups")))}) is attempting to '
+            f"grant RBAC permissions not currently held:\n" + "\n".join(described))
+
+
+def held_rules(policy: Policy, user: Obj, namespace: str) -> list[Obj]:
+    """Every rule ``user`` holds in ``namespace`` ("" : cluster-wide), as kube's rule resolver's ``RulesFor``."""
+    if MASTERS in _strings(user.get("groups")):
+        return [{"verbs": ["*"], "apiGroups": ["*"], "resources": ["*"]}, {"verbs": ["*"], "nonResourceURLs": ["*"]}]
+    return [rule for grant in grants(policy, user, namespace) for rule in grant.rules]

@@ -50,6 +50,7 @@ class ApiServer:
             self.registry.add(rtype)
         self.metrics_api = metrics_api.MetricsApi(self.store)
         self.resources = Resources(self.store, self.registry, service_cidr)
+        self.resources.writes.admission.guards.extend(self.access.guards)
         self.handlers = routes.Handlers(self.resources, self.access, data_dir, token, bookmark_interval, lambda: self._closing)
         self.metrics = Metrics()
         self.openapi = openapi.Documents(self.registry)  # hook: OpenAPI documents (openapi)
