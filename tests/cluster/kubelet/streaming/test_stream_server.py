@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from trainctl.cluster.kubelet.streaming import remotecommand
-from trainctl.cluster.kubelet.streaming.server import PodTarget, StreamingServer
+from trainctl.cluster.kubelet.streaming.stream_server import PodTarget, StreamingServer
 from trainctl.cluster.network.podnet import SharedNetwork
 
 TOKEN = "apiserver-credential"
