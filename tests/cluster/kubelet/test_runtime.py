@@ -56,16 +56,16 @@ def test_stop_sends_sigterm_to_the_group_then_sigkill(tmp_path):
     assert process.stop(5) == 0
     assert "got SIGTERM" in (tmp_path / "logs" / "0.log").read_text()
 
+    log = tmp_path / "logs" / "0.log"
+    first_run = log.stat().st_size  # the second process appends to the same log
     stubborn, _ = start(tmp_path, """
         import signal, time
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         print("ready", flush=True)
         time.sleep(60)
     """, name="d")
-    with open(tmp_path / "logs" / "0.log") as log:
-        log.read()
-        while "ready" not in log.read():
-            stubborn.wait(0.05)
+    while "ready" not in log.read_bytes()[first_run:].decode():
+        assert stubborn.wait(0.05) is None, "the stubborn process ended before it was ready"
     assert stubborn.stop(0.2) == 128 + signal.SIGKILL
 
 
