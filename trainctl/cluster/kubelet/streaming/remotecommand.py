@@ -211,40 +211,47 @@ async def _pump(read: Callable[[], Awaitable[bytes]], channels: Connection, chan
         await channels.send(channel, chunk)
 
 
-async def run_exec(channels: Connection, container: ContainerProcess, enter: list[str], options: Options) -> None:
+async def _spawn(argv: list[str], container: ContainerProcess,
+                 options: Options) -> tuple[asyncio.subprocess.Process, int | None]:
+    """Start ``argv`` in the container's group, on a new terminal (returned) or on pipes."""
     group = container.group
-    argv = enter + options.command
+    join = group.preexec()  # opened now, written by the child before it runs anything
+    if not options.tty:
+        pipe, quiet = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
+        child = await asyncio.create_subprocess_exec(
+            *argv, stdin=pipe if options.stdin else quiet, stdout=pipe if options.stdout else quiet,
+            stderr=pipe if options.stderr else quiet, env=container.env, cwd=container.cwd,
+            start_new_session=True, preexec_fn=join)
+        group.join(child.pid)
+        return child, None
+    terminal, tty = os.openpty()
+
+    def preexec() -> None:
+        if join is not None:
+            join()
+        take_terminal()
+    try:
+        os.set_blocking(terminal, False)
+        child = await asyncio.create_subprocess_exec(
+            *argv, stdin=tty, stdout=tty, stderr=tty, env=container.env, cwd=container.cwd,
+            start_new_session=True, preexec_fn=preexec)
+        group.join(child.pid)
+    except BaseException:
+        os.close(terminal)
+        raise
+    finally:
+        os.close(tty)
+    return child, terminal
+
+
+async def run_exec(channels: Connection, container: ContainerProcess, enter: list[str], options: Options) -> None:
     why = unrunnable(options.command, container.env, container.cwd)
     if why is not None:
         await channels.finish(exec_failure(options.command[0], why))
         return
-    terminal = None
     try:
-        join = group.preexec()  # opened now, written by the child before it runs anything
-        if options.tty:
-            terminal, tty = os.openpty()
-            os.set_blocking(terminal, False)
-
-            def preexec() -> None:
-                if join is not None:
-                    join()
-                take_terminal()
-            try:
-                child = await asyncio.create_subprocess_exec(
-                    *argv, stdin=tty, stdout=tty, stderr=tty, env=container.env, cwd=container.cwd,
-                    start_new_session=True, preexec_fn=preexec)
-            finally:
-                os.close(tty)
-        else:
-            pipe, quiet = asyncio.subprocess.PIPE, asyncio.subprocess.DEVNULL
-            child = await asyncio.create_subprocess_exec(
-                *argv, stdin=pipe if options.stdin else quiet, stdout=pipe if options.stdout else quiet,
-                stderr=pipe if options.stderr else quiet, env=container.env, cwd=container.cwd,
-                start_new_session=True, preexec_fn=join)
-        group.join(child.pid)
+        child, terminal = await _spawn(enter + options.command, container, options)
     except (OSError, ValueError) as exc:
-        if terminal is not None:
-            os.close(terminal)
         reason = getattr(exc, "strerror", None) or exc
         await channels.finish(exec_failure(options.command[0], str(reason).lower()))
         return
