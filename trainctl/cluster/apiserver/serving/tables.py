@@ -69,6 +69,23 @@ _NAME = _col("Name", "Name must be unique within a namespace.", format_="name")
 _AGE = _col("Age", "CreationTimestamp is a timestamp representing the server time when this object was created.")
 
 
+def _last_restart(pod: Obj, initializing: bool) -> str | None:
+    """When the latest restart ended the run before it: the newest ``lastState.terminated.finishedAt``."""
+    status = pod.get("status") or {}
+    statuses = status.get("initContainerStatuses" if initializing else "containerStatuses") or []
+    ends = [((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt") for cs in statuses]
+    return max((end for end in ends if isinstance(end, str) and end), default=None)
+
+
+def _restarts(pod: Obj, restarts: int, now: datetime) -> str:
+    """``5 (20s ago)``, as kubectl prints a pod's RESTARTS."""
+    status = pod.get("status") or {}
+    initializing = any(not ("terminated" in (cs.get("state") or {}) and cs["state"]["terminated"].get("exitCode") == 0)
+                       for cs in status.get("initContainerStatuses") or [])
+    last = _last_restart(pod, initializing)
+    return f"{restarts} ({age(last, now)} ago)" if restarts and last else str(restarts)
+
+
 def _pod_status(pod: Obj) -> tuple[str, int, int, int]:
     """(STATUS, ready, total, restarts) like kubectl's pod printer."""
     spec = pod.get("spec") or {}
@@ -128,7 +145,7 @@ def _pod_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
         status = pod.get("status") or {}
         gates = (pod.get("spec") or {}).get("readinessGates") or []
         return [
-            pod["metadata"]["name"], f"{ready}/{total}", reason, restarts,
+            pod["metadata"]["name"], f"{ready}/{total}", reason, _restarts(pod, restarts, now),
             age(pod["metadata"].get("creationTimestamp"), now),
             status.get("podIP") or "<none>", (pod.get("spec") or {}).get("nodeName") or "<none>",
             status.get("nominatedNodeName") or "<none>", f"{len(gates)}" if gates else "<none>",
@@ -316,6 +333,46 @@ def _binding_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any
     return columns, cells
 
 
+def _configmap_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(cm: Obj, now: datetime) -> list[Any]:
+        return [cm["metadata"]["name"], len(cm.get("data") or {}) + len(cm.get("binaryData") or {}),
+                age(cm["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Data", type_="integer"), _AGE], cells
+
+
+def _secret_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(secret: Obj, now: datetime) -> list[Any]:
+        return [secret["metadata"]["name"], secret.get("type") or "Opaque", len(secret.get("data") or {}),
+                age(secret["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Type"), _col("Data", type_="integer"), _AGE], cells
+
+
+def _serviceaccount_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(sa: Obj, now: datetime) -> list[Any]:
+        return [sa["metadata"]["name"], len(sa.get("secrets") or []), age(sa["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Secrets", type_="integer"), _AGE], cells
+
+
+def _lease_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(lease: Obj, now: datetime) -> list[Any]:
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        return [lease["metadata"]["name"], holder, age(lease["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Holder"), _AGE], cells
+
+
+def _created_at_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    """kube's default table, for resources without a printer of their own (CustomResourceDefinitions)."""
+    def cells(obj: Obj, now: datetime) -> list[Any]:
+        return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp") or ""]
+
+    return [_NAME, _col("Created At", "CreationTimestamp is a timestamp representing the server time when this object was created.",
+                        type_="date")], cells
+
+
 def _default_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(obj: Obj, now: datetime) -> list[Any]:
         return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"), now)]
@@ -358,6 +415,11 @@ _BUILTIN = {
     ("", "services"): _service_columns,
     ("", "nodes"): _node_columns,
     ("", "namespaces"): _namespace_columns,
+    ("", "configmaps"): _configmap_columns,
+    ("", "secrets"): _secret_columns,
+    ("", "serviceaccounts"): _serviceaccount_columns,
+    ("coordination.k8s.io", "leases"): _lease_columns,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): _created_at_columns,
     ("", "events"): _event_columns,
     ("events.k8s.io", "events"): _event_columns,
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
