@@ -38,6 +38,7 @@ _VIEW = [
     _rule([""], ["namespaces"], _READ),
     _rule(["autoscaling"], ["horizontalpodautoscalers", "horizontalpodautoscalers/status"], _READ),
     _rule(["events.k8s.io"], ["events"], _READ),
+    _rule(["discovery.k8s.io"], ["endpointslices"], _READ),
     _rule(["kubeflow.org"], ["pytorchjobs", "pytorchjobs/status"], _READ),
     _rule(["mindspore.gitee.com"], ["msjobs", "msjobs/status"], _READ),
     _rule(["metrics.k8s.io"], ["pods", "nodes"], _READ),

@@ -195,6 +195,7 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("events.k8s.io", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE,
                      conversion=EVENTS_CONVERSION),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", "lease"),
+        ResourceType("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", "endpointslice"),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),

@@ -364,6 +364,34 @@ def _lease_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]
     return [_NAME, _col("Holder"), _AGE], cells
 
 
+def _more(items: list[str], shown: int = 3) -> str:
+    """kubectl's ``a,b,c + 2 more...``."""
+    text = ",".join(items[:shown])
+    return f"{text} + {len(items) - shown} more..." if len(items) > shown else text
+
+
+def _endpoints_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(endpoints: Obj, now: datetime) -> list[Any]:
+        items: list[str] = []
+        for subset in endpoints.get("subsets") or []:
+            ports = [p.get("port") for p in subset.get("ports") or []] or [None]
+            for address in subset.get("addresses") or []:
+                items.extend(address.get("ip", "") if port is None else f"{address.get('ip', '')}:{port}" for port in ports)
+        return [endpoints["metadata"]["name"], _more(items) or "<none>", age(endpoints["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Endpoints", "Endpoints is the list of addresses the service selects."), _AGE], cells
+
+
+def _endpointslice_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(slice_: Obj, now: datetime) -> list[Any]:
+        ports = [str(p["port"]) if p.get("port") is not None else "<unset>" for p in slice_.get("ports") or []]
+        addresses = [a for e in slice_.get("endpoints") or [] for a in e.get("addresses") or []]
+        return [slice_["metadata"]["name"], slice_.get("addressType", ""), _more(ports) or "<unset>",
+                _more(addresses) or "<unset>", age(slice_["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("AddressType"), _col("Ports"), _col("Endpoints"), _AGE], cells
+
+
 def _created_at_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     """kube's default table, for resources without a printer of their own (CustomResourceDefinitions)."""
     def cells(obj: Obj, now: datetime) -> list[Any]:
@@ -416,6 +444,8 @@ _BUILTIN = {
     ("", "nodes"): _node_columns,
     ("", "namespaces"): _namespace_columns,
     ("", "configmaps"): _configmap_columns,
+    ("", "endpoints"): _endpoints_columns,
+    ("discovery.k8s.io", "endpointslices"): _endpointslice_columns,
     ("", "secrets"): _secret_columns,
     ("", "serviceaccounts"): _serviceaccount_columns,
     ("coordination.k8s.io", "leases"): _lease_columns,
