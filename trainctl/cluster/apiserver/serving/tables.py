@@ -392,6 +392,50 @@ def _endpointslice_columns() -> tuple[list[Column], Callable[[Obj, datetime], li
     return [_NAME, _col("AddressType"), _col("Ports"), _col("Endpoints"), _AGE], cells
 
 
+def _job_status(job: Obj) -> str:
+    """kubectl's Job STATUS: the terminal or suspended condition, else Running."""
+    conditions = {c.get("type") for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    for kind in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet", "Suspended"):
+        if kind in conditions:
+            return kind
+    return "Terminating" if job["metadata"].get("deletionTimestamp") else "Running"
+
+
+def _job_completions(job: Obj) -> str:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    succeeded = status.get("succeeded", 0)
+    if spec.get("completions") is not None:
+        return f"{succeeded}/{spec['completions']}"
+    parallelism = spec.get("parallelism", 0)
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def _job_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Status", "Status of the job."),
+               _col("Completions", "The completion status of the job as succeeded/completions."),
+               _col("Duration", "Time required to complete the job."), _AGE,
+               _col("Containers", "Names of each container in the template.", priority=1),
+               _col("Images", "Images referenced by each container in the template.", priority=1),
+               _col("Selector", "Query over pods that should match the replicas count.", priority=1)]
+
+    def cells(job: Obj, now: datetime) -> list[Any]:
+        status = job.get("status") or {}
+        start = status.get("startTime")
+        duration = ""
+        if start:
+            end = status.get("completionTime")
+            then = datetime.fromisoformat(end.replace("Z", "+00:00")) if end else now
+            duration = human_duration((then - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds())
+        containers = ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        selector = ((job.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        return [job["metadata"]["name"], _job_status(job), _job_completions(job), duration,
+                age(job["metadata"].get("creationTimestamp"), now),
+                ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+                ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>"]
+
+    return columns, cells
+
+
 def _created_at_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     """kube's default table, for resources without a printer of their own (CustomResourceDefinitions)."""
     def cells(obj: Obj, now: datetime) -> list[Any]:
@@ -453,6 +497,7 @@ _BUILTIN = {
     ("", "events"): _event_columns,
     ("events.k8s.io", "events"): _event_columns,
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
+    ("batch", "jobs"): _job_columns,
     ("rbac.authorization.k8s.io", "roles"): _role_columns,
     ("rbac.authorization.k8s.io", "clusterroles"): _role_columns,
     ("rbac.authorization.k8s.io", "rolebindings"): _binding_columns,
