@@ -1,4 +1,4 @@
-"""What the scheduler and the kubelet both read off pods and nodes.
+"""What the scheduler, the kubelet and the control plane all read off pods and nodes.
 
 Where a pod stands (its phase, whether it has finished), what it asks for when a quantity is
 malformed, and the names of the devices and labels both sides agree on. Kept here, below
@@ -21,6 +21,12 @@ DEVICE_RESOURCES = (GPU_RESOURCE, NPU_RESOURCE)
 # A node served by the hollow-node process (trainctl/cluster/kubelet/hollow.py): a machine of
 # its own, whose ports are its own, as on a real cluster.
 HOLLOW_NODE_LABEL = "trainctl.io/hollow-node"
+
+
+def metadata(obj: Obj) -> Obj:
+    """An object's metadata, or an empty one when it has none (a malformed or partial object)."""
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
 
 
 def phase(pod: Obj) -> Any:

@@ -11,3 +11,4 @@ from trainctl.kube.restmapper import Resource
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
 ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
 JOBS = Resource("batch", "v1", "jobs", "Job")
+CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")

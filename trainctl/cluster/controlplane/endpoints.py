@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from trainctl.cluster.podutil import is_terminal
+from trainctl.cluster.podutil import is_terminal, metadata
 
 Obj = dict[str, Any]
 
@@ -25,15 +25,10 @@ HEADLESS_LABEL = "service.kubernetes.io/headless"
 MAX_ENDPOINTS_PER_SLICE = 100
 
 
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
-
-
 def selects(service: Obj, pod: Obj) -> bool:
     selector = (service.get("spec") or {}).get("selector") or {}
-    labels = _meta(pod).get("labels") or {}
-    return bool(selector) and _meta(pod).get("namespace") == _meta(service).get("namespace") and all(
+    labels = metadata(pod).get("labels") or {}
+    return bool(selector) and metadata(pod).get("namespace") == metadata(service).get("namespace") and all(
         labels.get(k) == v for k, v in selector.items())
 
 
@@ -76,10 +71,10 @@ def _candidates(service: Obj, pods: Iterable[Obj]) -> list[tuple[Obj, bool, tupl
     """(pod, ready, ports) for every pod that belongs in the Service's endpoints, by name."""
     publish = bool((service.get("spec") or {}).get("publishNotReadyAddresses"))
     found = []
-    for pod in sorted(pods, key=lambda p: str(_meta(p).get("name"))):
+    for pod in sorted(pods, key=lambda p: str(metadata(p).get("name"))):
         if not selects(service, pod) or is_terminal(pod) or not (pod.get("status") or {}).get("podIP"):
             continue
-        if _meta(pod).get("deletionTimestamp") and not publish:
+        if metadata(pod).get("deletionTimestamp") and not publish:
             continue
         ports = endpoint_ports(service, pod)
         if ports is None:
@@ -89,10 +84,10 @@ def _candidates(service: Obj, pods: Iterable[Obj]) -> list[tuple[Obj, bool, tupl
 
 
 def _address(service: Obj, pod: Obj) -> Obj:
-    meta = _meta(pod)
+    meta = metadata(pod)
     spec = pod.get("spec") or {}
     address: Obj = {"ip": (pod.get("status") or {}).get("podIP")}
-    if spec.get("hostname") and spec.get("subdomain") == _meta(service).get("name"):
+    if spec.get("hostname") and spec.get("subdomain") == metadata(service).get("name"):
         address["hostname"] = spec["hostname"]
     if spec.get("nodeName"):
         address["nodeName"] = spec["nodeName"]
@@ -101,7 +96,7 @@ def _address(service: Obj, pod: Obj) -> Obj:
 
 
 def _labels(service: Obj) -> dict[str, str]:
-    labels = dict(_meta(service).get("labels") or {})
+    labels = dict(metadata(service).get("labels") or {})
     if (service.get("spec") or {}).get("clusterIP") == "None":
         labels[HEADLESS_LABEL] = ""
     return labels
@@ -117,7 +112,7 @@ def desired_endpoints(service: Obj, pods: Iterable[Obj]) -> Obj:
     for pod, ready, ports in _candidates(service, pods):
         subset = subsets.setdefault(ports, {"addresses": [], "notReadyAddresses": []})
         subset["addresses" if ready else "notReadyAddresses"].append(_address(service, pod))
-    meta = _meta(service)
+    meta = metadata(service)
     out = []
     for ports, subset in subsets.items():
         entry = {key: value for key, value in subset.items() if value}
@@ -140,7 +135,7 @@ def desired_slices(service: Obj, pods: Iterable[Obj]) -> list[Obj]:
     by_ports: dict[tuple[tuple[str, int, str], ...], list[Obj]] = {}
     for pod, ready, ports in _candidates(service, pods):
         address = _address(service, pod)
-        terminating = bool(_meta(pod).get("deletionTimestamp"))
+        terminating = bool(metadata(pod).get("deletionTimestamp"))
         endpoint: Obj = {"addresses": [address["ip"]],
                          "conditions": {"ready": ready and not terminating, "serving": ready, "terminating": terminating}}
         for key in ("hostname", "nodeName", "targetRef"):
@@ -151,7 +146,7 @@ def desired_slices(service: Obj, pods: Iterable[Obj]) -> list[Obj]:
         service_ports = tuple((p.get("name") or "", int(p["port"]), p.get("protocol") or "TCP")
                               for p in (service.get("spec") or {}).get("ports") or [] if isinstance(p.get("port"), int))
         by_ports[service_ports] = []
-    meta = _meta(service)
+    meta = metadata(service)
     owner = {"apiVersion": "v1", "kind": "Service", "name": meta.get("name"), "uid": meta.get("uid"),
              "controller": True, "blockOwnerDeletion": True}
     labels = {**_labels(service), SERVICE_NAME_LABEL: meta.get("name"), MANAGED_BY_LABEL: MANAGED_BY}
@@ -172,4 +167,4 @@ def desired_slices(service: Obj, pods: Iterable[Obj]) -> list[Obj]:
 def same_content(current: Obj, desired: Obj, keys: tuple[str, ...]) -> bool:
     """Whether ``current`` already holds what ``desired`` says, in ``keys`` and the labels."""
     return all(current.get(key) == desired.get(key) for key in keys) and (
-        (_meta(current).get("labels") or {}) == (_meta(desired).get("labels") or {}))
+        (metadata(current).get("labels") or {}) == (metadata(desired).get("labels") or {}))

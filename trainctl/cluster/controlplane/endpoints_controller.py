@@ -16,6 +16,7 @@ from typing import Any, Optional
 from trainctl.cluster.controlplane import endpoints as ep
 from trainctl.cluster.controlplane.api_resources import ENDPOINT_SLICES
 from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
+from trainctl.cluster.podutil import metadata
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
@@ -23,10 +24,6 @@ from trainctl.kube.informer import Informer
 log = logging.getLogger("trainctl.controlplane.endpoints")
 
 Obj = dict[str, Any]
-
-
-def _meta(obj: Obj) -> Obj:
-    return obj.get("metadata") or {}
 
 
 class EndpointsController(LoopController):
@@ -41,13 +38,13 @@ class EndpointsController(LoopController):
 
     def sync(self) -> Optional[float]:
         services: dict[tuple[str, str], Obj] = {
-            (_meta(s).get("namespace") or "", _meta(s).get("name") or ""): s for s in self.services.store.list()}
+            (metadata(s).get("namespace") or "", metadata(s).get("name") or ""): s for s in self.services.store.list()}
         pods_by_namespace: dict[str, list[Obj]] = {}
         for pod in self.pods.store.list():
-            pods_by_namespace.setdefault(_meta(pod).get("namespace") or "", []).append(pod)
+            pods_by_namespace.setdefault(metadata(pod).get("namespace") or "", []).append(pod)
         slices_by_service: dict[tuple[str, str], list[Obj]] = {}
         for slice_ in self.slices.store.list():
-            key = (_meta(slice_).get("namespace") or "", (_meta(slice_).get("labels") or {}).get(ep.SERVICE_NAME_LABEL) or "")
+            key = (metadata(slice_).get("namespace") or "", (metadata(slice_).get("labels") or {}).get(ep.SERVICE_NAME_LABEL) or "")
             slices_by_service.setdefault(key, []).append(slice_)
         for (namespace, name), service in services.items():
             if not (service.get("spec") or {}).get("selector"):
@@ -56,7 +53,7 @@ class EndpointsController(LoopController):
             self._write(self._endpoints_writes(service, ep.desired_endpoints(service, pods)))
             self._sync_slices(service, ep.desired_slices(service, pods), slices_by_service.pop((namespace, name), []))
         for endpoints in self.endpoints.store.list():
-            key = (_meta(endpoints).get("namespace") or "", _meta(endpoints).get("name") or "")
+            key = (metadata(endpoints).get("namespace") or "", metadata(endpoints).get("name") or "")
             if key not in services and self._ours(endpoints):
                 self._delete(r.ENDPOINTS, endpoints)
         for leftovers in slices_by_service.values():
@@ -67,17 +64,17 @@ class EndpointsController(LoopController):
     @staticmethod
     def _ours(endpoints: Obj) -> bool:
         """Endpoints whose Service is gone that kube deletes: not the API server's own, not a leader-election record."""
-        meta = _meta(endpoints)
+        meta = metadata(endpoints)
         return ((meta.get("labels") or {}).get("endpointslice.kubernetes.io/skip-mirror") != "true"
                 and "control-plane.alpha.kubernetes.io/leader" not in (meta.get("annotations") or {}))
 
     def _endpoints_writes(self, service: Obj, desired: Obj) -> list[tuple[str, Obj]]:
-        current = self.endpoints.store.get(_meta(service).get("namespace") or "", _meta(service).get("name") or "")
+        current = self.endpoints.store.get(metadata(service).get("namespace") or "", metadata(service).get("name") or "")
         if current is None:
             return [("create", desired)]
         if ep.same_content(current, desired, ("subsets",)):
             return []
-        updated = {**current, "subsets": desired.get("subsets"), "metadata": {**_meta(current), "labels": _meta(desired).get("labels")}}
+        updated = {**current, "subsets": desired.get("subsets"), "metadata": {**metadata(current), "labels": metadata(desired).get("labels")}}
         if updated.get("subsets") is None:
             updated.pop("subsets")
         return [("replace", updated)]
@@ -90,29 +87,29 @@ class EndpointsController(LoopController):
                 else:
                     self.client.replace(r.ENDPOINTS, obj)
             except ApiError as exc:  # a conflict or a busy server: the next pass looks again
-                log.info("cannot write Endpoints", extra={"name": _meta(obj).get("name"), "error": str(exc)})
+                log.info("cannot write Endpoints", extra={"name": metadata(obj).get("name"), "error": str(exc)})
 
     def _sync_slices(self, service: Obj, desired: list[Obj], current: list[Obj]) -> None:
-        current = sorted(current, key=lambda s: _meta(s).get("name") or "")
+        current = sorted(current, key=lambda s: metadata(s).get("name") or "")
         for want, have in zip(desired, current, strict=False):
             if ep.same_content(have, want, ("endpoints", "ports", "addressType")):
                 continue
             updated = {**have, "endpoints": want["endpoints"], "ports": want["ports"],
-                       "metadata": {**_meta(have), "labels": _meta(want)["labels"]}}
+                       "metadata": {**metadata(have), "labels": metadata(want)["labels"]}}
             try:
                 self.client.replace(ENDPOINT_SLICES, updated)
             except ApiError as exc:
-                log.info("cannot update an EndpointSlice", extra={"name": _meta(have).get("name"), "error": str(exc)})
+                log.info("cannot update an EndpointSlice", extra={"name": metadata(have).get("name"), "error": str(exc)})
         for want in desired[len(current):]:
             try:
                 self.client.create(ENDPOINT_SLICES, want)
             except ApiError as exc:
-                log.info("cannot create an EndpointSlice", extra={"service": _meta(service).get("name"), "error": str(exc)})
+                log.info("cannot create an EndpointSlice", extra={"service": metadata(service).get("name"), "error": str(exc)})
         for have in current[len(desired):]:
             self._delete(ENDPOINT_SLICES, have)
 
     def _delete(self, resource: r.Resource, obj: Obj) -> None:
         try:
-            self.client.delete(resource, _meta(obj).get("namespace"), _meta(obj).get("name") or "", uid=_meta(obj).get("uid"))
+            self.client.delete(resource, metadata(obj).get("namespace"), metadata(obj).get("name") or "", uid=metadata(obj).get("uid"))
         except ApiError as exc:
-            log.info("cannot delete", extra={"kind": resource.kind, "name": _meta(obj).get("name"), "error": str(exc)})
+            log.info("cannot delete", extra={"kind": resource.kind, "name": metadata(obj).get("name"), "error": str(exc)})

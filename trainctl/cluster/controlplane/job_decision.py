@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Optional
 
+from trainctl.cluster.podutil import metadata
+
 Obj = dict[str, Any]
 
 CONTROLLER_UID_LABEL = "batch.kubernetes.io/controller-uid"
@@ -25,11 +27,6 @@ LEGACY_LABELS = ("controller-uid", "job-name")
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 DEFAULT_BACKOFF = 10.0  # kube's first delay before a failed pod is replaced
 MAX_BACKOFF = 360.0
-
-
-def _meta(obj: Obj) -> Obj:
-    meta = obj.get("metadata")
-    return meta if isinstance(meta, dict) else {}
 
 
 def parse_time(value: Any) -> Optional[datetime]:
@@ -55,7 +52,7 @@ def finished(job: Obj) -> Optional[Obj]:
 
 
 def owned_by(pod: Obj, uid: str) -> bool:
-    return any(ref.get("controller") and ref.get("uid") == uid for ref in _meta(pod).get("ownerReferences") or [])
+    return any(ref.get("controller") and ref.get("uid") == uid for ref in metadata(pod).get("ownerReferences") or [])
 
 
 def _phase(pod: Obj) -> str:
@@ -63,7 +60,7 @@ def _phase(pod: Obj) -> str:
 
 
 def _index(pod: Obj) -> Optional[int]:
-    value = (_meta(pod).get("annotations") or {}).get(COMPLETION_INDEX)
+    value = (metadata(pod).get("annotations") or {}).get(COMPLETION_INDEX)
     try:
         return int(str(value))
     except (TypeError, ValueError):
@@ -82,7 +79,7 @@ def _finished_at(pod: Obj) -> Optional[datetime]:
     ends = [parse_time(((cs.get("state") or {}).get("terminated") or {}).get("finishedAt"))
             for cs in (pod.get("status") or {}).get("containerStatuses") or []]
     found = [end for end in ends if end is not None]
-    return max(found) if found else parse_time(_meta(pod).get("creationTimestamp"))
+    return max(found) if found else parse_time(metadata(pod).get("creationTimestamp"))
 
 
 def compress_indexes(indexes: set[int]) -> str:
@@ -127,7 +124,7 @@ def _condition_rule_matches(rule: Obj, pod: Obj) -> Optional[str]:
 def failure_action(job: Obj, pod: Obj) -> tuple[str, str]:
     """(action, message) of the podFailurePolicy rule a failed pod matches; ("Count", "") by default."""
     rules = ((job.get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or []
-    where = f"{_meta(pod).get('namespace')}/{_meta(pod).get('name')}"
+    where = f"{metadata(pod).get('namespace')}/{metadata(pod).get('name')}"
     for i, rule in enumerate(rules):
         exit_match = _exit_rule_matches(rule, pod)
         if exit_match is not None:
@@ -168,7 +165,7 @@ def _set_condition(conditions: list[Obj], kind: str, status: str, reason: str, m
 
 def pod_for(job: Obj, index: Optional[int]) -> Obj:
     """A pod of ``job`` (its ``index`` under Indexed completion), as kube's Job controller makes it."""
-    meta, spec = _meta(job), job.get("spec") or {}
+    meta, spec = metadata(job), job.get("spec") or {}
     template = spec.get("template") or {}
     tmeta = template.get("metadata") or {}
     labels = dict(tmeta.get("labels") or {})
@@ -199,14 +196,14 @@ def backoff_delay(failures: int, base: float = DEFAULT_BACKOFF) -> float:
 
 
 def decide(job: Obj, pods: list[Obj], now: datetime, *, backoff_base: float = DEFAULT_BACKOFF) -> JobDecision:
-    meta, spec = _meta(job), job.get("spec") or {}
+    meta, spec = metadata(job), job.get("spec") or {}
     uid = str(meta.get("uid"))
     status: Obj = {**(job.get("status") or {})}
     conditions: list[Obj] = [dict(c) for c in status.get("conditions") or []]
     decision = JobDecision()
     owned = [p for p in pods if owned_by(p, uid)]
-    active = [p for p in owned if _phase(p) not in ("Succeeded", "Failed") and not _meta(p).get("deletionTimestamp")]
-    terminating = [p for p in owned if _phase(p) not in ("Succeeded", "Failed") and _meta(p).get("deletionTimestamp")]
+    active = [p for p in owned if _phase(p) not in ("Succeeded", "Failed") and not metadata(p).get("deletionTimestamp")]
+    terminating = [p for p in owned if _phase(p) not in ("Succeeded", "Failed") and metadata(p).get("deletionTimestamp")]
     succeeded = [p for p in owned if _phase(p) == "Succeeded"]
     failed = [p for p in owned if _phase(p) == "Failed"]
     indexed = spec.get("completionMode") == "Indexed"
@@ -216,7 +213,7 @@ def decide(job: Obj, pods: list[Obj], now: datetime, *, backoff_base: float = DE
 
     done = finished(job)
     if done is not None:
-        decision.delete = sorted(_meta(p)["name"] for p in active)
+        decision.delete = sorted(metadata(p)["name"] for p in active)
         ttl = spec.get("ttlSecondsAfterFinished")
         ended = parse_time(status.get("completionTime")) or parse_time(done.get("lastTransitionTime"))
         if isinstance(ttl, int) and ended is not None:
@@ -230,7 +227,7 @@ def decide(job: Obj, pods: list[Obj], now: datetime, *, backoff_base: float = DE
     suspended = bool(spec.get("suspend"))
     changed = False
     if suspended:
-        decision.delete = sorted(_meta(p)["name"] for p in active)
+        decision.delete = sorted(metadata(p)["name"] for p in active)
         if _set_condition(conditions, "Suspended", "True", "JobSuspended", "Job suspended", now):
             decision.events.append(("Normal", "Suspended", "Job suspended"))
             status.pop("startTime", None)
@@ -286,7 +283,7 @@ def decide(job: Obj, pods: list[Obj], now: datetime, *, backoff_base: float = DE
             decision.events.append(("Normal", "Completed", "Job completed"))
         else:
             decision.events.append(("Warning", reason, message))
-        decision.delete = sorted(_meta(p)["name"] for p in active)
+        decision.delete = sorted(metadata(p)["name"] for p in active)
         active = []
         changed = True
     elif not suspended:
@@ -300,8 +297,8 @@ def decide(job: Obj, pods: list[Obj], now: datetime, *, backoff_base: float = DE
             remaining = (completions - len(succeeded)) if completions is not None else (0 if succeeded else parallelism)
             want = min(parallelism, max(remaining, 0))
             new = [None] * max(want - len(active), 0)
-            extra = sorted(active, key=lambda p: str(_meta(p).get("creationTimestamp")), reverse=True)[:max(len(active) - want, 0)]
-            decision.delete = sorted(_meta(p)["name"] for p in extra)
+            extra = sorted(active, key=lambda p: str(metadata(p).get("creationTimestamp")), reverse=True)[:max(len(active) - want, 0)]
+            decision.delete = sorted(metadata(p)["name"] for p in extra)
         if new and failed:
             last = max((t for t in (_finished_at(p) for p in failed) if t is not None), default=None)
             wait = backoff_delay(len(failed), backoff_base)

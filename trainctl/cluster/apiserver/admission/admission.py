@@ -121,8 +121,8 @@ class Admission:
             causes = validation.validate_pod(obj) + (pod_update.validate(obj, old) if old is not None else [])
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
-        if rtype.group == "batch" and rtype.plural == "jobs":
-            causes = validation.validate_job(obj, old)
+        if rtype.group == "batch" and rtype.plural in ("jobs", "cronjobs"):
+            causes = (validation.validate_job if rtype.plural == "jobs" else validation.validate_cronjob)(obj, old)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.storage_key == CRD_STORAGE_KEY:

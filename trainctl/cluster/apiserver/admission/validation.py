@@ -11,6 +11,7 @@ from typing import Any
 
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.cron import schedule_problem
 
 Obj = dict[str, Any]
 
@@ -127,4 +128,26 @@ def validate_job(job: Obj, old: Obj | None) -> list[Cause]:
                 causes.append(Cause(f"spec.{key}", "FieldValueInvalid", "Invalid value: field is immutable"))
         if spec.get("completions") != old_spec.get("completions") and mode != "Indexed":
             causes.append(Cause("spec.completions", "FieldValueInvalid", "Invalid value: field is immutable"))
+    return causes
+
+
+def validate_cronjob(cronjob: Obj, old: Obj | None) -> list[Cause]:
+    """kube's CronJob validation: its schedule and time zone, its limits and the Jobs it makes."""
+    spec = cronjob.get("spec") or {}
+    causes = []
+    problem = schedule_problem(spec.get("schedule"), spec.get("timeZone"))
+    if problem:
+        field = "spec.timeZone" if "time zone" in problem else "spec.schedule"
+        causes.append(Cause(field, "FieldValueRequired" if problem == "Required value" else "FieldValueInvalid", problem))
+    policy = spec.get("concurrencyPolicy")
+    if policy not in (None, "Allow", "Forbid", "Replace"):
+        causes.append(Cause("spec.concurrencyPolicy", "FieldValueNotSupported",
+                            f'Unsupported value: "{policy}": supported values: "Allow", "Forbid", "Replace"'))
+    for key in ("startingDeadlineSeconds", "successfulJobsHistoryLimit", "failedJobsHistoryLimit"):
+        value = spec.get(key)
+        if isinstance(value, int) and value < 0:
+            causes.append(Cause(f"spec.{key}", "FieldValueInvalid", f"Invalid value: {value}: must be greater than or equal to 0"))
+    template = spec.get("jobTemplate") or {}
+    job = {"metadata": {}, "spec": {**(template.get("spec") or {}), "selector": None}}
+    causes.extend(Cause(f"spec.jobTemplate.{c.field}", c.reason, c.message) for c in validate_job(job, None))
     return causes

@@ -143,13 +143,7 @@ JOB_NAME = "batch.kubernetes.io/job-name"
 def _job_defaults(job: dict[str, Any]) -> None:
     """batch/v1 Job defaults, and the selector and pod labels kube's Job strategy adds on create."""
     spec = job.setdefault("spec", {})
-    if spec.get("completions") is None and spec.get("parallelism") is None:
-        spec["completions"] = 1
-    spec.setdefault("parallelism", 1)
-    spec.setdefault("backoffLimit", 6)
-    spec.setdefault("completionMode", "NonIndexed")
-    spec.setdefault("suspend", False)
-    spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    _job_spec_defaults(spec)
     meta = job.get("metadata") or {}
     template = spec.setdefault("template", {})
     if not spec.get("manualSelector") and meta.get("uid") and not spec.get("selector"):
@@ -157,11 +151,29 @@ def _job_defaults(job: dict[str, Any]) -> None:
         spec["selector"] = {"matchLabels": dict(own)}
         labels = template.setdefault("metadata", {}).setdefault("labels", {})
         labels.update({**own, JOB_NAME: meta.get("name", ""), "controller-uid": meta["uid"], "job-name": meta.get("name", "")})
-    pod_spec = template.setdefault("spec", {})
-    pod = {"spec": pod_spec}
-    _pod_defaults(pod)
+
+
+def _job_spec_defaults(spec: dict[str, Any]) -> None:
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
+    _pod_defaults({"spec": pod_spec})
     pod_spec.pop("priority", None)  # set by admission when a pod is made, not in a template
     pod_spec.pop("preemptionPolicy", None)
+
+
+def _cronjob_defaults(cronjob: dict[str, Any]) -> None:
+    spec = cronjob.setdefault("spec", {})
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    _job_spec_defaults(spec.setdefault("jobTemplate", {}).setdefault("spec", {}))
 
 
 def _service_defaults(service: dict[str, Any]) -> None:
@@ -228,6 +240,9 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", "endpointslice"),
         ResourceType("batch", "v1", "jobs", "Job", "job", categories=("all",), subresources=("status",),
                      status_on_create=True, defaulter=_job_defaults, shape=_JOB_SHAPE),
+        ResourceType("batch", "v1", "cronjobs", "CronJob", "cronjob", short_names=("cj",), categories=("all",),
+                     subresources=("status",), status_on_create=True, defaulter=_cronjob_defaults,
+                     shape={"spec": {"schedule": str, "jobTemplate": {"spec": _JOB_SHAPE["spec"]}}, "status": {}}),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),

@@ -1,6 +1,6 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
 
-kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|job``)
+kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|job|cronjob``)
 send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
 clients in Python all use JSON. This module turns those few kinds back into the JSON shape
 the rest of the server works on. There is no Python package carrying the generated
@@ -99,6 +99,12 @@ _JOB_SPEC: Schema = {
 KINDS: dict[str, Schema] = {
     "Pod": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _POD_SPEC)},
     "Job": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _JOB_SPEC)},
+    "CronJob": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("schedule", "string", None), 2: ("startingDeadlineSeconds", "int", None), 3: ("concurrencyPolicy", "string", None),
+        4: ("suspend", "bool", None), 5: ("jobTemplate", "message", {1: ("metadata", "message", _OBJECT_META),
+                                                                   2: ("spec", "message", _JOB_SPEC)}),
+        6: ("successfulJobsHistoryLimit", "int", None), 7: ("failedJobsHistoryLimit", "int", None),
+        8: ("timeZone", "string", None)})},
     "ConfigMap": {1: ("metadata", "message", _OBJECT_META), 2: ("data", "map", "string"),
                   3: ("binaryData", "map", "bytes"), 4: ("immutable", "bool", None)},
     "Secret": {1: ("metadata", "message", _OBJECT_META), 2: ("data", "map", "bytes"), 3: ("type", "string", None),

@@ -436,6 +436,27 @@ def _job_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     return columns, cells
 
 
+def _cronjob_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Schedule", "The schedule in Cron format."),
+               _col("Timezone", "The time zone of the schedule."), _col("Suspend", "Whether the CronJob is suspended.", type_="boolean"),
+               _col("Active", "The number of jobs running.", type_="integer"),
+               _col("Last Schedule", "When the last job was scheduled."), _AGE,
+               _col("Containers", "Names of each container in the template.", priority=1),
+               _col("Images", "Images referenced by each container in the template.", priority=1),
+               _col("Selector", "Query over pods that should match the replicas count.", priority=1)]
+
+    def cells(cronjob: Obj, now: datetime) -> list[Any]:
+        spec, status = cronjob.get("spec") or {}, cronjob.get("status") or {}
+        last = status.get("lastScheduleTime")
+        containers = (((spec.get("jobTemplate") or {}).get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        return [cronjob["metadata"]["name"], spec.get("schedule", ""), spec.get("timeZone") or "<none>", "True" if spec.get("suspend") else "False",
+                len(status.get("active") or []), age(last, now) if last else "<none>",
+                age(cronjob["metadata"].get("creationTimestamp"), now),
+                ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers), "<none>"]
+
+    return columns, cells
+
+
 def _created_at_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     """kube's default table, for resources without a printer of their own (CustomResourceDefinitions)."""
     def cells(obj: Obj, now: datetime) -> list[Any]:
@@ -498,6 +519,7 @@ _BUILTIN = {
     ("events.k8s.io", "events"): _event_columns,
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
     ("batch", "jobs"): _job_columns,
+    ("batch", "cronjobs"): _cronjob_columns,
     ("rbac.authorization.k8s.io", "roles"): _role_columns,
     ("rbac.authorization.k8s.io", "clusterroles"): _role_columns,
     ("rbac.authorization.k8s.io", "rolebindings"): _binding_columns,
