@@ -27,7 +27,7 @@ def apiserver(tmp_path: Path) -> Iterator[ApiServerHandle]:
     The handle has ``url``, ``kubeconfig``, ``token``, ``ca_cert``, ``pid``, ``stop()``,
     ``kill()`` (SIGKILL) and ``restart()``.
     """
-    handle = start_apiserver(tmp_path / "apiserver")
+    handle = start_apiserver(tmp_path / "apiserver", timeout=60.0)  # generous: a loaded 2-core machine
     try:
         yield handle
     finally:

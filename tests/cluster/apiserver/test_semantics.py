@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import time
+
 import pytest
 import requests
 from kubernetes import client, watch
@@ -240,6 +242,31 @@ def test_namespace_deletion_removes_its_contents(core):
     with pytest.raises(ApiException) as forbidden:
         core.delete_namespace("default")
     assert forbidden.value.status == 403
+
+
+def test_a_terminating_namespace_gives_its_running_pods_their_grace(core):
+    core.create_namespace({"metadata": {"name": "graceful"}})
+    running = pod("worker", node="local")
+    running["metadata"]["namespace"] = "graceful"
+    running["spec"]["terminationGracePeriodSeconds"] = 20
+    core.create_namespaced_pod("graceful", running)
+    core.patch_namespaced_pod_status("worker", "graceful", {"status": {"phase": "Running"}})
+    core.delete_namespace("graceful")
+    deadline = time.monotonic() + 30
+    while core.read_namespaced_pod("worker", "graceful").metadata.deletion_timestamp is None:
+        assert time.monotonic() < deadline, "the pod was never marked for deletion"
+        time.sleep(0.1)
+    assert core.read_namespaced_pod("worker", "graceful").metadata.deletion_grace_period_seconds == 20
+    assert core.read_namespace("graceful").status.phase == "Terminating"
+    core.delete_namespaced_pod("worker", "graceful", grace_period_seconds=0)  # its kubelet has stopped it
+    while True:
+        try:
+            core.read_namespace("graceful")
+        except ApiException as gone:
+            assert gone.status == 404
+            break
+        assert time.monotonic() < deadline, "the namespace outlived its last pod"
+        time.sleep(0.1)
 
 
 def test_tables_render_columns_ages_and_include_object(core, http):

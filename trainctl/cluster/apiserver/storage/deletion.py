@@ -197,7 +197,9 @@ class Deletion:
             if rtype_of is None:
                 continue
             with contextlib.suppress(errors.ApiError):  # already gone, or held by a finalizer
-                await self.delete(rtype_of, name, obj["metadata"]["name"], {"gracePeriodSeconds": 0})
+                # Each with its own grace, as kube's namespace controller deletes: a running pod
+                # is stopped by its kubelet, and the namespace stays Terminating until it is.
+                await self.delete(rtype_of, name, obj["metadata"]["name"])
         await self._finish_namespace(name)
 
     async def _finish_namespace(self, name: str) -> None:
