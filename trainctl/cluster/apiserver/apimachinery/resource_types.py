@@ -119,8 +119,8 @@ def _pod_defaults(pod: dict[str, Any]) -> None:
             container.setdefault("resources", {})
             for port in container.get("ports") or []:
                 port.setdefault("protocol", "TCP")
-            for field in ("livenessProbe", "readinessProbe", "startupProbe"):
-                _probe_defaults(container.get(field))
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                _probe_defaults(container.get(probe))
 
 
 def _probe_defaults(probe: Any) -> None:
