@@ -80,12 +80,24 @@ def test_a_failing_liveness_probe_restarts_the_container(env: E2E, tmp_path: Pat
     assert "Liveness:" in describe and "exec [cat" in describe
 
 
+def through_service(env: E2E, pod_name: str, url: str) -> str:
+    """What a Python process in the pod gets from ``url`` (a Service name resolves there)."""
+    script = ("import sys, urllib.request\ntry: print(urllib.request.urlopen(sys.argv[1], timeout=5).status)\n"
+              "except Exception as exc: print('error', exc)")
+    return env.kubectl("exec", pod_name, "--", "python", "-c", script, url, timeout=60).strip()
+
+
 def test_a_readiness_probe_follows_the_served_file(env: E2E, tmp_path: Path):
     served = tmp_path / "www"
     served.mkdir()
     script = f'exec python -m http.server --bind "$POD_IP" --directory {served} 8080'
-    env.kubectl.apply(pod("readiness-http", script, readinessProbe={
-        "httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 1, "failureThreshold": 1}))
+    web = pod("readiness-http", script, readinessProbe={
+        "httpGet": {"path": "/ready", "port": 8080}, "periodSeconds": 1, "failureThreshold": 1})
+    web["metadata"]["labels"] = {"app": "web"}
+    env.kubectl.apply(web)
+    env.kubectl.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
+                       "spec": {"selector": {"app": "web"}, "ports": [{"port": 8088, "targetPort": 8080}]}})
+    env.kubectl.apply(pod("client", "sleep 600"))
     eventually("a 404 from the probe", lambda: "Readiness probe failed: HTTP probe failed with statuscode: 404"
                in events(env, "readiness-http", "Unhealthy"))
     waiting = status(env, "readiness-http")
@@ -96,6 +108,8 @@ def test_a_readiness_probe_follows_the_served_file(env: E2E, tmp_path: Path):
     (served / "ready").write_text("ok")
     ready = eventually("Ready", lambda: (p := status(env, "readiness-http")) and condition(p, "Ready") == "True" and p)
     assert container(ready)["ready"] is True and condition(ready, "ContainersReady") == "True"
+    eventually("the Service serving the ready pod",
+               lambda: through_service(env, "client", "http://web:8088/") == "200")
 
     (served / "ready").unlink()
     unready = eventually("not Ready", lambda: (p := status(env, "readiness-http")) and
@@ -104,6 +118,8 @@ def test_a_readiness_probe_follows_the_served_file(env: E2E, tmp_path: Path):
     ready_condition = next(c for c in unready["status"]["conditions"] if c["type"] == "Ready")
     assert ready_condition["reason"] == "ContainersNotReady"
     assert ready_condition["message"] == "containers with unready status: [app]"
+    eventually("the unready pod out of the Service",
+               lambda: through_service(env, "client", "http://web:8088/").startswith("error"))
 
 
 def test_a_startup_probe_holds_liveness_back(env: E2E, tmp_path: Path):
