@@ -171,7 +171,7 @@ def _qualified_key(key: Any, path: str) -> list[FieldError]:
     return []
 
 
-PROBE_HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc", "sleep")
+PROBE_HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc")
 _HTTP_HEADER_NAME = re.compile(r"[-A-Za-z0-9!#$%&'*+.^_`|~]+")
 
 
@@ -199,8 +199,6 @@ def _probe_handler(probe: dict[str, Any], path: str) -> list[FieldError]:
     if name == "exec" and not action.get("command"):
         errors.append(FieldError(f"{where}.command", "Required", "Required value"))
     if name in ("httpGet", "tcpSocket"):
-        if action.get("port") in (None, ""):
-            errors.append(FieldError(f"{where}.port", "Required", "Required value"))
         errors += port_or_name(action.get("port"), f"{where}.port")
     if name == "httpGet":
         errors += one_of("HTTP", "HTTPS")(action.get("scheme"), f"{where}.scheme")

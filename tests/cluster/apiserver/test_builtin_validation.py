@@ -101,6 +101,8 @@ INVALID_PODS = [
     (with_container(livenessProbe={"httpGet": {"port": 80, "scheme": "FTP"}}),
      "spec.containers[0].livenessProbe.httpGet.scheme", "FieldValueNotSupported"),
     (with_container(livenessProbe={"exec": {}}), "spec.containers[0].livenessProbe.exec.command", "FieldValueRequired"),
+    (with_container(readinessProbe={"tcpSocket": {}}), "spec.containers[0].readinessProbe.tcpSocket.port",
+     "FieldValueRequired"),
 ]
 
 
