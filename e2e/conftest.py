@@ -23,7 +23,8 @@ def cluster_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     # No HPA controller here: these tests are not about it, and one less process competes for
     # the two cores. e2e/test_hpa.py runs clusters of its own with one (and shows it leaves
     # elastic.yaml's jobs at the size a test gives them).
-    with scratch_cluster(tmp_path_factory.mktemp("e2e"), controlplane_args=["--controllers", "node-lifecycle"]) as env:
+    # The Job controller is cheap (it watches only Jobs' pods) and e2e/test_workloads.py needs it.
+    with scratch_cluster(tmp_path_factory.mktemp("e2e"), controlplane_args=["--controllers", "node-lifecycle,job"]) as env:
         yield env
 
 

@@ -379,7 +379,21 @@ class JobObserver:
     def wait_succeeded(self, timeout: float) -> Obj:
         outcome = self.wait_finished(timeout)
         assert outcome == "Succeeded", f"{self.kind.kind} {self.name} {outcome}\n{self.dump()}"
+        self.wait_pods_settled()
         return self.wait_logs_drained()
+
+    def wait_pods_settled(self, timeout: float = 60.0) -> None:
+        """Give the pods still running when the job succeeded time to end on their own.
+
+        A job succeeds when its lead replica does (Master 0, or Worker 0 without a Master);
+        the other replicas, left running by ``cleanPodPolicy: None``, finish a moment later,
+        and a test that reads every rank's last line must wait for them. A pod that never ends
+        is not this wait's business: the test's own assertions speak for it.
+        """
+        def settled() -> bool:
+            return not any("running" in (container_status(pod).get("state") or {}) and pod["metadata"]["uid"] not in self._deleting
+                           for pod in self.pods.values())
+        wait_on(self._changed, settled, timeout)
 
     def wait_logs_drained(self, timeout: float = 15.0) -> Obj:
         """Every exited container's log read to its end; returns the job."""

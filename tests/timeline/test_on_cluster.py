@@ -232,7 +232,7 @@ def test_an_elastic_jobs_workers_and_rendezvous_store_are_drawn_as_they_ran(clus
     assert {f"row:{pod}" for pod in [*workers, f"{name}-rdzv"]} <= found, sorted(found)
     for pod in workers:
         assert not any(i.startswith((f"mark:{pod}:restart:", f"span:{pod}:Waiting")) for i in found), sorted(found)
-        assert f"span:{pod}:Succeeded" in found
+        assert f"span:{pod}:Succeeded" in found, sorted(found)
 
     redrawn = tmp_path / "later.png"
     done = trainctl(cluster, tmp_path, "timeline", name, "-n", "default", "-o", str(redrawn))

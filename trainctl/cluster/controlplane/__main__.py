@@ -13,12 +13,12 @@ from typing import Any, Optional
 
 from trainctl.api.durations import positive_duration
 
-CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount")
+CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "endpoint", "job")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainctl.cluster.controlplane",
-                                description="The node lifecycle, horizontal pod autoscaler and ServiceAccount controllers of kube-controller-manager.")
+                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice) and Job controllers of kube-controller-manager.")
     p.add_argument("--kubeconfig", help="kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--controllers", default=",".join(CONTROLLERS),
@@ -50,6 +50,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--hpa-initial-readiness-delay", "--horizontal-pod-autoscaler-initial-readiness-delay",
                    dest="hpa_initial_readiness_delay", type=positive_duration, default=30.0, metavar="DURATION",
                    help="after the initialization period, an unready pod whose readiness changed this soon after its start has never been ready, and its CPU does not count (default 30s)")
+    p.add_argument("--job-backoff", type=positive_duration, default=10.0, metavar="DURATION",
+                   help="the first delay before a Job's failed pod is replaced, doubled per failure up to 6m (default 10s, as kube)")
     p.add_argument("--log-format", choices=("text", "json"), default="text")
     p.add_argument("--log-level", default="info")
     return p
@@ -83,6 +85,14 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         from trainctl.cluster.controlplane.serviceaccounts_controller import ServiceAccountsController
 
         controllers.append(ServiceAccountsController(client))
+    if "endpoint" in wanted:
+        from trainctl.cluster.controlplane.endpoints_controller import EndpointsController
+
+        controllers.append(EndpointsController(client))
+    if "job" in wanted:
+        from trainctl.cluster.controlplane.job_controller import JobController
+
+        controllers.append(JobController(client, backoff_base=args.job_backoff))
     return controllers
 
 

@@ -9,3 +9,5 @@ from __future__ import annotations
 from trainctl.kube.restmapper import Resource
 
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
+ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice")
+JOBS = Resource("batch", "v1", "jobs", "Job")

@@ -37,6 +37,12 @@ class PeriodicLoop:
         self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self._thread.start()
 
+    def wake_on_changes(self) -> PeriodicLoop:
+        """Run a pass whenever any of the informers sees a change (level-based: the pass reads everything)."""
+        for informer in self.informers:
+            informer.add_handler(lambda event_type, new, old: self.wake())
+        return self
+
     def wake(self) -> None:
         """Run a pass now (e.g. a new object appeared)."""
         self._wake.set()
@@ -66,3 +72,15 @@ class PeriodicLoop:
             self.passes += 1
             delay = self.period if sooner is None else max(0.0, min(self.period, sooner))
             self._wake.wait(delay)
+
+
+class LoopController:
+    """A control-plane controller that is one :class:`PeriodicLoop`."""
+
+    loop: PeriodicLoop
+
+    def start(self) -> None:
+        self.loop.start()
+
+    def stop(self) -> None:
+        self.loop.stop()

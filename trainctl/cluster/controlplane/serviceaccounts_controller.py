@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
-from trainctl.cluster.controlplane.periodic import PeriodicLoop
+from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.informer import Informer
@@ -29,20 +29,12 @@ def missing(namespaces: list[dict[str, Any]], accounts: list[dict[str, Any]]) ->
                   and (n.get("status") or {}).get("phase", "Active") == "Active")
 
 
-class ServiceAccountsController:
+class ServiceAccountsController(LoopController):
     def __init__(self, client: KubeClient, resync_period: float = 30.0) -> None:
         self.client = client
         self.namespaces = Informer(client, r.NAMESPACES)
         self.accounts = Informer(client, r.SERVICE_ACCOUNTS, field_selector=f"metadata.name={DEFAULT}")
-        self.loop = PeriodicLoop("serviceaccounts", [self.namespaces, self.accounts], self.sync, resync_period)
-        for informer in (self.namespaces, self.accounts):
-            informer.add_handler(lambda event_type, new, old: self.loop.wake())
-
-    def start(self) -> None:
-        self.loop.start()
-
-    def stop(self) -> None:
-        self.loop.stop()
+        self.loop = PeriodicLoop("serviceaccounts", [self.namespaces, self.accounts], self.sync, resync_period).wake_on_changes()
 
     def sync(self) -> Optional[float]:
         for namespace in missing(self.namespaces.store.list(), self.accounts.store.list()):

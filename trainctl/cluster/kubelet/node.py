@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import platform
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Optional
 
 from trainctl.cluster.network.ranges import HOST_IP
@@ -43,6 +44,19 @@ def capacity(gpus: int = 0, npus: int = 0, *, cpu: Optional[str] = None, memory:
     if npus:
         resources[NPU_RESOURCE] = str(npus)
     return resources
+
+
+def os_image(os_release: str = "/etc/os-release") -> str:
+    """``PRETTY_NAME`` of os-release, as the kubelet reports ``nodeInfo.osImage``."""
+    try:
+        text = Path(os_release).read_text()
+    except OSError:
+        return platform.system()
+    for line in text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "PRETTY_NAME" and value.strip():
+            return value.strip().strip("'\"")
+    return platform.system()
 
 
 def _arch() -> str:
@@ -84,7 +98,7 @@ def node_status(name: str, resources: dict[str, str], ready: bool, message: str,
         "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet_port}},  # the streaming server
         "nodeInfo": {
             "machineID": "", "systemUUID": "", "bootID": "", "kernelVersion": platform.release(),
-            "osImage": platform.platform(terse=True), "containerRuntimeVersion": "process://trainctl",
+            "osImage": os_image(), "containerRuntimeVersion": "process://trainctl",
             "kubeletVersion": KUBELET_VERSION, "kubeProxyVersion": KUBELET_VERSION,
             "operatingSystem": "linux", "architecture": _arch(),
         },

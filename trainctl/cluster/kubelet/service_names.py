@@ -18,7 +18,7 @@ from trainctl.cluster.network.pod_ipam import PodIPAllocator
 from trainctl.cluster.podutil import is_terminal, phase
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Store
-from trainctl.kube.restmapper import SERVICES, controller_owner
+from trainctl.kube.restmapper import PODS, SERVICES, controller_owner
 
 Obj = dict[str, Any]
 
@@ -93,7 +93,7 @@ class ServiceNames:
         if cluster_ip == "None":
             if not spec.get("selector"):
                 return None
-            return self._selected_address(service, index)
+            return self._selected_address(service, index, fresh)
         return Pending(f"a cluster IP for Service {namespace}/{name}")
 
     def rewrite(self, text: str, pod: Obj, memo: Optional[dict[tuple[str, str], Resolution]] = None) -> tuple[str, list[str]]:
@@ -109,12 +109,20 @@ class ServiceNames:
 
         return rewrite(text, _meta(pod).get("namespace", "default"), resolve)
 
-    def _selected_address(self, service: Obj, index: Optional[PodIndex] = None) -> Resolution:
+    def _selected_address(self, service: Obj, index: Optional[PodIndex] = None, fresh: bool = False) -> Resolution:
         """A headless Service's address: its first live pod's IP, None when every pod it
         selects has Succeeded (none will come back, so the name stays unresolved, as DNS
-        would leave it), else Pending: the pods are not created yet, or may be replaced."""
+        would leave it), else Pending: the pods are not created yet, or may be replaced.
+
+        ``fresh`` reads the selected pods from the API server: a container about to start
+        keeps the address for its whole run, and the cache may still hold a pod that was
+        replaced a moment ago (a job restarted as a whole), whose address nothing answers.
+        """
         namespace = _meta(service).get("namespace", "default")
         selector = service.get("spec", {}).get("selector")
+        if fresh and selector:
+            listed, _ = self._client.list(PODS, namespace, label_selector=",".join(f"{k}={v}" for k, v in sorted(selector.items())))
+            index = PodIndex(listed)
         candidates = []
         selected = (index or PodIndex(self._pods.list())).select(namespace, selector)
         for pod in selected:

@@ -121,6 +121,10 @@ class Admission:
             causes = validation.validate_pod(obj) + (pod_update.validate(obj, old) if old is not None else [])
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
+        if rtype.group == "batch" and rtype.plural == "jobs":
+            causes = validation.validate_job(obj, old)
+            if causes:
+                raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.storage_key == CRD_STORAGE_KEY:
             crds.crd_defaults(obj)
             causes = crds.validate_crd(obj)

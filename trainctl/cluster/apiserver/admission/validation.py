@@ -84,3 +84,47 @@ def validate_pod(pod: Obj) -> list[Cause]:
         if not container.get("image"):
             causes.append(Cause(f"spec.containers[{i}].image", "FieldValueRequired", "Required value"))
     return causes
+
+
+def _prefixed(causes: list[Cause], prefix: str) -> list[Cause]:
+    return [Cause(f"{prefix}{c.field}", c.reason, c.message) for c in causes]
+
+
+def validate_job(job: Obj, old: Obj | None) -> list[Cause]:
+    """kube's Job validation: what a Job's pods need, its counts, and what an update may not change."""
+    spec = job.get("spec") or {}
+    template = spec.get("template") or {}
+    causes = _prefixed(validate_pod({"spec": template.get("spec") or {}}), "spec.template.")
+    policy = (template.get("spec") or {}).get("restartPolicy")
+    if policy not in ("OnFailure", "Never"):
+        causes.append(Cause("spec.template.spec.restartPolicy", "FieldValueNotSupported",
+                            f'Unsupported value: "{policy}": supported values: "OnFailure", "Never"'))
+    for key in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
+        value = spec.get(key)
+        if isinstance(value, int) and value < (1 if key == "activeDeadlineSeconds" else 0):
+            bound = "must be greater than 0" if key == "activeDeadlineSeconds" else "must be greater than or equal to 0"
+            causes.append(Cause(f"spec.{key}", "FieldValueInvalid", f"Invalid value: {value}: {bound}"))
+    mode = spec.get("completionMode")
+    if mode not in (None, "NonIndexed", "Indexed"):
+        causes.append(Cause("spec.completionMode", "FieldValueNotSupported",
+                            f'Unsupported value: "{mode}": supported values: "NonIndexed", "Indexed"'))
+    if mode == "Indexed" and spec.get("completions") is None:
+        causes.append(Cause("spec.completions", "FieldValueRequired", "Required value: when completion mode is Indexed"))
+    if spec.get("podFailurePolicy") and policy != "Never":
+        causes.append(Cause("spec.template.spec.restartPolicy", "FieldValueInvalid",
+                            f'Invalid value: "{policy}": only "Never" is supported when podFailurePolicy is specified'))
+    selector = (spec.get("selector") or {}).get("matchLabels") or {}
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if selector and any(labels.get(k) != v for k, v in selector.items()):
+        causes.append(Cause("spec.template.metadata.labels", "FieldValueInvalid",
+                            "Invalid value: map[string]string(nil): `selector` does not match template `labels`"))
+    if old is not None:
+        old_spec = old.get("spec") or {}
+        for key in ("selector", "template", "completionMode", "podFailurePolicy"):
+            if key == "template" and spec.get("suspend") and old_spec.get("suspend"):
+                continue  # a suspended Job's template may change (kube allows its scheduling fields)
+            if spec.get(key) != old_spec.get(key):
+                causes.append(Cause(f"spec.{key}", "FieldValueInvalid", "Invalid value: field is immutable"))
+        if spec.get("completions") != old_spec.get("completions") and mode != "Indexed":
+            causes.append(Cause("spec.completions", "FieldValueInvalid", "Invalid value: field is immutable"))
+    return causes

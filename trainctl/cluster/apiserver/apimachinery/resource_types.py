@@ -150,6 +150,34 @@ def pod_qos_class(pod: dict[str, Any]) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+JOB_CONTROLLER_UID = "batch.kubernetes.io/controller-uid"
+JOB_NAME = "batch.kubernetes.io/job-name"
+
+
+def _job_defaults(job: dict[str, Any]) -> None:
+    """batch/v1 Job defaults, and the selector and pod labels kube's Job strategy adds on create."""
+    spec = job.setdefault("spec", {})
+    if spec.get("completions") is None and spec.get("parallelism") is None:
+        spec["completions"] = 1
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
+    meta = job.get("metadata") or {}
+    template = spec.setdefault("template", {})
+    if not spec.get("manualSelector") and meta.get("uid") and not spec.get("selector"):
+        own = {JOB_CONTROLLER_UID: meta["uid"]}
+        spec["selector"] = {"matchLabels": dict(own)}
+        labels = template.setdefault("metadata", {}).setdefault("labels", {})
+        labels.update({**own, JOB_NAME: meta.get("name", ""), "controller-uid": meta["uid"], "job-name": meta.get("name", "")})
+    pod_spec = template.setdefault("spec", {})
+    pod = {"spec": pod_spec}
+    _pod_defaults(pod)
+    pod_spec.pop("priority", None)  # set by admission when a pod is made, not in a template
+    pod_spec.pop("preemptionPolicy", None)
+
+
 def _service_defaults(service: dict[str, Any]) -> None:
     spec = service.setdefault("spec", {})
     spec.setdefault("type", "ClusterIP")
@@ -174,6 +202,8 @@ _POD_SHAPE: dict[str, Any] = {"spec": {"containers": [_CONTAINER], "initContaine
                          "initContainerStatuses": [{"state": {}}]}}
 _SERVICE_SHAPE: dict[str, Any] = {"spec": {"ports": [{"port": int, "protocol": str}], "clusterIP": str, "selector": {}, "type": str},
                   "status": {}}
+_JOB_SHAPE: dict[str, Any] = {"spec": {"template": {"metadata": {"labels": {}}, "spec": _POD_SHAPE["spec"]}, "selector": {},
+                                       "parallelism": int, "completions": int, "backoffLimit": int}, "status": {}}
 _NAMESPACE_SHAPE: dict[str, Any] = {"spec": {"finalizers": [str]}, "status": {}}
 _NODE_SHAPE: dict[str, Any] = {"spec": {}, "status": {"conditions": [{}], "nodeInfo": {}}}
 _EVENT_SHAPE: dict[str, Any] = {"involvedObject": {}, "regarding": {}, "source": {}, "series": {}}
@@ -209,6 +239,9 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("events.k8s.io", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE,
                      conversion=EVENTS_CONVERSION),
         ResourceType("coordination.k8s.io", "v1", "leases", "Lease", "lease"),
+        ResourceType("discovery.k8s.io", "v1", "endpointslices", "EndpointSlice", "endpointslice"),
+        ResourceType("batch", "v1", "jobs", "Job", "job", categories=("all",), subresources=("status",),
+                     status_on_create=True, defaulter=_job_defaults, shape=_JOB_SHAPE),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),

@@ -1,6 +1,6 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
 
-kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service``)
+kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|job``)
 send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
 clients in Python all use JSON. This module turns those few kinds back into the JSON shape
 the rest of the server works on. There is no Python package carrying the generated
@@ -53,7 +53,52 @@ _SERVICE_SPEC: Schema = {
     11: ("externalName", "string", None), 18: ("clusterIPs", "strings", None), 19: ("ipFamilies", "strings", None),
     17: ("ipFamilyPolicy", "string", None),
 }
+# Pods and Jobs (kubectl create job, kubectl debug --copy-to): the fields those commands set,
+# and the ones a pod is commonly written with.
+_QUANTITY_MAP = "quantity"
+_LABEL_SELECTOR: Schema = {1: ("matchLabels", "map", "string"), 2: ("matchExpressions", "messages", {
+    1: ("key", "string", None), 2: ("operator", "string", None), 3: ("values", "strings", None)})}
+_ENV_VAR: Schema = {1: ("name", "string", None), 2: ("value", "string", None), 3: ("valueFrom", "message", {
+    1: ("fieldRef", "message", {1: ("apiVersion", "string", None), 2: ("fieldPath", "string", None)}),
+    3: ("configMapKeyRef", "message", {1: ("localObjectReference", "message", {1: ("name", "string", None)}),
+                                       2: ("key", "string", None)}),
+    4: ("secretKeyRef", "message", {1: ("localObjectReference", "message", {1: ("name", "string", None)}),
+                                    2: ("key", "string", None)})})}
+_CONTAINER: Schema = {
+    1: ("name", "string", None), 2: ("image", "string", None), 3: ("command", "strings", None),
+    4: ("args", "strings", None), 5: ("workingDir", "string", None),
+    6: ("ports", "messages", {1: ("name", "string", None), 2: ("hostPort", "int", None),
+                              3: ("containerPort", "int", None), 4: ("protocol", "string", None)}),
+    7: ("env", "messages", _ENV_VAR),
+    8: ("resources", "message", {1: ("limits", "map", _QUANTITY_MAP), 2: ("requests", "map", _QUANTITY_MAP)}),
+    9: ("volumeMounts", "messages", {1: ("name", "string", None), 2: ("readOnly", "bool", None),
+                                     3: ("mountPath", "string", None), 4: ("subPath", "string", None)}),
+    13: ("terminationMessagePath", "string", None), 14: ("imagePullPolicy", "string", None),
+    16: ("stdin", "bool", None), 17: ("stdinOnce", "bool", None), 18: ("tty", "bool", None),
+    20: ("terminationMessagePolicy", "string", None),
+}
+_POD_SPEC: Schema = {
+    2: ("containers", "messages", _CONTAINER), 3: ("restartPolicy", "string", None),
+    4: ("terminationGracePeriodSeconds", "int", None), 5: ("activeDeadlineSeconds", "int", None),
+    6: ("dnsPolicy", "string", None), 7: ("nodeSelector", "map", "string"), 8: ("serviceAccountName", "string", None),
+    10: ("nodeName", "string", None), 11: ("hostNetwork", "bool", None), 12: ("hostPID", "bool", None),
+    16: ("hostname", "string", None), 17: ("subdomain", "string", None), 19: ("schedulerName", "string", None),
+    20: ("initContainers", "messages", _CONTAINER),
+    22: ("tolerations", "messages", {1: ("key", "string", None), 2: ("operator", "string", None),
+                                     3: ("value", "string", None), 4: ("effect", "string", None),
+                                     5: ("tolerationSeconds", "int", None)}),
+    24: ("priorityClassName", "string", None), 27: ("shareProcessNamespace", "bool", None),
+}
+_POD_TEMPLATE: Schema = {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _POD_SPEC)}
+_JOB_SPEC: Schema = {
+    1: ("parallelism", "int", None), 2: ("completions", "int", None), 3: ("activeDeadlineSeconds", "int", None),
+    4: ("selector", "message", _LABEL_SELECTOR), 5: ("manualSelector", "bool", None), 6: ("template", "message", _POD_TEMPLATE),
+    7: ("backoffLimit", "int", None), 8: ("ttlSecondsAfterFinished", "int", None), 9: ("completionMode", "string", None),
+    10: ("suspend", "bool", None),
+}
 KINDS: dict[str, Schema] = {
+    "Pod": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _POD_SPEC)},
+    "Job": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _JOB_SPEC)},
     "ConfigMap": {1: ("metadata", "message", _OBJECT_META), 2: ("data", "map", "string"),
                   3: ("binaryData", "map", "bytes"), 4: ("immutable", "bool", None)},
     "Secret": {1: ("metadata", "message", _OBJECT_META), 2: ("data", "map", "bytes"), 3: ("type", "string", None),
@@ -185,6 +230,8 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             entry = {n: v for n, _, v in _fields(value)}
             key = entry.get(1, b"").decode("utf-8")
             raw = entry.get(2, b"")
+            if sub == _QUANTITY_MAP:  # a resource.Quantity message: its string form in field 1
+                raw = {n: v for n, _, v in _fields(raw)}.get(1, b"")
             obj.setdefault(name, {})[key] = base64.b64encode(raw).decode() if sub == "bytes" else raw.decode("utf-8")
     # Go writes every scalar, empty or not; its JSON omits the empty ones (omitempty).
     return {k: v for k, v in obj.items() if v not in ("", 0, [], {}) or isinstance(v, bool) and v}

@@ -69,6 +69,23 @@ _NAME = _col("Name", "Name must be unique within a namespace.", format_="name")
 _AGE = _col("Age", "CreationTimestamp is a timestamp representing the server time when this object was created.")
 
 
+def _last_restart(pod: Obj, initializing: bool) -> str | None:
+    """When the latest restart ended the run before it: the newest ``lastState.terminated.finishedAt``."""
+    status = pod.get("status") or {}
+    statuses = status.get("initContainerStatuses" if initializing else "containerStatuses") or []
+    ends = [((cs.get("lastState") or {}).get("terminated") or {}).get("finishedAt") for cs in statuses]
+    return max((end for end in ends if isinstance(end, str) and end), default=None)
+
+
+def _restarts(pod: Obj, restarts: int, now: datetime) -> str:
+    """``5 (20s ago)``, as kubectl prints a pod's RESTARTS."""
+    status = pod.get("status") or {}
+    initializing = any(not ("terminated" in (cs.get("state") or {}) and cs["state"]["terminated"].get("exitCode") == 0)
+                       for cs in status.get("initContainerStatuses") or [])
+    last = _last_restart(pod, initializing)
+    return f"{restarts} ({age(last, now)} ago)" if restarts and last else str(restarts)
+
+
 def _pod_status(pod: Obj) -> tuple[str, int, int, int]:
     """(STATUS, ready, total, restarts) like kubectl's pod printer."""
     spec = pod.get("spec") or {}
@@ -128,7 +145,7 @@ def _pod_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
         status = pod.get("status") or {}
         gates = (pod.get("spec") or {}).get("readinessGates") or []
         return [
-            pod["metadata"]["name"], f"{ready}/{total}", reason, restarts,
+            pod["metadata"]["name"], f"{ready}/{total}", reason, _restarts(pod, restarts, now),
             age(pod["metadata"].get("creationTimestamp"), now),
             status.get("podIP") or "<none>", (pod.get("spec") or {}).get("nodeName") or "<none>",
             status.get("nominatedNodeName") or "<none>", f"{len(gates)}" if gates else "<none>",
@@ -316,6 +333,118 @@ def _binding_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any
     return columns, cells
 
 
+def _configmap_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(cm: Obj, now: datetime) -> list[Any]:
+        return [cm["metadata"]["name"], len(cm.get("data") or {}) + len(cm.get("binaryData") or {}),
+                age(cm["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Data", type_="integer"), _AGE], cells
+
+
+def _secret_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(secret: Obj, now: datetime) -> list[Any]:
+        return [secret["metadata"]["name"], secret.get("type") or "Opaque", len(secret.get("data") or {}),
+                age(secret["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Type"), _col("Data", type_="integer"), _AGE], cells
+
+
+def _serviceaccount_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(sa: Obj, now: datetime) -> list[Any]:
+        return [sa["metadata"]["name"], len(sa.get("secrets") or []), age(sa["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Secrets", type_="integer"), _AGE], cells
+
+
+def _lease_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(lease: Obj, now: datetime) -> list[Any]:
+        holder = (lease.get("spec") or {}).get("holderIdentity") or ""
+        return [lease["metadata"]["name"], holder, age(lease["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Holder"), _AGE], cells
+
+
+def _more(items: list[str], shown: int = 3) -> str:
+    """kubectl's ``a,b,c + 2 more...``."""
+    text = ",".join(items[:shown])
+    return f"{text} + {len(items) - shown} more..." if len(items) > shown else text
+
+
+def _endpoints_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(endpoints: Obj, now: datetime) -> list[Any]:
+        items: list[str] = []
+        for subset in endpoints.get("subsets") or []:
+            ports = [p.get("port") for p in subset.get("ports") or []] or [None]
+            for address in subset.get("addresses") or []:
+                items.extend(address.get("ip", "") if port is None else f"{address.get('ip', '')}:{port}" for port in ports)
+        return [endpoints["metadata"]["name"], _more(items) or "<none>", age(endpoints["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("Endpoints", "Endpoints is the list of addresses the service selects."), _AGE], cells
+
+
+def _endpointslice_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    def cells(slice_: Obj, now: datetime) -> list[Any]:
+        ports = [str(p["port"]) if p.get("port") is not None else "<unset>" for p in slice_.get("ports") or []]
+        addresses = [a for e in slice_.get("endpoints") or [] for a in e.get("addresses") or []]
+        return [slice_["metadata"]["name"], slice_.get("addressType", ""), _more(ports) or "<unset>",
+                _more(addresses) or "<unset>", age(slice_["metadata"].get("creationTimestamp"), now)]
+
+    return [_NAME, _col("AddressType"), _col("Ports"), _col("Endpoints"), _AGE], cells
+
+
+def _job_status(job: Obj) -> str:
+    """kubectl's Job STATUS: the terminal or suspended condition, else Running."""
+    conditions = {c.get("type") for c in (job.get("status") or {}).get("conditions") or [] if c.get("status") == "True"}
+    for kind in ("Complete", "Failed", "FailureTarget", "SuccessCriteriaMet", "Suspended"):
+        if kind in conditions:
+            return kind
+    return "Terminating" if job["metadata"].get("deletionTimestamp") else "Running"
+
+
+def _job_completions(job: Obj) -> str:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    succeeded = status.get("succeeded", 0)
+    if spec.get("completions") is not None:
+        return f"{succeeded}/{spec['completions']}"
+    parallelism = spec.get("parallelism", 0)
+    return f"{succeeded}/1 of {parallelism}" if parallelism > 1 else f"{succeeded}/1"
+
+
+def _job_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Status", "Status of the job."),
+               _col("Completions", "The completion status of the job as succeeded/completions."),
+               _col("Duration", "Time required to complete the job."), _AGE,
+               _col("Containers", "Names of each container in the template.", priority=1),
+               _col("Images", "Images referenced by each container in the template.", priority=1),
+               _col("Selector", "Query over pods that should match the replicas count.", priority=1)]
+
+    def cells(job: Obj, now: datetime) -> list[Any]:
+        status = job.get("status") or {}
+        start = status.get("startTime")
+        duration = ""
+        if start:
+            end = status.get("completionTime")
+            then = datetime.fromisoformat(end.replace("Z", "+00:00")) if end else now
+            duration = human_duration((then - datetime.fromisoformat(start.replace("Z", "+00:00"))).total_seconds())
+        containers = ((job.get("spec") or {}).get("template") or {}).get("spec", {}).get("containers") or []
+        selector = ((job.get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
+        return [job["metadata"]["name"], _job_status(job), _job_completions(job), duration,
+                age(job["metadata"].get("creationTimestamp"), now),
+                ",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+                ",".join(f"{k}={v}" for k, v in sorted(selector.items())) or "<none>"]
+
+    return columns, cells
+
+
+def _created_at_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    """kube's default table, for resources without a printer of their own (CustomResourceDefinitions)."""
+    def cells(obj: Obj, now: datetime) -> list[Any]:
+        return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp") or ""]
+
+    return [_NAME, _col("Created At", "CreationTimestamp is a timestamp representing the server time when this object was created.",
+                        type_="date")], cells
+
+
 def _default_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(obj: Obj, now: datetime) -> list[Any]:
         return [obj["metadata"]["name"], age(obj["metadata"].get("creationTimestamp"), now)]
@@ -358,9 +487,17 @@ _BUILTIN = {
     ("", "services"): _service_columns,
     ("", "nodes"): _node_columns,
     ("", "namespaces"): _namespace_columns,
+    ("", "configmaps"): _configmap_columns,
+    ("", "endpoints"): _endpoints_columns,
+    ("discovery.k8s.io", "endpointslices"): _endpointslice_columns,
+    ("", "secrets"): _secret_columns,
+    ("", "serviceaccounts"): _serviceaccount_columns,
+    ("coordination.k8s.io", "leases"): _lease_columns,
+    ("apiextensions.k8s.io", "customresourcedefinitions"): _created_at_columns,
     ("", "events"): _event_columns,
     ("events.k8s.io", "events"): _event_columns,
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
+    ("batch", "jobs"): _job_columns,
     ("rbac.authorization.k8s.io", "roles"): _role_columns,
     ("rbac.authorization.k8s.io", "clusterroles"): _role_columns,
     ("rbac.authorization.k8s.io", "rolebindings"): _binding_columns,
