@@ -9,6 +9,7 @@ of the machine, so the tests run beside any other cluster.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +28,7 @@ POD_IP = {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podI
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
     with scratch_cluster(tmp_path_factory.mktemp("probes"), backoff_base=1.0, controller=False,
-                         controlplane_args=["--controllers", "node-lifecycle"]) as cluster:
+                         controlplane_args=["--controllers", "node-lifecycle,endpoint"]) as cluster:
         yield cluster
 
 
@@ -87,6 +88,16 @@ def through_service(env: E2E, pod_name: str, url: str) -> str:
     return env.kubectl("exec", pod_name, "--", "python", "-c", script, url, timeout=60).strip()
 
 
+def endpoint_addresses(env: E2E, service: str) -> tuple[list[str], list[str]]:
+    """(ready, not ready) pod IPs of the Service's Endpoints, as the endpoint controller wrote them."""
+    found = env.kubectl.run("get", "endpoints", service, "-o", "json", check=False)
+    if found.returncode != 0:
+        return [], []
+    subsets = json.loads(found.stdout).get("subsets") or []
+    return ([a["ip"] for s in subsets for a in s.get("addresses") or []],
+            [a["ip"] for s in subsets for a in s.get("notReadyAddresses") or []])
+
+
 def test_a_readiness_probe_follows_the_served_file(env: E2E, tmp_path: Path):
     served = tmp_path / "www"
     served.mkdir()
@@ -108,6 +119,8 @@ def test_a_readiness_probe_follows_the_served_file(env: E2E, tmp_path: Path):
     (served / "ready").write_text("ok")
     ready = eventually("Ready", lambda: (p := status(env, "readiness-http")) and condition(p, "Ready") == "True" and p)
     assert container(ready)["ready"] is True and condition(ready, "ContainersReady") == "True"
+    ip = ready["status"]["podIP"]
+    eventually("the pod among the Endpoints' addresses", lambda: endpoint_addresses(env, "web") == ([ip], []))
     eventually("the Service serving the ready pod",
                lambda: through_service(env, "client", "http://web:8088/") == "200")
 
@@ -118,6 +131,7 @@ def test_a_readiness_probe_follows_the_served_file(env: E2E, tmp_path: Path):
     ready_condition = next(c for c in unready["status"]["conditions"] if c["type"] == "Ready")
     assert ready_condition["reason"] == "ContainersNotReady"
     assert ready_condition["message"] == "containers with unready status: [app]"
+    eventually("the pod among the not-ready addresses", lambda: endpoint_addresses(env, "web") == ([], [ip]))
     eventually("the unready pod out of the Service",
                lambda: through_service(env, "client", "http://web:8088/").startswith("error"))
 
