@@ -364,3 +364,13 @@ def _replace(obj, path, value):
     if isinstance(obj, dict):
         return {**obj, head: _replace(obj[head], rest, value)}
     return [_replace(v, rest, value) if i == head else v for i, v in enumerate(obj)]
+
+
+def test_a_liveness_probe_kube_would_refuse_is_found_before_submitting(load_sample, mutate):
+    probe = {"exec": {"command": ["true"]}, "tcpSocket": {"port": 29500}, "successThreshold": 2}
+    job = mutate(load_sample("pytorch_full.yaml"), {W + CONTAINERS + (0, "livenessProbe"): probe})
+    path = "spec.pytorchReplicaSpecs[Worker].template.spec.containers[0].livenessProbe"
+    assert [(e.path, e.detail) for e in validate(job, pod_templates=True)] == [
+        (f"{path}.tcpSocket", "Forbidden: may not specify more than 1 handler type"),
+        (f"{path}.successThreshold", "Invalid value: 2: must be 1"),
+    ]

@@ -171,6 +171,83 @@ def _qualified_key(key: Any, path: str) -> list[FieldError]:
     return []
 
 
+PROBE_HANDLERS = ("exec", "httpGet", "tcpSocket", "grpc")
+_HTTP_HEADER_NAME = re.compile(r"[-A-Za-z0-9!#$%&'*+.^_`|~]+")
+
+
+def _nonnegative(value: Any, path: str) -> list[FieldError]:
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        return [invalid(path, value, "must be greater than or equal to 0")]
+    return []
+
+
+def port_or_name(value: Any, path: str) -> list[FieldError]:
+    return port_name(value, path) if isinstance(value, str) else port_number(value, path)
+
+
+def _probe_handler(probe: dict[str, Any], path: str) -> list[FieldError]:
+    """Exactly one handler, each with what it needs (kube's ``validateHandler``)."""
+    errors: list[FieldError] = []
+    given = [name for name in PROBE_HANDLERS if probe.get(name) is not None]
+    if not given:
+        return [FieldError(path, "Required", "Required value: must specify a handler type")]
+    errors += [FieldError(f"{path}.{name}", "Forbidden", "Forbidden: may not specify more than 1 handler type")
+               for name in given[1:]]
+    name = given[0]
+    action = probe[name] if isinstance(probe[name], dict) else {}
+    where = f"{path}.{name}"
+    if name == "exec" and not action.get("command"):
+        errors.append(FieldError(f"{where}.command", "Required", "Required value"))
+    if name in ("httpGet", "tcpSocket"):
+        errors += port_or_name(action.get("port"), f"{where}.port")
+    if name == "httpGet":
+        errors += one_of("HTTP", "HTTPS")(action.get("scheme"), f"{where}.scheme")
+        for i, header in enumerate(action.get("httpHeaders") or []):
+            header_name = header.get("name") if isinstance(header, dict) else None
+            if isinstance(header_name, str) and not _HTTP_HEADER_NAME.fullmatch(header_name):
+                errors.append(invalid(f"{where}.httpHeaders[{i}].name", header_name,
+                                      "a valid HTTP header must consist of alphanumeric characters or '-' "
+                                      "(e.g. 'X-Header-Name', regex used for validation is '[-A-Za-z0-9]+')"))
+    if name == "grpc":
+        errors += port_number(action.get("port"), f"{where}.port")
+    return errors
+
+
+def probe(kind: str) -> Rule:
+    """The rule for a container's ``livenessProbe``, ``readinessProbe`` or ``startupProbe``
+    (kube's ``validateProbe`` and the kind's own rule)."""
+    def check(value: Any, path: str) -> list[FieldError]:
+        if not isinstance(value, dict):
+            return []
+        errors = _probe_handler(value, path)
+        for name in ("initialDelaySeconds", "timeoutSeconds", "periodSeconds", "successThreshold", "failureThreshold"):
+            errors += _nonnegative(value.get(name), f"{path}.{name}")
+        grace = value.get("terminationGracePeriodSeconds")
+        if kind == "readiness" and grace is not None:
+            errors.append(invalid(f"{path}.terminationGracePeriodSeconds", grace,
+                                  "must not be set for readinessProbes"))
+        elif isinstance(grace, int) and not isinstance(grace, bool) and grace <= 0:
+            errors.append(invalid(f"{path}.terminationGracePeriodSeconds", grace, "must be greater than 0"))
+        success = value.get("successThreshold")
+        if kind != "readiness" and isinstance(success, int) and success not in (0, 1):  # 0 is defaulted to 1
+            errors.append(invalid(f"{path}.successThreshold", success, "must be 1"))
+        return errors
+    return check
+
+
+def init_container_probes(value: Any, path: str) -> list[FieldError]:
+    """Init containers run to completion: only sidecars (``restartPolicy: Always``) are probed."""
+    errors = []
+    for i, container in enumerate(value if isinstance(value, list) else []):
+        if not isinstance(container, dict) or container.get("restartPolicy") == "Always":
+            continue
+        for field in ("livenessProbe", "readinessProbe", "startupProbe"):
+            if container.get(field) is not None:
+                errors.append(FieldError(f"{path}[{i}].{field}", "Forbidden",
+                                         "Forbidden: may not be set for init containers without restartPolicy=Always"))
+    return errors
+
+
 PROTOCOL = one_of("SCTP", "TCP", "UDP")
 # (definition, property) -> the rule for that property's value in a Pod, wherever the definition is used.
 PROPERTY_RULES: dict[tuple[str, str], Rule] = {
@@ -180,6 +257,10 @@ PROPERTY_RULES: dict[tuple[str, str], Rule] = {
     (CORE + "Container", "imagePullPolicy"): one_of("Always", "IfNotPresent", "Never"),
     (CORE + "Container", "terminationMessagePolicy"): one_of("FallbackToLogsOnError", "File"),
     (CORE + "Container", "resources"): resource_requirements,
+    (CORE + "Container", "livenessProbe"): probe("liveness"),
+    (CORE + "Container", "readinessProbe"): probe("readiness"),
+    (CORE + "Container", "startupProbe"): probe("startup"),
+    (CORE + "PodSpec", "initContainers"): init_container_probes,
     (CORE + "ContainerPort", "containerPort"): port_number,
     (CORE + "ContainerPort", "hostPort"): host_port,
     (CORE + "ContainerPort", "name"): port_name,

@@ -85,6 +85,24 @@ INVALID_PODS = [
     (with_container(env=[{"name": "A", "value": 1}]), "spec.containers[0].env[0].value", "FieldValueTypeInvalid"),
     (with_container(imagePullPolicy="Sometimes"), "spec.containers[0].imagePullPolicy", "FieldValueNotSupported"),
     (with_container(tty="yes"), "spec.containers[0].tty", "FieldValueTypeInvalid"),
+    (with_container(livenessProbe={"periodSeconds": 5}), "spec.containers[0].livenessProbe", "FieldValueRequired"),
+    (with_container(readinessProbe={"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}}),
+     "spec.containers[0].readinessProbe.tcpSocket", "FieldValueForbidden"),
+    (with_container(livenessProbe={"exec": {"command": ["true"]}, "successThreshold": 2}),
+     "spec.containers[0].livenessProbe.successThreshold", "FieldValueInvalid"),
+    (with_container(startupProbe={"exec": {"command": ["true"]}, "successThreshold": 3}),
+     "spec.containers[0].startupProbe.successThreshold", "FieldValueInvalid"),
+    (with_container(readinessProbe={"tcpSocket": {"port": 80}, "failureThreshold": -1}),
+     "spec.containers[0].readinessProbe.failureThreshold", "FieldValueInvalid"),
+    (with_container(readinessProbe={"tcpSocket": {"port": 80}, "terminationGracePeriodSeconds": 5}),
+     "spec.containers[0].readinessProbe.terminationGracePeriodSeconds", "FieldValueInvalid"),
+    (with_container(livenessProbe={"httpGet": {"port": 99999}}), "spec.containers[0].livenessProbe.httpGet.port",
+     "FieldValueInvalid"),
+    (with_container(livenessProbe={"httpGet": {"port": 80, "scheme": "FTP"}}),
+     "spec.containers[0].livenessProbe.httpGet.scheme", "FieldValueNotSupported"),
+    (with_container(livenessProbe={"exec": {}}), "spec.containers[0].livenessProbe.exec.command", "FieldValueRequired"),
+    (with_container(readinessProbe={"tcpSocket": {}}), "spec.containers[0].readinessProbe.tcpSocket.port",
+     "FieldValueRequired"),
 ]
 
 
@@ -102,6 +120,27 @@ def test_invalid_message_has_kube_apiservers_shape(api):
     several = api.send("POST", PODS, pod("x", name="a/b", command="run", ports=[{"containerPort": 99999}]))
     assert len(causes(several)) == 3
     assert several.json()["message"].startswith('Pod "x" is invalid: [')
+
+
+def test_probe_problems_read_as_kube_apiservers(api):
+    response = api.send("POST", PODS, pod("x", livenessProbe={"tcpSocket": {"port": 80}, "successThreshold": 2}))
+    assert response.json()["message"] == ('Pod "x" is invalid: spec.containers[0].livenessProbe.successThreshold: '
+                                          "Invalid value: 2: must be 1")
+    no_handler = api.send("POST", PODS, pod("x", startupProbe={"periodSeconds": 1}))
+    assert no_handler.json()["message"] == ('Pod "x" is invalid: spec.containers[0].startupProbe: '
+                                            "Required value: must specify a handler type")
+    init = pod("x")
+    init["spec"]["initContainers"] = [{"name": "setup", "image": "busybox", "command": ["true"],
+                                       "readinessProbe": {"exec": {"command": ["true"]}}}]
+    assert causes(api.send("POST", PODS, init)) == [("spec.initContainers[0].readinessProbe", "FieldValueForbidden")]
+    fine = pod("fine", readinessProbe={"httpGet": {"path": "/healthz", "port": 8080}, "successThreshold": 2},
+               livenessProbe={"exec": {"command": ["true"]}, "terminationGracePeriodSeconds": 5},
+               startupProbe={"tcpSocket": {"port": "http"}, "failureThreshold": 30, "periodSeconds": 1})
+    created = api.send("POST", PODS, fine)
+    assert created.status_code == 201
+    readiness = created.json()["spec"]["containers"][0]["readinessProbe"]
+    assert readiness == {"httpGet": {"path": "/healthz", "port": 8080, "scheme": "HTTP"}, "successThreshold": 2,
+                         "periodSeconds": 10, "timeoutSeconds": 1, "failureThreshold": 3}
 
 
 def test_pod_spec_and_names_beyond_containers(api):

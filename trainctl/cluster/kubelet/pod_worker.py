@@ -23,6 +23,7 @@ from trainctl.cluster.compute.accounting import ContainerGroup, Enforcer
 from trainctl.cluster.kubelet import paths
 from trainctl.cluster.kubelet.env import ConfigError, command_line, container_env, downward_api_names
 from trainctl.cluster.kubelet.kubelet_events import NORMAL, WARNING, KubeletEvents, pod_label
+from trainctl.cluster.kubelet.prober import ContainerProber, ProbeSpec, checker
 from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry, Stdio, claim_pod_directory
 from trainctl.cluster.kubelet.serviceaccount import AccountMissing
 from trainctl.cluster.network.podnet import PodNetwork
@@ -76,6 +77,11 @@ class ContainerState:
     last_state: Obj = field(default_factory=dict)
     container_id: str = ""
     created: bool = False  # an instance exists: the next one is a restart
+    prober: Optional[ContainerProber] = None  # the current run's probes
+
+    def running_and(self, probed: str) -> bool:
+        """Whether the container runs and its probes say ``started`` (or ``ready``)."""
+        return "running" in self.state and (self.prober is None or bool(getattr(self.prober, probed)))
 
     def next_instance(self) -> None:
         """A new instance of the container is about to start: ``restartCount`` counts the
@@ -85,9 +91,8 @@ class ContainerState:
         self.created = True
 
     def render(self) -> Obj:
-        running = "running" in self.state
-        status: Obj = {"name": self.name, "image": self.image, "imageID": "", "ready": running,
-                       "started": running, "restartCount": self.restart_count,
+        status: Obj = {"name": self.name, "image": self.image, "imageID": "", "ready": self.running_and("ready"),
+                       "started": self.running_and("started"), "restartCount": self.restart_count,
                        "state": copy.deepcopy(self.state), "lastState": copy.deepcopy(self.last_state)}
         if self.container_id:
             status["containerID"] = self.container_id
@@ -190,7 +195,7 @@ class PodWorker:
             scheduled = next((c for c in self.pod.get("status", {}).get("conditions") or []
                               if c.get("type") == "PodScheduled" and c.get("status") == "True"), None)
             not_initialized = [s.name for s in self.init_states if (s.terminated() or {}).get("exitCode") != 0]
-            not_ready = [s.name for s in self.states if "running" not in s.state]
+            not_ready = [s.name for s in self.states if not s.running_and("ready")]
             terminal = self.phase in ("Succeeded", "Failed")
             conditions = [
                 self._condition("Initialized", self.initialized or not not_initialized, "ContainersNotInitialized",
@@ -273,6 +278,7 @@ class PodWorker:
         argv, env = self._environment(spec)
         with self._lock:
             state.next_instance()
+            state.prober = None
         started = now_rfc3339()
         try:
             claim_pod_directory(self.ctx.pods_dir, self.uid, self.ctx.node_name)
@@ -291,6 +297,7 @@ class PodWorker:
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
                 state.state = {"running": {"startedAt": process.started_at}}
+                state.prober = prober = self._prober(spec, state, process)
                 if self.initialized and self.phase == "Pending":  # the first container runs
                     self.phase = "Running"
         except (OSError, ValueError, paths.OutsideDirectory) as exc:
@@ -298,9 +305,11 @@ class PodWorker:
             return self._start_failed(state, started, f"failed to start {argv[0]!r}: "
                                       f"{getattr(exc, 'strerror', None) or exc}")
         self._started_events(spec, state.name)
+        prober.start()
         self._report()
         code = process.wait()
         assert code is not None
+        prober.stop()
         if process.oom_killed():
             self.ctx.events.node(WARNING, "OOMKilling", f"Memory cgroup out of memory: killed process {process.pid} "
                                  f"({os.path.basename(argv[0])}) of container {state.name} in pod {pod_label(self.pod)}")
@@ -313,6 +322,27 @@ class PodWorker:
                                       state.container_id, message,
                                       reason=container_limits.terminated_fields(code, oom_killed=process.oom_killed())["reason"])
         return code
+
+    # --- probes -----------------------------------------------------------------------------
+    def _prober(self, spec: Obj, state: ContainerState, process: ContainerProcess) -> ContainerProber:
+        check = checker(self.ctx.network.dial, lambda: self.ctx.network.enter_argv(self.uid), self.pod_ip, spec, process)
+        probed = spec if any(spec is s for s in self.specs) else {}  # init containers are not probed
+        return ContainerProber(probed, check, self._report,
+                               lambda message: self._event(state.name, WARNING, "Unhealthy", message),
+                               lambda probe: self._kill_unhealthy(state.name, process, probe))
+
+    def _kill_unhealthy(self, name: str, process: ContainerProcess, probe: ProbeSpec) -> None:
+        """A liveness or startup probe failed for good: stop the run, as the kubelet kills a
+        container for a restart (with the probe's grace period, if it has one)."""
+        if self.stopping.is_set():
+            return
+        restarted = ", will be restarted" if self.restart_policy != "Never" else ""
+        self._event(name, NORMAL, "Killing", f"Container {name} failed {probe.kind.lower()} probe{restarted}")
+        grace = probe.termination_grace
+        if grace is None:
+            pod_grace = self.pod.get("spec", {}).get("terminationGracePeriodSeconds", 30)
+            grace = pod_grace if isinstance(pod_grace, int) and pod_grace >= 0 else 30
+        process.stop(float(grace))
 
     def _start_failed(self, state: ContainerState, started: str, message: str) -> int:
         with self._lock:
@@ -359,7 +389,9 @@ class PodWorker:
         try:
             while True:
                 code = self._run_once(spec)
-                if self.stopping.is_set() or not self._should_restart(code):
+                unhealthy = state.prober is not None and state.prober.killed is not None
+                if self.stopping.is_set() or not (self._should_restart(code) or
+                                                  (unhealthy and self.restart_policy != "Never")):
                     break
                 self._back_off(state)
         except _Stopped:

@@ -51,10 +51,6 @@ _DNS_1035_LABEL_MESSAGE = ("a DNS-1035 label must consist of lower case alphanum
                            "'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')")
 
 
-def _port_or_name(value: Any, path: str) -> list[FieldError]:
-    return pod_rules.port_name(value, path) if isinstance(value, str) else pod_rules.port_number(value, path)
-
-
 def _config_keys(value: Any, path: str) -> list[Cause]:
     causes = []
     for key in (value if isinstance(value, dict) else ()):
@@ -71,7 +67,7 @@ _CORE = pod_rules.CORE
 PROPERTY_RULES: dict[tuple[str, str], Rule] = {
     **{key: _causes(rule) for key, rule in pod_rules.PROPERTY_RULES.items()},
     (_CORE + "ServicePort", "port"): _causes(pod_rules.port_number),
-    (_CORE + "ServicePort", "targetPort"): _causes(_port_or_name),
+    (_CORE + "ServicePort", "targetPort"): _causes(pod_rules.port_or_name),
     (_CORE + "ServicePort", "nodePort"): _causes(pod_rules.host_port),
     (_CORE + "ServicePort", "name"): _causes(pod_rules.dns_label),
     (_CORE + "ServicePort", "protocol"): _causes(pod_rules.PROTOCOL),

@@ -119,6 +119,20 @@ def _pod_defaults(pod: dict[str, Any]) -> None:
             container.setdefault("resources", {})
             for port in container.get("ports") or []:
                 port.setdefault("protocol", "TCP")
+            for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+                _probe_defaults(container.get(probe))
+
+
+def _probe_defaults(probe: Any) -> None:
+    """kube's defaults of a probe (a zero is a field left out, as Go reads it)."""
+    if not isinstance(probe, dict):
+        return
+    for name, default in (("timeoutSeconds", 1), ("periodSeconds", 10), ("successThreshold", 1), ("failureThreshold", 3)):
+        if probe.get(name) in (None, 0):
+            probe[name] = default
+    if isinstance(probe.get("httpGet"), dict):
+        probe["httpGet"].setdefault("path", "/")
+        probe["httpGet"].setdefault("scheme", "HTTP")
 
 
 def pod_qos_class(pod: dict[str, Any]) -> str:
