@@ -4,7 +4,6 @@ naming, selectors, generation, services, pod deletion, garbage collection, table
 from __future__ import annotations
 
 import json
-
 import time
 
 import pytest
