@@ -166,3 +166,17 @@ def test_evicting_needs_create_on_pods_eviction(apiserver: ApiServerHandle, kube
     kubectl("create", "role", "evictor", "--verb=create", "--resource=pods/eviction")
     kubectl("create", "rolebinding", "evictor", "--role=evictor", f"--serviceaccount={NS}:intruder")
     assert evict(apiserver, "victim", token=token)[0] == 201
+
+
+def test_a_dry_run_eviction_decides_and_changes_nothing(apiserver: ApiServerHandle) -> None:
+    running_pod(apiserver, "kept", app="kept")
+    call(apiserver, PDBS, apiserver.token, "POST",
+         {"metadata": {"name": "kept"}, "spec": {"minAvailable": 0, "selector": {"matchLabels": {"app": "kept"}}}})
+    budget_status(apiserver, "kept", currentHealthy=1, expectedPods=1, disruptionsAllowed=1)
+    body = {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "kept"}}
+    assert call(apiserver, f"{PODS}/kept/eviction?dryRun=All", apiserver.token, "POST", body)[0] == 201
+    assert evict(apiserver, "kept", dryRun=["All"])[0] == 201
+    pod = call(apiserver, f"{PODS}/kept", apiserver.token)[1]
+    assert pod["metadata"].get("deletionTimestamp") is None
+    assert all(c["type"] != "DisruptionTarget" for c in pod["status"]["conditions"])
+    assert call(apiserver, f"{PDBS}/kept", apiserver.token)[1]["status"]["disruptionsAllowed"] == 1

@@ -201,7 +201,7 @@ class Handlers:
 
     async def evict(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
         await self.resources.evictions.evict(target.rtype, target.namespace or "", target.name or "",
-                                             await body.decoded(request))
+                                             await body.decoded(request), dry_run=params.dry_run(request.query))
         return _created()
 
     async def request_token(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:

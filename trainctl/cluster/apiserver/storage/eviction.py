@@ -67,9 +67,10 @@ class Evictions:
         self.store = store
         self.deletion = deletion
 
-    async def evict(self, pods: ResourceType, namespace: str, name: str, body: Any) -> None:
+    async def evict(self, pods: ResourceType, namespace: str, name: str, body: Any, *, dry_run: bool = False) -> None:
+        """``dry_run`` (the request's, or the Eviction's ``deleteOptions.dryRun``): decide, change nothing."""
         options = _delete_options(body, name)
-        dry_run = bool(options.get("dryRun"))
+        dry_run = dry_run or bool(options.get("dryRun"))
         pod = existing(self.store, pods, namespace, name)
         if not _ignores_budgets(pod):
             covering = [p for p in self.store.list(PDB_STORAGE_KEY, namespace) if budgets.covers(p, pod)]
