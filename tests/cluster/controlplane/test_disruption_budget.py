@@ -88,3 +88,15 @@ def test_a_current_status_is_not_written_again_and_a_new_generation_is() -> None
     again = decide(pdb(first, generation=2, minAvailable=1), [pod("a"), pod("b")], {}, NOW + timedelta(seconds=5)).status
     assert again is not None and again["observedGeneration"] == 2
     assert again["conditions"] == first["conditions"]  # same status: the transition time stays
+
+
+def test_kubes_events_say_what_the_status_cannot() -> None:
+    empty = decide(pdb(minAvailable=1), [], {}, NOW)
+    assert [(e.type, e.reason, e.message) for _, e in empty.events] == [("Normal", "NoPods", "No matching pods found")]
+    bare = decide(pdb(maxUnavailable=1), [pod("a")], {}, NOW)
+    assert [(e.type, e.reason) for _, e in bare.events] == [("Warning", "UnmanagedPods")]
+    assert "(selector: app=a)" in bare.events[0][1].message
+    assert bare.status is not None and bare.status["disruptionsAllowed"] == 0  # expected by no one
+    stale = decide(pdb({"disruptedPods": {"a": "2026-01-01T11:50:00Z"}}, minAvailable=0), [pod("a")], {}, NOW)
+    assert [(about["metadata"]["name"], e.reason, e.message) for about, e in stale.events] == [
+        ("a", "NotDeleted", "Pod was expected by PDB ns/b to be deleted but it wasn't")]

@@ -12,6 +12,10 @@ decides it (pure: the pods, the scales of their controllers and the time are pas
 - ``disruptionsAllowed``: ``currentHealthy - desiredHealthy``, never below 0, and 0 while no
   pod is expected; ``observedGeneration`` the budget's generation; the ``DisruptionAllowed``
   condition ``SufficientPods`` or ``InsufficientPods``.
+
+Each pass also says what kube's controller says in Events: ``NoPods``, ``UnmanagedPods``
+(pods without a controller under a budget that counts controllers' scales),
+``CalculateExpectedPodCountFailed`` and, about a pod, ``NotDeleted``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any, Optional
 
 from trainctl.cluster import disruption_budgets as budgets
 from trainctl.cluster.controlplane.units import format_time, parse_time
+from trainctl.kube.events import Event
 
 Obj = dict[str, Any]
 
@@ -38,6 +43,18 @@ class ExpectedCountError(Exception):
 class Decision:
     status: Optional[Obj]  # the status to write; None when the stored one is current
     recheck_in: Optional[float] = None  # seconds until a disruptedPods note expires
+    events: tuple[tuple[Obj, Event], ...] = ()  # (about, Event), as kube's controller records them each pass
+
+
+def selector_string(selector: Obj) -> str:
+    """A LabelSelector as ``labels.Selector`` prints it (``app=web,tier in (a,b)``)."""
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for requirement in selector.get("matchExpressions") or []:
+        key, operator = requirement.get("key", ""), requirement.get("operator")
+        values = ",".join(sorted(str(v) for v in requirement.get("values") or []))
+        parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
+                      "DoesNotExist": f"!{key}"}.get(str(operator), key))
+    return ",".join(sorted(parts))
 
 
 def controller_uid(pod: Obj) -> Optional[str]:
@@ -58,6 +75,10 @@ def _scaled(value: Any, total: int) -> int:
     if isinstance(value, str):
         return math.ceil(int(value.rstrip("%")) * total / 100)
     return int(value)
+
+
+def unmanaged(pods: list[Obj]) -> list[str]:
+    return [p["metadata"]["name"] for p in pods if controller_uid(p) is None]
 
 
 def _expected_scale(pods: list[Obj], scales: Mapping[str, Optional[int]]) -> int:
@@ -88,7 +109,8 @@ def expected_pods(pdb: Obj, pods: list[Obj], scales: Mapping[str, Optional[int]]
     return 0, 0
 
 
-def _disrupted(pdb: Obj, pods: list[Obj], now: datetime) -> tuple[dict[str, str], Optional[float]]:
+def _disrupted(pdb: Obj, pods: list[Obj], now: datetime,
+               events: list[tuple[Obj, Event]]) -> tuple[dict[str, str], Optional[float]]:
     """The notes still pending (pods the Eviction API is deleting), and when the first expires."""
     noted = (pdb.get("status") or {}).get("disruptedPods") or {}
     kept: dict[str, str] = {}
@@ -99,8 +121,11 @@ def _disrupted(pdb: Obj, pods: list[Obj], now: datetime) -> tuple[dict[str, str]
         if pod["metadata"].get("deletionTimestamp") or when is None:
             continue
         expires = when + DELETION_TIMEOUT
-        if expires < now:
-            continue  # expected to be deleted by now and was not: it counts again
+        if expires < now:  # expected to be deleted by now and was not: it counts again
+            meta = pdb["metadata"]
+            events.append((pod, Event("Warning", "NotDeleted", f"Pod was expected by PDB {meta.get('namespace')}/"
+                                                               f"{meta['name']} to be deleted but it wasn't")))
+            continue
         kept[name] = noted[name]
         left = (expires - now).total_seconds()
         recheck = left if recheck is None else min(recheck, left)
@@ -123,15 +148,27 @@ def decide(pdb: Obj, pods: list[Obj], scales: Mapping[str, Optional[int]], now: 
     """The status of ``pdb`` over ``pods`` (those it covers)."""
     old = pdb.get("status") or {}
     stamp = format_time(now)
+    events: list[tuple[Obj, Event]] = []
+    if not pods:
+        events.append((pdb, Event("Normal", "NoPods", "No matching pods found")))
     try:
         expected, desired = expected_pods(pdb, pods, scales)
     except ExpectedCountError as exc:
+        events.append((pdb, Event("Warning", "CalculateExpectedPodCountFailed",
+                                  f"Failed to calculate the number of expected pods: {exc}")))
         condition = {"type": budgets.DISRUPTION_ALLOWED, "status": "False", "reason": budgets.SYNC_FAILED,
                      "message": str(exc), "observedGeneration": old.get("observedGeneration")}
         failed = {**old, "disruptionsAllowed": 0,
                   "conditions": budgets.set_condition(list(old.get("conditions") or []), condition, stamp)}
-        return Decision(None if failed == old else failed)
-    disrupted, recheck = _disrupted(pdb, pods, now)
+        return Decision(None if failed == old else failed, events=tuple(events))
+    if needs_scales(pdb) and unmanaged(pods):
+        selector = selector_string((pdb.get("spec") or {}).get("selector") or {})
+        events.append((pdb, Event("Warning", "UnmanagedPods",
+                                  f"Pods selected by this PodDisruptionBudget (selector: {selector}) were found to be "
+                                  "unmanaged. As a result, the status of the PDB cannot be calculated correctly, which "
+                                  "may result in undefined behavior. To account for these pods please set "
+                                  '".spec.minAvailable" field of the PDB to an integer value.')))
+    disrupted, recheck = _disrupted(pdb, pods, now, events)
     healthy = sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")
                   and p["metadata"]["name"] not in disrupted and budgets.is_ready(p))
     allowed = healthy - desired if expected > 0 and healthy > desired else 0
@@ -140,6 +177,6 @@ def decide(pdb: Obj, pods: list[Obj], scales: Mapping[str, Optional[int]], now: 
     if disrupted:
         status["disruptedPods"] = disrupted
     if _current(pdb, status):
-        return Decision(None, recheck)
+        return Decision(None, recheck, tuple(events))
     status["conditions"] = list(old.get("conditions") or [])
-    return Decision(budgets.with_allowed_condition(status, stamp), recheck)
+    return Decision(budgets.with_allowed_condition(status, stamp), recheck, tuple(events))

@@ -20,6 +20,7 @@ from trainctl.cluster.controlplane.api_resources import PODDISRUPTIONBUDGETS
 from trainctl.cluster.controlplane.periodic import PeriodicLoop
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.events import EventRecorder
 from trainctl.kube.informer import Informer
 
 log = logging.getLogger("trainctl.controlplane.disruption")
@@ -27,6 +28,7 @@ log = logging.getLogger("trainctl.controlplane.disruption")
 Obj = dict[str, Any]
 
 RETRY_AFTER = 1.0  # seconds before a pass after a status write that failed
+COMPONENT = "controllermanager"  # the Event source kube's disruption controller records as
 
 
 class DisruptionController:
@@ -34,6 +36,7 @@ class DisruptionController:
                  clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)) -> None:
         self.client = client
         self.clock = clock
+        self.events = EventRecorder(client)
         self.budgets = Informer(client, PODDISRUPTIONBUDGETS)
         self.pods = Informer(client, r.PODS)
         self.loop = PeriodicLoop("disruption", [self.budgets, self.pods], self.sync, resync_period)
@@ -61,6 +64,9 @@ class DisruptionController:
             covered = [p for p in pods if budgets.covers(pdb, p)]
             scales = self._scales(pdb, covered) if disruption_budget.needs_scales(pdb) else {}
             decision = disruption_budget.decide(pdb, covered, scales, now)
+            # Said when the status changes, not at every pass: a pass looks at every budget.
+            for about, event in decision.events if decision.status is not None else ():
+                self.events.record(about, event, COMPONENT, now)
             due = decision.recheck_in
             if decision.status is not None and not self._write(pdb, decision.status):
                 due = RETRY_AFTER if due is None else min(due, RETRY_AFTER)
