@@ -180,3 +180,16 @@ def test_a_dry_run_eviction_decides_and_changes_nothing(apiserver: ApiServerHand
     assert pod["metadata"].get("deletionTimestamp") is None
     assert all(c["type"] != "DisruptionTarget" for c in pod["status"]["conditions"])
     assert call(apiserver, f"{PDBS}/kept", apiserver.token)[1]["status"]["disruptionsAllowed"] == 1
+
+
+def test_a_spec_change_is_a_new_generation_and_leaves_the_status_to_the_controller(kubectl: Kubectl,
+                                                                                   apiserver: ApiServerHandle) -> None:
+    kubectl("create", "pdb", "web", "--selector=app=web", "--min-available=1")
+    budget_status(apiserver, "web", currentHealthy=3, desiredHealthy=1, expectedPods=3, disruptionsAllowed=2)
+    kubectl("patch", "pdb", "web", "--type=merge", "-p", '{"spec": {"minAvailable": 2}, "status": {"currentHealthy": 9}}')
+    pdb = kubectl.json("get", "pdb", "web")
+    assert pdb["metadata"]["generation"] == 2
+    assert (pdb["status"]["currentHealthy"], pdb["status"]["observedGeneration"]) == (3, 1)
+    running_pod(apiserver, "web-0", app="web")
+    assert evict(apiserver, "web-0")[1]["details"]["causes"][0]["message"] == \
+        "The disruption budget web is still being processed by the server."
