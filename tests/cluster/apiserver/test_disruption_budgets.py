@@ -193,3 +193,20 @@ def test_a_spec_change_is_a_new_generation_and_leaves_the_status_to_the_controll
     running_pod(apiserver, "web-0", app="web")
     assert evict(apiserver, "web-0")[1]["details"]["causes"][0]["message"] == \
         "The disruption budget web is still being processed by the server."
+
+
+def test_the_python_client_reads_budgets_and_evicts(apiserver: ApiServerHandle, api: Any) -> None:
+    from kubernetes import client
+
+    policy, core = client.PolicyV1Api(api), client.CoreV1Api(api)
+    policy.create_namespaced_pod_disruption_budget(NS, client.V1PodDisruptionBudget(
+        metadata=client.V1ObjectMeta(name="web"),
+        spec=client.V1PodDisruptionBudgetSpec(min_available=1, selector=client.V1LabelSelector(match_labels={"app": "web"}))))
+    read = policy.read_namespaced_pod_disruption_budget("web", NS)
+    assert (read.spec.min_available, read.status.disruptions_allowed, read.status.expected_pods) == (1, 0, 0)
+    running_pod(apiserver, "web-0", app="web")
+    budget_status(apiserver, "web", currentHealthy=1, desiredHealthy=1, expectedPods=1)
+    with pytest.raises(client.ApiException) as refused:
+        core.create_namespaced_pod_eviction("web-0", NS, client.V1Eviction(metadata=client.V1ObjectMeta(name="web-0")))
+    assert refused.value.status == 429
+    assert [b.metadata.name for b in policy.list_namespaced_pod_disruption_budget(NS).items] == ["web"]
