@@ -13,12 +13,12 @@ from typing import Any, Optional
 
 from trainctl.api.durations import positive_duration
 
-CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "endpoint", "job", "cronjob")
+CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "endpoint", "job", "cronjob", "disruption")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainctl.cluster.controlplane",
-                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice), Job and CronJob controllers of kube-controller-manager.")
+                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice), Job, CronJob and disruption controllers of kube-controller-manager.")
     p.add_argument("--kubeconfig", help="kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--controllers", default=",".join(CONTROLLERS),
@@ -97,6 +97,10 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         from trainctl.cluster.controlplane.cronjob_controller import CronJobController
 
         controllers.append(CronJobController(client))
+    if "disruption" in wanted:
+        from trainctl.cluster.controlplane.disruption_controller import DisruptionController
+
+        controllers.append(DisruptionController(client))
     return controllers
 
 

@@ -1,7 +1,7 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
 
-kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|job|cronjob``)
-send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
+kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|
+job|cronjob|pdb|priorityclass``, ``kubectl drain``'s evictions) send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
 clients in Python all use JSON. This module turns those few kinds back into the JSON shape
 the rest of the server works on. There is no Python package carrying the generated
 Kubernetes messages, so the field numbers below are transcribed from the ``generated.proto``
@@ -56,8 +56,11 @@ _SERVICE_SPEC: Schema = {
 # Pods and Jobs (kubectl create job, kubectl debug --copy-to): the fields those commands set,
 # and the ones a pod is commonly written with.
 _QUANTITY_MAP = "quantity"
-_LABEL_SELECTOR: Schema = {1: ("matchLabels", "map", "string"), 2: ("matchExpressions", "messages", {
-    1: ("key", "string", None), 2: ("operator", "string", None), 3: ("values", "strings", None)})}
+_LABEL_SELECTOR: Schema = {
+    1: ("matchLabels", "map", "string"),
+    2: ("matchExpressions", "messages", {1: ("key", "string", None), 2: ("operator", "string", None),
+                                         3: ("values", "strings", None)}),
+}
 _ENV_VAR: Schema = {1: ("name", "string", None), 2: ("value", "string", None), 3: ("valueFrom", "message", {
     1: ("fieldRef", "message", {1: ("apiVersion", "string", None), 2: ("fieldPath", "string", None)}),
     3: ("configMapKeyRef", "message", {1: ("localObjectReference", "message", {1: ("name", "string", None)}),
@@ -96,6 +99,11 @@ _JOB_SPEC: Schema = {
     7: ("backoffLimit", "int", None), 8: ("ttlSecondsAfterFinished", "int", None), 9: ("completionMode", "string", None),
     10: ("suspend", "bool", None),
 }
+_DELETE_OPTIONS: Schema = {
+    1: ("gracePeriodSeconds", "zero_int", None),
+    2: ("preconditions", "message", {1: ("uid", "string", None), 2: ("resourceVersion", "string", None)}),
+    3: ("orphanDependents", "bool", None), 4: ("propagationPolicy", "string", None), 5: ("dryRun", "strings", None),
+}
 KINDS: dict[str, Schema] = {
     "Pod": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _POD_SPEC)},
     "Job": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _JOB_SPEC)},
@@ -115,6 +123,14 @@ KINDS: dict[str, Schema] = {
                        3: ("imagePullSecrets", "messages", {1: ("name", "string", None)}),
                        4: ("automountServiceAccountToken", "bool", None)},
     "Service": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _SERVICE_SPEC)},
+    # kubectl create pdb|priorityclass, and kubectl drain's evictions.
+    "PodDisruptionBudget": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("minAvailable", "intorstring", _INT_OR_STRING), 2: ("selector", "message", _LABEL_SELECTOR),
+        3: ("maxUnavailable", "intorstring", _INT_OR_STRING), 4: ("unhealthyPodEvictionPolicy", "string", None)})},
+    "PriorityClass": {1: ("metadata", "message", _OBJECT_META), 2: ("value", "zero_int", None),
+                      3: ("globalDefault", "bool", None), 4: ("description", "string", None),
+                      5: ("preemptionPolicy", "string", None)},
+    "Eviction": {1: ("metadata", "message", _OBJECT_META), 2: ("deleteOptions", "message", _DELETE_OPTIONS)},
 }
 _RESOURCE_ATTRIBUTES: Schema = {
     1: ("namespace", "string", None), 2: ("verb", "string", None), 3: ("group", "string", None),
@@ -215,7 +231,7 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             obj[name] = value.decode("utf-8")
         elif kind == "raw":
             obj[name] = value
-        elif kind == "int":
+        elif kind in ("int", "zero_int"):
             obj[name] = _signed(value)
         elif kind == "bool":
             obj[name] = bool(value)
@@ -239,8 +255,10 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             if sub == _QUANTITY_MAP:  # a resource.Quantity message: its string form in field 1
                 raw = {n: v for n, _, v in _fields(raw)}.get(1, b"")
             obj.setdefault(name, {})[key] = base64.b64encode(raw).decode() if sub == "bytes" else raw.decode("utf-8")
-    # Go writes every scalar, empty or not; its JSON omits the empty ones (omitempty).
-    return {k: v for k, v in obj.items() if v not in ("", 0, [], {}) or isinstance(v, bool) and v}
+    # Go writes every scalar, empty or not; its JSON omits the empty ones (omitempty), except
+    # the numbers that are never omitted (``zero_int``) and an IntOrString that was set.
+    shown = {name for name, kind, _ in schema.values() if kind in ("zero_int", "intorstring")}
+    return {k: v for k, v in obj.items() if k in shown or v not in ("", 0, [], {}) or isinstance(v, bool) and v}
 
 
 def decode(body: bytes) -> dict[str, Any]:
