@@ -14,7 +14,10 @@ another pass decides the same value: nothing grows twice for one kill.
 
 A relaunch is a restart of the replica (``status.restartCount``), but OOM kills a relaunch
 handles must not fail the job: the status counts the relaunches per replica, and
-backoffLimit leaves them out. Once the maximum is reached, OOMs count as any failure.
+backoffLimit leaves them out. Once the maximum is reached, OOMs count as any failure, except
+for a replica that climbed there: OOMKilled at every rung up to the ceiling, it can never
+fit, and restarting it in place at the same memory (OnFailure, no backoffLimit) would go on
+for ever; the job fails saying it cannot get the memory it needs.
 
 No rung asks for more than the largest node can give a pod (its allocatable memory): such a
 pod would stay Pending for ever. A replica OOMKilled at that size is at its ceiling, as at
@@ -189,6 +192,21 @@ def no_room(replica: str, limit: int, p: Policy, node_bytes: Optional[int]) -> s
             f"{format_memory(_node_ceiling(node_bytes))}")
 
 
+def climbed_to(entry: Optional[dict[str, Any]], limit: int) -> int:
+    """How many relaunches with more memory brought a replica to ``limit`` (its
+    ``status.oomMemory`` entry); 0 when it runs with its template's memory."""
+    if not entry or parse_memory(entry.get("memory")) != limit:
+        return 0
+    return int(entry.get("relaunches") or 0)
+
+
+def cannot_fit(at_ceiling: str, relaunched: int) -> str:
+    """Why a job ends: a replica climbed the ladder to its ceiling (``at_ceiling``, from
+    :func:`no_room`) and was OOMKilled there too."""
+    times = "once" if relaunched == 1 else f"{relaunched} times"
+    return f"{at_ceiling}, after it was relaunched with more memory {times}: it cannot get the memory it needs"
+
+
 def with_memory(pod: dict[str, Any], container: str, memory: str, previous: str) -> dict[str, Any]:
     """``pod`` (a new object) whose framework container runs with ``memory``; request scaled alike."""
     new_bytes = parse_memory(memory) or 0
@@ -222,13 +240,16 @@ class Relaunches:
     ``memory`` is ``status.oomMemory`` as this pass leaves it; ``relaunch`` maps the uid of a
     pod to replace to (type, index, limit, new limit); ``replacing`` holds the uids of
     OOMKilled pods already being deleted for a relaunch; ``at_max`` says why memory ended a
-    replica, for the failure message.
+    replica, for the failure message; ``cannot_fit`` the replicas that climbed the ladder to
+    its ceiling and were OOMKilled there: the job ends, whatever its restart policy, as no
+    restart can give them more.
     """
 
     memory: dict[str, dict[str, Any]] = field(default_factory=dict)
     relaunch: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
     replacing: set[str] = field(default_factory=set)
     at_max: list[str] = field(default_factory=list)
+    cannot_fit: list[str] = field(default_factory=list)
 
     def handles(self, pod: dict[str, Any]) -> bool:
         """Whether ``pod`` is replaced for an OOM kill, in this pass or by a delete under way."""

@@ -40,7 +40,12 @@ def find_oom_killed(p: Pass) -> None:
             elif grown > limit:
                 found.relaunch[uid] = (rtype, index, limit, grown)
             elif not is_terminating(pod):
-                found.at_max.append(oom.no_room(f"{rtype}-{index}", limit, policy, p.observed.node_memory))
+                key = f"{rtype}-{index}"
+                at_ceiling = oom.no_room(key, limit, policy, p.observed.node_memory)
+                found.at_max.append(at_ceiling)
+                relaunched = oom.climbed_to(found.memory.get(key), limit)
+                if relaunched and p.specs[rtype].restart_policy != "Never":  # Never: the pod's failure ends the job
+                    found.cannot_fit.append(oom.cannot_fit(at_ceiling, relaunched))
 
 
 def relaunch_oom_killed(p: Pass, rtype: str, pod: dict[str, Any]) -> bool:
