@@ -132,14 +132,15 @@ def test_a_cpu_capped_node_runs_its_pods_slowly_until_restored(cluster: LocalClu
     late = start(api, NODE_B, pod("late", BUSY, resources={"limits": {"cpu": "500m"}}))
     late_capped = readings(cluster, late, 0)
     assert "degraded: cpu 2%" in trainctl_local("status", "--dir", str(cluster.directory)).stdout
+    api.delete(PODS, "default", "late", grace_period_seconds=0)  # the busy pod alone again, as before
 
     cluster.fault("restore", NODE_B)
     restored = readings(cluster, busy, len(printed(cluster, busy)))
 
     rate = {name: statistics.median(r for r, _ in values)
             for name, values in (("before", before), ("capped", capped), ("restored", restored))}
-    share = {name: statistics.median(s for _, s in values) for name, values in (("capped", capped),
-                                                                                 ("late", late_capped))}
+    share = {name: statistics.median(s for _, s in values)
+             for name, values in (("before", before), ("capped", capped), ("late", late_capped), ("restored", restored))}
     print(f"\n[degrade --cpu 2] rounds/s {rate}, share of a core {share}")
     assert rate["capped"] < 0.5 * rate["before"], rate
     assert rate["restored"] > 1.5 * rate["capped"], rate
