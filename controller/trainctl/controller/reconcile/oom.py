@@ -17,7 +17,9 @@ handles must not fail the job: the status counts the relaunches per replica, and
 backoffLimit leaves them out. Once the maximum is reached, OOMs count as any failure, except
 for a replica that climbed there: OOMKilled at every rung up to the ceiling, it can never
 fit, and restarting it in place at the same memory (OnFailure, no backoffLimit) would go on
-for ever; the job fails saying it cannot get the memory it needs.
+for ever; the job fails saying it cannot get the memory it needs. So does such a replica
+whose allocation is refused there instead (it exits, its log ending in a ``MemoryError`` or
+the like, but is not OOMKilled): it is just as short of memory.
 
 No rung asks for more than the largest node can give a pod (its allocatable memory): such a
 pod would stay Pending for ever. A replica OOMKilled at that size is at its ceiling, as at
@@ -155,6 +157,26 @@ def oom_killed(pod: dict[str, Any], container: str) -> bool:
     return False
 
 
+# What a process says as it dies for want of host memory when the allocation is refused
+# instead of the process being OOMKilled (Python, glibc's strerror(ENOMEM), torch's CPU
+# allocator, C++): the end of its log, which the kubelet puts in the terminated state's message.
+MEMORY_FAILURES = ("MemoryError", "Cannot allocate memory", "can't allocate memory", "std::bad_alloc")
+
+
+def memory_failure(pod: dict[str, Any], container: str) -> Optional[int]:
+    """The exit code of the framework container's last failure when its message says it ran
+    out of memory without being OOMKilled (a refused allocation), else None."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") != container:
+            continue
+        for state in (cs.get("state"), cs.get("lastState")):
+            terminated = (state or {}).get("terminated") or {}
+            code, message = terminated.get("exitCode"), str(terminated.get("message") or "")
+            if code and terminated.get("reason") != OOM_KILLED and any(m in message for m in MEMORY_FAILURES):
+                return int(code)
+    return None
+
+
 def relaunches(oom_memory: dict[str, dict[str, Any]]) -> int:
     """How many relaunches with more memory ``status.oomMemory`` records, over all replicas."""
     return sum(int((entry or {}).get("relaunches") or 0) for entry in oom_memory.values())
@@ -184,11 +206,12 @@ def grown(current: int, p: Policy, node_bytes: Optional[int]) -> int:
     return size
 
 
-def no_room(replica: str, limit: int, p: Policy, node_bytes: Optional[int]) -> str:
-    """Why ``replica``, OOMKilled at ``limit``, gets no more memory (``grown`` did not grow)."""
+def no_room(replica: str, limit: int, p: Policy, node_bytes: Optional[int], how: str = "was OOMKilled") -> str:
+    """Why ``replica``, OOMKilled (or as ``how`` says) at ``limit``, gets no more memory
+    (``grown`` did not grow)."""
     if node_bytes is None or p.max_bytes is not None and limit >= p.max_bytes:
-        return f"replica {replica} was OOMKilled at the maximum memory {format_memory(limit)} ({c.ANNOTATION_OOM_MEMORY_MAX})"
-    return (f"replica {replica} was OOMKilled at {format_memory(limit)} and no node can hold more than "
+        return f"replica {replica} {how} at the maximum memory {format_memory(limit)} ({c.ANNOTATION_OOM_MEMORY_MAX})"
+    return (f"replica {replica} {how} at {format_memory(limit)} and no node can hold more than "
             f"{format_memory(_node_ceiling(node_bytes))}")
 
 
