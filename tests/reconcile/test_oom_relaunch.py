@@ -321,3 +321,68 @@ def test_an_oom_killed_pod_being_deleted_for_its_relaunch_is_neither_failed_nor_
     status = cluster.job["status"]
     assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(status)), status["conditions"]
     assert status["replicaStatuses"]["Worker"].get("failed", 0) == 0, status["replicaStatuses"]
+
+
+def climb_to_the_ceiling(cluster: Cluster, name: str, rungs: list[str]) -> None:
+    """``name`` is OOMKilled in place at each rung and relaunched with the next."""
+    for expected in rungs:
+        killed(cluster, name, in_place=True)
+        cluster.step(at(5))
+        cluster.step(at(6))
+        assert memory_of(cluster.pods[name])["limits"]["memory"] == expected
+        cluster.set_phase(name, "Running")
+        cluster.step(at(7))
+
+
+@pytest.mark.parametrize("restart", ["OnFailure", "Always", "ExitCode"])
+def test_a_replica_oom_killed_at_the_top_of_its_ladder_ends_the_job_whatever_restarts_it(restart: str) -> None:
+    """256Mi, 1Gi, then 2Gi, all a 2Gi node can give: OOMKilled there too, it can never fit.
+    Restarted in place at the same memory (no backoffLimit) it would loop for ever, so the
+    job fails and says why."""
+    cluster = started(job(restart, factor="4", maximum=None, memory={"limits": {"memory": "256Mi"}}))
+    cluster.node_memory = 2 * 1024**3  # the largest node: 2Gi
+    climb_to_the_ceiling(cluster, "mnist-worker-0", ["1Gi", "2Gi"])
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"]))
+
+    killed(cluster, "mnist-worker-0", in_place=restart != "ExitCode")
+    cluster.step(at(8))
+    failed = next(c for c in cluster.job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["status"] == "True"
+    assert failed["message"] == (
+        "Job mnist has failed: replica Worker-0 was OOMKilled at 2Gi and no node can hold more than 2Gi, after it "
+        "was relaunched with more memory 2 times: it cannot get the memory it needs")
+    assert cluster.job["status"]["oomMemory"] == {"Worker-0": {"memory": "2Gi", "previous": "1Gi", "relaunches": 2}}
+
+
+def test_a_replica_at_its_templates_memory_is_not_given_up_on_at_the_first_oom() -> None:
+    """Never relaunched (its template is at the maximum already): an OOM kill is a failure like
+    any other, left to the restart policy and backoffLimit."""
+    cluster = started(job("OnFailure", maximum="512Mi"))
+    killed(cluster, "mnist-worker-0", in_place=True)
+    cluster.step(at(5))
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"]))
+
+
+def test_a_replica_whose_allocation_is_refused_at_the_top_of_its_ladder_ends_the_job_too() -> None:
+    """At the top rung the process may get a refused allocation (MemoryError, exit 1) rather
+    than an OOM kill: restarted in place it would loop for ever just the same. Below the top,
+    or with a failure that is not about memory, the restart policy decides."""
+    cluster = started(job("OnFailure", factor="4", maximum=None, memory={"limits": {"memory": "256Mi"}}))
+    cluster.node_memory = 2 * 1024**3
+    climb_to_the_ceiling(cluster, "mnist-worker-0", ["1Gi", "2Gi"])
+    running(cluster, "mnist-worker-0", restarts=1, last="Error", code=1)
+    cluster.step(at(8))
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"]))
+
+    memory_error = {"exitCode": 1, "reason": "Error",
+                    "message": 'File "train.py", line 382, in train\n    ballast = bytearray(n)\nMemoryError\n'}
+    cs = {"name": "pytorch", "state": {"running": {}}, "restartCount": 2, "lastState": {"terminated": memory_error}}
+    cluster.set_phase("mnist-worker-1", "Running", containerStatuses=[cs])  # not relaunched: its template's memory
+    cluster.step(at(9))
+    assert not any(t == "Failed" and s == "True" for t, s, _ in conditions(cluster.job["status"]))
+    cluster.set_phase("mnist-worker-0", "Running", containerStatuses=[cs])
+    cluster.step(at(10))
+    failed = next(c for c in cluster.job["status"]["conditions"] if c["type"] == "Failed")
+    assert failed["message"] == (
+        "Job mnist has failed: replica Worker-0 ran out of memory (exit code 1, not OOMKilled) at 2Gi and no node "
+        "can hold more than 2Gi, after it was relaunched with more memory 2 times: it cannot get the memory it needs")

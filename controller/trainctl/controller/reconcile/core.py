@@ -100,9 +100,13 @@ def _active(p: Pass) -> None:
     lifecycle.start(p)
     counts = {rtype: replicas.count(p, rtype) for rtype in p.types}
     failure = job_limits.limit_failure(p, counts)
+    if failure is None and p.oom.cannot_fit:
+        failure = f"Job {p.name} has failed: " + "; ".join(p.oom.cannot_fit)
+    elif failure is not None:
+        failure = p.oom.with_cause(failure)
     if failure is not None:
         replicas.set_replica_statuses(p, counts)
-        lifecycle.fail(p, p.framework.limit_failure_reason, p.oom.with_cause(failure))
+        lifecycle.fail(p, p.framework.limit_failure_reason, failure)
         return
     may_create_pods = gang.reconcile(p)
     ctx = replicas.env_context(p)

@@ -14,7 +14,12 @@ another pass decides the same value: nothing grows twice for one kill.
 
 A relaunch is a restart of the replica (``status.restartCount``), but OOM kills a relaunch
 handles must not fail the job: the status counts the relaunches per replica, and
-backoffLimit leaves them out. Once the maximum is reached, OOMs count as any failure.
+backoffLimit leaves them out. Once the maximum is reached, OOMs count as any failure, except
+for a replica that climbed there: OOMKilled at every rung up to the ceiling, it can never
+fit, and restarting it in place at the same memory (OnFailure, no backoffLimit) would go on
+for ever; the job fails saying it cannot get the memory it needs. So does such a replica
+whose allocation is refused there instead (it exits, its log ending in a ``MemoryError`` or
+the like, but is not OOMKilled): it is just as short of memory.
 
 No rung asks for more than the largest node can give a pod (its allocatable memory): such a
 pod would stay Pending for ever. A replica OOMKilled at that size is at its ceiling, as at
@@ -152,6 +157,26 @@ def oom_killed(pod: dict[str, Any], container: str) -> bool:
     return False
 
 
+# What a process says as it dies for want of host memory when the allocation is refused
+# instead of the process being OOMKilled (Python, glibc's strerror(ENOMEM), torch's CPU
+# allocator, C++): the end of its log, which the kubelet puts in the terminated state's message.
+MEMORY_FAILURES = ("MemoryError", "Cannot allocate memory", "can't allocate memory", "std::bad_alloc")
+
+
+def memory_failure(pod: dict[str, Any], container: str) -> Optional[int]:
+    """The exit code of the framework container's last failure when its message says it ran
+    out of memory without being OOMKilled (a refused allocation), else None."""
+    for cs in (pod.get("status") or {}).get("containerStatuses") or []:
+        if cs.get("name") != container:
+            continue
+        for state in (cs.get("state"), cs.get("lastState")):
+            terminated = (state or {}).get("terminated") or {}
+            code, message = terminated.get("exitCode"), str(terminated.get("message") or "")
+            if code and terminated.get("reason") != OOM_KILLED and any(m in message for m in MEMORY_FAILURES):
+                return int(code)
+    return None
+
+
 def relaunches(oom_memory: dict[str, dict[str, Any]]) -> int:
     """How many relaunches with more memory ``status.oomMemory`` records, over all replicas."""
     return sum(int((entry or {}).get("relaunches") or 0) for entry in oom_memory.values())
@@ -181,12 +206,28 @@ def grown(current: int, p: Policy, node_bytes: Optional[int]) -> int:
     return size
 
 
-def no_room(replica: str, limit: int, p: Policy, node_bytes: Optional[int]) -> str:
-    """Why ``replica``, OOMKilled at ``limit``, gets no more memory (``grown`` did not grow)."""
+def no_room(replica: str, limit: int, p: Policy, node_bytes: Optional[int], how: str = "was OOMKilled") -> str:
+    """Why ``replica``, OOMKilled (or as ``how`` says) at ``limit``, gets no more memory
+    (``grown`` did not grow)."""
     if node_bytes is None or p.max_bytes is not None and limit >= p.max_bytes:
-        return f"replica {replica} was OOMKilled at the maximum memory {format_memory(limit)} ({c.ANNOTATION_OOM_MEMORY_MAX})"
-    return (f"replica {replica} was OOMKilled at {format_memory(limit)} and no node can hold more than "
+        return f"replica {replica} {how} at the maximum memory {format_memory(limit)} ({c.ANNOTATION_OOM_MEMORY_MAX})"
+    return (f"replica {replica} {how} at {format_memory(limit)} and no node can hold more than "
             f"{format_memory(_node_ceiling(node_bytes))}")
+
+
+def climbed_to(entry: Optional[dict[str, Any]], limit: int) -> int:
+    """How many relaunches with more memory brought a replica to ``limit`` (its
+    ``status.oomMemory`` entry); 0 when it runs with its template's memory."""
+    if not entry or parse_memory(entry.get("memory")) != limit:
+        return 0
+    return int(entry.get("relaunches") or 0)
+
+
+def cannot_fit(at_ceiling: str, relaunched: int) -> str:
+    """Why a job ends: a replica climbed the ladder to its ceiling (``at_ceiling``, from
+    :func:`no_room`) and was OOMKilled there too."""
+    times = "once" if relaunched == 1 else f"{relaunched} times"
+    return f"{at_ceiling}, after it was relaunched with more memory {times}: it cannot get the memory it needs"
 
 
 def with_memory(pod: dict[str, Any], container: str, memory: str, previous: str) -> dict[str, Any]:
@@ -222,13 +263,16 @@ class Relaunches:
     ``memory`` is ``status.oomMemory`` as this pass leaves it; ``relaunch`` maps the uid of a
     pod to replace to (type, index, limit, new limit); ``replacing`` holds the uids of
     OOMKilled pods already being deleted for a relaunch; ``at_max`` says why memory ended a
-    replica, for the failure message.
+    replica, for the failure message; ``cannot_fit`` the replicas that climbed the ladder to
+    its ceiling and were OOMKilled there: the job ends, whatever its restart policy, as no
+    restart can give them more.
     """
 
     memory: dict[str, dict[str, Any]] = field(default_factory=dict)
     relaunch: dict[str, tuple[str, int, int, int]] = field(default_factory=dict)
     replacing: set[str] = field(default_factory=set)
     at_max: list[str] = field(default_factory=list)
+    cannot_fit: list[str] = field(default_factory=list)
 
     def handles(self, pod: dict[str, Any]) -> bool:
         """Whether ``pod`` is replaced for an OOM kill, in this pass or by a delete under way."""

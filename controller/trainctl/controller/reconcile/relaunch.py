@@ -28,7 +28,10 @@ def find_oom_killed(p: Pass) -> None:
     for rtype in p.types:
         duplicated = p.pods.duplicated(rtype)
         for index, pod in p.pods.slots(rtype).items():
-            if index in duplicated or p.is_lost(pod) or not oom.oom_killed(pod, container):
+            if index in duplicated or p.is_lost(pod):
+                continue
+            if not oom.oom_killed(pod, container):
+                _refused_at_the_top(p, policy, rtype, index, pod)
                 continue
             limit = oom.memory_limit(pod.get("spec") or {}, container)
             if limit is None:
@@ -40,7 +43,27 @@ def find_oom_killed(p: Pass) -> None:
             elif grown > limit:
                 found.relaunch[uid] = (rtype, index, limit, grown)
             elif not is_terminating(pod):
-                found.at_max.append(oom.no_room(f"{rtype}-{index}", limit, policy, p.observed.node_memory))
+                key = f"{rtype}-{index}"
+                at_ceiling = oom.no_room(key, limit, policy, p.observed.node_memory)
+                found.at_max.append(at_ceiling)
+                relaunched = oom.climbed_to(found.memory.get(key), limit)
+                if relaunched and p.specs[rtype].restart_policy != "Never":  # Never: the pod's failure ends the job
+                    found.cannot_fit.append(oom.cannot_fit(at_ceiling, relaunched))
+
+
+def _refused_at_the_top(p: Pass, policy: oom.Policy, rtype: str, index: int, pod: dict[str, Any]) -> None:
+    """A replica at the top of its climbed ladder whose allocation was refused (it exited for
+    want of memory without an OOM kill) can never fit either."""
+    code = oom.memory_failure(pod, p.framework.container)
+    limit = oom.memory_limit(pod.get("spec") or {}, p.framework.container)
+    if code is None or limit is None or is_terminating(pod) or p.specs[rtype].restart_policy == "Never":
+        return
+    key = f"{rtype}-{index}"
+    relaunched = oom.climbed_to(p.oom.memory.get(key), limit)
+    if relaunched and oom.grown(limit, policy, p.observed.node_memory) <= limit:
+        how = f"ran out of memory (exit code {code}, not OOMKilled)"
+        p.oom.cannot_fit.append(oom.cannot_fit(oom.no_room(key, limit, policy, p.observed.node_memory, how),
+                                               relaunched))
 
 
 def relaunch_oom_killed(p: Pass, rtype: str, pod: dict[str, Any]) -> bool:
