@@ -153,6 +153,19 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
             command.add_argument(option.flag, dest=option.dest, metavar=option.metavar, help=option.help)
         command.set_defaults(func=run_node, node_command=fault.name)
 
+    from trainctl.cluster.faults import POD_FAULTS
+
+    pod = commands.add_parser("pod", help=f"hang or resume one pod: {', '.join(POD_FAULTS)}",
+                              description="Pod failures that do not announce themselves.")
+    pod_actions = pod.add_subparsers(dest="pod_command", metavar="{" + ",".join(POD_FAULTS) + "}")
+    pod.set_defaults(func=_print_help(pod))
+    for pod_fault in POD_FAULTS.values():
+        command = pod_actions.add_parser(pod_fault.name, help=pod_fault.help, description=pod_fault.help)
+        command.add_argument("name", help="pod name")
+        command.add_argument("-n", "--namespace", default="default", help="the pod's namespace (default: default)")
+        command.add_argument("--dir", default=None, help=dir_help)
+        command.set_defaults(func=run_pod, pod_command=pod_fault.name)
+
     kubelet = commands.add_parser("kubelet")  # hidden: `up` starts it
     kubelet_arguments(kubelet)
     kubelet.set_defaults(func=run_kubelet)
@@ -310,9 +323,26 @@ def run_node(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- pod -----------------------------------------------------------------------------------
+def run_pod(args: argparse.Namespace) -> int:
+    from trainctl.cluster.faults import POD_FAULTS
+    from trainctl.cluster.machines import NodeError
+
+    directory = Path(args.dir or _default_dir()).expanduser().resolve()
+    fault = POD_FAULTS[args.pod_command]
+    try:
+        fault(directory, args.namespace, args.name)
+    except NodeError as exc:
+        _say(str(exc))
+        return 1
+    print(fault.outcome.format(pod=f"{args.namespace}/{args.name}"))
+    return 0
+
+
 # --- status --------------------------------------------------------------------------------
 def run_status(args: argparse.Namespace) -> int:
     from trainctl.cluster import machines
+    from trainctl.cluster.faults import degrade
     from trainctl.cluster.local_cluster import SUPERVISOR_PID, find_leftovers
     from trainctl.cluster.pidfiles import read_pid_file
     from trainctl.kube.client import ApiError, KubeClient
@@ -336,7 +366,9 @@ def run_status(args: argparse.Namespace) -> int:
     for name in ("apiserver", *router, "scheduler", *(spec.component for spec in specs), "controlplane", "controller"):
         pid = read_pid_file(directory / "run" / f"{name}.pid")
         print(f"  {name:<11} {'running, pid ' + str(pid) if pid else 'not running'}")
-    machine = {spec.name: machines.node_state(directory, spec.name) for spec in specs}
+    machine = {spec.name: ", ".join(filter(None, (machines.node_state(directory, spec.name),
+                                                  degrade.describe(degrade.degradation(directory, spec.name)))))
+               for spec in specs}
     try:
         client = KubeClient.from_kubeconfig(str(directory / "kubeconfig"), qps=0, max_attempts=1)
         print(f"API server: {client.host}   (export KUBECONFIG={directory / 'kubeconfig'})")

@@ -339,9 +339,14 @@ class LocalCluster:
         return self.network_mode
 
     # --- node faults (trainctl local node ...): this cluster is their NodeHost --------------
-    def fault(self, kind: str, node: str) -> None:
-        """Apply the registered node fault ``kind`` (:data:`.faults.NODE_FAULTS`) to ``node``."""
-        faults.NODE_FAULTS[kind](self, node)
+    def fault(self, kind: str, node: str, **options: Any) -> None:
+        """Apply the registered node fault ``kind`` (:data:`.faults.NODE_FAULTS`) to ``node``,
+        with its flags' values (``cluster.fault("degrade", node, cpu=20)``)."""
+        faults.NODE_FAULTS[kind](self, node, options)
+
+    def pod_fault(self, kind: str, namespace: str, pod: str) -> None:
+        """Apply the pod fault ``kind`` (:data:`.faults.POD_FAULTS`: freeze, thaw) to a pod."""
+        faults.POD_FAULTS[kind](self.directory, namespace, pod)
 
     def kill_node(self, name: str) -> None:
         self.fault("kill", name)
@@ -446,6 +451,7 @@ class LocalCluster:
             machines.write_nodes(self.directory, self.nodes)
             for spec in self.nodes:
                 machines.set_state(self.directory, spec.name, "")
+                faults.forget_degradation(self.directory, spec.name)
             kubelets = [*self.kubelets.values(), *([self.hollow] if self.hollow else [])]
             for kubelet in kubelets:
                 kubelet.launch()  # their start-up overlaps the CRD installation
@@ -482,6 +488,7 @@ class LocalCluster:
                 client.close()
             for name in gone:
                 machines.set_state(self.directory, name, "")
+                faults.forget_degradation(self.directory, name)
 
     def install_crds(self) -> list[str]:
         """Apply every CRD trainctl serves (create, or replace when it exists)."""

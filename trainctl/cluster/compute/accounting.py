@@ -63,5 +63,9 @@ class Enforcer(Protocol):
     def node_usage(self) -> Usage:
         """The sum over this node's containers (NodeMetrics)."""
 
+    def cap_cpu(self, percent: Optional[int]) -> None:
+        """Hold every container, running or started later, to ``percent`` of its CPU limit or
+        of one core (None: lift); :class:`~.cpu_cap.CpuCapUnsupported` where CPU is not enforced."""
+
     def close(self) -> None:
         """Release the node's groups (containers must have been closed)."""

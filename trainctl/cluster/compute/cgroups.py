@@ -29,6 +29,7 @@ from typing import Callable, Iterable, Optional
 
 from trainctl.cluster.compute.accounting import Usage
 from trainctl.cluster.compute.container_limits import ContainerLimits
+from trainctl.cluster.compute.cpu_cap import capped_millicores
 
 CFS_PERIOD_US = 100_000
 OOM_KILL_COUNTED_WITHIN = 2.0  # seconds from a v1 OOM notification to its kill in memory.oom_control
@@ -144,8 +145,9 @@ def _remove_node(node: Path) -> None:
 class _CgroupGroup:
     """One container run's group, in one directory per hierarchy used."""
 
-    def __init__(self, directories: Iterable[Path]) -> None:
+    def __init__(self, directories: Iterable[Path], limits: ContainerLimits) -> None:
         self.directories = list(dict.fromkeys(directories))
+        self.limits = limits
         self._procs_files: list[int] = []
         self._final: Optional[tuple[Usage, bool]] = None  # read just before the group is removed
         for directory in self.directories:
@@ -179,6 +181,14 @@ class _CgroupGroup:
 
     join = add  # a group holds any number of processes
 
+    @property
+    def closed(self) -> bool:
+        return self._final is not None
+
+    def set_cpu(self, millicores: Optional[int]) -> None:
+        """Limit the container to ``millicores`` of CPU time (None: unlimited)."""
+        raise NotImplementedError
+
     def usage(self) -> Usage:
         return self._final[0] if self._final else self._read_usage()
 
@@ -211,16 +221,21 @@ def _working_set(usage: int, stat: dict[str, int], inactive_file_key: str) -> in
 
 class CgroupV1Group(_CgroupGroup):
     def __init__(self, *, memory: Path, cpu: Path, cpuacct: Path, limits: ContainerLimits) -> None:
-        super().__init__([memory, cpu, cpuacct])
+        super().__init__([memory, cpu, cpuacct], limits)
         self._memory, self._cpuacct = memory, cpuacct
         if limits.memory_bytes is not None:
             with contextlib.suppress(OSError):  # refused when the parent has children in use
                 _write(memory / "memory.swappiness", "0")
             _write(memory / "memory.limit_in_bytes", str(limits.memory_bytes))
             self._watch_oom()
+        self._cpu = cpu
         if limits.cpu_millicores is not None:
-            _write(cpu / "cpu.cfs_period_us", str(CFS_PERIOD_US))
-            _write(cpu / "cpu.cfs_quota_us", str(cfs_quota_us(limits.cpu_millicores)))
+            self.set_cpu(limits.cpu_millicores)
+
+    def set_cpu(self, millicores: Optional[int]) -> None:
+        if millicores is not None:
+            _write(self._cpu / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+        _write(self._cpu / "cpu.cfs_quota_us", "-1" if millicores is None else str(cfs_quota_us(millicores)))
 
     def _watch_oom(self) -> None:
         """Kill the whole container on its first OOM kill (v2's ``memory.oom.group``).
@@ -286,7 +301,7 @@ def v1_usage(*, memory: Path, cpuacct: Path) -> Usage:
 
 class CgroupV2Group(_CgroupGroup):
     def __init__(self, directory: Path, *, limits: ContainerLimits) -> None:
-        super().__init__([directory])
+        super().__init__([directory], limits)
         self._directory = directory
         if limits.memory_bytes is not None:
             _write(directory / "memory.max", str(limits.memory_bytes))
@@ -294,7 +309,11 @@ class CgroupV2Group(_CgroupGroup):
                 with contextlib.suppress(OSError):  # no swap controller; a kernel before 4.19
                     _write(directory / name, value)
         if limits.cpu_millicores is not None:
-            _write(directory / "cpu.max", f"{cfs_quota_us(limits.cpu_millicores)} {CFS_PERIOD_US}")
+            self.set_cpu(limits.cpu_millicores)
+
+    def set_cpu(self, millicores: Optional[int]) -> None:
+        quota = "max" if millicores is None else str(cfs_quota_us(millicores))
+        _write(self._directory / "cpu.max", f"{quota} {CFS_PERIOD_US}")
 
     def _read_usage(self) -> Usage:
         return v2_usage(self._directory)
@@ -316,6 +335,30 @@ def v2_usage(directory: Path) -> Usage:
 def cfs_quota_us(millicores: int) -> int:
     """CPU time per CFS period for a limit in millicores (the kernel's minimum is 1 ms)."""
     return max(1000, millicores * CFS_PERIOD_US // 1000)
+
+
+class _CpuCaps:
+    """A node's live container groups and the CPU cap they are held to (:mod:`.cpu_cap`)."""
+
+    def __init__(self) -> None:
+        self.percent: Optional[int] = None
+        self._groups: list[_CgroupGroup] = []
+        self._lock = threading.Lock()
+
+    def track(self, group: _CgroupGroup) -> None:
+        with self._lock:
+            self._groups = [g for g in self._groups if not g.closed]
+            self._groups.append(group)
+            if self.percent is not None:
+                group.set_cpu(capped_millicores(group.limits.cpu_millicores, self.percent))
+
+    def cap(self, percent: Optional[int]) -> None:
+        with self._lock:
+            self.percent = percent
+            for group in self._groups:
+                if not group.closed:
+                    with contextlib.suppress(FileNotFoundError):  # its container ended meanwhile
+                        group.set_cpu(capped_millicores(group.limits.cpu_millicores, percent))
 
 
 def node_path(*, cluster: str, node: str) -> Path:
@@ -344,6 +387,7 @@ class CgroupV1Enforcer:
         self._mounts = mounts
         self._nodes = {controller: mounts[controller] / relative for controller in V1_CONTROLLERS}
         self._relative = relative
+        self._caps = _CpuCaps()
         try:
             for directory in dict.fromkeys(self._nodes.values()):
                 _make(directory)
@@ -364,8 +408,13 @@ class CgroupV1Enforcer:
                 f"(CFS quota) enforced by the kernel")
 
     def container(self, pod_uid: str, container: str, limits: ContainerLimits) -> CgroupV1Group:
-        return CgroupV1Group(**{controller: node / pod_uid / container for controller, node in self._nodes.items()},
-                             limits=limits)
+        group = CgroupV1Group(**{controller: node / pod_uid / container for controller, node in self._nodes.items()},
+                              limits=limits)
+        self._caps.track(group)
+        return group
+
+    def cap_cpu(self, percent: Optional[int]) -> None:
+        self._caps.cap(percent)
 
     def node_usage(self) -> Usage:
         return v1_usage(memory=self._nodes["memory"], cpuacct=self._nodes["cpuacct"])
@@ -380,6 +429,7 @@ class CgroupV2Enforcer:
 
     def __init__(self, mount: Path, *, cluster: str, node: str) -> None:
         self._node = mount / node_path(cluster=cluster, node=node)
+        self._caps = _CpuCaps()
         try:
             _make(self._node)
             _remove_tree(self._node, keep_top=True)
@@ -398,7 +448,12 @@ class CgroupV2Enforcer:
         pod = self._node / pod_uid
         _make(pod)
         _write(pod / "cgroup.subtree_control", ENABLE_V2_CONTROLLERS)
-        return CgroupV2Group(pod / container, limits=limits)
+        group = CgroupV2Group(pod / container, limits=limits)
+        self._caps.track(group)
+        return group
+
+    def cap_cpu(self, percent: Optional[int]) -> None:
+        self._caps.cap(percent)
 
     def node_usage(self) -> Usage:
         return v2_usage(self._node)

@@ -21,6 +21,7 @@ import psutil
 
 from trainctl.cluster.compute.accounting import ZERO_USAGE, Usage
 from trainctl.cluster.compute.container_limits import ContainerLimits
+from trainctl.cluster.compute.cpu_cap import CpuCapUnsupported
 
 DEFAULT_INTERVAL = 0.25
 
@@ -140,6 +141,11 @@ class PollingEnforcer:
         with self._lock:
             self._groups.add(group)
         return group
+
+    def cap_cpu(self, percent: Optional[int]) -> None:
+        if percent is not None:
+            raise CpuCapUnsupported("this node enforces no CPU limits (no writable cgroup cpu controller: its "
+                                    "resource enforcer polls the process tree)")
 
     def _forget(self, group: PolledGroup) -> None:
         with self._lock:

@@ -2,21 +2,26 @@
 
 Each kind is a :class:`~.fault.NodeFault` in a module of its own with the kind that undoes it
 (:mod:`.kill`: kill and start, :mod:`.freeze`: freeze and thaw, :mod:`.partition`: partition
-and heal), registered below with one line. ``trainctl local node`` makes a subcommand of
+and heal, :mod:`.degrade`: degrade and restore), registered below with one line. ``trainctl local node`` makes a subcommand of
 every registered kind, :class:`~trainctl.cluster.local_cluster.LocalCluster` applies them
 in-process (``cluster.fault("kill", node)``), and the tests use both. What the user did to a
 node is kept in its state file (:func:`trainctl.cluster.machines.node_state`): the supervisor
 leaves a killed node down and ``trainctl local status`` says it.
+
+Faults of one pod (:data:`POD_FAULTS`, :mod:`.pod_freeze`: freeze and thaw, a hung rank on a
+healthy node) are ``trainctl local pod`` and ``LocalCluster.pod_fault``.
 
 docs/architecture.md ("Adding a node fault") says how to add one.
 """
 
 from __future__ import annotations
 
+from trainctl.cluster.faults.degrade import DEGRADE, RESTORE, forget_degradation
 from trainctl.cluster.faults.fault import FaultFlag, NodeFault, NodeHost
 from trainctl.cluster.faults.freeze import FREEZE, THAW, thaw_frozen
 from trainctl.cluster.faults.kill import KILL, START
 from trainctl.cluster.faults.partition import HEAL, PARTITION
+from trainctl.cluster.faults.pod_freeze import POD_FAULTS, PodFault
 
 NODE_FAULTS: dict[str, NodeFault] = {}
 
@@ -34,5 +39,8 @@ register(THAW)
 register(START)
 register(PARTITION)
 register(HEAL)
+register(DEGRADE)
+register(RESTORE)
 
-__all__ = ["NODE_FAULTS", "FaultFlag", "NodeFault", "NodeHost", "register", "thaw_frozen"]
+__all__ = ["NODE_FAULTS", "POD_FAULTS", "FaultFlag", "NodeFault", "NodeHost", "PodFault", "forget_degradation", "register",
+           "thaw_frozen"]

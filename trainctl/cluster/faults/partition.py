@@ -21,18 +21,19 @@ def refuse_partitioned(directory: Path, name: str) -> None:
         raise NodeError(f"node {name} is partitioned; heal it first: trainctl local node heal {name}")
 
 
-def _router(directory: Path, message: dict[str, str]) -> None:
+def ask_router(directory: Path, message: dict[str, object], what: str = "partition") -> None:
+    """One request to the cluster's network router; its refusal as a :class:`NodeError`."""
     try:
         control.request(directory, message)
     except control.RouterError as exc:
-        raise NodeError(f"{exc} (partition needs the isolated pod network: trainctl local up --network isolated)") from None
+        raise NodeError(f"{exc} ({what} needs the isolated pod network: trainctl local up --network isolated)") from None
 
 
 def partition_node(directory: Path, name: str) -> None:
     find_node(directory, name)
     if node_state(directory, name):
         raise NodeError(f"node {name} is {node_state(directory, name)}")
-    _router(directory, {"op": "partition", "node": name})
+    ask_router(directory, {"op": "partition", "node": name})
     set_state(directory, name, PARTITIONED)
 
 
@@ -40,7 +41,7 @@ def heal_node(directory: Path, name: str) -> None:
     find_node(directory, name)
     if node_state(directory, name) != PARTITIONED:
         raise NodeError(f"node {name} is not partitioned")
-    _router(directory, {"op": "heal", "node": name})
+    ask_router(directory, {"op": "heal", "node": name})
     set_state(directory, name, "")
 
 

@@ -1,5 +1,6 @@
 """Signals to a node's processes: its kubelet (``run/<component>.pid``) and the process groups
-of its pods (``kubelet/<node>/processes``), as the kill and freeze faults send them."""
+of its pods (``kubelet/<node>/processes``), as the kill and freeze faults send them, or one
+pod's (the pod faults)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 from trainctl.cluster.kubelet.kubelet import processes_dir
 from trainctl.cluster.kubelet.runtime import (
+    ProcessRecord,
     ProcessRegistry,
     marked_processes,
     process_start_time,
@@ -24,6 +26,11 @@ def signal_kubelet(directory: Path, spec: NodeSpec, signum: int) -> bool:
 def signal_pods(directory: Path, spec: NodeSpec, signum: int) -> int:
     """Signal every recorded process group of the node's pods; how many."""
     return signal_live(ProcessRegistry(processes_dir(directory, spec.name)).records(), signum)
+
+
+def pod_processes(directory: Path, node: str, pod_uid: str) -> list[ProcessRecord]:
+    """The recorded process groups of one pod's containers on ``node``."""
+    return [record for record in ProcessRegistry(processes_dir(directory, node)).records() if record.pod_uid == pod_uid]
 
 
 def signal_node(directory: Path, spec: NodeSpec, signum: int) -> int:

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Optional, cast
 
 from trainctl.cluster.compute import enforcer as enforcers
+from trainctl.cluster.compute.cpu_cap import CapWatcher
 from trainctl.cluster.kubelet import node as nodes
 from trainctl.cluster.kubelet import paths, podspec, thaw
 from trainctl.cluster.kubelet.base_env import HOME_DIRECTORY, base_environment
@@ -150,6 +151,7 @@ class Kubelet:
         self.enforcer = enforcers.detect(cluster=enforcers.cluster_key(config.directory), node=config.node_name,
                                          force=config.resource_enforcer)
         log.info("resource limits: %s", self.enforcer.describe())
+        self.cpu_cap = CapWatcher(config.directory, config.node_name, self.enforcer)
         self.backoff_base = config.backoff_base
         self.backoff_cap = config.backoff_cap
         isolated = config.network == isolation.ISOLATED
@@ -217,6 +219,7 @@ class Kubelet:
         killed = self.registry.kill_leftovers()
         if killed:
             log.info("stopped %d process group(s) left by a previous kubelet", len(killed))
+        self.cpu_cap.start()  # a degraded node's cap holds before its first pod runs
         if isinstance(self.network, IsolatedNetwork):
             self.network.attach()
         if self.api_path is not None:
@@ -249,6 +252,7 @@ class Kubelet:
         for stopper in stoppers:
             stopper.join()
         self.usage.stop()
+        self.cpu_cap.stop()
         self.registry.kill_leftovers()
         self.enforcer.close()
         self.heartbeat.stop()

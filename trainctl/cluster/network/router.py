@@ -43,7 +43,7 @@ from typing import Any, Optional
 from trainctl.cluster import unixsock
 from trainctl.cluster.apiserver import system_objects
 from trainctl.cluster.apiserver.process import UNIX_SOCKET
-from trainctl.cluster.network import control, nat
+from trainctl.cluster.network import control, degrade, nat
 from trainctl.cluster.network.proxy import Backend, Frontend, ServiceProxy
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,7 @@ class Node:
     cidr: ipaddress.IPv4Network
     state: str = ""  # "", PARTITIONED or HEALING
     relays: set["Relay"] = field(default_factory=set)
+    links: degrade.LinkFaults = degrade.LinkFaults()  # its pods' links: lossy or slow (``node degrade``)
 
     @property
     def gateway(self) -> str:
@@ -190,6 +191,8 @@ class Router:
         self._applied: Optional[tuple[Any, ...]] = None
         self._apply_lock = threading.Lock()
         self._listener: Optional[socket.socket] = None
+        self._degrade_lock = threading.Lock()
+        self._netem_missing: Optional[str] = None  # why packets cannot be delayed here, once asked
 
     # --- start and stop ---------------------------------------------------------------------
     def start(self) -> None:
@@ -324,6 +327,59 @@ class Router:
         log.info("node %s healed: %d pod link(s) up", node.name, len(links))
         return {"restored": len(links)}, None
 
+    def op_degrade(self, message: Message) -> tuple[Message, None]:
+        """The node's pods' links lose ``loss`` percent of their packets and delay them by
+        ``delay_ms`` (each absent: unchanged; 0: lifted), now and for pods started later."""
+        with self._degrade_lock:
+            with self._lock:
+                node = self._node(str(message["node"]))
+                old = node.links
+            links = degrade.LinkFaults(loss=int(message.get("loss", old.loss)),
+                                       delay_ms=int(message.get("delay_ms", old.delay_ms)))
+            if not 0 <= links.loss <= 100 or links.delay_ms < 0:
+                raise NetworkSetupError(f"bad link degradation {links}")
+            if links.delay_ms and not old.delay_ms:
+                if self._netem_missing is None:
+                    self._netem_missing = degrade.netem_missing() or ""
+                if self._netem_missing:
+                    raise NetworkSetupError(self._netem_missing)
+            with self._lock:
+                node.links = links
+                veths = [s.veth for s in self._sandboxes.values() if s.node == node.name]
+            try:
+                self._apply_loss()
+                if links.delay_ms != old.delay_ms:
+                    for veth in veths:
+                        self._delay(veth, links.delay_ms)
+            except (OSError, NetworkSetupError):
+                with self._lock:
+                    node.links = old
+                self._apply_loss()
+                raise
+        log.info("node %s: pod links lose %d%% and are delayed %d ms (%d link(s))", node.name, links.loss,
+                 links.delay_ms, len(veths))
+        return {"pods": len(veths)}, None
+
+    def _apply_loss(self) -> None:
+        with self._lock:
+            lossy = {node.name: (node.links.loss, [s.veth for s in self._sandboxes.values() if s.node == node.name])
+                     for node in self._nodes.values() if node.links.loss}
+        degrade.apply_loss(lossy)
+
+    def _delay(self, veth: str, delay_ms: int) -> None:
+        error = degrade.set_delay(veth, delay_ms)
+        if error and delay_ms:
+            raise NetworkSetupError(f"delay on {veth}: {error}")
+
+    def _links_changed(self, node_name: str) -> None:
+        """A pod of ``node_name`` came or went: its node's degradation covers exactly its pods."""
+        with self._lock:
+            node = self._nodes.get(node_name)
+            links = node.links if node is not None else degrade.LinkFaults()
+        if links.loss:
+            with self._degrade_lock, contextlib.suppress(OSError):
+                self._apply_loss()
+
     def op_status(self, _message: Message) -> tuple[Message, None]:
         with self._lock:
             return {"nodes": {n.name: {"state": n.state, "cidr": str(n.cidr), "bridge": n.bridge}
@@ -368,6 +424,9 @@ class Router:
             with self._lock:
                 self._sandboxes[uid] = sandbox
                 up = node.state != PARTITIONED
+            if node.links.delay_ms:
+                self._delay(veth, node.links.delay_ms)
+            self._links_changed(node.name)  # before its link is up: a lossy node's pod is never spared
             if up:  # a pod started on a partitioned node waits for the heal like the others
                 self._link(veth, up=True)
         except BaseException:
@@ -380,6 +439,7 @@ class Router:
             sandbox = self._sandboxes.pop(str(message["uid"]), None)
         if sandbox is not None:
             self._release(sandbox)
+            self._links_changed(sandbox.node)
         return {}, None
 
     def _release(self, sandbox: Sandbox) -> None:
