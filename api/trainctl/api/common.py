@@ -226,6 +226,21 @@ class OOMMemory(WireModel):
     )
 
 
+class NodeCheckOutcome(WireModel):
+    """trainctl: how one node's last node check went (annotation trainctl.io/node-check)."""
+
+    result: Optional[str] = Field(
+        None, description="trainctl: passed, straggler (kept), or why the node was tainted: node-check-failed, "
+                          "unreachable, straggler.")
+    pod: Optional[str] = None
+    pod_uid: Optional[str] = Field(None, alias="podUID")
+    time: Optional[Time] = None
+    allgather_seconds: Optional[float] = None
+    matmul_seconds: Optional[float] = None
+    median_seconds: Optional[float] = None
+    error: Optional[str] = None
+
+
 class JobStatus(WireModel):
     """What the controller observed; written through the status subresource only."""
 
@@ -248,6 +263,8 @@ class JobStatus(WireModel):
             "being OOMKilled (annotations trainctl.io/oom-memory-factor and -max), and the one before."
         ),
     )
+    node_check: Optional[dict[str, NodeCheckOutcome]] = Field(
+        None, description="trainctl: per node, the outcome of the last node check of the job's pods there.")
 
 
 # --- what the generic code reads of any kind's job --------------------------------------------

@@ -42,6 +42,9 @@ MAX_ROUNDS = 4
 ALLGATHER_ELEMENTS = 1 << 18
 MATMUL_SIZE = 128
 MATMUL_ROUNDS = 200
+# Many short runs, the best of them: on a crowded machine one of them finds a free core, while
+# a CPU cap below one core throttles every run (each needs more than a period's quota).
+MATMUL_REPEATS = 15
 # Below this much above the median, a slower pod is noise on a busy machine, not a straggler.
 STRAGGLER_MARGIN_SECONDS = 0.05
 REPEATS = 5
@@ -74,12 +77,11 @@ class Settings:
 
 
 def matmul_seconds() -> float:
-    """The best of a few runs of a fixed single-threaded work (~0.05 s on a free core): long
-    enough for a CPU cap to show, the best so a busy neighbour does not make a straggler."""
+    """The best of many runs of a fixed single-threaded work (~35 ms each on a free core)."""
     torch.set_num_threads(1)
     b = torch.rand(MATMUL_SIZE, MATMUL_SIZE)
     best = float("inf")
-    for _ in range(REPEATS):
+    for _ in range(MATMUL_REPEATS):
         a = torch.rand(MATMUL_SIZE, MATMUL_SIZE)
         started = time.perf_counter()
         for _ in range(MATMUL_ROUNDS):
