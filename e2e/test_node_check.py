@@ -24,7 +24,7 @@ from tests.support.cluster import E2E, scratch_cluster
 from tests.support.conditions import condition
 from tests.support.samples import load_sample
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]  # torch starts slowly on a loaded machine
 
 DDP = "pytorch-ddp"
 PODS = (f"{DDP}-master-0", f"{DDP}-worker-0", f"{DDP}-worker-1")

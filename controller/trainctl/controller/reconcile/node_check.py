@@ -119,7 +119,7 @@ class Report:
     def numbers(self) -> str:
         """The measured times, for an Event."""
         if self.matmul is None:
-            return "no times measured" + (f" ({self.error})" if self.error else "")
+            return "no times measured"
         text = f"allgather {self.allgather or 0.0:.3f}s, matmul {self.matmul:.3f}s"
         if self.median is not None:
             text += f" (median allgather+matmul of the check {self.median:.3f}s)"
