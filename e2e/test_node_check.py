@@ -113,19 +113,19 @@ def test_a_healthy_job_with_the_check_passes_on_every_node_and_trains(env: E2E) 
     passed = job_events(env, "NodeCheckPassed")
     assert len(passed) == 3 and all("allgather" in m and "matmul" in m for m in passed), passed
     assert tainted(env) == {} and job_events(env, "NodeCheckFailed") == []
-    assert {entry["result"] for entry in finished["status"]["nodeCheck"].values()} <= {"passed", "straggler"}
-    assert len(finished["status"]["nodeCheck"]) == 3
+    outcomes = [entry["result"] for pods in finished["status"]["nodeCheck"].values() for entry in pods.values()]
+    assert len(outcomes) == 3 and set(outcomes) <= {"passed", "straggler"}, finished["status"]["nodeCheck"]
 
 
 def test_a_node_with_a_dead_data_link_is_tainted_and_the_job_trains_on_the_others(env: E2E) -> None:
     bad, finished, blamed = run_with_a_bad_node(env, {"net_loss": 100})
     assert list(tainted(env)) == [bad]  # no healthy partner is blamed
     assert blamed and all(f"Node {bad} failed the node check" in m for m in blamed), blamed
-    assert finished["status"]["nodeCheck"][bad]["result"] in ("node-check-failed", "unreachable")
+    assert {e["result"] for e in finished["status"]["nodeCheck"][bad].values()} <= {"node-check-failed", "unreachable"}
 
 
 def test_a_cpu_capped_node_is_a_straggler_tainted_and_the_job_trains_on_the_others(env: E2E) -> None:
     bad, finished, blamed = run_with_a_bad_node(env, {"cpu": 20})
     assert tainted(env) == {bad: "straggler"}
     assert blamed and all(f"Node {bad} failed the node check" in m and "matmul" in m for m in blamed), blamed
-    assert finished["status"]["nodeCheck"][bad]["result"] == "straggler"
+    assert {e["result"] for e in finished["status"]["nodeCheck"][bad].values()} == {"straggler"}

@@ -104,8 +104,8 @@ def test_a_node_that_failed_is_tainted_named_with_its_times_and_the_static_job_r
     assert sorted(ref.name for ref in plan.deletes) == ["mnist-master-0", "mnist-worker-0", "mnist-worker-1"]
     assert all("node node-2 failed the node check" in delete_events(ref).success.message for ref in plan.deletes)
     status = cluster.job["status"]
-    assert status["nodeCheck"]["node-2"]["result"] == "node-check-failed"
-    assert status["nodeCheck"]["node-0"]["matmulSeconds"] == 0.05
+    assert status["nodeCheck"]["node-2"]["mnist-worker-1"]["result"] == "node-check-failed"
+    assert status["nodeCheck"]["node-0"]["mnist-master-0"]["matmulSeconds"] == 0.05
     assert not [c for c in conditions(status) if c[0] in ("Failed", "Restarting") and c[1] == "True"]
     assert "restartCount" not in status
     plan = cluster.step(at(11))
@@ -162,7 +162,7 @@ def test_a_host_nobody_reached_is_blamed_when_two_pods_on_other_nodes_could_not_
     assert plan.taints == [NodeTaint("node-0", "unreachable")]
     assert len(events(plan, "NodeCheckFailed")) == 1
     assert len(events(plan, "NodeCheckRetried")) == 2
-    assert cluster.job["status"]["nodeCheck"] == {"node-0": cluster.job["status"]["nodeCheck"]["node-0"]}
+    assert list(cluster.job["status"]["nodeCheck"]) == ["node-0"]
 
 
 def test_with_two_pods_that_cannot_reach_each_other_neither_is_blamed() -> None:
@@ -190,7 +190,7 @@ def test_a_straggler_is_reported_and_kept_without_exclude_stragglers() -> None:
     assert "Node node-2 (pod mnist-worker-1) is a straggler: allgather 0.010s, matmul 0.400s" in straggler
     assert "kept" in straggler
     assert (plan.taints, plan.deletes) == ([], [])
-    assert cluster.job["status"]["nodeCheck"]["node-2"]["result"] == "straggler"
+    assert cluster.job["status"]["nodeCheck"]["node-2"]["mnist-worker-1"]["result"] == "straggler"
     # Announced once.
     plan = cluster.step(at(11))
     assert not events(plan, "StragglerDetected") and not events(plan, "NodeCheckPassed")
@@ -212,3 +212,16 @@ def test_an_annotation_that_is_not_a_switch_is_a_problem_and_the_default_holds()
     plan = cluster.reconcile(at(1))
     assert [e.reason for e in plan.problems] == ["InvalidNodeCheck"]
     assert all(check_of(pod) is None for pod in cluster.pods.values())
+
+
+def test_two_pods_that_passed_on_one_node_are_each_announced_once_and_kept_apart() -> None:
+    cluster = created(job(CHECKED))
+    cluster.pods["mnist-worker-1"]["spec"]["nodeName"] = "node-1"  # beside worker-0, as after a replacement
+    for name in ("mnist-worker-0", "mnist-worker-1"):
+        report(cluster, name, "passed", phase="Running", allgather=0.01, matmul=0.05)
+    plan = cluster.step(at(10))
+    assert sorted(m.split(" of pod ")[1].split(":")[0] for m in events(plan, "NodeCheckPassed")) == [
+        "mnist-worker-0", "mnist-worker-1"]
+    assert sorted(cluster.job["status"]["nodeCheck"]["node-1"]) == ["mnist-worker-0", "mnist-worker-1"]
+    plan = cluster.step(at(11))
+    assert events(plan, "NodeCheckPassed") == [] and plan.status is None

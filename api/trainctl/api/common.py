@@ -227,12 +227,11 @@ class OOMMemory(WireModel):
 
 
 class NodeCheckOutcome(WireModel):
-    """trainctl: how one node's last node check went (annotation trainctl.io/node-check)."""
+    """trainctl: how one pod's last node check on a node went (annotation trainctl.io/node-check)."""
 
     result: Optional[str] = Field(
         None, description="trainctl: passed, straggler (kept), or why the node was tainted: node-check-failed, "
                           "unreachable, straggler.")
-    pod: Optional[str] = None
     pod_uid: Optional[str] = Field(None, alias="podUID")
     time: Optional[Time] = None
     allgather_seconds: Optional[float] = None
@@ -263,8 +262,8 @@ class JobStatus(WireModel):
             "being OOMKilled (annotations trainctl.io/oom-memory-factor and -max), and the one before."
         ),
     )
-    node_check: Optional[dict[str, NodeCheckOutcome]] = Field(
-        None, description="trainctl: per node, the outcome of the last node check of the job's pods there.")
+    node_check: Optional[dict[str, dict[str, NodeCheckOutcome]]] = Field(
+        None, description="trainctl: per node and pod, the outcome of the pod's last node check there.")
 
 
 # --- what the generic code reads of any kind's job --------------------------------------------

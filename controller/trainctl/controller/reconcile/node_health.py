@@ -7,7 +7,8 @@ neither up nor failed, but replaced: its node tainted ``trainctl.io/unhealthy`` 
 reports blame it (a Warning ``NodeCheckFailed`` or ``StragglerDetected`` naming the node and
 its times), else simply checked again. An elastic job replaces that pod alone; a static
 job's ranks cannot take a new member, so all its pods are recreated and checked again. Every
-node's last outcome is kept in ``status.nodeCheck`` and announced once (``NodeCheckPassed``).
+pod's outcome is kept in ``status.nodeCheck`` by node and pod, and announced once
+(``NodeCheckPassed``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def act(p: Pass) -> None:
     checks = p.node_check
     if checks.settings is None:
         return
-    recorded: dict[str, Any] = dict(p.old_status.get("nodeCheck") or {})
+    # node -> pod -> outcome: after a replacement two pods of the job may share a node.
+    recorded: dict[str, dict[str, Any]] = {node: dict(pods) for node, pods in (p.old_status.get("nodeCheck") or {}).items()}
     replaced: list[tuple[dict[str, Any], str]] = []
     now = rfc3339(p.now)
     for rank, checked in sorted(checks.by_rank.items()):
@@ -89,9 +91,10 @@ def act(p: Pass) -> None:
             continue
         report, node, uid = checked.report, checked.node, pod["metadata"].get("uid", "")
         if report.verdict == node_check.PASSED:
-            if (recorded.get(node) or {}).get("podUID") != uid:
+            if (recorded.get(node) or {}).get(checked.pod_name, {}).get("podUID") != uid:
                 _announce_passed(p, checked, checks.settings.straggler_factor)
-                recorded[node] = _entry(checked, uid, "straggler" if report.straggler else "passed", now)
+                recorded.setdefault(node, {})[checked.pod_name] = _entry(
+                    uid, "straggler" if report.straggler else "passed", report, now)
             continue
         decision = node_check.decide(checked, checks.by_rank, checks.ranks, checks.live)
         if decision is None:
@@ -102,7 +105,7 @@ def act(p: Pass) -> None:
             p.plan.events.append(Event("Warning", reason, (
                 f"Node {node} failed the node check of pod {checked.pod_name}: {decision.message}; {report.numbers()}. "
                 f"The node is tainted {node_check.TAINT_UNHEALTHY}={decision.why}:NoSchedule and the pod replaced")))
-            recorded[node] = _entry(checked, uid, decision.why, now)
+            recorded.setdefault(node, {})[checked.pod_name] = _entry(uid, decision.why, report, now)
             replaced.append((pod, f"node {node} failed the node check ({decision.why})"))
         else:
             p.plan.events.append(Event("Normal", "NodeCheckRetried",
@@ -123,9 +126,8 @@ def _announce_passed(p: Pass, checked: Checked, factor: float) -> None:
             f"the median; kept, as the job does not set {node_check.ANNOTATION_EXCLUDE_STRAGGLERS}: \"true\"")))
 
 
-def _entry(checked: Checked, uid: str, result: str, now: str) -> dict[str, Any]:
-    report: Report = checked.report
-    entry: dict[str, Any] = {"result": result, "pod": checked.pod_name, "podUID": uid, "time": now}
+def _entry(uid: str, result: str, report: Report, now: str) -> dict[str, Any]:
+    entry: dict[str, Any] = {"result": result, "podUID": uid, "time": now}
     for key, value in (("allgatherSeconds", report.allgather), ("matmulSeconds", report.matmul),
                        ("medianSeconds", report.median)):
         if value is not None:
