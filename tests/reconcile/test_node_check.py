@@ -11,7 +11,7 @@ from trainctl.controller.reconcile import ReconcileConfig
 from trainctl.controller.reconcile.node_check import INIT_CONTAINER, PROBE_SOURCE
 from trainctl.controller.reconcile.plan import NodeTaint, Plan, delete_events
 
-from tests.support.jobs import pytorchjob
+from tests.support.jobs import msjob, pytorchjob
 from tests.support.reconcile import Cluster, at, conditions, env_dict, node
 
 
@@ -205,6 +205,13 @@ def test_with_exclude_stragglers_a_straggler_is_tainted_and_replaced() -> None:
     assert plan.taints == [NodeTaint("node-2", "straggler")]
     (straggler,) = events(plan, "StragglerDetected")
     assert "matmul 0.400s (median allgather+matmul of the check 0.060s)" in straggler
+
+
+def test_an_msjob_is_not_checked_even_with_the_flag() -> None:
+    cluster = Cluster(msjob(), ReconcileConfig(node_check=True))
+    for _ in range(3):
+        cluster.step(at(0))
+    assert cluster.pods and all(check_of(pod) is None for pod in cluster.pods.values())
 
 
 def test_an_annotation_that_is_not_a_switch_is_a_problem_and_the_default_holds() -> None:

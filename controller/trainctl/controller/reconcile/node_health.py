@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from trainctl.api import kinds
 from trainctl.controller.reconcile import node_check
 from trainctl.controller.reconcile.children import is_terminating, node_of, replica_name, rfc3339
 from trainctl.controller.reconcile.node_check import Checked, Checks, Report
@@ -30,6 +31,8 @@ def find_reports(p: Pass) -> None:
         join_timeout=config.node_check_join_timeout, pair_timeout=config.node_check_pair_timeout,
     )
     p.problems.extend(Event("Warning", "InvalidNodeCheck", problem) for problem in problems)
+    if p.framework.kind != kinds.PYTORCHJOB.kind:
+        settings = None  # the probe runs on torch, which a MindSpore image need not have
     checks = p.node_check = Checks(settings=settings)
     if settings is None:
         return
