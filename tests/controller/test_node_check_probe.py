@@ -55,3 +55,41 @@ def test_a_rank_that_fails_every_pair_is_blamed_and_its_partners_pass(tmp_path: 
     for rank in (0, 1, 3):
         report = outcomes[rank][1]
         assert isinstance(report["allgather"], float) and isinstance(report["matmul"], float)
+
+
+class FakeStore:
+    """The few TCPStore calls the coordinator makes, answered by a script of results."""
+
+    def __init__(self, results: dict[str, dict[str, object]]) -> None:
+        self.data: dict[str, str] = {key: json.dumps(value) for key, value in results.items()}
+
+    def set(self, key: str, value: str) -> None:
+        self.data[key] = value
+
+    def get(self, key: str) -> bytes:
+        return self.data[key].encode()
+
+    def check(self, keys: list[str]) -> bool:
+        return all(key in self.data for key in keys)
+
+
+def test_a_pod_slower_than_twice_the_median_is_a_straggler_only_if_it_stays_slow_when_measured_again(monkeypatch):
+    monkeypatch.setenv("NODE_CHECK_RANK", "0")
+    monkeypatch.setenv("NODE_CHECK_PEERS", "0,1,2,3,4,5")
+    monkeypatch.setenv("NODE_CHECK_EXCLUDE_STRAGGLERS", "true")
+    namespace: dict[str, object] = {"__name__": "probe"}
+    exec(compile(PROBE_SOURCE, "node_check_probe.py", "exec"), namespace)
+    settings = namespace["Settings"]()  # type: ignore[operator]
+    # Ranks 2 and 3 are slow in their pairs; measured again, rank 2 stays slow (a capped CPU),
+    # rank 3 is not (it was a busy moment).
+    first = {f"result/0/{r}": {"ok": True, "allgather": 0.01, "matmul": 0.3 if r in (2, 3) else 0.04} for r in range(6)}
+    again = {f"result/1/{r}": {"ok": True, "matmul": 0.28 if r == 2 else 0.04} for r in range(6)}
+    store = FakeStore({**first, **again, **{f"join/{r}": {} for r in range(6)}})
+    coordinator = namespace["Coordinator"](settings, store)  # type: ignore[operator]
+    coordinator.run()
+    final = json.loads(store.data["plan/2"])["final"]
+    assert {rank: final[str(rank)]["verdict"] for rank in range(6)} == {
+        0: "passed", 1: "passed", 2: "straggler", 3: "passed", 4: "passed", 5: "passed"}
+    assert final["2"]["matmul"] == 0.28 and final["2"]["straggler"] is True and "straggler" not in final["3"]
+    assert final["3"]["matmul"] == 0.04
+    assert json.loads(store.data["plan/1"]) == {"pairs": [[r] for r in range(6)]}

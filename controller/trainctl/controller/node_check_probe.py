@@ -8,7 +8,8 @@ pair runs a timed allgather over gloo and each pod a timed matmul, and a pair th
 re-paired with pods that passed, so only the broken one is blamed (a pod that fails beside a
 pod that passed, or beside two different pods). Once every pod has an outcome, pods whose time
 (allgather plus matmul) is more than ``NODE_CHECK_STRAGGLER_FACTOR`` times the median are
-stragglers, failed when ``NODE_CHECK_EXCLUDE_STRAGGLERS`` is set. A pod alone in its check
+stragglers (once every pod has measured its matmul again, keeping its best, so a moment of
+a crowded machine is not taken for a slow node), failed when ``NODE_CHECK_EXCLUDE_STRAGGLERS`` is set. A pod alone in its check
 (a replacement joining pods that passed before) measures its matmul only.
 
 Each pod writes its outcome as JSON to its termination message (the file Kubernetes reads into
@@ -139,6 +140,8 @@ class Coordinator:
             self._publish(round_, {"pairs": pairs})
             self._judge(pairs, self._collect(round_, [r for pair in pairs for r in pair]))
             round_ += 1
+        if self._stragglers():
+            round_ = self._measure_again(round_)
         final = self._final(joined)
         self._publish(round_, {"final": final})
 
@@ -213,10 +216,33 @@ class Coordinator:
                 else:
                     self.status[rank] = "suspect"
 
+    def _times(self) -> dict[int, float]:
+        """Each passed pod's time: allgather plus matmul."""
+        return {r: self.results[r].get("allgather", 0.0) + self.results[r].get("matmul", 0.0)
+                for r, s in self.status.items() if s == PASSED}
+
+    def _stragglers(self) -> list[int]:
+        times = self._times()
+        if len(times) < 2:
+            return []
+        median = statistics.median(times.values())
+        limit = max(self.settings.factor * median, median + STRAGGLER_MARGIN_SECONDS)
+        return [rank for rank, seconds in times.items() if seconds > limit]
+
+    def _measure_again(self, round_: int) -> int:
+        """Every passed pod runs its matmul once more, at once, and keeps its best: a busy
+        moment passes, a capped CPU stays capped. Returns the next round's number."""
+        passed = sorted(r for r, s in self.status.items() if s == PASSED)
+        self._publish(round_, {"pairs": [[rank] for rank in passed]})
+        for rank, outcome in self._collect(round_, passed).items():
+            if outcome.get("ok") and isinstance(outcome.get("matmul"), float):
+                self.results[rank]["matmul"] = min(self.results[rank].get("matmul", outcome["matmul"]), outcome["matmul"])
+        return round_ + 1
+
     def _final(self, joined: list[int]) -> dict[str, Any]:
-        times = {r: self.results[r].get("allgather", 0.0) + self.results[r].get("matmul", 0.0)
-                 for r, s in self.status.items() if s == PASSED}
+        times = self._times()
         median = statistics.median(times.values()) if len(times) >= 2 else None
+        stragglers = self._stragglers()
         final: dict[str, Any] = {}
         for rank in joined:
             state = self.status.get(rank, "new")
@@ -225,7 +251,7 @@ class Coordinator:
             entry.update(self.results.get(rank, {}))
             if median is not None and verdict == PASSED:
                 entry["median"] = round(median, 4)
-                if times[rank] > max(self.settings.factor * median, median + STRAGGLER_MARGIN_SECONDS):
+                if rank in stragglers:
                     entry["straggler"] = True
                     if self.settings.exclude:
                         entry["verdict"] = STRAGGLER
