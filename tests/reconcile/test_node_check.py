@@ -93,7 +93,8 @@ def test_a_node_that_failed_is_tainted_named_with_its_times_and_the_static_job_r
     report(cluster, "mnist-master-0", "passed", allgather=0.01, matmul=0.05)
     report(cluster, "mnist-worker-0", "passed", allgather=0.02, matmul=0.05)
     report(cluster, "mnist-worker-1", "failed", partners=[[0, False], [1, False]], error="Connection closed by peer")
-    plan = cluster.step(at(10))
+    plan = cluster.reconcile(at(10))
+    cluster.job["status"] = plan.status
     assert plan.taints == [NodeTaint("node-2", "node-check-failed")]  # the healthy partners are not blamed
     (failed,) = events(plan, "NodeCheckFailed")
     assert "Node node-2 failed the node check of pod mnist-worker-1" in failed
@@ -108,6 +109,18 @@ def test_a_node_that_failed_is_tainted_named_with_its_times_and_the_static_job_r
     assert status["nodeCheck"]["node-0"]["mnist-master-0"]["matmulSeconds"] == 0.05
     assert not [c for c in conditions(status) if c[0] in ("Failed", "Restarting") and c[1] == "True"]
     assert "restartCount" not in status
+    assert status["nodeCheck"]["node-0"]["mnist-master-0"]["replaced"] is True
+    # The pods that passed had started training: while they terminate they are no failed replicas.
+    terminating = {"phase": "Running", "containerStatuses": [{"name": "pytorch", "state": {"running": {}}}]}
+    for name, pod in list(cluster.pods.items()):
+        pod = {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2026-01-01T00:00:10Z"}, "status": terminating}
+        cluster.pods[name] = pod
+    cluster.pods.pop("mnist-worker-1")
+    cluster.step(at(10.5))
+    assert not [c for c in conditions(cluster.job["status"]) if c[0] in ("Failed", "Restarting") and c[1] == "True"]
+    assert "failed" not in cluster.job["status"]["replicaStatuses"]["Worker"]
+    cluster.pods.pop("mnist-master-0")
+    cluster.pods.pop("mnist-worker-0")
     plan = cluster.step(at(11))
     pods = cluster.pods
     assert sorted(pods) == ["mnist-master-0", "mnist-worker-0", "mnist-worker-1"]

@@ -238,6 +238,8 @@ class NodeCheckOutcome(WireModel):
     matmul_seconds: Optional[float] = None
     median_seconds: Optional[float] = None
     error: Optional[str] = None
+    replaced: Optional[bool] = Field(
+        None, description="trainctl: the pod passed and was recreated with its static job for another pod's failed check.")
 
 
 class JobStatus(WireModel):

@@ -36,6 +36,10 @@ def find_reports(p: Pass) -> None:
     checks = p.node_check = Checks(settings=settings)
     if settings is None:
         return
+    # Pods that passed and were deleted with a static job's restart for another's failed
+    # check: while they terminate they are not failed replicas either.
+    checks.handled.update(entry.get("podUID", "") for pods in (p.old_status.get("nodeCheck") or {}).values()
+                          for entry in pods.values() if entry.get("replaced"))
     for rtype in p.types:
         checks.offsets[rtype] = checks.ranks
         checks.ranks += p.specs[rtype].replicas or 0
@@ -114,9 +118,9 @@ def act(p: Pass) -> None:
             p.plan.events.append(Event("Normal", "NodeCheckRetried",
                                        f"The node check of pod {checked.pod_name} on node {node} is run again: {decision.message}"))
             replaced.append((pod, f"its node check is run again: {decision.message}"))
+    _replace(p, replaced, recorded)
     if recorded:
         p.status["nodeCheck"] = recorded
-    _replace(p, replaced)
 
 
 def _announce_passed(p: Pass, checked: Checked, factor: float) -> None:
@@ -140,8 +144,9 @@ def _entry(uid: str, result: str, report: Report, now: str) -> dict[str, Any]:
     return entry
 
 
-def _replace(p: Pass, replaced: list[tuple[dict[str, Any], str]]) -> None:
-    """Delete the pods to replace; a static job's ranks all start again, checked again."""
+def _replace(p: Pass, replaced: list[tuple[dict[str, Any], str]], recorded: dict[str, dict[str, Any]]) -> None:
+    """Delete the pods to replace; a static job's ranks all start again, checked again (the
+    ones that passed are marked ``replaced`` in ``recorded``)."""
     if not replaced:
         return
     if p.framework.replaces_members_alone(p.job):
@@ -151,3 +156,8 @@ def _replace(p: Pass, replaced: list[tuple[dict[str, Any], str]]) -> None:
     why = f"restarting the static job: {replaced[0][1]}"
     for pod in p.pods.replicas():
         p.delete(pod, with_service=False, cause=why)
+        name, uid = pod["metadata"].get("name", ""), pod["metadata"].get("uid", "")
+        for pods in recorded.values():
+            entry = pods.get(name)
+            if entry is not None and entry.get("podUID") == uid and entry.get("result") == "passed":
+                pods[name] = {**entry, "replaced": True}
