@@ -34,7 +34,9 @@ TIMEOUT = 600.0  # torch imports take tens of seconds each on a loaded two-core 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
-    with scratch_cluster(tmp_path_factory.mktemp("nodecheck"), nodes=3, node_cpu="2", network="isolated") as env:
+    # A pod on a CPU-capped node imports torch slowly: the pods of a check wait longer to meet.
+    with scratch_cluster(tmp_path_factory.mktemp("nodecheck"), nodes=3, node_cpu="2", network="isolated",
+                         controller_args=["--node-check-join-timeout", "180"]) as env:
         yield env
 
 
@@ -84,12 +86,12 @@ def checked_job(exclude_stragglers: bool = True) -> dict[str, Any]:
     return job
 
 
-def run_with_a_bad_node(env: E2E, fault: dict[str, Any]) -> tuple[str, dict[str, Any], list[str]]:
+def run_with_a_bad_node(env: E2E, fault: dict[str, Any], exclude_stragglers: bool) -> tuple[str, dict[str, Any], list[str]]:
     """Degrade the last node with ``fault``, run the job, and return the node, the finished
     job and the NodeCheckFailed/StragglerDetected Events once it succeeded."""
     bad = node_names(env)[-1]
     env.cluster.fault("degrade", bad, **fault)
-    with env.run(checked_job()) as run:
+    with env.run(checked_job(exclude_stragglers)) as run:
         placed = run.wait_for("the three pods placed", lambda: len({
             (run.pods.get(name) or {}).get("spec", {}).get("nodeName") for name in PODS} - {None}) == 3 or None, 120)
         assert placed
@@ -99,7 +101,7 @@ def run_with_a_bad_node(env: E2E, fault: dict[str, Any]) -> tuple[str, dict[str,
         final_nodes = {run.pods[name]["spec"]["nodeName"] for name in PODS if name in run.pods}
     assert condition(finished, "Succeeded")
     assert bad not in final_nodes  # the job trained on the nodes that passed
-    blamed = job_events(env, "NodeCheckFailed") + job_events(env, "StragglerDetected")
+    blamed = job_events(env, "NodeCheckFailed") + [m for m in job_events(env, "StragglerDetected") if "kept" not in m]
     return bad, finished, blamed
 
 
@@ -118,14 +120,16 @@ def test_a_healthy_job_with_the_check_passes_on_every_node_and_trains(env: E2E) 
 
 
 def test_a_node_with_a_dead_data_link_is_tainted_and_the_job_trains_on_the_others(env: E2E) -> None:
-    bad, finished, blamed = run_with_a_bad_node(env, {"net_loss": 100})
+    bad, finished, blamed = run_with_a_bad_node(env, {"net_loss": 100}, exclude_stragglers=False)
     assert list(tainted(env)) == [bad]  # no healthy partner is blamed
     assert blamed and all(f"Node {bad} failed the node check" in m for m in blamed), blamed
     assert {e["result"] for e in finished["status"]["nodeCheck"][bad].values()} <= {"node-check-failed", "unreachable"}
 
 
 def test_a_cpu_capped_node_is_a_straggler_tainted_and_the_job_trains_on_the_others(env: E2E) -> None:
-    bad, finished, blamed = run_with_a_bad_node(env, {"cpu": 20})
+    # 3 % of its CPU limit: on a crowded two-core machine a pod gets little more than 20 % of a
+    # core anyway, so a 20 % cap would not slow it (the bench measures 20 % on a quiet machine).
+    bad, finished, blamed = run_with_a_bad_node(env, {"cpu": 3}, exclude_stragglers=True)
     assert tainted(env) == {bad: "straggler"}
     assert blamed and all(f"Node {bad} failed the node check" in m and "matmul" in m for m in blamed), blamed
     assert {e["result"] for e in finished["status"]["nodeCheck"][bad].values()} == {"straggler"}
