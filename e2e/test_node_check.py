@@ -74,9 +74,10 @@ def tainted(env: E2E) -> dict[str, str]:
     return out
 
 
-def job_events(env: E2E, reason: str) -> list[str]:
+def job_events(env: E2E, reason: str, job: dict[str, Any]) -> list[str]:
+    """The Events of this job (by uid: an earlier test's job of the same name left its own)."""
     events = client.CoreV1Api(env.api).list_namespaced_event("default").items
-    return [e.message for e in events if e.involved_object.name == DDP and e.reason == reason]
+    return [e.message for e in events if e.involved_object.uid == job["metadata"]["uid"] and e.reason == reason]
 
 
 def checked_job(exclude_stragglers: bool = True) -> dict[str, Any]:
@@ -101,7 +102,8 @@ def run_with_a_bad_node(env: E2E, fault: dict[str, Any], exclude_stragglers: boo
         final_nodes = {run.pods[name]["spec"]["nodeName"] for name in PODS if name in run.pods}
     assert condition(finished, "Succeeded")
     assert bad not in final_nodes  # the job trained on the nodes that passed
-    blamed = job_events(env, "NodeCheckFailed") + [m for m in job_events(env, "StragglerDetected") if "kept" not in m]
+    blamed = job_events(env, "NodeCheckFailed", finished) + [
+        m for m in job_events(env, "StragglerDetected", finished) if "kept" not in m]
     return bad, finished, blamed
 
 
@@ -112,9 +114,9 @@ def test_a_healthy_job_with_the_check_passes_on_every_node_and_trains(env: E2E) 
         done = run.events("done")
     assert condition(finished, "Succeeded")
     assert sorted(ln.int("rank") for ln in done) == [0, 1, 2]
-    passed = job_events(env, "NodeCheckPassed")
+    passed = job_events(env, "NodeCheckPassed", finished)
     assert len(passed) == 3 and all("allgather" in m and "matmul" in m for m in passed), passed
-    assert tainted(env) == {} and job_events(env, "NodeCheckFailed") == []
+    assert tainted(env) == {} and job_events(env, "NodeCheckFailed", finished) == []
     outcomes = [entry["result"] for pods in finished["status"]["nodeCheck"].values() for entry in pods.values()]
     assert len(outcomes) == 3 and set(outcomes) <= {"passed", "straggler"}, finished["status"]["nodeCheck"]
 
