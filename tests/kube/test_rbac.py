@@ -20,6 +20,8 @@ from trainctl.kube.restmapper import (
     HPAS,
     MSJOBS,
     NAMESPACES,
+    NODES,
+    PODS,
     PYTORCHJOBS,
     SCHEDULER_PLUGINS_PODGROUPS,
     VOLCANO_PODGROUPS,
@@ -62,6 +64,34 @@ def every_pod_succeeds(pod: dict[str, Any], running: list[dict[str, Any]]) -> st
     """All replicas finish together, once all are up: success for both job kinds."""
     expected = REPLICAS.get((pod["metadata"].get("labels") or {}).get("training.kubeflow.org/job-name", ""))
     return "Succeeded" if expected and len(running) >= expected else None
+
+
+def _node_check_taints_a_node(kube: Any, jobs: Any) -> None:
+    """A pod whose node check failed: the controller taints its node (nodes get, update)."""
+    kube.create(NODES, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "rbac-node"}})
+    checked = pytorchjob("rbac-check", master=False, workers=1, restart="OnFailure", uid=None)
+    checked["metadata"]["annotations"] = {"trainctl.io/node-check": "true"}
+    checked["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["nodeName"] = "rbac-node"
+    kube.create(PYTORCHJOBS, checked)
+    message = '{"rank": 0, "host": 0, "verdict": "failed", "error": "timed out"}'
+    failed = [{"name": "node-check", "restartCount": 0, "state": {"terminated": {"exitCode": 1, "message": message}}}]
+
+    def report() -> bool:
+        pod = kube.get_or_none(PODS, "default", "rbac-check-worker-0")
+        if pod is None or (pod.get("status") or {}).get("phase") != "Running":
+            return False  # the driver has not started it yet
+        pod["status"]["initContainerStatuses"] = failed
+        try:
+            kube.replace(PODS, pod, subresource="status")
+        except ApiError as exc:
+            if exc.code == 409:
+                return False
+            raise
+        return True
+
+    jobs.wait(report, what="the node check's report written")
+    jobs.wait(lambda: any(t["key"] == "trainctl.io/unhealthy" for t in (kube.get(NODES, None, "rbac-node").get("spec") or {}).get("taints") or []),
+              what="the node tainted")
 
 
 def elastic_job(name: str) -> dict[str, Any]:
@@ -158,6 +188,7 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
                 ),
             )
             kube.create(PYTORCHJOBS, elastic_job("rbac-elastic"))
+            _node_check_taints_a_node(kube, jobs)
             volcano_job = pytorchjob("rbac-volcano", workers=1, restart="OnFailure", uid=None)
             volcano_job["metadata"]["namespace"] = "gang"
             kube.create(PYTORCHJOBS, volcano_job)

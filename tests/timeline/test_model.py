@@ -285,3 +285,22 @@ def test_the_recorder_ignores_what_belongs_to_an_earlier_job_of_the_same_name():
     assert [r.pod for r in timeline.rows] == ["mnist-master-0"]
     assert timeline.start == EPOCH0 + 100
     assert [(t, s.start - EPOCH0) for t, s in timeline.condition_spans()] == [("Created", 100)]
+
+
+def test_the_node_check_is_drawn_as_its_own_phase_before_training():
+    checked = pod("mnist-master-0", replica_type="Master", phase="Succeeded", state=terminated(30, 60))
+    checked["status"]["initContainerStatuses"] = [
+        {"name": "init-pytorch", "state": terminated(2, 3)},
+        {"name": "node-check", "state": terminated(4, 28)},
+    ]
+    (row,) = build(checked).rows
+    assert phases(row) == [("Pending", 1, 4), ("Node check", 4, 28), ("Pending", 28, 30), ("Running", 30, 60),
+                           ("Succeeded", 60, 100)]
+
+
+def test_a_node_check_still_running_reaches_now_and_one_restarted_in_place_spans_both_runs():
+    checking = pod("mnist-worker-0", phase="Pending", state=None)
+    checking["status"]["initContainerStatuses"] = [{"name": "node-check", "state": running(10),
+                                                    "lastState": terminated(4, 8, code=1, reason="Error")}]
+    (row,) = build(checking).rows
+    assert phases(row) == [("Pending", 1, 4), ("Node check", 4, 100)]

@@ -25,6 +25,7 @@ from trainctl.timeline import model
 
 PHASE_COLOURS = {
     model.PENDING: "#f2c94c",
+    model.NODE_CHECK: "#56ccf2",
     model.RUNNING: "#2f80ed",
     model.WAITING: "#f2994a",
     model.TERMINATING: "#9b51e0",

@@ -30,6 +30,7 @@ from typing import Any
 from trainctl.api import constants as c
 from trainctl.api import kinds
 from trainctl.api.replicas import default_container
+from trainctl.controller.reconcile import node_check
 from trainctl.controller.reconcile.children import RENDEZVOUS_COMPONENT
 from trainctl.controller.reconcile.rendezvous import store_name
 
@@ -38,7 +39,8 @@ PENDING, RUNNING, SUCCEEDED, FAILED = "Pending", "Running", "Succeeded", "Failed
 WAITING = "Waiting"  # between two runs of a restarted container (back-off)
 TERMINATING = "Terminating"  # deletionTimestamp set, the pod not gone yet
 UNKNOWN = "Unknown"  # runs no snapshot recorded (a container restarted more than once), a pod known only from Events
-PHASES = (PENDING, RUNNING, WAITING, TERMINATING, SUCCEEDED, FAILED, UNKNOWN)
+NODE_CHECK = "Node check"  # the node check's init container runs (annotation trainctl.io/node-check), a part of Pending
+PHASES = (PENDING, NODE_CHECK, RUNNING, WAITING, TERMINATING, SUCCEEDED, FAILED, UNKNOWN)
 
 # Lines that tell a world size: the sample script's ``WORLD_SIZE=4`` / ``world_size=4`` and
 # torch elastic's rendezvous result ``global_world_sizes=[4, 4]``. ``\b`` keeps out
@@ -355,7 +357,42 @@ def _instance_spans(inst: _Instance, container: str, end: float) -> tuple[list[S
     reason = (pod.get("status") or {}).get("reason")
     if reason:
         marks.append(Mark(deleting or end, "event", reason))
+    checked = _node_check_span(pod, alive_until)
+    if checked is not None:
+        spans = _carve(spans, checked)
     return [s for s in spans if s.end > s.start], marks
+
+
+def _node_check_span(pod: dict[str, Any], end: float) -> Span | None:
+    """When the node check's init container ran (its runs, first start to last end), if it did."""
+    status = next((s for s in (pod.get("status") or {}).get("initContainerStatuses") or []
+                   if s.get("name") == node_check.INIT_CONTAINER), None)
+    if status is None:
+        return None
+    starts: list[float] = []
+    ends: list[float] = []
+    for state in (status.get("lastState") or {}, status.get("state") or {}):
+        ran = state.get("terminated") or state.get("running") or {}
+        started = parse_time(ran.get("startedAt"))
+        if started is not None:
+            starts.append(started)
+            finished = parse_time(ran.get("finishedAt")) if "terminated" in state else end
+            ends.append(finished if finished is not None else end)
+    if not starts:
+        return None
+    return Span(NODE_CHECK, min(starts), max(ends))
+
+
+def _carve(spans: list[Span], checked: Span) -> list[Span]:
+    """``spans`` with the node check drawn over the Pending time it took."""
+    out: list[Span] = []
+    for span in spans:
+        if span.phase != PENDING or checked.end <= span.start or checked.start >= span.end:
+            out.append(span)
+            continue
+        inner = Span(NODE_CHECK, max(span.start, checked.start), min(span.end, checked.end))
+        out += [Span(PENDING, span.start, inner.start), inner, Span(PENDING, inner.end, span.end)]
+    return out
 
 
 def _spans_from_seen(seen: list[tuple[float, str]], created: float, end: float) -> list[Span]:

@@ -226,6 +226,22 @@ class OOMMemory(WireModel):
     )
 
 
+class NodeCheckOutcome(WireModel):
+    """trainctl: how one pod's last node check on a node went (annotation trainctl.io/node-check)."""
+
+    result: Optional[str] = Field(
+        None, description="trainctl: passed, straggler (kept), or why the node was tainted: node-check-failed, "
+                          "unreachable, straggler.")
+    pod_uid: Optional[str] = Field(None, alias="podUID")
+    time: Optional[Time] = None
+    allgather_seconds: Optional[float] = None
+    matmul_seconds: Optional[float] = None
+    median_seconds: Optional[float] = None
+    error: Optional[str] = None
+    replaced: Optional[bool] = Field(
+        None, description="trainctl: the pod passed and was recreated with its static job for another pod's failed check.")
+
+
 class JobStatus(WireModel):
     """What the controller observed; written through the status subresource only."""
 
@@ -248,6 +264,8 @@ class JobStatus(WireModel):
             "being OOMKilled (annotations trainctl.io/oom-memory-factor and -max), and the one before."
         ),
     )
+    node_check: Optional[dict[str, dict[str, NodeCheckOutcome]]] = Field(
+        None, description="trainctl: per node and pod, the outcome of the pod's last node check there.")
 
 
 # --- what the generic code reads of any kind's job --------------------------------------------

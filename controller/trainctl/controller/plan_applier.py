@@ -15,13 +15,17 @@ from typing import Any
 
 from trainctl.controller.child_writer import ChildApplier, Done
 from trainctl.controller.keys import JobKey
-from trainctl.controller.reconcile.plan import Plan
+from trainctl.controller.reconcile import node_check
+from trainctl.controller.reconcile.children import rfc3339
+from trainctl.controller.reconcile.plan import NodeTaint, Plan
 from trainctl.controller.recorder import JobRecorder
 from trainctl.controller.status_writer import StatusWriter
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 
 log = logging.getLogger("trainctl.controller")
+
+_TAINT_ATTEMPTS = 5
 
 
 class ApplyError(Exception):
@@ -40,6 +44,7 @@ class PlanApplier:
         self.recorder = recorder
 
     def apply(self, key: JobKey, job: dict[str, Any], plan: Plan, now: datetime) -> None:
+        tainted = self._taint_all(plan.taints, now)
         created = self.children.create_all(key, job, plan.creates)
         updated = self.children.update_all(plan.updates)
         deleted = self.children.delete_all(key, job, plan.deletes)
@@ -47,12 +52,13 @@ class PlanApplier:
         job_deleted = self._delete_job(key, job) if plan.delete_job and status.persisted else Done()
         if status.persisted:
             self.recorder.record_plan(key, job, plan, job_deleted=job_deleted.succeeded > 0, now=now)
-        errors = [*created.errors, *updated.errors, *deleted.errors, *([status.error] if status.error else []), *job_deleted.errors]
+        errors = [*tainted.errors, *created.errors, *updated.errors, *deleted.errors, *([status.error] if status.error else []), *job_deleted.errors]
         log.info(
             "applied plan",
             extra={
                 "job": key.namespaced_name,
                 "kind": key.kind,
+                "taints": tainted.succeeded,
                 "creates": created.succeeded,
                 "updates": len(plan.updates),
                 "deletes": deleted.succeeded,
@@ -66,6 +72,26 @@ class PlanApplier:
         )
         if errors:
             raise ApplyError(errors)
+
+    def _taint_all(self, taints: list[NodeTaint], now: datetime) -> Done:
+        """Taint each node on its latest version (kubelets update Nodes all the time: a
+        conflict is retried at once), so the replacements of its pods go elsewhere."""
+        errors: list[str] = []
+        for request in taints:
+            for attempt in range(_TAINT_ATTEMPTS):
+                try:
+                    node = self.client.get(r.NODES, None, request.node)
+                    changed = node_check.taint(node, request.value, rfc3339(now))
+                    if changed is not None:
+                        self.client.replace(r.NODES, changed)
+                    break
+                except ApiError as exc:
+                    if exc.code == 404:
+                        break  # the node is gone: nothing will be placed there
+                    if exc.code != 409 or attempt == _TAINT_ATTEMPTS - 1:
+                        errors.append(f"taint node {request.node}: {exc}")
+                        break
+        return Done(succeeded=len(taints) - len(errors), errors=tuple(errors))
 
     def _delete_job(self, key: JobKey, job: dict[str, Any]) -> Done:
         """Delete the job itself (its TTL after finishing ran out), only if it is still this one."""

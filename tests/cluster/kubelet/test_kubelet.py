@@ -89,6 +89,21 @@ def test_fallback_to_logs_keeps_only_the_last_2048_bytes_of_stderr_too(api):
     assert len(message.encode()) == 2048 and message.endswith("39 " + "y" * 97 + "\n"), message
 
 
+def test_a_termination_message_file_is_the_status_message_of_an_init_container_and_a_container(api):
+    """What a run writes to its termination message file (the kubelet names it in
+    TRAINCTL_TERMINATION_MESSAGE_PATH) is its terminated state's message, on success too, and
+    wins over the log under FallbackToLogsOnError; only the first 4096 bytes are kept."""
+    write = ("import os, sys\nprint('log line')\n"
+             "open(os.environ['TRAINCTL_TERMINATION_MESSAGE_PATH'], 'w').write(sys.argv[1] * int(sys.argv[2]))\n"
+             "sys.exit(int(sys.argv[3]))")
+    spec = pod("reports", write, terminationMessagePolicy="FallbackToLogsOnError")
+    spec["spec"]["containers"][0]["command"] += ["m", "5000", "1"]
+    spec["spec"]["initContainers"] = [{"name": "check", "image": "python", "command": ["python", "-c", write, "ok", "1", "0"]}]
+    done = wait_pod(api, create(api, spec)["metadata"]["name"], phase("Failed"))
+    assert done["status"]["initContainerStatuses"][0]["state"]["terminated"]["message"] == "ok"
+    assert container_status(done)["state"]["terminated"]["message"] == "m" * 4096
+
+
 def test_init_containers_run_in_order_before_the_containers(api, tmp_path):
     order = tmp_path / "order"
     spec = pod("inits", f"print(open({str(order)!r}).read(), end='')")

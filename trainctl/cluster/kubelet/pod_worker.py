@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 Obj = dict[str, Any]
 
 FALLBACK_TO_LOGS = "FallbackToLogsOnError"
+# The run is not in a container, so nothing can be mounted at the spec's terminationMessagePath:
+# each run gets a file of its own, named to the process in this variable instead.
+TERMINATION_MESSAGE_ENV = "TRAINCTL_TERMINATION_MESSAGE_PATH"
+# What the real kubelet keeps of a termination message file.
+TERMINATION_MESSAGE_LIMIT = 4096
 DEVICE_ENV = {"nvidia.com/gpu": "CUDA_VISIBLE_DEVICES", "huawei.com/Ascend910": "ASCEND_VISIBLE_DEVICES"}
 
 
@@ -109,6 +114,19 @@ def _terminated(code: int, started_at: str, finished_at: str, container_id: str,
     if message:
         state["message"] = message
     return {"terminated": state}
+
+
+def termination_message(path: Path, spec: Obj, code: int, log_end: Callable[[], str]) -> str:
+    """What the run wrote to its termination message file (its first 4096 bytes), else, when
+    it failed and the spec asks for it (``FallbackToLogsOnError``), its log's end."""
+    try:
+        with path.open("rb") as file:
+            written = file.read(TERMINATION_MESSAGE_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        written = ""
+    if written or code == 0 or spec.get("terminationMessagePolicy") != FALLBACK_TO_LOGS:
+        return written
+    return log_end()
 
 
 class PodWorker:
@@ -283,6 +301,7 @@ class PodWorker:
         try:
             claim_pod_directory(self.ctx.pods_dir, self.uid, self.ctx.node_name)
             log_path = paths.inside(self.ctx.pods_dir, self.uid, state.name, f"{state.restart_count}.log")
+            message_path = paths.inside(self.ctx.pods_dir, self.uid, state.name, f"{state.restart_count}.termination-log")
         except (paths.OutsideDirectory, OSError) as exc:
             return self._start_failed(state, started, f"no log file for container {state.name!r}: {exc}")
         try:
@@ -291,7 +310,8 @@ class PodWorker:
                     raise _Stopped()
                 group = self.ctx.enforcer.container(
                     self.uid, state.name, container_limits.ContainerLimits.from_resources(spec.get("resources")))
-                process = ContainerProcess(self.ctx.network.enter_argv(self.uid) + argv, env,
+                process = ContainerProcess(self.ctx.network.enter_argv(self.uid) + argv,
+                                           {**env, TERMINATION_MESSAGE_ENV: str(message_path)},
                                            self.ctx.working_dir(spec), log_path, self.ctx.registry,
                                            self.uid, state.name, group, Stdio.of(spec))
                 self._processes[state.name] = process
@@ -313,9 +333,7 @@ class PodWorker:
         if process.oom_killed():
             self.ctx.events.node(WARNING, "OOMKilling", f"Memory cgroup out of memory: killed process {process.pid} "
                                  f"({os.path.basename(argv[0])}) of container {state.name} in pod {pod_label(self.pod)}")
-        # No termination message file is written here (the run is not in a container), so a
-        # failed run's message is its log's end when the spec asks for that.
-        message = process.last_output() if code != 0 and spec.get("terminationMessagePolicy") == FALLBACK_TO_LOGS else ""
+        message = termination_message(message_path, spec, code, process.last_output)
         with self._lock:
             self._processes.pop(state.name, None)
             state.state = _terminated(code, process.started_at, process.finished_at or now_rfc3339(),

@@ -64,6 +64,16 @@ class ReconcileConfig:
                                         "node's allocatable memory bounds it in any case)",
                                 "metavar": "QUANTITY", "parse": _oom_memory_max}
     )
+    # The node check before training (a job's annotation trainctl.io/node-check overrides it).
+    node_check: bool = setting(False, "run the node check (allgather and matmul in pairs) in every PyTorchJob's pods "
+                                      "before training, unless a job's annotation trainctl.io/node-check says \"false\"")
+    node_check_straggler_factor: float = setting(
+        2.0, "the node check calls a node a straggler when its time is more than this many times the median",
+        metavar="FACTOR")
+    node_check_join_timeout: float = setting(60.0, "the node check waits this long for the pods checked together "
+                                                   "to meet", metavar="SECONDS")
+    node_check_pair_timeout: float = setting(10.0, "a pair of the node check that has not connected and exchanged "
+                                                   "its data in this time has failed", metavar="SECONDS")
     podgroup_poll_seconds: float = setting(5.0, "while Volcano has not admitted a job's PodGroup, look again "
                                                 "this often", metavar="SECONDS")
     # Rendezvous timers for elastic jobs with a trainctl-hosted store, so that a lost pod

@@ -21,7 +21,18 @@ from trainctl.api import constants as c
 from trainctl.api.defaults import default_job
 from trainctl.api.validation import check
 from trainctl.controller.frameworks import framework_for
-from trainctl.controller.reconcile import gang, hpa, job_limits, lifecycle, lost, outcome, relaunch, rendezvous, replicas
+from trainctl.controller.reconcile import (
+    gang,
+    hpa,
+    job_limits,
+    lifecycle,
+    lost,
+    node_health,
+    outcome,
+    relaunch,
+    rendezvous,
+    replicas,
+)
 from trainctl.controller.reconcile.children import rfc3339
 from trainctl.controller.reconcile.conditions import TRUE, ConditionBook, find
 from trainctl.controller.reconcile.config import ReconcileConfig
@@ -66,6 +77,7 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
         one_pass.warnings[kept.event.reason] = kept.event
     lost.find_lost_pods(one_pass)
     relaunch.find_oom_killed(one_pass)
+    node_health.find_reports(one_pass)
     _run(one_pass)
     return plan
 
@@ -116,6 +128,7 @@ def _active(p: Pass) -> None:
     # A non-retryable exit fails the job in this pass, so nothing is restarted or created:
     # a peer that left with a retryable code at the same moment would otherwise be
     # deleted (losing its status and log) only for the job to fail anyway.
+    node_health.act(p)
     permanent = replicas.exit_code_failures(p)
     restarts, lost_pods = (0, {}) if permanent else lost.restart_for_lost_pods(p)
     restarted = list(lost_pods)

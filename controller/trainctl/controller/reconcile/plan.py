@@ -92,6 +92,14 @@ def delete_events(ref: ObjectRef) -> Optional[ChildEvents]:
     )
 
 
+@dataclass(frozen=True)
+class NodeTaint:
+    """Taint a Node ``trainctl.io/unhealthy=<value>:NoSchedule`` (the node check blamed it)."""
+
+    node: str
+    value: str
+
+
 @dataclass
 class Observed:
     """What the cluster holds for one job, as plain dicts straight from the API."""
@@ -130,7 +138,10 @@ class Plan:
     # as Warning Events. Stated in every pass while they hold, unlike ``events``: the shell
     # records one when it appears, not again while it stays.
     problems: list[Event] = field(default_factory=list)
+    # Nodes to taint, before any pod is deleted (their replacements must not land there).
+    taints: list[NodeTaint] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
-        return not (self.creates or self.updates or self.deletes or self.status is not None or self.delete_job or self.events)
+        return not (self.creates or self.updates or self.deletes or self.status is not None or self.delete_job
+                    or self.events or self.taints)

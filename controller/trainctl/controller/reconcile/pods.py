@@ -9,7 +9,7 @@ Objects in a Plan are read-only; nothing may mutate them after the reconcile ret
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from trainctl.api import constants as c
 from trainctl.api.common import Job, ReplicaSpec
@@ -48,6 +48,7 @@ class PodFactory:
         init_max_tries: int,
         ascend_annotation_env: bool,
         report_closed_rendezvous: bool = False,
+        node_check: Optional[Callable[[dict[str, Any], int], dict[str, Any]]] = None,
     ):
         self.framework, self.job, self.job_ref, self.rtype = framework, job, job_ref, rtype
         self.env_factory = env_factory
@@ -98,6 +99,9 @@ class PodFactory:
         if report_closed_rendezvous:
             containers = [with_closed_rendezvous_reported(container) if container.get("name") == framework.container
                           else container for container in containers]
+        main = next((container for container in containers if container.get("name") == framework.container), None)
+        # The node check's init container of pod ``index`` (it differs by index), if the job has one.
+        self.node_check = (lambda index: node_check(main, index)) if node_check is not None and main is not None else None
         self.containers = [
             (
                 container,
@@ -143,6 +147,8 @@ class PodFactory:
         metadata["ownerReferences"] = [self.job_ref.owner]
         spec = dict(self.pod_spec)
         spec["containers"] = containers
+        if self.node_check is not None:
+            spec["initContainers"] = list(spec.get("initContainers") or []) + [self.node_check(index)]
         return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from trainctl.controller.frameworks.base import UNKNOWN_EXIT_CODE, ConditionChange, EnvContext, EnvFactory, ReplicaCounts
-from trainctl.controller.reconcile import relaunch, rendezvous
+from trainctl.controller.reconcile import node_health, relaunch, rendezvous
 from trainctl.controller.reconcile.children import exit_code, is_terminating, node_of, replica_name
 from trainctl.controller.reconcile.config import VOLCANO
 from trainctl.controller.reconcile.pods import PodFactory, build_service, service_ports
@@ -62,7 +62,7 @@ def exit_code_failures(p: Pass) -> list[ConditionChange]:
         duplicated = p.pods.duplicated(rtype)
         if any(index not in duplicated and not is_terminating(pod) and index < (p.specs[rtype].replicas or 0)
                and (pod.get("status") or {}).get("phase") == "Failed" and not fw.is_retryable(exit_code(pod, fw.container))
-               and not rendezvous.closed_out(p, pod)
+               and not rendezvous.closed_out(p, pod) and not p.node_check.handles(pod)
                for index, pod in p.pods.slots(rtype).items()):
             out.append(change)
     return out
@@ -84,6 +84,8 @@ def reconcile_pods(p: Pass, rtype: str, env_factory: Optional[EnvFactory], *, re
         pod = slots[index]
         if index in duplicated or is_terminating(pod) or p.is_lost(pod) or p.is_deleting(pod):
             continue  # duplicates on one index are left alone, as the reference does
+        if p.node_check.handles(pod) and index < replicas:
+            continue  # its node check failed: node_health replaces it
         if index >= replicas:
             p.delete(pod, with_service=False)  # scale-down: the highest indices go
             continue
@@ -128,6 +130,7 @@ def pod_factory(p: Pass, rtype: str, env_factory: EnvFactory) -> PodFactory:
         init_max_tries=p.config.init_container_max_tries,
         ascend_annotation_env=p.gang == VOLCANO and not p.reference_env,
         report_closed_rendezvous=p.store is not None,
+        node_check=node_health.container_factory(p, rtype),
     )
 
 
@@ -153,8 +156,8 @@ def count(p: Pass, rtype: str) -> ReplicaCounts:
     active = succeeded = failed = 0
     duplicated = p.pods.duplicated(rtype)
     for index, pod in p.pods.slots(rtype).items():
-        if index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod):
-            continue  # replaced by the controller (more memory, a lost node, a closed rendezvous): neither up nor failed
+        if index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod) or p.node_check.handles(pod):
+            continue  # replaced by the controller (more memory, a lost node, a closed rendezvous, a failed node check): neither up nor failed
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Running":
             if is_terminating(pod):

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from trainctl.api import constants as c
 from trainctl.api.common import Job, ReplicaSpec, RunPolicy
 from trainctl.controller.frameworks.base import Framework, RendezvousStore
-from trainctl.controller.reconcile import oom
+from trainctl.controller.reconcile import node_check, oom
 from trainctl.controller.reconcile.children import ChildIndex, JobRef, is_terminating, owner_reference, typed_ref
 from trainctl.controller.reconcile.conditions import ConditionBook
 from trainctl.controller.reconcile.config import ReconcileConfig
@@ -47,6 +47,7 @@ class Pass:
     lost_waits: list[float] = field(default_factory=list)  # seconds until a node-lost grace expires
     lost_uids: set[Optional[str]] = field(default_factory=set)
     oom: oom.Relaunches = field(default_factory=oom.Relaunches)
+    node_check: node_check.Checks = field(default_factory=node_check.Checks)
 
     def __post_init__(self) -> None:
         meta = self.raw.get("metadata") or {}
