@@ -78,3 +78,28 @@ def test_slices_are_owned_by_the_service_labelled_and_carry_conditions() -> None
 def test_a_slice_holds_at_most_a_hundred_endpoints() -> None:
     pods = [pod(f"p{i:03d}", f"10.0.{i // 250}.{i % 250 + 1}") for i in range(230)]
     assert [len(s["endpoints"]) for s in ep.desired_slices(service(), pods)] == [100, 100, 30]
+
+
+def test_a_refused_write_is_logged_and_left_to_the_next_pass(caplog: Any) -> None:
+    import logging
+
+    from trainctl.cluster.controlplane.endpoints_controller import EndpointsController
+    from trainctl.kube.client import ApiError
+
+    class Refusing:
+        def create(self, *_: Any) -> None:
+            raise ApiError(503, "ServiceUnavailable", "the server is going away")
+
+        replace = create
+
+        def delete(self, *_: Any, **__: Any) -> None:
+            raise ApiError(503, "ServiceUnavailable", "the server is going away")
+
+    controller = EndpointsController.__new__(EndpointsController)
+    controller.client = Refusing()  # type: ignore[assignment]
+    slice_ = {"metadata": {"name": "web-abcde", "namespace": "default"}, "endpoints": [], "ports": []}
+    caplog.set_level(logging.INFO, logger="trainctl.controlplane.endpoints")
+    controller._write([("create", ep.desired_endpoints(service(), []))])
+    controller._sync_slices(service(), [], [slice_])
+    controller._sync_slices(service(), ep.desired_slices(service(), []), [])
+    assert [r.getMessage() for r in caplog.records][-1] == "cannot create an EndpointSlice"

@@ -87,7 +87,7 @@ class EndpointsController(LoopController):
                 else:
                     self.client.replace(r.ENDPOINTS, obj)
             except ApiError as exc:  # a conflict or a busy server: the next pass looks again
-                log.info("cannot write Endpoints", extra={"name": metadata(obj).get("name"), "error": str(exc)})
+                log.info("cannot write Endpoints", extra={"endpoints": metadata(obj).get("name"), "error": str(exc)})
 
     def _sync_slices(self, service: Obj, desired: list[Obj], current: list[Obj]) -> None:
         current = sorted(current, key=lambda s: metadata(s).get("name") or "")
@@ -99,7 +99,7 @@ class EndpointsController(LoopController):
             try:
                 self.client.replace(ENDPOINT_SLICES, updated)
             except ApiError as exc:
-                log.info("cannot update an EndpointSlice", extra={"name": metadata(have).get("name"), "error": str(exc)})
+                log.info("cannot update an EndpointSlice", extra={"endpointslice": metadata(have).get("name"), "error": str(exc)})
         for want in desired[len(current):]:
             try:
                 self.client.create(ENDPOINT_SLICES, want)
@@ -112,4 +112,4 @@ class EndpointsController(LoopController):
         try:
             self.client.delete(resource, metadata(obj).get("namespace"), metadata(obj).get("name") or "", uid=metadata(obj).get("uid"))
         except ApiError as exc:
-            log.info("cannot delete", extra={"kind": resource.kind, "name": metadata(obj).get("name"), "error": str(exc)})
+            log.info("cannot delete", extra={"kind": resource.kind, "object": metadata(obj).get("name"), "error": str(exc)})
