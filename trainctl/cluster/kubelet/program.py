@@ -51,6 +51,12 @@ def kubelet_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--network", choices=("isolated", "shared"), default="shared",
                         help="the pods' network: isolated (the cluster's router, started by `up`) or shared "
                              "(this machine's; default)")
+    parser.add_argument("--tls-cert-file", type=Path, default=None,
+                        help="the streaming server's certificate (default: DIR/pki/nodes/NODE/kubelet.crt)")
+    parser.add_argument("--tls-private-key-file", type=Path, default=None,
+                        help="its key (default: DIR/pki/nodes/NODE/kubelet.key)")
+    parser.add_argument("--client-ca-file", type=Path, default=None,
+                        help="the CA client certificates are checked against (default: DIR/pki/ca.crt)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
@@ -71,7 +77,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
                            backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory,
                            heartbeat_seconds=args.node_lease_renew_interval,
                            resource_enforcer=args.resource_enforcer, metrics_interval=args.metrics_interval,
-                           network=args.network)
+                           network=args.network, tls_cert_file=args.tls_cert_file,
+                           tls_private_key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()
