@@ -15,8 +15,8 @@ from typing import Iterator
 
 import pytest
 
-from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
 from trainctl.cluster import node_credentials
+from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
 from trainctl.cluster.kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig
 from trainctl.cluster.network import isolation
 from trainctl.cluster.network.ranges import HOST_IP, cluster_ranges

@@ -12,8 +12,8 @@ from typing import Optional
 import pytest
 import requests
 
-from trainctl.cluster.kubelet.streaming import remotecommand
 from trainctl.cluster.apiserver.auth import pki
+from trainctl.cluster.kubelet.streaming import remotecommand
 from trainctl.cluster.kubelet.streaming.stream_server import PodTarget, StreamingServer, serving_context
 from trainctl.cluster.network.podnet import SharedNetwork
 

@@ -19,7 +19,6 @@ from trainctl.cluster.apiserver.serving import protobuf
 from trainctl.cluster.apiserver.serving.responses import JSON
 
 
-
 def content_type(request: web.BaseRequest, default: str = "") -> str:
     return request.headers.get("Content-Type", default).split(";")[0].strip()
 
