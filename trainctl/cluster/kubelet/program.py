@@ -32,7 +32,8 @@ def kubelet_arguments(parser: argparse.ArgumentParser) -> None:
     from trainctl.cluster.kubelet import DEFAULT_NODE_NAME
 
     parser.add_argument("--dir", required=True, help="cluster directory")
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig (default: DIR/kubeconfig)")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig (default: the node's own, DIR/kubelet/NODE/kubeconfig, made from DIR's CA)")
     parser.add_argument("--node-name", default=DEFAULT_NODE_NAME)
     parser.add_argument("--gpus", type=non_negative_int, default=0)
     parser.add_argument("--npus", type=non_negative_int, default=0)
@@ -68,7 +69,16 @@ def run_kubelet(args: argparse.Namespace) -> int:
     # Connection retries while the API server restarts are expected; the informers relist.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     directory = Path(args.dir).expanduser().resolve()
-    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else directory / "kubeconfig"
+    if args.kubeconfig:
+        kubeconfig = Path(args.kubeconfig)
+    elif (directory / "kubeconfig").exists():
+        from trainctl.cluster import node_credentials
+        from trainctl.cluster.network.ranges import HOST_IP
+
+        # The node's own credentials, as `trainctl local up` makes them: never the admin's.
+        kubeconfig = node_credentials.bootstrap(directory, args.node_name, HOST_IP)
+    else:
+        kubeconfig = directory / "kubeconfig"
     if not kubeconfig.exists():
         _say(f"no kubeconfig at {kubeconfig}: start the API server first (trainctl local up)")
         return 1

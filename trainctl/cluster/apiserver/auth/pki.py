@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -160,7 +161,15 @@ def _issue(ca: _Authority, subject: x509.Name, usage: x509.ObjectIdentifier, cer
 
 
 def _signed_by(cert_path: Path, ca: _Authority) -> bool:
-    return cert_path.exists() and x509.load_pem_x509_certificate(cert_path.read_bytes()).issuer == ca.cert.subject
+    """Whether the certificate at ``cert_path`` is there and ``ca`` signed it (a new CA, made
+    after ``DIR/pki`` lost its key, has the same name: the signature tells them apart)."""
+    if not cert_path.exists():
+        return False
+    try:
+        x509.load_pem_x509_certificate(cert_path.read_bytes()).verify_directly_issued_by(ca.cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
 
 
 def ensure(directory: Path, host: str, service_ip: str | None = None) -> Pki:
