@@ -8,12 +8,14 @@ speaks (WebSocket channels; SPDY/3.1 tunnelled in WebSocket for port-forward).
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import pty
 import re
 import select
 import signal
 import socket
+import ssl
 import struct
 import termios
 import time
@@ -27,6 +29,7 @@ import pytest
 
 from tests.support.cluster import E2E, scratch_cluster
 from tests.support.kubectl import Kubectl
+from tests.support.listener import recording_listener
 from tests.support.net import free_port
 
 pytestmark = pytest.mark.e2e
@@ -354,11 +357,73 @@ def test_kubectl_speaking_spdy_as_before_1_30_execs_and_forwards_too(e2e: E2E, r
 
 
 def test_the_kubelets_streaming_server_answers_only_the_api_server(e2e: E2E, running: dict[str, Any]) -> None:
-    node = e2e.kubectl.json("get", "node", running["spec"]["nodeName"])
+    node_name = running["spec"]["nodeName"]
+    node = e2e.kubectl.json("get", "node", node_name)
     address = next(a["address"] for a in node["status"]["addresses"] if a["type"] == "InternalIP")
     port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
-    url = f"http://{address}:{port}/exec/default/{POD}/main?command=true&stdout=true"
-    for headers in ({}, {"Authorization": "Bearer not-the-token"}):
+    url = f"https://{address}:{port}/exec/default/{POD}/main?command=true&stdout=true"
+    pki = e2e.cluster.directory / "pki"
+    # No client certificate, whatever token comes with it (the admin's too): 401.
+    for headers in ({}, {"Authorization": "Bearer not-the-token"},
+                    {"Authorization": f"Bearer {(e2e.cluster.directory / 'token').read_text().strip()}"}):
         with pytest.raises(urllib.error.HTTPError) as refused:
-            urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30)
+            urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=30,
+                                   context=ssl.create_default_context(cafile=pki / "ca.crt"))
         assert refused.value.code == 401
+    # A certificate of the cluster's, but a kubelet's: 403.
+    as_node = ssl.create_default_context(cafile=pki / "ca.crt")
+    as_node.load_cert_chain(pki / "nodes" / node_name / "kubelet-client.crt", pki / "nodes" / node_name / "kubelet-client.key")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=30, context=as_node)
+    assert refused.value.code == 403
+    # Plain HTTP is no way in either.
+    with pytest.raises((urllib.error.URLError, ConnectionError)):
+        urllib.request.urlopen(url.replace("https://", "http://"), timeout=30)
+
+
+def test_a_node_pointed_at_a_listener_receives_no_token(e2e: E2E, running: dict[str, Any]) -> None:
+    """Whoever may write a Node's status chooses where the API server dials for exec and
+    port-forward: a listener there gets a TLS handshake it cannot complete, never a token."""
+    node_name = running["spec"]["nodeName"]
+    port = e2e.kubectl.json("get", "node", node_name)["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+    token = (e2e.cluster.directory / "token").read_text().strip()
+
+    def point_at(target: int) -> None:
+        e2e.kubectl("patch", "node", node_name, "--subresource=status", "--type=merge",
+                    "-p", json.dumps({"status": {"daemonEndpoints": {"kubeletEndpoint": {"Port": target}}}}))
+
+    try:
+        with recording_listener() as listener:
+            failures = []
+            for _ in range(10):  # the kubelet's own status updates write its port back
+                point_at(listener.port)
+                failures.append(e2e.kubectl.run("exec", POD, "--", "true", check=False, timeout=90))
+                if listener.connections:
+                    break
+            assert listener.connections, "the API server never dialled the endpoint the Node named"
+        assert b"authorization" not in listener.received.lower()
+        assert token.encode() not in listener.received and b"/exec/" not in listener.received
+        assert all(result.returncode != 0 for result in failures)
+        assert "error dialing backend" in failures[-1].stderr, failures[-1].stderr
+    finally:
+        point_at(port)
+    # Restored, exec works as before; logs never went through the kubelet.
+    assert e2e.kubectl.run("exec", POD, "--", "true").returncode == 0
+    e2e.kubectl("logs", POD)
+
+
+def test_a_kubelet_is_its_node_to_the_api_server(e2e: E2E, running: dict[str, Any]) -> None:
+    node_name = running["spec"]["nodeName"]
+    directory = e2e.cluster.directory
+    kubelet = Kubectl({**e2e.kubectl.env, "KUBECONFIG": str(directory / "kubelet" / node_name / "kubeconfig")})
+    assert kubelet("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}") == f"system:node:{node_name}"
+    assert "token" not in (directory / "kubelet" / node_name / "kubeconfig").read_text()
+    e2e.kubectl.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "elsewhere"}})
+    try:
+        refused = kubelet.run("patch", "node", "elsewhere", "--type=merge",
+                              "-p", '{"spec": {"unschedulable": true}}', check=False)
+        assert refused.returncode != 0
+        assert f'node "{node_name}" is not allowed to modify node "elsewhere"' in refused.stderr, refused.stderr
+        assert "forbidden" in kubelet.run("get", "secrets", check=False).stderr
+    finally:
+        e2e.kubectl("delete", "node", "elsewhere", "--wait=false")

@@ -22,6 +22,9 @@ one more component runs before the kubelets: the network router (:mod:`.network.
 Directory layout (``DIR``):
 
     kubeconfig, token, apiserver.port, state.db   written by the API server
+    pki/                                          the cluster CA and the API server's certificates
+    pki/nodes/<node>/                             a kubelet's serving and client certificates
+    kubelet/<node>/kubeconfig                     a kubelet's credentials (system:node:<node>)
     run/<component>.pid                           "<pid> <kernel start time>"
     run/nodes.json, run/nodes/<node>              the nodes and what the user did to them
     run/network, run/network.sock                 the pod network chosen (and why); the isolated network's router
@@ -50,13 +53,13 @@ from typing import IO, Any, Optional
 
 from trainctl.api import crd as api_crd
 from trainctl.api.durations import positive_duration
-from trainctl.cluster import faults, machines, node_removal
+from trainctl.cluster import faults, machines, node_credentials, node_removal
 from trainctl.cluster.apiserver.process import PORT_FILE, wait_for_port_file
 from trainctl.cluster.compute import enforcer
 from trainctl.cluster.kubelet.kubelet import DEFAULT_NODE_NAME, processes_dir
 from trainctl.cluster.kubelet.runtime import ProcessRegistry, marked_processes
 from trainctl.cluster.network import isolation
-from trainctl.cluster.network.ranges import cluster_ranges, node_pod_cidr
+from trainctl.cluster.network.ranges import HOST_IP, cluster_ranges, node_pod_cidr
 from trainctl.cluster.pidfiles import read_pid_file, signal_pid_file, wait_pid_exit, write_pid_file
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import CRDS
@@ -301,6 +304,8 @@ class LocalCluster:
             raise ClusterError(str(exc)) from None
         return Component(spec.component, self.directory, lambda: [
             sys.executable, "-m", "trainctl.cluster.kubelet", "--dir", str(self.directory),
+            # The node's own credentials (made once the API server has made the CA), never the admin's.
+            "--kubeconfig", str(node_credentials.bootstrap(self.directory, spec.name, HOST_IP)),
             "--node-name", spec.name, "--cpu", spec.cpu, "--memory", spec.memory,
             "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir),
             *(isolated_cidr if self.isolated else pod_cidr), "--network", self.network_mode or isolation.SHARED,

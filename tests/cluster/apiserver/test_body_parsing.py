@@ -116,3 +116,29 @@ def test_ordinary_yaml_bodies_with_anchors_are_still_served(session: Call, nobod
     big = session("POST", CONFIGMAPS, apiserver.token,
                   json.dumps({"metadata": {"name": "big"}, "data": {f"k{i}": "v" for i in range(20_000)}}))
     assert big.status_code == 201 and len(big.json()["data"]) == 20_000
+
+
+def test_apply_patches_are_decoded_off_the_loop_too(session: Call, apiserver: ApiServerHandle) -> None:
+    """A server-side apply body is YAML: a bomb in one, or a few megabytes of flow-style list
+    at once, get their 400 while every other client is answered."""
+    assert session("POST", CONFIGMAPS, apiserver.token, json.dumps({"metadata": {"name": "target"}})).status_code == 201
+    target = f"{CONFIGMAPS}/target?fieldManager=attacker"
+    flood = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: target}\nlist: [" + ",".join(["1"] * 700_000) + "]\n"
+    bodies = [alias_bomb(8), flood, flood, flood]
+
+    def apply_all() -> list[requests.Response]:
+        with concurrent.futures.ThreadPoolExecutor(max_workers=len(bodies)) as pool:
+            return list(pool.map(lambda body: session("PATCH", target, apiserver.token, body,
+                                                      "application/apply-patch+yaml"), bodies))
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        future = pool.submit(apply_all)
+        waits: list[float] = []
+        while not future.done():
+            sent = time.monotonic()
+            assert session("GET", "/readyz", apiserver.token).status_code == 200
+            waits.append(time.monotonic() - sent)
+        responses = future.result()
+    for response in responses:
+        assert_bad_request(response, "aliases are expanded")
+    assert all(wait < PATIENCE for wait in waits), waits

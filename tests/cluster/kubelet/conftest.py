@@ -15,10 +15,11 @@ from typing import Iterator
 
 import pytest
 
+from trainctl.cluster import node_credentials
 from trainctl.cluster.apiserver.process import ApiServerHandle, start_apiserver
-from trainctl.cluster.kubelet import Kubelet, KubeletConfig
+from trainctl.cluster.kubelet import DEFAULT_NODE_NAME, Kubelet, KubeletConfig
 from trainctl.cluster.network import isolation
-from trainctl.cluster.network.ranges import cluster_ranges
+from trainctl.cluster.network.ranges import HOST_IP, cluster_ranges
 from trainctl.cluster.scheduler.component import SchedulerComponent
 from trainctl.kube.client import KubeClient
 
@@ -68,7 +69,8 @@ def kubelet(request: pytest.FixtureRequest, apiserver: ApiServerHandle, tmp_path
     """Parametrize indirectly with a resource enforcer ("polling", ...) to force one."""
     workdir = tmp_path / "work"
     workdir.mkdir()
-    config = KubeletConfig(directory=apiserver.dir, kubeconfig=apiserver.kubeconfig, gpus=2, workdir=workdir,
+    kubeconfig = node_credentials.bootstrap(apiserver.dir, DEFAULT_NODE_NAME, HOST_IP)  # as LocalCluster does
+    config = KubeletConfig(directory=apiserver.dir, kubeconfig=kubeconfig, gpus=2, workdir=workdir,
                            backoff_base=0.2, metrics_interval=1.0,
                            resource_enforcer=getattr(request, "param", None))
     stack = contextlib.ExitStack()
@@ -91,5 +93,10 @@ def kubelet(request: pytest.FixtureRequest, apiserver: ApiServerHandle, tmp_path
 
 
 @pytest.fixture
-def api(kubelet: Kubelet) -> KubeClient:
-    return kubelet.client
+def api(kubelet: Kubelet, apiserver: ApiServerHandle) -> Iterator[KubeClient]:
+    """The cluster's admin (the kubelet itself is only its node)."""
+    client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1)
+    try:
+        yield client
+    finally:
+        client.close()

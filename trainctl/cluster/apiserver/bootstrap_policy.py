@@ -5,7 +5,9 @@ bootstrap policy makes them (the ones that matter for the kinds served here).
 ``view`` (meant for RoleBindings; their rules name the resources this server serves, as
 kube's aggregated roles end up naming theirs), and what every authenticated user needs:
 discovery, health and version (``system:discovery``, ``system:public-info-viewer``) and asking
-about itself (``system:basic-user``: ``auth can-i``, ``auth whoami``). They are written at
+about itself (``system:basic-user``: ``auth can-i``, ``auth whoami``), and the kubelets'
+``system:node`` (bound to ``system:nodes``, where kube leaves its binding empty and its Node
+authorizer grants the same; see ``_NODE``). They are written at
 start-up when missing, carrying kube's ``kubernetes.io/bootstrapping`` label; a changed one is
 left as the user made it, as kube leaves roles whose ``rbac.authorization.kubernetes.io/autoupdate``
 annotation is ``false``.
@@ -65,6 +67,27 @@ _ADMIN = [
     *_EDIT,
 ]
 
+# A kubelet's rights (kube's ``system:node`` role, and ``system:node-proxier``'s reads: the
+# local kubelet is its node's service proxy too; and the metrics it publishes, as
+# metrics-server would). Which Secrets, ConfigMaps, ServiceAccounts and tokens a node may get
+# is the node authorizer's question (``auth.node_authorizer``: those of its own pods), and
+# which Node, Lease and pods it may write NodeRestriction's.
+_NODE = [
+    _rule(["authentication.k8s.io"], ["tokenreviews"], ["create"]),
+    _rule(["authorization.k8s.io"], ["subjectaccessreviews", "localsubjectaccessreviews"], ["create"]),
+    _rule([""], ["services", "endpoints"], _READ),
+    _rule(["discovery.k8s.io"], ["endpointslices"], _READ),
+    _rule([""], ["nodes"], ["create", *_READ, "delete", "patch", "update"]),
+    _rule([""], ["nodes/status"], ["patch", "update"]),
+    _rule([""], ["events"], ["create", "patch", "update"]),
+    _rule(["events.k8s.io"], ["events"], ["create", "patch", "update"]),
+    _rule([""], ["pods"], [*_READ, "create", "delete"]),
+    _rule([""], ["pods/status"], ["patch", "update"]),
+    _rule([""], ["pods/eviction"], ["create"]),
+    _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update", "patch", "delete"]),
+    _rule(["metrics.k8s.io"], ["nodes", "pods"], ["get", "create", "update"]),
+]
+
 _CLUSTER_ROLES: dict[str, list[Obj]] = {
     "cluster-admin": [_rule(["*"], ["*"], ["*"]), _non_resource(["*"], ["*"])],
     "admin": _ADMIN,
@@ -76,6 +99,7 @@ _CLUSTER_ROLES: dict[str, list[Obj]] = {
     "system:basic-user": [_rule(["authentication.k8s.io"], ["selfsubjectreviews"], ["create"]),
                           _rule(["authorization.k8s.io"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
                                 ["create"])],
+    "system:node": _NODE,
 }
 
 _BINDINGS: dict[str, list[Obj]] = {
@@ -84,6 +108,7 @@ _BINDINGS: dict[str, list[Obj]] = {
     "system:basic-user": [{"kind": "Group", "name": "system:authenticated"}],
     "system:public-info-viewer": [{"kind": "Group", "name": "system:authenticated"},
                                   {"kind": "Group", "name": "system:unauthenticated"}],
+    "system:node": [{"kind": "Group", "name": "system:nodes"}],
 }
 
 

@@ -119,9 +119,14 @@ class NodeHeartbeat:
         except ApiError as exc:
             if exc.code != 404:
                 raise
-            self._client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                             "metadata": {"name": nodes.LEASE_NAMESPACE}})
-            self._client.create(LEASES, nodes.lease_object(self._node))
+            try:
+                self._client.create(LEASES, nodes.lease_object(self._node))
+            except ApiError as missing:  # the namespace is the API server's; a node may not make it
+                if missing.code != 404:
+                    raise
+                self._client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": nodes.LEASE_NAMESPACE}})
+                self._client.create(LEASES, nodes.lease_object(self._node))
 
     def beat(self, late: bool = False) -> None:
         """One heartbeat: renew the Lease, and post the status every few beats or when late."""

@@ -53,7 +53,7 @@ from trainctl.cluster.kubelet.serviceaccount import (
     api_server_env,
     may_listen_on,
 )
-from trainctl.cluster.kubelet.streaming.stream_server import PodTarget, StreamingServer, bearer_token
+from trainctl.cluster.kubelet.streaming.stream_server import PodTarget, StreamingServer, serving_context
 from trainctl.cluster.kubelet.usage import UsagePublisher
 from trainctl.cluster.network import isolation
 from trainctl.cluster.network.forward import Forwarder, HostPort, HostPorts
@@ -98,6 +98,18 @@ class KubeletConfig:
     metrics_interval: float = 15.0
     # "shared" (the machine's network) or "isolated" (the cluster's router: network.router).
     network: str = isolation.SHARED
+    # The streaming server's TLS, as the kubelet's --tls-cert-file, --tls-private-key-file and
+    # --client-ca-file; None: the cluster's files for this node (DIR/pki/nodes/NAME, DIR/pki/ca.crt).
+    tls_cert_file: Optional[Path] = None
+    tls_private_key_file: Optional[Path] = None
+    client_ca_file: Optional[Path] = None
+
+
+def tls_files(config: KubeletConfig) -> tuple[Path, Path, Path]:
+    """The streaming server's certificate, key and client CA bundle."""
+    home = config.directory / "pki" / "nodes" / config.node_name
+    return (config.tls_cert_file or home / "kubelet.crt", config.tls_private_key_file or home / "kubelet.key",
+            config.client_ca_file or config.directory / "pki" / "ca.crt")
 
 
 DATA_DIR_VARIABLE = "TRAINCTL_DATA_DIR"
@@ -202,8 +214,8 @@ class Kubelet:
         self.service_accounts = ServiceAccountFiles(self.client, self.pods_dir, Path(ca_file).read_bytes() if ca_file else b"")
         # The proxy serves the kubernetes Service's port 443 where this process may listen on it.
         self._may_listen_on_443 = may_listen_on(443)
-        # The API server reaches it with the credential it gave this kubelet.
-        self.streaming = StreamingServer(self, bearer_token(self.client.configuration), self.host_ip)
+        # The API server reaches it with its kubelet client certificate.
+        self.streaming = StreamingServer(self, serving_context(*map(str, tls_files(config))), self.host_ip)
 
     def _api_configuration(self) -> Any:
         """The kubeconfig's server and credentials; in isolated mode the server is the

@@ -32,7 +32,8 @@ def kubelet_arguments(parser: argparse.ArgumentParser) -> None:
     from trainctl.cluster.kubelet import DEFAULT_NODE_NAME
 
     parser.add_argument("--dir", required=True, help="cluster directory")
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig (default: DIR/kubeconfig)")
+    parser.add_argument("--kubeconfig", default=None,
+                        help="kubeconfig (default: the node's own, DIR/kubelet/NODE/kubeconfig, made from DIR's CA)")
     parser.add_argument("--node-name", default=DEFAULT_NODE_NAME)
     parser.add_argument("--gpus", type=non_negative_int, default=0)
     parser.add_argument("--npus", type=non_negative_int, default=0)
@@ -51,6 +52,12 @@ def kubelet_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--network", choices=("isolated", "shared"), default="shared",
                         help="the pods' network: isolated (the cluster's router, started by `up`) or shared "
                              "(this machine's; default)")
+    parser.add_argument("--tls-cert-file", type=Path, default=None,
+                        help="the streaming server's certificate (default: DIR/pki/nodes/NODE/kubelet.crt)")
+    parser.add_argument("--tls-private-key-file", type=Path, default=None,
+                        help="its key (default: DIR/pki/nodes/NODE/kubelet.key)")
+    parser.add_argument("--client-ca-file", type=Path, default=None,
+                        help="the CA client certificates are checked against (default: DIR/pki/ca.crt)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
@@ -62,7 +69,16 @@ def run_kubelet(args: argparse.Namespace) -> int:
     # Connection retries while the API server restarts are expected; the informers relist.
     logging.getLogger("urllib3").setLevel(logging.ERROR)
     directory = Path(args.dir).expanduser().resolve()
-    kubeconfig = Path(args.kubeconfig) if args.kubeconfig else directory / "kubeconfig"
+    if args.kubeconfig:
+        kubeconfig = Path(args.kubeconfig)
+    elif (directory / "kubeconfig").exists():
+        from trainctl.cluster import node_credentials
+        from trainctl.cluster.network.ranges import HOST_IP
+
+        # The node's own credentials, as `trainctl local up` makes them: never the admin's.
+        kubeconfig = node_credentials.bootstrap(directory, args.node_name, HOST_IP)
+    else:
+        kubeconfig = directory / "kubeconfig"
     if not kubeconfig.exists():
         _say(f"no kubeconfig at {kubeconfig}: start the API server first (trainctl local up)")
         return 1
@@ -71,7 +87,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
                            backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory,
                            heartbeat_seconds=args.node_lease_renew_interval,
                            resource_enforcer=args.resource_enforcer, metrics_interval=args.metrics_interval,
-                           network=args.network)
+                           network=args.network, tls_cert_file=args.tls_cert_file,
+                           tls_private_key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()

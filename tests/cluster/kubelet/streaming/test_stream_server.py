@@ -1,5 +1,5 @@
-"""The kubelet's streaming server over HTTP: what it takes before any upgrade, and how an
-exec that cannot start is reported."""
+"""The kubelet's streaming server over HTTPS: whom it answers, what it takes before any
+upgrade, and how an exec that cannot start is reported."""
 
 from __future__ import annotations
 
@@ -12,11 +12,10 @@ from typing import Optional
 import pytest
 import requests
 
+from trainctl.cluster.apiserver.auth import pki
 from trainctl.cluster.kubelet.streaming import remotecommand
-from trainctl.cluster.kubelet.streaming.stream_server import PodTarget, StreamingServer
+from trainctl.cluster.kubelet.streaming.stream_server import PodTarget, StreamingServer, serving_context
 from trainctl.cluster.network.podnet import SharedNetwork
-
-TOKEN = "apiserver-credential"
 
 
 class NoPods:
@@ -26,21 +25,66 @@ class NoPods:
         return None
 
 
+UPGRADE = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13"}
+
+
 @pytest.fixture
-def streaming() -> Iterator[str]:
-    server = StreamingServer(NoPods(), TOKEN, "127.0.0.1")
+def directory(tmp_path: Path) -> Path:
+    """A cluster's PKI: the API server's kubelet client certificate and node-a's credentials."""
+    pki.kubelet_client_context(tmp_path)
+    pki.ensure_node(tmp_path, "node-a", "127.0.0.1")
+    return tmp_path
+
+
+@pytest.fixture
+def streaming(directory: Path) -> Iterator[str]:
+    node = directory / "nodes" / "node-a"
+    tls = serving_context(str(node / "kubelet.crt"), str(node / "kubelet.key"), str(directory / "ca.crt"))
+    server = StreamingServer(NoPods(), tls, "127.0.0.1")
     port = server.start()
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}"
     finally:
         server.stop()
 
 
-def test_an_exec_command_of_hundreds_of_kilobytes_is_read(streaming: str) -> None:
+def _exec(streaming: str, directory: Path, client: str | None, **headers: str) -> requests.Response:
+    cert = (str(directory / f"{client}.crt"), str(directory / f"{client}.key")) if client else None
+    return requests.get(f"https://{streaming}/exec/default/p/main?command=true", timeout=30, cert=cert,
+                        verify=str(directory / "ca.crt"), headers={
+                            **UPGRADE, "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode(), **headers})
+
+
+def test_only_the_api_servers_client_certificate_is_answered(streaming: str, directory: Path) -> None:
+    assert _exec(streaming, directory, "apiserver-kubelet-client").status_code == 404  # past the gate: no such pod
+    # No certificate, whatever token comes along: 401 (the admin token is nothing here).
+    refused = _exec(streaming, directory, None, Authorization="Bearer the-admin-token")
+    assert refused.status_code == 401, refused.text
+    assert refused.json()["reason"] == "Unauthorized"
+    # A certificate of the cluster's, but a node's: 403.
+    node = _exec(streaming, directory, "nodes/node-a/kubelet-client")
+    assert node.status_code == 403, node.text
+    assert "system:node:node-a" in node.json()["message"]
+    # Plain HTTP is not served at all.
+    with pytest.raises(requests.ConnectionError):
+        requests.get(f"http://{streaming}/exec/default/p/main?command=true", timeout=30,
+                     headers={"Authorization": "Bearer the-admin-token"})
+
+
+def test_a_certificate_of_another_authority_is_refused(streaming: str, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    pki.kubelet_client_context(other)  # the same names, another CA
+    with pytest.raises(requests.ConnectionError):  # the handshake fails (TLS 1.3: the server then hangs up)
+        requests.get(f"https://{streaming}/exec/default/p/main?command=true", timeout=30, verify=False,
+                     cert=(str(other / "apiserver-kubelet-client.crt"), str(other / "apiserver-kubelet-client.key")))
+
+
+def test_an_exec_command_of_hundreds_of_kilobytes_is_read(streaming: str, directory: Path) -> None:
     query = "&".join(["command=python", "command=-c", "command=" + "x" * 300_000])
-    response = requests.get(f"{streaming}/exec/default/p/main?{query}", timeout=30, headers={
-        "Authorization": f"Bearer {TOKEN}", "Connection": "Upgrade", "Upgrade": "websocket",
-        "Sec-WebSocket-Version": "13", "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode()})
+    response = requests.get(f"https://{streaming}/exec/default/p/main?{query}", timeout=30, headers={
+        **UPGRADE, "Sec-WebSocket-Key": base64.b64encode(os.urandom(16)).decode()},
+        verify=str(directory / "ca.crt"),
+        cert=(str(directory / "apiserver-kubelet-client.crt"), str(directory / "apiserver-kubelet-client.key")))
     assert response.status_code == 404, response.text
     assert response.json()["message"] == "pod default/p is not running on this node"
 

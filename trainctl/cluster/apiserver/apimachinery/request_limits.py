@@ -8,11 +8,22 @@ serialise (254 levels, less the few levels a watch event, list or Table adds) wo
 every read, list and watch of its kind fail. So bodies are refused when they are decoded
 (``decode_json``, ``decode_yaml``) and every new state again just before it is stored
 (``check_object``, called from ``admission``).
+
+Decoding a body that may take long (any YAML, JSON past ``INLINE_JSON_BYTES``) runs off the
+event loop (``off_loop``), on a small pool of threads, so that no body, whatever its size or
+shape, holds up the other clients' requests while it is parsed. The thread alone would not
+be enough (a parse in Python holds the GIL): the decoders' own limits keep the parse itself
+short (``MAX_YAML_NODES`` counts YAML nodes with aliases expanded), and the thread lets the
+loop take its turns meanwhile. Small JSON bodies, whose decoding in C takes microseconds, are
+decoded in place.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import concurrent.futures
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import orjson
 import yaml
@@ -30,6 +41,16 @@ MAX_DEPTH = 100  # JSON nesting levels of a body or an object (an object itself 
 # Nodes one YAML document may stand for, aliases expanded (a "billion laughs" guard, and a
 # bound on the time a body of any shape takes to load: PyYAML builds each node in Python).
 MAX_YAML_NODES = 100_000
+INLINE_JSON_BYTES = 64 * 1024  # JSON bodies up to this size are decoded on the loop itself
+DECODERS = 2  # threads decoding bodies; more bodies wait their turn, off the loop
+
+_decoders = concurrent.futures.ThreadPoolExecutor(max_workers=DECODERS, thread_name_prefix="body-decoder")
+T = TypeVar("T")
+
+
+async def off_loop(decode: Callable[..., T], *args: Any) -> T:
+    """``decode(*args)`` on a decoder thread, the loop serving other requests meanwhile."""
+    return await asyncio.get_running_loop().run_in_executor(_decoders, decode, *args)
 
 
 def request_too_large(size: int | None = None) -> errors.ApiError:

@@ -1,9 +1,11 @@
 """Who may do what: the one gate every request passes, and the identity endpoints.
 
 ``Access.admit`` runs before any routing, for every path, subresources and streams
-included: it authenticates the request (``authn``: the admin token or a ServiceAccount token),
+included: it authenticates the request (``authn``: a client certificate, the admin token or a
+ServiceAccount token),
 applies impersonation, reads what the request asks to do from its method and path
-(``request_info``) and asks the RBAC authorizer (``rbac``) with the Roles and bindings as now
+(``request_info``) and asks the Node authorizer (``node_authorizer``, for a kubelet's reads of
+its pods' objects), then the RBAC authorizer (``rbac``) with the Roles and bindings as now
 stored, then keeps a node's identity to its own node (``node_restriction``); a refusal is
 kube-apiserver's 403. It supplies admission's ``guards``, which judge a write by who makes
 it: RBAC ``escalation`` prevention and NodeRestriction. It also answers the review kinds
@@ -23,7 +25,16 @@ from multidict import CIMultiDictProxy
 from trainctl.cluster.apiserver.admission.admission import Guard
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.auth import authn, escalation, node_restriction, rbac, request_info, reviews, tokens
+from trainctl.cluster.apiserver.auth import (
+    authn,
+    escalation,
+    node_authorizer,
+    node_restriction,
+    rbac,
+    request_info,
+    reviews,
+    tokens,
+)
 from trainctl.cluster.apiserver.storage.store import Store
 
 Obj = dict[str, Any]
@@ -47,14 +58,17 @@ class Access:
         self.issuer = issuer
         self.authenticator = authn.Authenticator(admin_token, issuer, store.read)
         self.node_restriction = node_restriction.NodeRestriction(store.read)
+        self.node_authorizer = node_authorizer.NodeAuthorizer(lambda namespace: store.read_list("/pods", namespace))
         # What admission asks of every write, judged by who makes it.
         self.guards: list[Guard] = [escalation.EscalationCheck(self.decide, self.policy), self.node_restriction]
 
     # --- every request ------------------------------------------------------------------
 
-    def admit(self, method: str, path: str, query: Mapping[str, str], headers: CIMultiDictProxy[str]) -> Obj:
-        """The user a request acts as, once it may do what it asks; 401 or 403 otherwise."""
-        user = self.authenticator.authenticate(headers.get("Authorization", ""))
+    def admit(self, method: str, path: str, query: Mapping[str, str], headers: CIMultiDictProxy[str],
+              peer: Obj | None = None) -> Obj:
+        """The user a request acts as, once it may do what it asks; 401 or 403 otherwise.
+        ``peer`` is the client certificate the TLS layer verified, if any."""
+        user = self.authenticator.authenticate(headers.get("Authorization", ""), peer)
         if user is None:
             raise errors.unauthorized()
         if user is not self.authenticator.admin or "Impersonate-User" in headers:
@@ -78,6 +92,8 @@ class Access:
 
     def decide(self, user: Obj, attributes: Obj) -> rbac.Decision:
         if rbac.MASTERS in (user.get("groups") or []):
+            return rbac.Decision(True)
+        if self.node_authorizer.allows(user, attributes):
             return rbac.Decision(True)
         namespace = "" if "path" in attributes else (attributes.get("namespace") or "")
         return rbac.authorize(self.policy(namespace), user, attributes)
@@ -103,6 +119,10 @@ class Access:
             raise _invalid_expiration(name, expiration, "may not specify a duration larger than 2^32 seconds")
         audiences = [a for a in spec.get("audiences") or [] if isinstance(a, str)] or list(tokens.API_AUDIENCES)
         pod = self._bound_pod(namespace, spec.get("boundObjectRef"))
+        node = node_restriction.node_of(authn.REQUESTER.get())
+        if node is not None and (pod is None or (pod.get("spec") or {}).get("nodeName") != node):
+            raise errors.forbidden("serviceaccounts", "", name, "node requested token not bound to a pod"
+                                   if pod is None else "node requested token bound to a pod scheduled on a different node")
         issued = self.issuer.issue(account, int(time.time()), audiences=audiences, expiration_seconds=expiration, pod=pod)
         spec.update({"audiences": audiences, "expirationSeconds": expiration})
         expires = datetime.datetime.fromtimestamp(issued.expires, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,6 +1,9 @@
 """Who is asking: the bearer token of a request as a user, then who that user acts as.
 
-Two kinds of token are accepted, as on a kubeadm cluster: the cluster's admin token
+A client certificate the cluster CA signed (the TLS layer checked it) names the user by its
+CN and the groups by its O, as kube-apiserver's x509 authenticator does: the kubelets are
+``system:node:NAME`` in ``system:nodes`` that way (``pki.ensure_node``). Two kinds of bearer
+token are accepted, as on a kubeadm cluster: the cluster's admin token
 (``DIR/token``, written into ``DIR/kubeconfig``), user ``kubernetes-admin`` in
 ``system:masters``; and ServiceAccount tokens (``tokens``), user
 ``system:serviceaccount:<ns>:<name>`` in ``system:serviceaccounts``,
@@ -28,7 +31,7 @@ from urllib.parse import unquote
 from multidict import CIMultiDictProxy
 
 from trainctl.cluster.apiserver.apimachinery import errors
-from trainctl.cluster.apiserver.auth import rbac, tokens
+from trainctl.cluster.apiserver.auth import pki, rbac, tokens
 
 Obj = dict[str, Any]
 
@@ -62,9 +65,13 @@ class Authenticator:
         # (bounded; the account and pod are looked up on every request all the same).
         self._verified: dict[str, Obj] = {}
 
-    def authenticate(self, header: str) -> Obj | None:
-        """The user a request's ``Authorization`` header names; None without credentials;
-        401 (``errors.unauthorized``) for credentials that are not valid."""
+    def authenticate(self, header: str, peer: Obj | None = None) -> Obj | None:
+        """The user a request's verified client certificate (``peer``, as ``getpeercert()``
+        gives it) or else its ``Authorization`` header names; None without credentials; 401
+        (``errors.unauthorized``) for credentials that are not valid."""
+        name = pki.common_name(peer)
+        if name:
+            return {"user": name, "groups": [*pki.organizations(peer), AUTHENTICATED]}
         if not header:
             return None
         if hmac.compare_digest(header.encode(), self._admin):

@@ -4,18 +4,11 @@ protobuf for the kinds kubectl sends so) within ``request_limits.MAX_DEPTH``.
 A body announced as too large is refused before any of it is read; one that turns out too
 large (chunked) is refused as soon as it passes the limit.
 
-Decoding runs off the event loop, on a small pool of threads, so that no body, whatever its
-size or shape, holds up the other clients' requests while it is parsed. The thread alone
-would not be enough (a parse in Python holds the GIL): the decoders' own limits keep the
-parse itself short (``request_limits.MAX_YAML_NODES`` counts YAML nodes with aliases expanded), and
-the thread lets the loop take its turns meanwhile. Small JSON bodies, whose decoding in C
-takes microseconds, are decoded in place.
+Decoding runs off the event loop (``request_limits.off_loop``), but for small JSON bodies.
 """
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 from typing import Any
 
 import yaml
@@ -24,11 +17,6 @@ from aiohttp import web
 from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 from trainctl.cluster.apiserver.serving import protobuf
 from trainctl.cluster.apiserver.serving.responses import JSON
-
-INLINE_JSON_BYTES = 64 * 1024  # JSON bodies up to this size are decoded on the loop itself
-DECODERS = 2  # threads decoding bodies; more bodies wait their turn, off the loop
-
-_decoders = concurrent.futures.ThreadPoolExecutor(max_workers=DECODERS, thread_name_prefix="body-decoder")
 
 
 def content_type(request: web.BaseRequest, default: str = "") -> str:
@@ -55,9 +43,9 @@ async def decoded(request: web.BaseRequest) -> Any:
             f"application/yaml, {protobuf.CONTENT_TYPE}")
     if media != protobuf.CONTENT_TYPE and not raw.strip():
         return None
-    if media != "application/yaml" and media != protobuf.CONTENT_TYPE and len(raw) <= INLINE_JSON_BYTES:
+    if media != "application/yaml" and media != protobuf.CONTENT_TYPE and len(raw) <= request_limits.INLINE_JSON_BYTES:
         return decode(media, raw)
-    return await asyncio.get_running_loop().run_in_executor(_decoders, decode, media, raw)
+    return await request_limits.off_loop(decode, media, raw)
 
 
 def decode(media: str, raw: bytes) -> Any:

@@ -3,22 +3,29 @@
 kube-apiserver runs nothing in a pod. It checks the request (the pod exists, runs on a node,
 has not finished; the container is one of its own), finds the node's kubelet through the
 Node object (an ``InternalIP`` of ``status.addresses`` and
-``status.daemonEndpoints.kubeletEndpoint.Port``), sends it the request with its own
+``status.daemonEndpoints.kubeletEndpoint.Port``), sends it the request over TLS with its own
 credential, and once the kubelet has switched protocols copies bytes both ways unchanged: the
 WebSocket (or SPDY) session is between the client and the kubelet. A kubelet's refusal is
 handed to the client as it came. Nothing here knows the kubelet's code, only its paths.
+
+Whoever may write a Node's status chooses where that is, so the address is trusted for
+nothing: the credential is a client certificate (``pki.kubelet_client_context``), which a
+listener only sees once it has shown a serving certificate the cluster CA signed for that
+address and for that node (``system:node:NAME``); no bearer token is ever sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ssl
 from typing import Any
 from urllib.parse import quote
 
 from aiohttp import web
 
 from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.auth import pki
 from trainctl.cluster.apiserver.serving.pod_logs import choose_container
 
 Obj = dict[str, Any]
@@ -97,7 +104,25 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, list[tuple[str,
     return code, headers
 
 
-async def proxy(request: web.BaseRequest, pod: Obj, node: Obj | None, subresource: str, token: str) -> web.StreamResponse:
+async def _dial(host: str, port: int, node_name: str,
+                context: ssl.SSLContext) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A TLS connection to the kubelet of ``node_name``, once it proved to be that kubelet."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(
+            host, port, limit=HEAD_LIMIT, ssl=context, server_hostname=host), CONNECT_TIMEOUT)
+    except (OSError, asyncio.TimeoutError) as exc:  # ssl.SSLError is an OSError
+        raise errors.ApiError(502, "InternalError", f"error dialing backend: cannot reach the kubelet of node "
+                              f"{node_name!r} at {host}:{port}: {exc}", {}) from None
+    presented = pki.common_name(writer.get_extra_info("peercert"))
+    if presented != f"{pki.NODE_PREFIX}{node_name}":
+        writer.close()
+        raise errors.ApiError(502, "InternalError", f"error dialing backend: the kubelet at {host}:{port} is "
+                              f"{presented!r}, not the kubelet of node {node_name!r}", {})
+    return reader, writer
+
+
+async def proxy(request: web.BaseRequest, pod: Obj, node: Obj | None, subresource: str,
+                context: ssl.SSLContext) -> web.StreamResponse:
     """Serve one exec, attach or portforward request through the pod's kubelet."""
     container = _container(pod, subresource, request.query.get("container", ""))
     meta = pod["metadata"]
@@ -107,13 +132,9 @@ async def proxy(request: web.BaseRequest, pod: Obj, node: Obj | None, subresourc
         path += f"/{quote(container, safe='')}"
     if request.rel_url.raw_query_string:
         path += f"?{request.rel_url.raw_query_string}"
+    reader, writer = await _dial(host, port, pod["spec"]["nodeName"], context)
     try:
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port, limit=HEAD_LIMIT), CONNECT_TIMEOUT)
-    except (OSError, asyncio.TimeoutError) as exc:
-        raise errors.ApiError(502, "InternalError", f"error dialing backend: cannot reach the kubelet of node "
-                              f"{pod['spec']['nodeName']!r} at {host}:{port}: {exc}", {}) from None
-    try:
-        lines = [f"{request.method} {path} HTTP/1.1", f"Host: {host}:{port}", f"Authorization: Bearer {token}"]
+        lines = [f"{request.method} {path} HTTP/1.1", f"Host: {host}:{port}"]
         lines += [f"{name}: {value}" for name, value in request.headers.items() if name.lower() in _FORWARDED]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
         code, headers = await asyncio.wait_for(_read_head(reader), CONNECT_TIMEOUT)

@@ -12,6 +12,7 @@ Adding a verb is one handler method on ``Handlers`` and one line in ``ROUTES``.
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,14 +91,14 @@ def table_include(request: web.BaseRequest) -> str | None:
 class Handlers:
     """One method per verb: each reads its request, calls the storage and answers."""
 
-    def __init__(self, resources: Resources, access: Access, data_dir: Path, token: str,
+    def __init__(self, resources: Resources, access: Access, data_dir: Path, kubelet_tls: ssl.SSLContext,
                  bookmark_interval: float, closing: Callable[[], bool]) -> None:
         self.resources = resources
         self.store = resources.store
         self.registry = resources.registry
         self.access = access
         self.data_dir = data_dir
-        self.token = token
+        self.kubelet_tls = kubelet_tls  # how kubelets are dialled (the API server's client certificate)
         self.bookmark_interval = bookmark_interval
         self._closing = closing
 
@@ -227,7 +228,7 @@ class Handlers:
         node_name = (pod.get("spec") or {}).get("nodeName") or ""
         nodes = self.registry.get("", "v1", "nodes")
         node = self.store.read(nodes.storage_key, "", node_name) if nodes is not None and node_name else None
-        return await connect.proxy(request, pod, node, target.subresource or "", self.token)
+        return await connect.proxy(request, pod, node, target.subresource or "", self.kubelet_tls)
 
 
 def _created() -> web.Response:

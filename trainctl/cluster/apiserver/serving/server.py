@@ -51,7 +51,8 @@ class ApiServer:
         self.metrics_api = metrics_api.MetricsApi(self.store)
         self.resources = Resources(self.store, self.registry, service_cidr)
         self.resources.writes.admission.guards.extend(self.access.guards)
-        self.handlers = routes.Handlers(self.resources, self.access, data_dir, token, bookmark_interval, lambda: self._closing)
+        self.handlers = routes.Handlers(self.resources, self.access, data_dir,
+                                       pki.kubelet_client_context(data_dir / "pki"), bookmark_interval, lambda: self._closing)
         self.metrics = Metrics()
         self.openapi = openapi.Documents(self.registry)  # hook: OpenAPI documents (openapi)
         self.address = ""
@@ -88,7 +89,9 @@ class ApiServer:
         request[RESOURCE] = ""
         try:
             if request.path not in access.PUBLIC_PATHS:
-                request[USER] = self.access.admit(request.method, request.path, request.query, request.headers)
+                transport = request.transport
+                peer = transport.get_extra_info("peercert") if transport is not None else None
+                request[USER] = self.access.admit(request.method, request.path, request.query, request.headers, peer)
             response = await self._dispatch(request)
         except errors.ApiError as exc:
             response = error_response(exc)

@@ -55,6 +55,14 @@ _MERGE_KEYS: dict[str, tuple[str, ...]] = {
 _MERGED_PRIMITIVE_LISTS = {"finalizers"}
 
 
+async def decoded(body: bytes, content_type: str) -> Any:
+    """The patch document, decoded as request bodies are: off the event loop but for small
+    JSON (an apply patch is YAML, whose parse a crafted body could make long)."""
+    if content_type != APPLY_PATCH and len(body) <= request_limits.INLINE_JSON_BYTES:
+        return parse_body(body, content_type)
+    return await request_limits.off_loop(parse_body, body, content_type)
+
+
 def parse_body(body: bytes, content_type: str) -> Any:
     try:
         if content_type == APPLY_PATCH:

@@ -223,7 +223,7 @@ class Writes:
             raise errors.unsupported_media_type(
                 f"the body of the request was in an unknown format - accepted media types include: "
                 f"{patch.JSON_PATCH}, {patch.MERGE_PATCH}, {patch.APPLY_PATCH}")
-        document = patch.parse_body(body, content_type)
+        document = await patch.decoded(body, content_type)
         current = self.store.get(rtype.storage_key, namespace or "", name)
         if current is None:
             if content_type == patch.APPLY_PATCH and subresource is None:

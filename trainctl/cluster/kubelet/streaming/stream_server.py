@@ -3,9 +3,11 @@
 Paths are the real kubelet's: ``/exec/NAMESPACE/POD/CONTAINER``, ``/attach/...`` and
 ``/portforward/NAMESPACE/POD``, with the query the client sent the API server. It runs on an
 event loop thread of its own, on the node's address and a port the system picks, which the
-kubelet advertises in its Node (``status.daemonEndpoints.kubeletEndpoint.Port``). It answers
-only requests that carry the credential of the API server (the bearer token the kubelet was
-given to reach it), so no other process on the machine reaches a pod through it.
+kubelet advertises in its Node (``status.daemonEndpoints.kubeletEndpoint.Port``). It speaks
+TLS with the node's serving certificate and answers only the API server: a request whose
+client certificate the cluster CA signed for ``kube-apiserver-kubelet-client``. Without a
+certificate it is 401, with another one (a node's, say) 403; a bearer token counts for
+nothing, so neither a pod nor a holder of the admin token reaches a pod through it.
 A request that cannot be served is refused before any upgrade, with a ``metav1.Status``
 the API server hands to the client.
 """
@@ -14,10 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
 import logging
 import socket
+import ssl
 import threading
 from dataclasses import dataclass
 from typing import Any, Optional, Protocol
@@ -31,6 +33,7 @@ from trainctl.cluster.network.podnet import PodNetwork
 log = logging.getLogger(__name__)
 
 MAX_REQUEST_LINE_BYTES = 1024 * 1024  # an exec's command is its query: as long as the API server takes
+API_SERVER_CLIENT = "kube-apiserver-kubelet-client"  # the CN of the API server's kubelet client certificate
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,25 @@ class Refused(Exception):
         return web.Response(status=self.code, body=json.dumps(status), content_type="application/json")
 
 
+def serving_context(cert_file: str, key_file: str, client_ca_file: str) -> ssl.SSLContext:
+    """The server's TLS (``--tls-cert-file``, ``--tls-private-key-file``): client certificates
+    are checked against ``client_ca_file`` (``--client-ca-file``); one missing is judged later,
+    so that the answer is a 401 rather than a failed handshake."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=client_ca_file)
+    context.load_cert_chain(cert_file, key_file)
+    context.verify_mode = ssl.CERT_OPTIONAL
+    return context
+
+
+def _common_name(peer: Any) -> Optional[str]:
+    subject = (peer or {}).get("subject") or ()
+    return next((str(value) for rdn in subject for key, value in rdn if key == "commonName"), None)
+
+
 class StreamingServer:
-    def __init__(self, host: StreamingHost, token: str, address: str) -> None:
+    def __init__(self, host: StreamingHost, tls: ssl.SSLContext, address: str) -> None:
         self._host = host
-        self._authorization = f"Bearer {token}".encode()
+        self._tls = tls
         self._address = address
         self.port = 0
         self._loop: Optional[asyncio.AbstractEventLoop] = None
@@ -87,7 +105,7 @@ class StreamingServer:
             self._loop = loop
             async def listen() -> tuple[web.Server, asyncio.Server]:
                 http = web.Server(self._handle, handler_cancellation=True, max_line_size=MAX_REQUEST_LINE_BYTES)
-                return http, await loop.create_server(http, self._address, 0)
+                return http, await loop.create_server(http, self._address, 0, ssl=self._tls)
             try:
                 self._http, self._server = loop.run_until_complete(listen())
                 self.port = self._server.sockets[0].getsockname()[1]
@@ -119,9 +137,13 @@ class StreamingServer:
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         try:
-            supplied = request.headers.get("Authorization", "").encode()
-            if not hmac.compare_digest(supplied, self._authorization):
+            transport = request.transport
+            client = _common_name(transport.get_extra_info("peercert") if transport is not None else None)
+            if client is None:
                 raise Refused(401, "Unauthorized", "Unauthorized")
+            if client != API_SERVER_CLIENT:
+                raise Refused(403, "Forbidden", f'user "{client}" is forbidden: only the API server may reach '
+                                                "this kubelet's streaming server")
             return await self._route(request)
         except Refused as refused:
             return refused.response()
@@ -212,11 +234,3 @@ class StreamingServer:
                 await ws.close()
         return ws
 
-
-def bearer_token(configuration: Any) -> str:
-    """The bearer token of a ``kubernetes`` client configuration ('' without one)."""
-    value = str((configuration.api_key or {}).get("authorization") or "")
-    prefix = str((configuration.api_key_prefix or {}).get("authorization") or "")
-    if prefix and not value.startswith(prefix):
-        value = f"{prefix} {value}"
-    return value.removeprefix("Bearer ").strip()
