@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from trainctl.controller.frameworks.base import UNKNOWN_EXIT_CODE, ConditionChange, EnvContext, EnvFactory, ReplicaCounts
-from trainctl.controller.reconcile import relaunch, rendezvous
+from trainctl.controller.reconcile import hang, relaunch, rendezvous
 from trainctl.controller.reconcile.children import exit_code, is_terminating, node_of, replica_name
 from trainctl.controller.reconcile.config import VOLCANO
 from trainctl.controller.reconcile.pods import PodFactory, build_service, service_ports
@@ -112,7 +112,7 @@ def create_pods(p: Pass, rtype: str, env_factory: EnvFactory, replicas: int) -> 
     for warning in factory.warnings:
         p.warnings.setdefault(warning.reason, warning)
     for index in missing:
-        p.plan.creates.append(relaunch.with_grown_memory(p, rtype, index, factory.build(index)))
+        p.plan.creates.append(hang.with_fault_handler(p, relaunch.with_grown_memory(p, rtype, index, factory.build(index))))
 
 
 def pod_factory(p: Pass, rtype: str, env_factory: EnvFactory) -> PodFactory:
