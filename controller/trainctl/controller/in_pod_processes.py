@@ -10,7 +10,8 @@ signal) and command line.
 write all its threads' stacks to its stderr, the pod's log: the controller sets
 ``PYTHONFAULTHANDLER=1`` in an opted-in job's containers, so a SIGABRT runs faulthandler
 before the process dies. A stopped process handles a signal only once continued, so each
-gets SIGABRT then SIGCONT; the program then waits a little for them to finish writing.
+gets SIGABRT then SIGCONT; the program then waits a little for them to finish writing. The
+report is printed before the signals: the container's death may end this program too.
 
 The container's processes are those /proc shows, but this program and its ancestors (the
 exec's own). A local cluster runs every pod in one PID namespace; its kubelet marks a
@@ -94,10 +95,10 @@ def dump(found: list[dict[str, Any]]) -> list[int]:
 
 def main(mode: str) -> None:
     found = processes()
-    report: dict[str, Any] = {"processes": found}
+    # Printed first: a container whose processes die may take this program with it.
+    print(json.dumps({"processes": found}), flush=True)
     if mode == "dump":
-        report["signalled"] = dump(found)
-    print(json.dumps(report))
+        dump(found)
 
 
 if __name__ == "__main__":

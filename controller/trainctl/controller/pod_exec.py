@@ -46,12 +46,12 @@ class PodExec:
         except Exception as exc:  # the websocket and the API answer in many ways; none is fatal here
             log.warning("exec into pod failed", extra={"pod": f"{namespace}/{pod}", "error": str(exc)})
             return None
-        if code != 0:
-            log.warning("exec into pod failed", extra={"pod": f"{namespace}/{pod}", "code": code, "stderr": err[-500:]})
-            return None
+        # The report is the first line; a dump may end the exec with the container, so the
+        # exit code does not matter once the report is there.
         try:
-            report = json.loads(out.strip().splitlines()[-1])
+            report = json.loads(out.splitlines()[0])
         except (ValueError, IndexError):
+            log.warning("exec into pod failed", extra={"pod": f"{namespace}/{pod}", "code": code, "stderr": err[-500:]})
             return None
         found = report.get("processes") if isinstance(report, dict) else None
         return found if isinstance(found, list) else None
