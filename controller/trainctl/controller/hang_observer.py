@@ -66,16 +66,19 @@ def reading_time(metrics: dict[str, Any]) -> Optional[datetime]:
 
 
 def observe(seen: Optional[PodProgress], cores: float, at: datetime, idle_cores: float,
-            stopped: Callable[[], bool]) -> PodProgress:
+            stopped: Callable[[], Optional[bool]]) -> PodProgress:
     """What is known of a pod after a reading of ``cores`` whose window ended ``at``;
-    ``stopped`` looks at its processes (asked only for an idle window)."""
+    ``stopped`` looks at its processes (asked only for an idle window; None: could not)."""
     if seen is None:
         return PodProgress(last_progress=at, observed_at=at)
     if at <= seen.observed_at:
         return seen
     if cores >= idle_cores:
         return PodProgress(last_progress=at, observed_at=at)
-    return PodProgress(last_progress=seen.last_progress, observed_at=at, stopped=stopped())
+    looked = stopped()
+    if looked is None and seen.observed_at > seen.last_progress:
+        looked = seen.stopped  # idle before too: what an earlier look saw still holds
+    return PodProgress(last_progress=seen.last_progress, observed_at=at, stopped=looked)
 
 
 class ProgressObserver:
@@ -170,10 +173,12 @@ class ProgressObserver:
         with self._lock:
             seen = self._progress.get(uid)
 
-        def stopped() -> bool:
+        def stopped() -> Optional[bool]:
             container = framework_for(job.get("kind", "")).container
             found = self.pod_exec.processes(meta.get("namespace", "default"), meta["name"], container)
-            return found is not None and any(p.get("state") in ("T", "t") for p in found if p.get("python"))
+            if found is None:
+                return None
+            return any(p.get("state") in ("T", "t") for p in found if p.get("python"))
 
         now = observe(seen, cores, at, self.idle_cores, stopped)
         with self._lock:

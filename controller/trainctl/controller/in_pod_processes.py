@@ -6,12 +6,16 @@ source as ``python3 -c SOURCE MODE`` (:mod:`trainctl.controller.pod_exec`). It p
 object: the container's processes, each with its pid, state letter (``T``: stopped by a
 signal) and command line.
 
-``MODE`` ``states`` only looks. ``dump`` also makes every Python process of the container
-write all its threads' stacks to its stderr, the pod's log: the controller sets
-``PYTHONFAULTHANDLER=1`` in an opted-in job's containers, so a SIGABRT runs faulthandler
-before the process dies. A stopped process handles a signal only once continued, so each
-gets SIGABRT then SIGCONT; the program then waits a little for them to finish writing. The
-report is printed before the signals: the container's death may end this program too.
+``MODE`` ``states`` only looks. ``freeze`` also stops every Python process of the container
+(SIGSTOP), and ``dump`` makes each write all its threads' stacks to its stderr, the pod's
+log: the controller sets ``PYTHONFAULTHANDLER=1`` in an opted-in job's containers, so a
+SIGABRT runs faulthandler before the process dies. The controller freezes every worker of
+the job before it dumps any: a rank that dies of its dump would otherwise wake its peers out
+of the collective they wait in (a connection reset) before their own stacks are written. A
+stopped process handles a signal only once continued, so each gets SIGABRT then SIGCONT,
+and the pending SIGABRT comes first; the program then waits a little for them to finish
+writing. The report is printed before any signal, so it shows the states as they were, and
+the container's death may end this program too.
 
 The container's processes are those /proc shows, but this program and its ancestors (the
 exec's own). A local cluster runs every pod in one PID namespace; its kubelet marks a
@@ -78,15 +82,19 @@ def processes() -> list[dict[str, Any]]:
     return found
 
 
-def dump(found: list[dict[str, Any]]) -> list[int]:
-    """SIGABRT (then SIGCONT) to every Python process; wait for them to have written and died."""
-    targets = [p["pid"] for p in found if p["python"]]
-    for pid in targets:
-        for signum in (signal.SIGABRT, signal.SIGCONT):
+def _signal(pids: list[int], *signums: int) -> None:
+    for pid in pids:
+        for signum in signums:
             try:
                 os.kill(pid, signum)
             except OSError:
                 pass
+
+
+def dump(found: list[dict[str, Any]]) -> list[int]:
+    """SIGABRT (then SIGCONT) to every Python process; wait for them to have written and died."""
+    targets = [p["pid"] for p in found if p["python"]]
+    _signal(targets, signal.SIGABRT, signal.SIGCONT)
     deadline = time.monotonic() + _EXIT_WAIT_SECONDS
     while time.monotonic() < deadline and any(_state_and_parent(pid)[0] not in (None, "Z", "X") for pid in targets):
         time.sleep(0.1)
@@ -97,7 +105,9 @@ def main(mode: str) -> None:
     found = processes()
     # Printed first: a container whose processes die may take this program with it.
     print(json.dumps({"processes": found}), flush=True)
-    if mode == "dump":
+    if mode == "freeze":
+        _signal([p["pid"] for p in found if p["python"]], signal.SIGSTOP)
+    elif mode == "dump":
         dump(found)
 
 

@@ -23,7 +23,7 @@ from trainctl.kube.client import KubeClient
 log = logging.getLogger("trainctl.controller")
 
 _SOURCE = Path(in_pod_processes.__file__).read_text()
-STATES, DUMP = "states", "dump"
+STATES, FREEZE, DUMP = "states", "freeze", "dump"
 
 
 class PodExec:

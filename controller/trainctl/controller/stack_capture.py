@@ -1,10 +1,11 @@
 """A hung job's Python stacks, dumped and kept before its workers are restarted.
 
 The core asks for it (``Plan.stack_captures``) in the pass that restarts the workers; the plan
-applier runs this before the deletes. Each worker's container runs the in-pod program in
-``dump`` mode (:mod:`trainctl.controller.pod_exec`): every Python process writes all its
-threads' stacks to the pod's log (faulthandler on SIGABRT, enabled by ``PYTHONFAULTHANDLER=1``)
-and dies. The stacks are then read back from the log (the container's previous instance if
+applier runs this before the deletes. Each worker's container runs the in-pod program
+(:mod:`trainctl.controller.pod_exec`), first to freeze every worker (and report the states
+of their processes as they were), then to dump: every Python process writes all its threads'
+stacks to the pod's log (faulthandler on SIGABRT, enabled by ``PYTHONFAULTHANDLER=1``) and
+dies. The stacks are then read back from the log (the container's previous instance if
 the kubelet restarted it meanwhile) and kept, with the processes' states, in a ConfigMap
 owned by the job, one key per pod: the pods are deleted next, their logs with them, and the
 ConfigMap stays as long as the job (``kubectl describe configmap <job>-hang-<n>``).
@@ -16,7 +17,7 @@ import logging
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
-from trainctl.controller.pod_exec import DUMP, PodExec
+from trainctl.controller.pod_exec import DUMP, FREEZE, PodExec
 from trainctl.controller.reconcile.plan import StackCapture
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
@@ -53,7 +54,13 @@ class StackCapturer:
     def capture(self, capture: StackCapture) -> list[str]:
         """Dump and keep; the errors (none: all kept)."""
         with ThreadPoolExecutor(max_workers=max(1, min(8, len(capture.pods)))) as pool:
-            entries = list(pool.map(lambda pod: self._one(capture.namespace, *pod), capture.pods))
+            # All frozen first (their states as they were), then all dumped: see in_pod_processes.
+            frozen = [pool.submit(self.pod_exec.processes, capture.namespace, pod, container, FREEZE)
+                      for pod, container in capture.pods]
+            states = [future.result() for future in frozen]
+            dumped = [pool.submit(self._one, capture.namespace, pod, container, found)
+                      for (pod, container), found in zip(capture.pods, states, strict=True)]
+            entries = [future.result() for future in dumped]
         config_map = {
             "apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": capture.config_map, "namespace": capture.namespace, "labels": dict(capture.labels),
@@ -66,8 +73,8 @@ class StackCapturer:
             return [f"create ConfigMap {capture.config_map}: {exc}"]
         return []
 
-    def _one(self, namespace: str, pod: str, container: str) -> str:
-        processes = self.pod_exec.processes(namespace, pod, container, DUMP)
+    def _one(self, namespace: str, pod: str, container: str, processes: Optional[list[dict[str, Any]]]) -> str:
+        self.pod_exec.processes(namespace, pod, container, DUMP)
         text = self._log(namespace, pod, container, previous=False)
         if FAULT_HEADER not in text:
             text = self._log(namespace, pod, container, previous=True) or text

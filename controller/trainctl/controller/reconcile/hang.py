@@ -49,6 +49,9 @@ STATUS_HANGS = "hangs"
 # status.hangs keeps the latest entries only: enough to see a node hang twice.
 _KEPT_HANGS = 20
 REASON_HUNG = "JobHung"
+# How long past the timeout a hang waits for the shell's look at an idle pod's processes (an
+# exec on a loaded node is slow), so the stopped rank can be named; then it is judged anyway.
+LOOK_GRACE_SECONDS = 15.0
 
 
 def timeout_seconds(annotations: dict[str, Any]) -> tuple[Optional[float], Optional[str]]:
@@ -147,6 +150,10 @@ def reconcile(p: Pass) -> tuple[int, Optional[ConditionChange]]:
     least_idle = min(seconds for seconds in idle if seconds is not None)
     if least_idle < timeout:
         p.requeue.append(timeout - least_idle)
+        return 0, None
+    unseen = any(w.progress.stopped is None for w in workers)
+    if unseen and least_idle < timeout + LOOK_GRACE_SECONDS:  # the culprit may be about to show
+        p.requeue.append(timeout + LOOK_GRACE_SECONDS - least_idle)
         return 0, None
     return _hung(p, workers, least_idle, timeout)
 

@@ -99,13 +99,14 @@ class PodProgress:
 
     ``last_progress``: the end of the last usage window in which the pod worked (or when it
     was first seen); ``observed_at``: the end of the latest window read, so a reading after
-    ``last_progress`` is evidence that the pod has been idle since; ``stopped``: its processes
-    were all found stopped by a signal (state T) in the latest look at them.
+    ``last_progress`` is evidence that the pod has been idle since; ``stopped``: whether a
+    Python process of its was found stopped by a signal (state T) since it went idle (None:
+    nobody could look yet).
     """
 
     last_progress: datetime
     observed_at: datetime
-    stopped: bool = False
+    stopped: Optional[bool] = False
 
 
 @dataclass(frozen=True)
