@@ -125,6 +125,16 @@ def test_no_progress_past_the_timeout_dumps_names_and_restarts_all_workers() -> 
     assert not plan.updates, "a first hang taints nothing"
 
 
+def test_a_hang_waits_a_little_for_the_look_at_idle_pods_then_is_judged_anyway() -> None:
+    cluster = running(job())
+    cluster.watch(W0, seen(100, 165))
+    cluster.watch(W1, PodProgress(last_progress=at(95), observed_at=at(165), stopped=None))
+    plan = cluster.step(at(170))
+    assert not hung_events(plan) and plan.requeue_after == 5.0  # 60 s + the look's 15 s grace from 100
+    (message,) = hung_events(cluster.step(at(175)))
+    assert f"pod {W1}" in message and "state T" not in message
+
+
 def test_without_stopped_processes_the_worker_whose_progress_ended_first_is_named() -> None:
     cluster = running(job())
     idle_since(cluster, {W0: 90, W1: 100}, now=170)

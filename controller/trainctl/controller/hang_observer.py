@@ -10,8 +10,10 @@ NCCL wait on a socket or a condition). A log line per step would be a finer sign
 every script prints one and a silent script would look hung; CPU is always there.
 
 For a pod idle in its latest window, the observer also looks at its processes through
-``pods/exec`` (:mod:`trainctl.controller.pod_exec`): a process stopped by a signal (state T)
-names the culprit, since its peers are idle but never stopped.
+``pods/exec`` (:mod:`trainctl.controller.pod_exec`): a Python process stopped by a signal
+(state T) names the culprit, since its peers are idle but never stopped; one runnable (R) or
+in disk sleep (D) is working, only starved of CPU by a busy node (torch importing on an
+overloaded machine uses a few hundredths of a core), and counts as progress.
 
 Per pod uid the observer keeps ``PodProgress`` (the end of the last busy window, the end of the
 latest window read, stopped or not) and hands it to the core with the job's other observed
@@ -65,20 +67,36 @@ def reading_time(metrics: dict[str, Any]) -> Optional[datetime]:
     return parse_time(metrics.get("timestamp"))
 
 
+STOPPED, WORKING, WAITING = "stopped", "working", "waiting"
+
+
+def process_look(found: Optional[list[dict[str, Any]]]) -> Optional[str]:
+    """What a pod's processes say: a Python process stopped by a signal (state T) is STOPPED;
+    one running or runnable (R) or in disk sleep (D) is WORKING, only short of CPU on a busy
+    node; else they are WAITING (S: a collective, a socket). None: nobody could look."""
+    if found is None:
+        return None
+    states = {p.get("state") for p in found if p.get("python")}
+    if states & {"T", "t"}:
+        return STOPPED
+    return WORKING if states & {"R", "D"} else WAITING
+
+
 def observe(seen: Optional[PodProgress], cores: float, at: datetime, idle_cores: float,
-            stopped: Callable[[], Optional[bool]]) -> PodProgress:
+            look: Callable[[], Optional[str]]) -> PodProgress:
     """What is known of a pod after a reading of ``cores`` whose window ended ``at``;
-    ``stopped`` looks at its processes (asked only for an idle window; None: could not)."""
+    ``look`` looks at its processes (asked only for an idle window; ``process_look``)."""
     if seen is None:
         return PodProgress(last_progress=at, observed_at=at)
     if at <= seen.observed_at:
         return seen
-    if cores >= idle_cores:
+    looked = None if cores >= idle_cores else look()
+    if cores >= idle_cores or looked == WORKING:
         return PodProgress(last_progress=at, observed_at=at)
-    looked = stopped()
-    if looked is None and seen.observed_at > seen.last_progress:
-        looked = seen.stopped  # idle before too: what an earlier look saw still holds
-    return PodProgress(last_progress=seen.last_progress, observed_at=at, stopped=looked)
+    stopped = None if looked is None else looked == STOPPED
+    if stopped is None and seen.observed_at > seen.last_progress:
+        stopped = seen.stopped  # idle before too: what an earlier look saw still holds
+    return PodProgress(last_progress=seen.last_progress, observed_at=at, stopped=stopped)
 
 
 class ProgressObserver:
@@ -173,14 +191,11 @@ class ProgressObserver:
         with self._lock:
             seen = self._progress.get(uid)
 
-        def stopped() -> Optional[bool]:
+        def look() -> Optional[str]:
             container = framework_for(job.get("kind", "")).container
-            found = self.pod_exec.processes(meta.get("namespace", "default"), meta["name"], container)
-            if found is None:
-                return None
-            return any(p.get("state") in ("T", "t") for p in found if p.get("python"))
+            return process_look(self.pod_exec.processes(meta.get("namespace", "default"), meta["name"], container))
 
-        now = observe(seen, cores, at, self.idle_cores, stopped)
+        now = observe(seen, cores, at, self.idle_cores, look)
         with self._lock:
             self._progress[uid] = now
         return now != seen
