@@ -3,14 +3,18 @@ restarted; a node that hangs twice is tainted; hangs past backoffLimit fail the 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from typing import Any, Optional
 
+import pytest
+
 from trainctl.controller.reconcile import hang
+from trainctl.controller.reconcile.children import rfc3339
 from trainctl.controller.reconcile.plan import Observed, Plan, PodProgress
 
 from tests.support.jobs import pytorchjob
-from tests.support.reconcile import Cluster, at, conditions, env_dict, node
+from tests.support.reconcile import Cluster, at, conditions, env_dict, node, terminated
 
 TIMEOUT = 60.0
 W0, W1 = "mnist-worker-0", "mnist-worker-1"
@@ -110,6 +114,7 @@ def test_one_worker_alone_at_work_is_progress() -> None:
 def test_no_progress_past_the_timeout_dumps_names_and_restarts_all_workers() -> None:
     cluster = running(job())
     idle_since(cluster, {W0: 100, W1: 95}, now=170, stopped=(W1,))
+    uids = {name: pod["metadata"]["uid"] for name, pod in cluster.pods.items()}
     plan = cluster.step(at(170))
 
     (message,) = hung_events(plan)
@@ -121,7 +126,8 @@ def test_no_progress_past_the_timeout_dumps_names_and_restarts_all_workers() -> 
     assert cluster.job["status"]["restartCount"] == 1
     assert ("Restarting", "True", "PyTorchJobRestarting") in conditions(cluster.job["status"])
     assert cluster.job["status"]["hangs"] == [
-        {"time": "2024-05-01T12:02:50Z", "pod": W1, "rank": 1, "node": "node-1", "stacks": "mnist-hang-1"}]
+        {"time": "2024-05-01T12:02:50Z", "pod": W1, "rank": 1, "node": "node-1", "stacks": "mnist-hang-1",
+         "replaced": [uids[W0], uids[W1]]}]
     assert not plan.updates, "a first hang taints nothing"
 
 
@@ -133,6 +139,23 @@ def test_a_hang_waits_a_little_for_the_look_at_idle_pods_then_is_judged_anyway()
     assert not hung_events(plan) and plan.requeue_after == 5.0  # 60 s + the look's 15 s grace from 100
     (message,) = hung_events(cluster.step(at(175)))
     assert f"pod {W1}" in message and "state T" not in message
+
+
+@pytest.mark.parametrize("policy", ["Never", "OnFailure", "ExitCode"])
+def test_the_restarted_pods_dead_of_their_dump_have_not_failed(policy: str) -> None:
+    spec = job()
+    spec["spec"]["pytorchReplicaSpecs"]["Worker"]["restartPolicy"] = policy
+    cluster = running(spec)
+    idle_since(cluster, {W0: 100, W1: 100}, now=170)
+    dumped = copy.deepcopy(cluster.pods)
+    cluster.step(at(170))
+    for name, pod in dumped.items():  # still in the API: deleted, and killed by SIGABRT
+        pod["metadata"]["deletionTimestamp"] = rfc3339(at(200))
+        pod["status"] = {"phase": "Failed", "containerStatuses": terminated(134)}
+        cluster.pods[name] = pod
+    cluster.step(at(171))
+    assert ("Failed", "True", "PyTorchJobFailed") not in conditions(cluster.job["status"])
+    assert ("Restarting", "True", "PyTorchJobRestarting") in conditions(cluster.job["status"])
 
 
 def test_without_stopped_processes_the_worker_whose_progress_ended_first_is_named() -> None:

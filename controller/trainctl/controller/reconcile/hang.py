@@ -20,8 +20,9 @@ Warning Event ``JobHung`` names the culprit and the ConfigMap, and all workers a
 (one restart in ``status.restartCount``); a culprit's node that hung before gets the taint
 ``trainctl.io/unhealthy=hang:NoSchedule``, so the replacement lands elsewhere; a hang whose
 restart would reach ``backoffLimit`` fails the job instead, saying so. Each hang is recorded
-in ``status.hangs`` (when, the culprit pod, its rank and node), which is how a node that
-hangs twice is recognised after a controller restart.
+in ``status.hangs`` (when, the culprit pod, its rank and node, the pods restarted), which is
+how a node that hangs twice is recognised after a controller restart, and how the restarted
+pods, dead of their dump while being deleted, are told from failed ones.
 """
 
 from __future__ import annotations
@@ -112,6 +113,15 @@ def _workers(p: Pass) -> Optional[list[Worker]]:
     return out or None
 
 
+def replaced(p: Pass, pod: dict[str, Any]) -> bool:
+    """Whether ``pod`` is one the latest hang restarted: killed by its dump and being deleted,
+    it has neither failed nor is it up (under restartPolicy Never its Failed phase would fail
+    the job)."""
+    hangs = p.old_status.get(STATUS_HANGS) or []
+    latest = hangs[-1] if hangs and isinstance(hangs[-1], dict) else {}
+    return (pod.get("metadata") or {}).get("uid") in (latest.get("replaced") or ())
+
+
 def culprit(workers: list[Worker]) -> tuple[Worker, str]:
     """The worker that stopped first, and how that is known."""
     stopped = [w for w in workers if w.progress.stopped]
@@ -169,7 +179,8 @@ def _hung(p: Pass, workers: list[Worker], idle: float, timeout: float) -> tuple[
         labels=p.framework.base_labels(p.name),
         pods=tuple((w.name, p.framework.container) for w in workers),
     ))
-    record = {"time": rfc3339(p.now), "pod": first.name, "rank": first.rank, "node": node, "stacks": config_map}
+    record = {"time": rfc3339(p.now), "pod": first.name, "rank": first.rank, "node": node, "stacks": config_map,
+              "replaced": [w.pod["metadata"].get("uid", "") for w in workers]}
     p.status[STATUS_HANGS] = [*history, record][-_KEPT_HANGS:]
     message = (f"no progress from any worker for {idle:.0f}s (hang timeout {timeout:g}s): rank {first.rank}, "
                f"pod {first.name} on node {node}, stopped first ({why}); the stacks of all workers: "

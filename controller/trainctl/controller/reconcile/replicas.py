@@ -153,8 +153,8 @@ def count(p: Pass, rtype: str) -> ReplicaCounts:
     active = succeeded = failed = 0
     duplicated = p.pods.duplicated(rtype)
     for index, pod in p.pods.slots(rtype).items():
-        if index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod):
-            continue  # replaced by the controller (more memory, a lost node, a closed rendezvous): neither up nor failed
+        if index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod) or hang.replaced(p, pod):
+            continue  # replaced by the controller (more memory, a lost node, a closed rendezvous, a hang): neither up nor failed
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Running":
             if is_terminating(pod):
