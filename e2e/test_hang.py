@@ -21,7 +21,7 @@ from tests.support.hang import JOB, MASTER, WORKER, ddp_job, job_events, poll, s
 
 pytestmark = pytest.mark.e2e
 
-TIMEOUT = 20  # seconds: the job's hang timeout
+TIMEOUT = 30  # seconds: the job's hang timeout
 # Detection is due within the timeout plus 30 s; the bound is far looser for a loaded machine.
 DETECTED_BOUND = TIMEOUT + 120.0
 

@@ -40,8 +40,9 @@ class Looks:
 
 
 def test_a_busy_window_is_progress_and_an_idle_one_is_looked_into() -> None:
-    first = observe(None, 0.0, at(0), IDLE, Looks(STOPPED))
-    assert first == PodProgress(at(0), at(0))  # first seen: no evidence either way yet
+    assert observe(None, 0.0, at(0), IDLE, Looks(WAITING)) is None, "a pod that never worked is not judged"
+    first = observe(None, 0.9, at(0), IDLE, Looks(STOPPED))
+    assert first == PodProgress(at(0), at(0))
     busy = observe(first, 0.9, at(15), IDLE, Looks(STOPPED))
     assert busy == PodProgress(at(15), at(15))
     stopped = Looks(STOPPED)

@@ -83,16 +83,20 @@ def process_look(found: Optional[list[dict[str, Any]]]) -> Optional[str]:
 
 
 def observe(seen: Optional[PodProgress], cores: float, at: datetime, idle_cores: float,
-            look: Callable[[], Optional[str]]) -> PodProgress:
+            look: Callable[[], Optional[str]]) -> Optional[PodProgress]:
     """What is known of a pod after a reading of ``cores`` whose window ended ``at``;
-    ``look`` looks at its processes (asked only for an idle window; ``process_look``)."""
-    if seen is None:
-        return PodProgress(last_progress=at, observed_at=at)
-    if at <= seen.observed_at:
+    ``look`` looks at its processes (asked only for an idle window; ``process_look``).
+    Nothing is known of a pod until it has worked once: one that waits from its start (for
+    its peers, on a busy node) has not stopped, and is not judged."""
+    if seen is not None and at <= seen.observed_at:
         return seen
-    looked = None if cores >= idle_cores else look()
-    if cores >= idle_cores or looked == WORKING:
+    if cores >= idle_cores:
         return PodProgress(last_progress=at, observed_at=at)
+    looked = look()
+    if looked == WORKING:
+        return PodProgress(last_progress=at, observed_at=at)
+    if seen is None:
+        return None
     stopped = None if looked is None else looked == STOPPED
     if stopped is None and seen.observed_at > seen.last_progress:
         stopped = seen.stopped  # idle before too: what an earlier look saw still holds
@@ -196,6 +200,12 @@ class ProgressObserver:
             return process_look(self.pod_exec.processes(meta.get("namespace", "default"), meta["name"], container))
 
         now = observe(seen, cores, at, self.idle_cores, look)
+        if now is None:
+            return False
+        if now.observed_at > now.last_progress:
+            log.info("hang observer: pod idle", extra={
+                "pod": f"{meta.get('namespace')}/{meta['name']}", "cores": round(cores, 4), "window_end": metrics.get("timestamp"),
+                "idle_since": now.last_progress.isoformat(), "stopped": now.stopped})
         with self._lock:
             self._progress[uid] = now
         return now != seen
