@@ -226,6 +226,17 @@ class OOMMemory(WireModel):
     )
 
 
+class Hang(WireModel):
+    """trainctl: one hang the controller found (annotation trainctl.io/hang-timeout)."""
+
+    time: Optional[Time] = None
+    pod: Optional[str] = Field(None, description="trainctl: the worker that stopped first (the culprit).")
+    rank: Optional[NonNegativeInt32] = None
+    node: Optional[str] = None
+    stacks: Optional[str] = Field(None, description="trainctl: the ConfigMap holding every worker's Python stacks.")
+    replaced: Optional[list[str]] = Field(None, description="trainctl: the uids of the pods restarted for it.")
+
+
 class JobStatus(WireModel):
     """What the controller observed; written through the status subresource only."""
 
@@ -247,6 +258,10 @@ class JobStatus(WireModel):
             "trainctl: per replica (e.g. Worker-1), the memory limit it was relaunched with after "
             "being OOMKilled (annotations trainctl.io/oom-memory-factor and -max), and the one before."
         ),
+    )
+    hangs: Optional[list[Hang]] = Field(
+        None,
+        description="trainctl: the latest hangs the controller found (annotation trainctl.io/hang-timeout), oldest first.",
     )
 
 

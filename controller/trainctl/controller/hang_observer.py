@@ -202,7 +202,7 @@ class ProgressObserver:
         now = observe(seen, cores, at, self.idle_cores, look)
         if now is None:
             return False
-        if now.observed_at > now.last_progress:
+        if now != seen and now.observed_at > now.last_progress:
             log.info("hang observer: pod idle", extra={
                 "pod": f"{meta.get('namespace')}/{meta['name']}", "cores": round(cores, 4), "window_end": metrics.get("timestamp"),
                 "idle_since": now.last_progress.isoformat(), "stopped": now.stopped})
