@@ -36,7 +36,7 @@ def test_a_frozen_rank_is_detected_named_dumped_restarted_and_the_job_succeeds(e
         frozen = time.monotonic()
         signal_container(run.pods[WORKER], signal.SIGSTOP)
 
-        (hung,) = poll("a JobHung Event", lambda: job_events(e2e.api, "JobHung"), DETECTED_BOUND, run)
+        (hung,) = poll("a JobHung Event", lambda: job_events(e2e.api, "JobHung", run), DETECTED_BOUND, run)
         detected = time.monotonic() - frozen
         message = hung["message"]
         assert f"pod {WORKER}" in message and "rank 1" in message and "state T" in message, message
@@ -73,4 +73,4 @@ def test_without_the_annotation_a_frozen_rank_is_waited_for_as_before(e2e: E2E) 
         finished = run.wait_succeeded(timeout=300)
         assert (run.uids(MASTER), run.uids(WORKER)) == uids, "no pod was replaced"
         assert not finished["status"].get("restartCount") and "hangs" not in finished["status"]
-        assert not job_events(e2e.api, "JobHung")
+        assert not job_events(e2e.api, "JobHung", run)

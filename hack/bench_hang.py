@@ -38,7 +38,7 @@ def one_run(bench: E2E, timeout: int) -> tuple[float, bool, float]:
         first_uid = run.pods[WORKER]["metadata"]["uid"]
         frozen = time.monotonic()
         signal_container(run.pods[WORKER], signal.SIGSTOP)
-        (hung,) = poll("a JobHung Event", lambda: job_events(bench.api, "JobHung"), timeout + 300, run)
+        (hung,) = poll("a JobHung Event", lambda: job_events(bench.api, "JobHung", run), timeout + 300, run)
         detected = time.monotonic() - frozen
         named = f"pod {WORKER} " in hung["message"]
         again = run.wait_line("the new worker training", step_of(WORKER, 0, not_uid=first_uid), 300, since=frozen)

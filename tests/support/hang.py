@@ -49,9 +49,11 @@ def step_of(pod: str, min_step: int, not_uid: str = "") -> Callable[[LogLine], b
     return match
 
 
-def job_events(api: client.ApiClient, reason: str, job: str = JOB) -> list[dict[str, Any]]:
-    events = client.CoreV1Api(api).list_namespaced_event("default", field_selector=f"involvedObject.name={job}")
-    return [e.to_dict() for e in events.items if e.reason == reason]
+def job_events(api: client.ApiClient, reason: str, run: JobObserver) -> list[dict[str, Any]]:
+    """The Events ``reason`` about the job ``run`` follows (not an earlier job of its name)."""
+    uid = ((run.job or {}).get("metadata") or {}).get("uid")
+    events = client.CoreV1Api(api).list_namespaced_event("default", field_selector=f"involvedObject.name={run.name}")
+    return [e.to_dict() for e in events.items if e.reason == reason and uid and e.involved_object.uid == uid]
 
 
 def poll(what: str, check: Callable[[], list[dict[str, Any]]], timeout: float, run: JobObserver) -> list[dict[str, Any]]:
