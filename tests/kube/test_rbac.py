@@ -247,4 +247,13 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
 
     used = plugins.client.calls | volcano.client.calls
     assert used - rbac_allowed == set(), "calls the ClusterRole does not allow"
-    assert rbac_allowed - used == set(), "grants the controller never used"
+    assert rbac_allowed - used - HANG_GRANTS == set(), "grants the controller never used"
+
+
+# What only a hung job uses (trainctl.io/hang-timeout): usage metrics, exec into a worker,
+# its log, the stacks' ConfigMap and a node's taint need kubelets running real workers, so
+# e2e/test_hang.py exercises them, not this test.
+HANG_GRANTS = {
+    ("list", "metrics.k8s.io", "pods"), ("get", "", "pods/exec"), ("create", "", "pods/exec"), ("get", "", "pods/log"),
+    ("create", "", "configmaps"), ("update", "", "nodes"),
+}

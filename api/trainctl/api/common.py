@@ -242,6 +242,17 @@ class NodeCheckOutcome(WireModel):
         None, description="trainctl: the pod passed and was recreated with its static job for another pod's failed check.")
 
 
+class Hang(WireModel):
+    """trainctl: one hang the controller found (annotation trainctl.io/hang-timeout)."""
+
+    time: Optional[Time] = None
+    pod: Optional[str] = Field(None, description="trainctl: the worker that stopped first (the culprit).")
+    rank: Optional[NonNegativeInt32] = None
+    node: Optional[str] = None
+    stacks: Optional[str] = Field(None, description="trainctl: the ConfigMap holding every worker's Python stacks.")
+    replaced: Optional[list[str]] = Field(None, description="trainctl: the uids of the pods restarted for it.")
+
+
 class JobStatus(WireModel):
     """What the controller observed; written through the status subresource only."""
 
@@ -266,6 +277,10 @@ class JobStatus(WireModel):
     )
     node_check: Optional[dict[str, dict[str, NodeCheckOutcome]]] = Field(
         None, description="trainctl: per node and pod, the outcome of the pod's last node check there.")
+    hangs: Optional[list[Hang]] = Field(
+        None,
+        description="trainctl: the latest hangs the controller found (annotation trainctl.io/hang-timeout), oldest first.",
+    )
 
 
 # --- what the generic code reads of any kind's job --------------------------------------------

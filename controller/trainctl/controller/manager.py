@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional
 from trainctl.controller.caches import Caches
 from trainctl.controller.child_writer import ChildApplier
 from trainctl.controller.handlers import EventHandlers
+from trainctl.controller.hang_observer import ProgressObserver
 from trainctl.controller.keys import JobKey
 from trainctl.controller.options import ManagerOptions
 from trainctl.controller.plan_applier import ApplyError, PlanApplier
@@ -91,6 +92,7 @@ class Manager:
             max_batch=options.max_create_batch,
         )
         self.applier = PlanApplier(client, children=self.children, status=self.status, recorder=self.recorder)
+        self.progress = ProgressObserver(client, self.caches, self.queue)
         EventHandlers(
             self.caches,
             self.queue,
@@ -140,6 +142,7 @@ class Manager:
                 if self._stop.is_set():
                     return
             self.metrics.leader.set(1)
+        self.progress.start()
         for i in range(max(1, self.options.workers)):
             thread = threading.Thread(target=self._work, name=f"worker-{i}", daemon=True)
             thread.start()
@@ -153,6 +156,7 @@ class Manager:
         deadline = time.monotonic() + timeout
         for thread in self._workers:
             thread.join(max(0.0, deadline - time.monotonic()))
+        self.progress.stop()
         if self.elector is not None:
             self.elector.stop()
             self.elector.release()
@@ -215,6 +219,7 @@ class Manager:
             log.debug("waiting for the cache to show our writes", extra={"job": key.namespaced_name})
             return self.expectations.expires_in(key) + 0.01
         observed = self.caches.observed(job)
+        observed.progress = self.progress.progress(observed.pods)
         now = self.clock()
         plan = self.reconciler(copy.deepcopy(job), observed, now)
         self.reconciles += 1

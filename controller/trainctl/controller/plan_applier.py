@@ -1,6 +1,7 @@
 """Turning a Plan into API calls, in the order that keeps Events and counters honest.
 
-Children first (creates, updates, deletes), then the status, then, only once the status is
+Children first (creates, updates, then, once a hung job's stacks are dumped and kept,
+deletes), then the status, then, only once the status is
 persisted, the deletion the plan asks for (TTL) and the plan's Events and counters: they
 therefore count only transitions the API server has. One line per applied plan goes to the
 log; any failure is raised as :class:`ApplyError` after everything else was tried, and the
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
-from typing import Any
+from typing import Any, Optional
 
 from trainctl.controller.child_writer import ChildApplier, Done
 from trainctl.controller.keys import JobKey
@@ -19,6 +20,7 @@ from trainctl.controller.reconcile import node_check
 from trainctl.controller.reconcile.children import rfc3339
 from trainctl.controller.reconcile.plan import NodeTaint, Plan
 from trainctl.controller.recorder import JobRecorder
+from trainctl.controller.stack_capture import StackCapturer
 from trainctl.controller.status_writer import StatusWriter
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
@@ -37,16 +39,22 @@ class ApplyError(Exception):
 class PlanApplier:
     """Applies one job's plan through the children, status and recorder parts."""
 
-    def __init__(self, client: KubeClient, children: ChildApplier, status: StatusWriter, recorder: JobRecorder) -> None:
+    def __init__(self, client: KubeClient, children: ChildApplier, status: StatusWriter, recorder: JobRecorder,
+                 stacks: Optional[StackCapturer] = None) -> None:
         self.client = client
         self.children = children
         self.status = status
         self.recorder = recorder
+        self.stacks = stacks or StackCapturer(client)
 
     def apply(self, key: JobKey, job: dict[str, Any], plan: Plan, now: datetime) -> None:
         tainted = self._taint_all(plan.taints, now)
         created = self.children.create_all(key, job, plan.creates)
         updated = self.children.update_all(plan.updates)
+        for capture in plan.stack_captures:
+            # A capture that fails must not hold the restart up: the hang is the worse fault.
+            for error in self.stacks.capture(capture):
+                log.warning("stacks of a hung job not kept", extra={"job": key.namespaced_name, "error": error})
         deleted = self.children.delete_all(key, job, plan.deletes)
         status = self.status.apply(key, job, plan)
         job_deleted = self._delete_job(key, job) if plan.delete_job and status.persisted else Done()

@@ -23,6 +23,7 @@ from trainctl.api.validation import check
 from trainctl.controller.frameworks import framework_for
 from trainctl.controller.reconcile import (
     gang,
+    hang,
     hpa,
     job_limits,
     lifecycle,
@@ -131,10 +132,15 @@ def _active(p: Pass) -> None:
     node_health.act(p)
     permanent = replicas.exit_code_failures(p)
     restarts, lost_pods = (0, {}) if permanent else lost.restart_for_lost_pods(p)
+    # A hung job is judged only when nothing else is being replaced: the hang may be theirs.
+    hang_restarts, hang_restarting = (0, None) if permanent or lost_pods else hang.reconcile(p)
+    if p.done():  # its restarts would reach backoffLimit
+        replicas.set_replica_statuses(p, counts)
+        return
     restarted = list(lost_pods)
     more, types = replicas.reconcile_all(p, ctx if may_create_pods and not permanent else None, restart=not permanent)
     restarted += [rtype for rtype in types if rtype not in restarted]
-    outcome.conclude(p, counts, restarts + more, restarted, lost_pods, permanent)
+    outcome.conclude(p, counts, restarts + hang_restarts + more, restarted, lost_pods, permanent, hang_restarting)
     if p.store is not None and p.done():
         rendezvous.withhold_store(p)
 

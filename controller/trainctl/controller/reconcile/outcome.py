@@ -1,7 +1,7 @@
 """The job's conditions once its replicas are reconciled: restarts, success and failure.
 
 What the replica step did (the restarts, the types restarted, the pods lost with their
-node, non-retryable exits) and what the pods show (``ReplicaCounts``) become the job's
+node, a hung job's restart, non-retryable exits) and what the pods show (``ReplicaCounts``) become the job's
 status: ``restartCount``, the Restarting conditions, then the kind's own rules
 (``Framework.evaluate``) for Running, Succeeded and Failed, the replica statuses and the
 completion time.
@@ -10,6 +10,7 @@ completion time.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 from trainctl.api import constants as c
 from trainctl.controller.frameworks.base import ConditionChange, JobFacts, ReplicaCounts
@@ -19,7 +20,7 @@ from trainctl.controller.reconcile.state import Pass
 
 def conclude(
     p: Pass, counts: dict[str, ReplicaCounts], restarts: int, restarted: list[str], lost_pods: lost.LostByType,
-    permanent: list[ConditionChange],
+    permanent: list[ConditionChange], hung: Optional[ConditionChange] = None,
 ) -> None:
     relaunch.record(p)
     if restarts:
@@ -44,6 +45,8 @@ def conclude(
     if not p.done():
         for rtype in lost_pods:  # a lost pod is counted neither up nor failed: say it restarts
             p.book.apply(lost.restarting(p, rtype, lost_pods))
+        if hung is not None:  # its pods are still Running: only the condition tells
+            p.book.apply(hung)
     replicas.set_replica_statuses(p, counts)
     if p.done():
         lifecycle.complete(p)

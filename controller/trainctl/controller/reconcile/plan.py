@@ -19,6 +19,7 @@ job's pod, still terminating) makes its create fail.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Optional
 
 
@@ -100,6 +101,34 @@ class NodeTaint:
     value: str
 
 
+@dataclass(frozen=True)
+class PodProgress:
+    """What the shell has seen of one pod's progress (``trainctl.io/hang-timeout``).
+
+    ``last_progress``: the end of the last usage window in which the pod worked (or when it
+    was first seen); ``observed_at``: the end of the latest window read, so a reading after
+    ``last_progress`` is evidence that the pod has been idle since; ``stopped``: whether a
+    Python process of its was found stopped by a signal (state T) since it went idle (None:
+    nobody could look yet).
+    """
+
+    last_progress: datetime
+    observed_at: datetime
+    stopped: Optional[bool] = False
+
+
+@dataclass(frozen=True)
+class StackCapture:
+    """Dump the Python stacks of ``pods`` (name, container) before they are deleted, and keep
+    them in the ConfigMap ``config_map`` (owned by ``owner``), one key per pod."""
+
+    namespace: str
+    config_map: str
+    owner: dict[str, Any]
+    labels: dict[str, str]
+    pods: tuple[tuple[str, str], ...]
+
+
 @dataclass
 class Observed:
     """What the cluster holds for one job, as plain dicts straight from the API."""
@@ -113,6 +142,8 @@ class Observed:
     # The most memory any Node can give one pod (``oom.largest_node_memory`` of every Node,
     # in bytes; None: no Node says): no out-of-memory relaunch asks for more.
     node_memory: Optional[int] = None
+    # By pod uid, the progress the shell has seen (only for jobs with a hang timeout).
+    progress: dict[str, PodProgress] = field(default_factory=dict)
 
 
 @dataclass
@@ -140,8 +171,10 @@ class Plan:
     problems: list[Event] = field(default_factory=list)
     # Nodes to taint, before any pod is deleted (their replacements must not land there).
     taints: list[NodeTaint] = field(default_factory=list)
+    # Stacks to dump and keep before this plan's deletes run (a hung job's workers).
+    stack_captures: list[StackCapture] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         return not (self.creates or self.updates or self.deletes or self.status is not None or self.delete_job
-                    or self.events or self.taints)
+                    or self.events or self.taints or self.stack_captures)

@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from trainctl.controller.frameworks.base import UNKNOWN_EXIT_CODE, ConditionChange, EnvContext, EnvFactory, ReplicaCounts
-from trainctl.controller.reconcile import node_health, relaunch, rendezvous
+from trainctl.controller.reconcile import hang, node_health, relaunch, rendezvous
 from trainctl.controller.reconcile.children import exit_code, is_terminating, node_of, replica_name
 from trainctl.controller.reconcile.config import VOLCANO
 from trainctl.controller.reconcile.pods import PodFactory, build_service, service_ports
@@ -114,7 +114,7 @@ def create_pods(p: Pass, rtype: str, env_factory: EnvFactory, replicas: int) -> 
     for warning in factory.warnings:
         p.warnings.setdefault(warning.reason, warning)
     for index in missing:
-        p.plan.creates.append(relaunch.with_grown_memory(p, rtype, index, factory.build(index)))
+        p.plan.creates.append(hang.with_fault_handler(p, relaunch.with_grown_memory(p, rtype, index, factory.build(index))))
 
 
 def pod_factory(p: Pass, rtype: str, env_factory: EnvFactory) -> PodFactory:
@@ -156,8 +156,9 @@ def count(p: Pass, rtype: str) -> ReplicaCounts:
     active = succeeded = failed = 0
     duplicated = p.pods.duplicated(rtype)
     for index, pod in p.pods.slots(rtype).items():
-        if index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod) or p.node_check.handles(pod):
-            continue  # replaced by the controller (more memory, a lost node, a closed rendezvous, a failed node check): neither up nor failed
+        if (index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod)
+                or p.node_check.handles(pod) or hang.replaced(p, pod)):
+            continue  # replaced by the controller (more memory, a lost node, a closed rendezvous, a failed node check, a hang): neither up nor failed
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Running":
             if is_terminating(pod):
