@@ -12,6 +12,7 @@ an OOM kill) are recorded here.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Optional
@@ -47,6 +48,7 @@ class Pass:
     lost_waits: list[float] = field(default_factory=list)  # seconds until a node-lost grace expires
     lost_uids: set[Optional[str]] = field(default_factory=set)
     oom: oom.Relaunches = field(default_factory=oom.Relaunches)
+    members: dict[str, Collection[int]] = field(default_factory=dict)  # by type, the indices kept: members.kept
 
     def __post_init__(self) -> None:
         meta = self.raw.get("metadata") or {}
