@@ -21,7 +21,18 @@ from trainctl.api import constants as c
 from trainctl.api.defaults import default_job
 from trainctl.api.validation import check
 from trainctl.controller.frameworks import framework_for
-from trainctl.controller.reconcile import gang, hpa, job_limits, lifecycle, lost, outcome, relaunch, rendezvous, replicas
+from trainctl.controller.reconcile import (
+    disrupted,
+    gang,
+    hpa,
+    job_limits,
+    lifecycle,
+    lost,
+    outcome,
+    relaunch,
+    rendezvous,
+    replicas,
+)
 from trainctl.controller.reconcile.children import rfc3339
 from trainctl.controller.reconcile.conditions import TRUE, ConditionBook, find
 from trainctl.controller.reconcile.config import ReconcileConfig
@@ -65,6 +76,7 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
     if kept is not None:
         one_pass.warnings[kept.event.reason] = kept.event
     lost.find_lost_pods(one_pass)
+    disrupted.find_disrupted(one_pass)
     relaunch.find_oom_killed(one_pass)
     _run(one_pass)
     return plan
@@ -96,7 +108,7 @@ def _run(p: Pass) -> None:
 
 
 def _active(p: Pass) -> None:
-    """Limits, the PodGroup, the rendezvous store, lost pods, the replicas, then the outcome."""
+    """Limits, the PodGroup, the rendezvous store, lost and disrupted pods, the replicas, then the outcome."""
     lifecycle.start(p)
     counts = {rtype: replicas.count(p, rtype) for rtype in p.types}
     failure = job_limits.limit_failure(p, counts)
@@ -114,10 +126,11 @@ def _active(p: Pass) -> None:
     # deleted (losing its status and log) only for the job to fail anyway.
     permanent = replicas.exit_code_failures(p)
     restarts, lost_pods = (0, {}) if permanent else lost.restart_for_lost_pods(p)
-    restarted = list(lost_pods)
+    taken, why = (0, {}) if permanent else disrupted.restart_for_disrupted(p)
+    restarted = list(lost_pods) + [rtype for rtype in why if rtype not in lost_pods]
     more, types = replicas.reconcile_all(p, ctx if may_create_pods and not permanent else None, restart=not permanent)
     restarted += [rtype for rtype in types if rtype not in restarted]
-    outcome.conclude(p, counts, restarts + more, restarted, lost_pods, permanent)
+    outcome.conclude(p, counts, restarts + taken + more, restarted, lost_pods, permanent, why)
     if p.store is not None and p.done():
         rendezvous.withhold_store(p)
 

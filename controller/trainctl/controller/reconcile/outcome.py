@@ -10,6 +10,7 @@ completion time.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Optional
 
 from trainctl.api import constants as c
 from trainctl.controller.frameworks.base import ConditionChange, JobFacts, ReplicaCounts
@@ -19,13 +20,16 @@ from trainctl.controller.reconcile.state import Pass
 
 def conclude(
     p: Pass, counts: dict[str, ReplicaCounts], restarts: int, restarted: list[str], lost_pods: lost.LostByType,
-    permanent: list[ConditionChange],
+    permanent: list[ConditionChange], disrupted: Optional[dict[str, ConditionChange]] = None,
 ) -> None:
+    """``disrupted``: by replica type, the Restarting condition of a static job restarted
+    because a pod was evicted or preempted (``disrupted``)."""
+    why = disrupted or {}
     relaunch.record(p)
     if restarts:
         p.status["restartCount"] = (p.status.get("restartCount") or 0) + restarts
     for rtype in restarted:
-        p.book.apply(lost.restarting(p, rtype, lost_pods))
+        p.book.apply(why.get(rtype) or lost.restarting(p, rtype, lost_pods))
     for change in permanent:
         p.book.apply(change)
     facts = JobFacts(
@@ -44,6 +48,8 @@ def conclude(
     if not p.done():
         for rtype in lost_pods:  # a lost pod is counted neither up nor failed: say it restarts
             p.book.apply(lost.restarting(p, rtype, lost_pods))
+        for change in why.values():  # nor is a disrupted one
+            p.book.apply(change)
     replicas.set_replica_statuses(p, counts)
     if p.done():
         lifecycle.complete(p)

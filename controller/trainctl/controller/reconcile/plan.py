@@ -127,7 +127,8 @@ class Plan:
     # "failed", "restarted", "deleted" (training_operator_jobs_<name>_total).
     metrics: list[str] = field(default_factory=list)
     # Standing problems with the job's settings (an annotation that is not a valid value),
-    # as Warning Events. Stated in every pass while they hold, unlike ``events``: the shell
+    # as Warning Events, and standing notices (an elastic job going on without a worker that
+    # was taken away). Stated in every pass while they hold, unlike ``events``: the shell
     # records one when it appears, not again while it stays.
     problems: list[Event] = field(default_factory=list)
 

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any, Optional
 
 from trainctl.controller.frameworks.base import UNKNOWN_EXIT_CODE, ConditionChange, EnvContext, EnvFactory, ReplicaCounts
-from trainctl.controller.reconcile import members, relaunch, rendezvous
+from trainctl.controller.reconcile import disrupted, members, relaunch, rendezvous
 from trainctl.controller.reconcile.children import ChildIndex, exit_code, is_terminating, node_of, replica_name
 from trainctl.controller.reconcile.config import VOLCANO
 from trainctl.controller.reconcile.pods import PodFactory, build_service, service_ports
@@ -63,7 +63,7 @@ def exit_code_failures(p: Pass) -> list[ConditionChange]:
         duplicated = p.pods.duplicated(rtype)
         if any(index not in duplicated and not is_terminating(pod) and index in members.kept(p, rtype)
                and (pod.get("status") or {}).get("phase") == "Failed" and not fw.is_retryable(exit_code(pod, fw.container))
-               and not rendezvous.closed_out(p, pod)
+               and not rendezvous.closed_out(p, pod) and not disrupted.is_disrupted(p, pod)
                for index, pod in p.pods.slots(rtype).items()):
             out.append(change)
     return out
@@ -93,6 +93,9 @@ def reconcile_pods(p: Pass, rtype: str, env_factory: Optional[EnvFactory], *, re
             continue
         if restart and rendezvous.closed_out(p, pod):
             rendezvous.rejoin_closed_out(p, pod)
+            continue
+        if disrupted.is_disrupted(p, pod):
+            disrupted.replace_failed(p, pod)  # an elastic job's: a static job's restarted already
             continue
         if not restart or (pod.get("status") or {}).get("phase") != "Failed":
             continue
@@ -161,8 +164,9 @@ def count(p: Pass, rtype: str) -> ReplicaCounts:
     active = succeeded = failed = 0
     duplicated = p.pods.duplicated(rtype)
     for index, pod in p.pods.slots(rtype).items():
-        if index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod):
-            continue  # replaced by the controller (more memory, a lost node, a closed rendezvous): neither up nor failed
+        if (index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod)
+                or disrupted.is_disrupted(p, pod)):
+            continue  # replaced (more memory, a lost node, a closed rendezvous) or taken away: neither up nor failed
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Running":
             if is_terminating(pod):

@@ -24,6 +24,7 @@ from trainctl.controller.reconcile import oom
 from trainctl.controller.reconcile.children import ChildIndex, JobRef, is_terminating, owner_reference, typed_ref
 from trainctl.controller.reconcile.conditions import ConditionBook
 from trainctl.controller.reconcile.config import ReconcileConfig
+from trainctl.controller.reconcile.disruption import Disruption
 from trainctl.controller.reconcile.nodes import LostPod
 from trainctl.controller.reconcile.plan import Event, Observed, Plan
 
@@ -48,6 +49,7 @@ class Pass:
     lost_waits: list[float] = field(default_factory=list)  # seconds until a node-lost grace expires
     lost_uids: set[Optional[str]] = field(default_factory=set)
     oom: oom.Relaunches = field(default_factory=oom.Relaunches)
+    disrupted: dict[Optional[str], Disruption] = field(default_factory=dict)  # by uid: evicted, preempted
     members: dict[str, Collection[int]] = field(default_factory=dict)  # by type, the indices kept: members.kept
 
     def __post_init__(self) -> None:
