@@ -75,6 +75,7 @@ class Caches:
         self.client = client
         self.gang_scheduler = options.gang_scheduler
         ns, timeout = options.namespace, options.watch_timeout
+        self.namespace, self.watch_timeout = ns, timeout
         self.job_informers = {
             res.kind: Informer(client, res, namespace=ns, watch_timeout=timeout) for res in r.job_resources()
         }
@@ -107,6 +108,10 @@ class Caches:
                     "CRD not installed yet; its jobs are picked up once it is",
                     extra={"crd": f"{res.plural}.{res.group}", "install": "kubectl apply -f manifests/crds/"},
                 )
+        if self.client.group_version_served(r.PDBS.group, r.PDBS.version) and "PodDisruptionBudget" not in self.child_informers:
+            self.child_informers["PodDisruptionBudget"] = Informer(
+                self.client, r.PDBS, namespace=self.namespace, keep=_owned_by_a_job, watch_timeout=self.watch_timeout
+            )
         groups = self.pod_group_resource
         if groups is not None and not self.client.group_version_served(groups.group, groups.version):
             raise GangSchedulerMissing(
@@ -152,6 +157,10 @@ class Caches:
             pod_group=next(iter(self.child_informers["PodGroup"].store.owned_by(uid)), None)
             if "PodGroup" in self.child_informers
             else None,
+            pdb=next(iter(self.child_informers["PodDisruptionBudget"].store.owned_by(uid)), None)
+            if "PodDisruptionBudget" in self.child_informers
+            else None,
+            disruption_budgets="PodDisruptionBudget" in self.child_informers,
             nodes=self._nodes_of(pods),
             node_memory=self.largest_node_memory.get(),
         )

@@ -4,7 +4,7 @@ This is the whole decision-making of the controller, as a pure function: it pars
 validates the job once (a started job whose only problem is its scaled replica count keeps
 its size: ``scale``) and defaults the parsed model in memory, then walks the reference
 controller's algorithm (kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed
-order: the replica limit; the HPA; the finished path (clean-up, TTL); the suspended path;
+order: the replica limit; the HPA; the PodDisruptionBudget; the finished path (clean-up, TTL); the suspended path;
 limits (backoffLimit, deadline); the PodGroup; the rendezvous store; per replica type the
 Services and the pods by index, at most ``max_creates_per_pass`` of each; then the job's
 conditions. Each step lives in the module of its feature and works on the pass's shared
@@ -22,6 +22,7 @@ from trainctl.api.defaults import default_job
 from trainctl.api.validation import check
 from trainctl.controller.frameworks import framework_for
 from trainctl.controller.reconcile import (
+    budget,
     disrupted,
     gang,
     hpa,
@@ -93,6 +94,7 @@ def _run(p: Pass) -> None:
     suspended = bool(p.run_policy.suspend)
     hpa.reconcile(p, suspended)
     done = p.done()
+    budget.reconcile(p, running=not (suspended or done))
     if done:  # nothing is replaced any more
         lost.forget_lost_pods(p)
         p.problems = []  # nor do the settings that decide replacements matter

@@ -100,6 +100,9 @@ class Observed:
     services: list[dict[str, Any]] = field(default_factory=list)
     hpa: Optional[dict[str, Any]] = None
     pod_group: Optional[dict[str, Any]] = None
+    # The job's PodDisruptionBudget, and whether the cluster serves them (policy/v1) at all.
+    pdb: Optional[dict[str, Any]] = None
+    disruption_budgets: bool = False
     # The Nodes the job's pods are on, by name (a node absent here is not judged).
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The most memory any Node can give one pod (``oom.largest_node_memory`` of every Node,
