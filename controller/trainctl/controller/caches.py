@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any, Optional
 
 from trainctl.api import constants as c
@@ -76,6 +77,7 @@ class Caches:
         self.gang_scheduler = options.gang_scheduler
         ns, timeout = options.namespace, options.watch_timeout
         self.namespace, self.watch_timeout = ns, timeout
+        self._child_handlers: list[Callable[[str, Optional[dict[str, Any]], Optional[dict[str, Any]]], None]] = []
         self.job_informers = {
             res.kind: Informer(client, res, namespace=ns, watch_timeout=timeout) for res in r.job_resources()
         }
@@ -109,15 +111,25 @@ class Caches:
                     extra={"crd": f"{res.plural}.{res.group}", "install": "kubectl apply -f manifests/crds/"},
                 )
         if self.client.group_version_served(r.PDBS.group, r.PDBS.version) and "PodDisruptionBudget" not in self.child_informers:
-            self.child_informers["PodDisruptionBudget"] = Informer(
-                self.client, r.PDBS, namespace=self.namespace, keep=_owned_by_a_job, watch_timeout=self.watch_timeout
-            )
+            # Only where served (policy/v1 is on every real cluster): an informer of a resource
+            # the server lacks would never sync, and the controller never start.
+            budgets = Informer(self.client, r.PDBS, namespace=self.namespace, keep=_owned_by_a_job,
+                               watch_timeout=self.watch_timeout)
+            for handler in self._child_handlers:
+                budgets.add_handler(handler)
+            self.child_informers["PodDisruptionBudget"] = budgets
         groups = self.pod_group_resource
         if groups is not None and not self.client.group_version_served(groups.group, groups.version):
             raise GangSchedulerMissing(
                 f"gang scheduler {self.gang_scheduler!r} needs the PodGroup CRD "
                 f"({groups.plural}.{groups.group}/{groups.version}), which is not installed"
             )
+
+    def on_child_change(self, handler: Callable[[str, Optional[dict[str, Any]], Optional[dict[str, Any]]], None]) -> None:
+        """Call ``handler`` on every change of a child, of the informers added later too."""
+        self._child_handlers.append(handler)
+        for informer in self.child_informers.values():
+            informer.add_handler(handler)
 
     def informers(self) -> list[Informer]:
         return [*self.job_informers.values(), *self.child_informers.values(), self.node_informer]
