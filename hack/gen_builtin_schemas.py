@@ -23,13 +23,14 @@ ROOT = Path(__file__).resolve().parent.parent
 OUTPUT = ROOT / "trainctl" / "cluster" / "apiserver" / "admission" / "builtin_schemas.json"
 KUBERNETES_VERSION = "1.32.0"  # the version the embedded API server reports
 # The kinds the server serves (registry.builtin_types), plus autoscaling/v1 Scale for the
-# scale subresource.
+# scale subresource and policy/v1 Eviction for the eviction subresource.
 ROOTS = (
     "io.k8s.api.core.v1.Namespace", "io.k8s.api.core.v1.Pod", "io.k8s.api.core.v1.Service",
     "io.k8s.api.core.v1.Endpoints", "io.k8s.api.core.v1.Event", "io.k8s.api.core.v1.ConfigMap",
     "io.k8s.api.core.v1.Secret", "io.k8s.api.core.v1.ServiceAccount", "io.k8s.api.core.v1.Node",
     "io.k8s.api.events.v1.Event", "io.k8s.api.coordination.v1.Lease",
-    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler",
+    "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler", "io.k8s.api.policy.v1.PodDisruptionBudget",
+    "io.k8s.api.policy.v1.Eviction", "io.k8s.api.scheduling.v1.PriorityClass",
     "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
     "io.k8s.api.autoscaling.v1.Scale",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status",

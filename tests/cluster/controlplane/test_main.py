@@ -20,8 +20,9 @@ from .conftest import FakeMetricsClient, eventually
 def test_flags_take_kube_durations() -> None:
     args = parser().parse_args(["--node-monitor-grace-period", "10s", "--hpa-sync-period", "1m", "--hpa-downscale-stabilization", "30s"])
     controllers = build(args, client=None)
-    nodes, autoscaler, accounts = controllers
+    nodes, autoscaler, accounts, disruption = controllers
     assert type(accounts).__name__ == "ServiceAccountsController"
+    assert type(disruption).__name__ == "DisruptionController"  # on by default, as in kube-controller-manager
     assert nodes.config.node_monitor_grace_period == 10.0
     assert autoscaler.loop.period == 60.0 and autoscaler.config.downscale_stabilization == 30.0
     assert [type(c).__name__ for c in build(parser().parse_args(["--controllers", "horizontal-pod-autoscaler"]), client=None)] == [

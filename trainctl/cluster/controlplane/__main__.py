@@ -13,12 +13,12 @@ from typing import Any, Optional
 
 from trainctl.api.durations import positive_duration
 
-CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount")
+CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "disruption")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainctl.cluster.controlplane",
-                                description="The node lifecycle, horizontal pod autoscaler and ServiceAccount controllers of kube-controller-manager.")
+                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount and disruption controllers of kube-controller-manager.")
     p.add_argument("--kubeconfig", help="kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--controllers", default=",".join(CONTROLLERS),
@@ -83,6 +83,10 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         from trainctl.cluster.controlplane.serviceaccounts_controller import ServiceAccountsController
 
         controllers.append(ServiceAccountsController(client))
+    if "disruption" in wanted:
+        from trainctl.cluster.controlplane.disruption_controller import DisruptionController
+
+        controllers.append(DisruptionController(client))
     return controllers
 
 

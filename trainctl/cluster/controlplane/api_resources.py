@@ -9,3 +9,4 @@ from __future__ import annotations
 from trainctl.kube.restmapper import Resource
 
 POD_METRICS = Resource("metrics.k8s.io", "v1beta1", "pods", "PodMetrics")
+PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")

@@ -1,49 +1,19 @@
-"""Label selectors as the scheduler reads them: a node's labels against a NodeSelectorTerm's
-requirements, a pod's labels against a ``metav1.LabelSelector``.
-
-One requirement rule serves both (``In``, ``NotIn``, ``Exists``, ``DoesNotExist``, and ``Gt``/``Lt``
-which only node selectors allow). A missing ``LabelSelector`` selects nothing and an empty one
-selects everything, as ``metav1.LabelSelectorAsSelector`` says. ``matchLabelKeys`` and
+"""Label selectors as the scheduler reads them: the matching rules every component shares
+(``trainctl.cluster.label_selectors``), and what only the scheduler adds: ``matchLabelKeys`` and
 ``mismatchLabelKeys`` (pod affinity terms, topology spread constraints) become requirements on
 the incoming pod's own label values.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Optional
 
+from trainctl.cluster.label_selectors import requirement_matches, selector_matches
+
+__all__ = ["requirement_matches", "selector_matches", "with_label_keys"]
+
 Obj = dict[str, Any]
-
-
-def requirement_matches(requirement: Obj, values_of: Callable[[str], Optional[str]]) -> bool:
-    key, operator = requirement.get("key", ""), requirement.get("operator")
-    values = [str(v) for v in requirement.get("values") or []]
-    actual = values_of(key)
-    if operator == "In":
-        return actual is not None and actual in values
-    if operator == "NotIn":
-        return actual is None or actual not in values
-    if operator == "Exists":
-        return actual is not None
-    if operator == "DoesNotExist":
-        return actual is None
-    if operator in ("Gt", "Lt") and actual is not None and len(values) == 1:
-        try:
-            have, bound = int(actual), int(values[0])
-        except ValueError:
-            return False
-        return have > bound if operator == "Gt" else have < bound
-    return False
-
-
-def selector_matches(selector: Optional[Obj], labels: Mapping[str, str]) -> bool:
-    """``labels`` against a LabelSelector: None selects nothing, ``{}`` everything."""
-    if selector is None:
-        return False
-    if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
-        return False
-    return all(requirement_matches(r, labels.get) for r in selector.get("matchExpressions") or [])
 
 
 def with_label_keys(selector: Optional[Obj], pod_labels: Mapping[str, str], match_keys: Any = (),

@@ -18,6 +18,7 @@ from typing import Any
 
 from trainctl.api import pod_rules
 from trainctl.api.errors import FieldError
+from trainctl.cluster.apiserver.admission import disruption_budgets, priority
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
 
 Rule = Callable[[Any, str], list[Cause]]
@@ -122,6 +123,8 @@ OBJECT_RULES: dict[tuple[str, str], Callable[[Any, Any], list[Cause]]] = {
     ("autoscaling", "HorizontalPodAutoscaler"): _hpa_replicas,
     ("rbac.authorization.k8s.io", "RoleBinding"): _role_ref_unchanged,
     ("rbac.authorization.k8s.io", "ClusterRoleBinding"): _role_ref_unchanged,
+    ("policy", "PodDisruptionBudget"): disruption_budgets.validate,
+    ("scheduling.k8s.io", "PriorityClass"): priority.validate_class,
 }
 # (group, kind) -> (message, pattern, length limit) for metadata.name where it is not a DNS-1123 subdomain.
 NAME_RULES: dict[tuple[str, str], tuple[str, re.Pattern[str], int]] = {

@@ -152,6 +152,16 @@ def _namespace_defaults(namespace: dict[str, Any]) -> None:
     labels.setdefault("kubernetes.io/metadata.name", namespace["metadata"].get("name", ""))
 
 
+def _pdb_defaults(pdb: dict[str, Any]) -> None:
+    """A new PodDisruptionBudget's status is the zero one (its counts are never omitted), until
+    the disruption controller writes the first."""
+    pdb.setdefault("status", {"currentHealthy": 0, "desiredHealthy": 0, "disruptionsAllowed": 0, "expectedPods": 0})
+
+
+def _priority_class_defaults(priority_class: dict[str, Any]) -> None:
+    priority_class.setdefault("preemptionPolicy", "PreemptLowerPriority")
+
+
 _CONTAINER = {"name": str, "image": str, "ports": [{"containerPort": int, "protocol": str}],
               "env": [{"name": str}], "resources": {}}
 _POD_SHAPE: dict[str, Any] = {"spec": {"containers": [_CONTAINER], "initContainers": [_CONTAINER], "nodeName": str,
@@ -198,6 +208,10 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),
+        ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "poddisruptionbudget",
+                     short_names=("pdb",), subresources=("status",), status_on_create=True, defaulter=_pdb_defaults),
+        ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", "priorityclass", namespaced=False,
+                     short_names=("pc",), defaulter=_priority_class_defaults),
         ResourceType("apiextensions.k8s.io", "v1", "customresourcedefinitions",
                      "CustomResourceDefinition", "customresourcedefinition", namespaced=False,
                      short_names=("crd", "crds"), categories=("api-extensions",),

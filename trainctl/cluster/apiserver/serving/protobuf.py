@@ -1,7 +1,7 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
 
-kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service``)
-send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
+kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|
+pdb|priorityclass``, ``kubectl drain``'s evictions) send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
 clients in Python all use JSON. This module turns those few kinds back into the JSON shape
 the rest of the server works on. There is no Python package carrying the generated
 Kubernetes messages, so the field numbers below are transcribed from the ``generated.proto``
@@ -53,6 +53,16 @@ _SERVICE_SPEC: Schema = {
     11: ("externalName", "string", None), 18: ("clusterIPs", "strings", None), 19: ("ipFamilies", "strings", None),
     17: ("ipFamilyPolicy", "string", None),
 }
+_LABEL_SELECTOR: Schema = {
+    1: ("matchLabels", "map", "string"),
+    2: ("matchExpressions", "messages", {1: ("key", "string", None), 2: ("operator", "string", None),
+                                         3: ("values", "strings", None)}),
+}
+_DELETE_OPTIONS: Schema = {
+    1: ("gracePeriodSeconds", "zero_int", None),
+    2: ("preconditions", "message", {1: ("uid", "string", None), 2: ("resourceVersion", "string", None)}),
+    3: ("orphanDependents", "bool", None), 4: ("propagationPolicy", "string", None), 5: ("dryRun", "strings", None),
+}
 KINDS: dict[str, Schema] = {
     "ConfigMap": {1: ("metadata", "message", _OBJECT_META), 2: ("data", "map", "string"),
                   3: ("binaryData", "map", "bytes"), 4: ("immutable", "bool", None)},
@@ -64,6 +74,14 @@ KINDS: dict[str, Schema] = {
                        3: ("imagePullSecrets", "messages", {1: ("name", "string", None)}),
                        4: ("automountServiceAccountToken", "bool", None)},
     "Service": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _SERVICE_SPEC)},
+    # kubectl create pdb|priorityclass, and kubectl drain's evictions.
+    "PodDisruptionBudget": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("minAvailable", "intorstring", _INT_OR_STRING), 2: ("selector", "message", _LABEL_SELECTOR),
+        3: ("maxUnavailable", "intorstring", _INT_OR_STRING), 4: ("unhealthyPodEvictionPolicy", "string", None)})},
+    "PriorityClass": {1: ("metadata", "message", _OBJECT_META), 2: ("value", "zero_int", None),
+                      3: ("globalDefault", "bool", None), 4: ("description", "string", None),
+                      5: ("preemptionPolicy", "string", None)},
+    "Eviction": {1: ("metadata", "message", _OBJECT_META), 2: ("deleteOptions", "message", _DELETE_OPTIONS)},
 }
 _RESOURCE_ATTRIBUTES: Schema = {
     1: ("namespace", "string", None), 2: ("verb", "string", None), 3: ("group", "string", None),
@@ -164,7 +182,7 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             obj[name] = value.decode("utf-8")
         elif kind == "raw":
             obj[name] = value
-        elif kind == "int":
+        elif kind in ("int", "zero_int"):
             obj[name] = _signed(value)
         elif kind == "bool":
             obj[name] = bool(value)
@@ -186,8 +204,10 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             key = entry.get(1, b"").decode("utf-8")
             raw = entry.get(2, b"")
             obj.setdefault(name, {})[key] = base64.b64encode(raw).decode() if sub == "bytes" else raw.decode("utf-8")
-    # Go writes every scalar, empty or not; its JSON omits the empty ones (omitempty).
-    return {k: v for k, v in obj.items() if v not in ("", 0, [], {}) or isinstance(v, bool) and v}
+    # Go writes every scalar, empty or not; its JSON omits the empty ones (omitempty), except
+    # the numbers that are never omitted (``zero_int``) and an IntOrString that was set.
+    shown = {name for name, kind, _ in schema.values() if kind in ("zero_int", "intorstring")}
+    return {k: v for k, v in obj.items() if k in shown or v not in ("", 0, [], {}) or isinstance(v, bool) and v}
 
 
 def decode(body: bytes) -> dict[str, Any]:

@@ -200,10 +200,8 @@ class Handlers:
         return _created()
 
     async def evict(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
-        document = await body.decoded(request)
-        requested = document.get("deleteOptions") if isinstance(document, dict) else None
-        await self.resources.deletion.delete(target.rtype, target.namespace, target.name or "",
-                                             requested if isinstance(requested, dict) else {})
+        await self.resources.evictions.evict(target.rtype, target.namespace or "", target.name or "",
+                                             await body.decoded(request), dry_run=params.dry_run(request.query))
         return _created()
 
     async def request_token(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:

@@ -1,7 +1,8 @@
 """``meta.k8s.io/v1`` Tables: what ``kubectl get`` prints.
 
 kubectl prints cells verbatim, so the server renders everything, ages included. Pods,
-services, nodes, namespaces, events and HorizontalPodAutoscalers get the columns
+services, nodes, namespaces, events, HorizontalPodAutoscalers, PodDisruptionBudgets and
+PriorityClasses get the columns
 kube-apiserver's printers give them; custom resources get their CRD's
 ``additionalPrinterColumns``; anything else gets NAME and AGE.
 """
@@ -263,6 +264,43 @@ def _hpa_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     return columns, cells
 
 
+def _pdb_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Min Available", "The minimum number of pods that must be available."),
+               _col("Max Unavailable", "The maximum number of pods that may be unavailable."),
+               _col("Allowed Disruptions", "Calculated number of pods that may be disrupted at this time.", type_="integer"),
+               _AGE]
+
+    def cells(pdb: Obj, now: datetime) -> list[Any]:
+        spec = pdb.get("spec") or {}
+        bounds = ["N/A" if spec.get(key) is None else str(spec[key]) for key in ("minAvailable", "maxUnavailable")]
+        return [pdb["metadata"]["name"], *bounds, (pdb.get("status") or {}).get("disruptionsAllowed", 0),
+                age(pdb["metadata"].get("creationTimestamp"), now)]
+
+    return columns, cells
+
+
+def _priority_class_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME,
+               _col("Value", "value represents the integer value of this priority class. This is the actual priority "
+                             "that pods receive when they have the name of this class in their pod spec.", type_="integer"),
+               _col("Global-Default", "globalDefault specifies whether this PriorityClass should be considered as the "
+                                      "default priority for pods that do not have any priority class. Only one "
+                                      "PriorityClass can be marked as `globalDefault`. However, if more than one "
+                                      "PriorityClasses exists with their `globalDefault` field set to true, the "
+                                      "smallest value of such global default PriorityClasses will be used as the "
+                                      "default priority.", type_="boolean"),
+               _AGE,
+               _col("PreemptionPolicy", "preemptionPolicy is the Policy for preempting pods with lower priority. One "
+                                        "of Never, PreemptLowerPriority. Defaults to PreemptLowerPriority if unset.")]
+
+    def cells(priority_class: Obj, now: datetime) -> list[Any]:
+        return [priority_class["metadata"]["name"], priority_class.get("value", 0),
+                bool(priority_class.get("globalDefault")), age(priority_class["metadata"].get("creationTimestamp"), now),
+                priority_class.get("preemptionPolicy") or ""]
+
+    return columns, cells
+
+
 def _namespace_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(ns: Obj, now: datetime) -> list[Any]:
         return [ns["metadata"]["name"], (ns.get("status") or {}).get("phase", "Active"),
@@ -361,6 +399,8 @@ _BUILTIN = {
     ("", "events"): _event_columns,
     ("events.k8s.io", "events"): _event_columns,
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
+    ("policy", "poddisruptionbudgets"): _pdb_columns,
+    ("scheduling.k8s.io", "priorityclasses"): _priority_class_columns,
     ("rbac.authorization.k8s.io", "roles"): _role_columns,
     ("rbac.authorization.k8s.io", "clusterroles"): _role_columns,
     ("rbac.authorization.k8s.io", "rolebindings"): _binding_columns,

@@ -1,7 +1,7 @@
 """What every cluster has, made when the server starts and kept while it runs.
 
 The namespaces every cluster has with their ``default`` ServiceAccounts, kube's bootstrap
-RBAC policy (``bootstrap_policy``), and the ``kubernetes`` Service and Endpoints pointing at
+RBAC policy (``bootstrap_policy``), the built-in PriorityClasses (``priority``), and the ``kubernetes`` Service and Endpoints pointing at
 where this server listens (``system_objects``), put back if deleted or changed, as
 kube-apiserver's own bootstrap controller does. Every object is written through ``writes``,
 as a client's would be.
@@ -14,6 +14,7 @@ import logging
 from typing import Any
 
 from trainctl.cluster.apiserver import bootstrap_policy, system_objects
+from trainctl.cluster.apiserver.admission import priority
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.resource_types import Registry
 from trainctl.cluster.apiserver.storage.deletion import Spawn
@@ -50,6 +51,10 @@ class Bootstrap:
             for obj in objects:
                 if self.store.get(rtype.storage_key, "", obj["metadata"]["name"]) is None:
                     await self.writes.create(rtype, None, obj)
+        priority_classes = v1_type(self.registry, "priorityclasses", priority.GROUP)
+        for obj in priority.system_priority_classes():
+            if self.store.get(priority_classes.storage_key, "", obj["metadata"]["name"]) is None:
+                await self.writes.create(priority_classes, None, obj)
         await self._join_event_stores()
 
     async def keep_publishing(self, host: str, port: int, period: float = 10.0) -> None:

@@ -2,8 +2,9 @@
 
 ``Resources`` wires the parts and owns their background tasks: ``reads`` (get, list pages),
 ``writes`` (create, update, patch, binding, scale), ``deletion`` (and what a removal sets in
-motion), the garbage collector ``gc``, and ``bootstrap`` (what every cluster has). Every part
-decides on its own; none reaches into another's state.
+motion), ``evictions`` (deletion under PodDisruptionBudgets), the garbage collector ``gc``,
+and ``bootstrap`` (what every cluster has). Every part decides on its own; none reaches into
+another's state.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admi
 from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 from trainctl.cluster.apiserver.storage.bootstrap import Bootstrap
 from trainctl.cluster.apiserver.storage.deletion import Deletion
+from trainctl.cluster.apiserver.storage.eviction import Evictions
 from trainctl.cluster.apiserver.storage.gc import GarbageCollector
 from trainctl.cluster.apiserver.storage.ipam import ClusterIPAllocator
 from trainctl.cluster.apiserver.storage.reads import Reads
@@ -33,6 +35,7 @@ class Resources:
             service_cidr, ((svc.get("spec") or {}).get("clusterIP", "") for svc in store.list("/services")))
         self.gc = GarbageCollector(self, store, registry)
         self.deletion = Deletion(store, registry, self.gc, cluster_ips, self._spawn)
+        self.evictions = Evictions(store, self.deletion)
         self.reads = Reads(store)
         self.writes = Writes(store, registry, Admission(registry), cluster_ips, self.gc, self.deletion)
         self.bootstrap = Bootstrap(store, registry, self.writes, service_cidr, self._spawn)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainctl.cluster.apiserver import system_objects
-from trainctl.cluster.apiserver.admission import crds
+from trainctl.cluster.apiserver.admission import crds, priority
 from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admission
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
@@ -101,6 +101,9 @@ class Writes:
             obj.pop("status", None)
         if rtype.plural == "pods" and not rtype.group:
             self._admit_service_account(obj)
+            priority.admit_pod(obj, self.store.list(priority.STORAGE_KEY))
+        elif rtype.storage_key == priority.STORAGE_KEY:
+            priority.check_default(obj, self.store.list(priority.STORAGE_KEY))
         warnings = self._admit(rtype, obj, None, options.field_validation)
         if options.dry_run:
             return obj, warnings
@@ -177,6 +180,10 @@ class Writes:
                 else:
                     new.pop("status", None)
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
+        if rtype.plural == "pods" and not rtype.group:
+            priority.keep_on_update(new, old)
+        elif rtype.storage_key == priority.STORAGE_KEY:
+            priority.check_default(new, self.store.list(priority.STORAGE_KEY))
         warnings = self._admit(rtype, new, old, options.field_validation, subresource=subresource)
         ignored = ("metadata", "status") if rtype.has_status else ("metadata",)
         if _without(new, *ignored, "apiVersion") != _without(old, *ignored, "apiVersion"):
