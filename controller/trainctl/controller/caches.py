@@ -110,14 +110,7 @@ class Caches:
                     "CRD not installed yet; its jobs are picked up once it is",
                     extra={"crd": f"{res.plural}.{res.group}", "install": "kubectl apply -f manifests/crds/"},
                 )
-        if self.client.group_version_served(r.PDBS.group, r.PDBS.version) and "PodDisruptionBudget" not in self.child_informers:
-            # Only where served (policy/v1 is on every real cluster): an informer of a resource
-            # the server lacks would never sync, and the controller never start.
-            budgets = Informer(self.client, r.PDBS, namespace=self.namespace, keep=_owned_by_a_job,
-                               watch_timeout=self.watch_timeout)
-            for handler in self._child_handlers:
-                budgets.add_handler(handler)
-            self.child_informers["PodDisruptionBudget"] = budgets
+        self._watch_budgets_if_served()
         groups = self.pod_group_resource
         if groups is not None and not self.client.group_version_served(groups.group, groups.version):
             raise GangSchedulerMissing(
@@ -131,10 +124,21 @@ class Caches:
         for informer in self.child_informers.values():
             informer.add_handler(handler)
 
+    def _watch_budgets_if_served(self) -> None:
+        """Add the PodDisruptionBudgets' informer, once, if the server serves policy/v1 (every
+        real cluster does): an informer of a resource the server lacks would never sync."""
+        if "PodDisruptionBudget" in self.child_informers or not self.client.group_version_served(r.PDBS.group, r.PDBS.version):
+            return
+        budgets = Informer(self.client, r.PDBS, namespace=self.namespace, keep=_owned_by_a_job, watch_timeout=self.watch_timeout)
+        for handler in self._child_handlers:
+            budgets.add_handler(handler)
+        self.child_informers["PodDisruptionBudget"] = budgets
+
     def informers(self) -> list[Informer]:
         return [*self.job_informers.values(), *self.child_informers.values(), self.node_informer]
 
     def start(self) -> None:
+        self._watch_budgets_if_served()
         for informer in self.informers():
             informer.start()
 
