@@ -33,7 +33,7 @@ pytestmark = pytest.mark.e2e
 JOB = "pytorch-elastic-spot"
 W0, W1, W2 = (f"{JOB}-worker-{i}" for i in range(3))
 COST = "controller.kubernetes.io/pod-deletion-cost"
-TOGETHER_BOUND = 300.0  # seconds: workers train together after a membership change, on a loaded machine
+TOGETHER_BOUND = 480.0  # seconds: workers train together after a membership change, on a loaded machine
 
 
 def step(pod: str, world_size: int):
@@ -62,7 +62,7 @@ def job_events(env: E2E) -> list[Any]:
     return [e for e in client.CoreV1Api(env.api).list_namespaced_event("default").items if e.involved_object.name == JOB]
 
 
-@pytest.mark.timeout(1200)  # three torchrun rounds on a loaded two-core machine
+@pytest.mark.timeout(1800)  # three torchrun rounds on a loaded two-core machine
 def test_the_annotated_worker_is_the_one_removed_and_a_scale_out_fills_its_place(e2e: E2E) -> None:
     with e2e.run(spot_job(900)) as run:
         together(run, [W0, W1, W2], 3, since=0.0)
