@@ -116,7 +116,7 @@ def test_a_staged_reclaim_shrinks_the_job_which_trains_on_and_grows_back(three_n
         job = env.kubectl.json("get", "pytorchjob", JOB)
         not_failed_nor_restarted(job)
         assert run.deleted.get(victim) == "Running", run.dump()  # evicted while running, given its grace period
-        replacement = run.wait_for("the replacement", lambda: run.uids(victim)[1:], 120)
+        run.wait_for("the replacement", lambda: run.uids(victim)[1:], 120)
         assert (run.pods[victim].get("status") or {}).get("phase") == "Pending", run.dump()  # no room until the node is back
         shrunk = [e.message for e in job_events(env) if e.reason == "ElasticShrink"]
         assert any(victim in m and f"node {node} was reclaimed" in m for m in shrunk), [e.message for e in job_events(env)]
@@ -124,7 +124,9 @@ def test_a_staged_reclaim_shrinks_the_job_which_trains_on_and_grows_back(three_n
         env.cluster.start_node(node)
         back = time.monotonic()
         together(run, [W0, W1, W2], 3, since=back)
-        assert run.pods[victim]["metadata"]["uid"] == replacement[0] and run.pods[victim]["spec"]["nodeName"] == node
+        # The worker came back on the returned node (the first replacement may have been evicted
+        # again by the new Node's not-ready taint before it was Ready: another replacement, no restart).
+        assert run.pods[victim]["spec"]["nodeName"] == node, run.dump()
 
         finished = run.wait_succeeded(timeout=600)
         not_failed_nor_restarted(finished)
