@@ -21,6 +21,7 @@ from trainctl.kube.restmapper import (
     MSJOBS,
     NAMESPACES,
     NODES,
+    PDBS,
     PODS,
     PYTORCHJOBS,
     SCHEDULER_PLUGINS_PODGROUPS,
@@ -126,6 +127,8 @@ def _set_workers(job: dict[str, Any], count: int) -> None:
 
 def _grow_elastic(job: dict[str, Any]) -> None:
     job["spec"]["elasticPolicy"]["maxReplicas"] = 4
+    job["spec"]["elasticPolicy"]["minReplicas"] = 2  # the PodDisruptionBudget follows
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 2
     job["spec"].setdefault("runPolicy", {}).setdefault("schedulingPolicy", {})["minAvailable"] = 2
 
 
@@ -203,8 +206,9 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
             )
             update(kube, VOLCANO_PODGROUPS, "gang", "rbac-volcano", lambda g: g.update(status={"phase": "Inqueue"}))
 
-            # The elastic job: its HPA follows the elastic policy, and goes on suspend.
+            # The elastic job: its HPA and PodDisruptionBudget follow the elastic policy, and go on suspend.
             jobs.wait(lambda: kube.get_or_none(HPAS, "default", "rbac-elastic"), what="HPA created")
+            jobs.wait(lambda: kube.get_or_none(PDBS, "default", "rbac-elastic"), what="PodDisruptionBudget created")
             first = jobs.wait(
                 lambda: kube.get_or_none(SCHEDULER_PLUGINS_PODGROUPS, "default", "rbac-elastic"),
                 what="scheduler-plugins PodGroup",
@@ -218,8 +222,13 @@ def test_the_cluster_role_grants_exactly_the_calls_the_controller_makes(apiserve
                 lambda: kube.get(SCHEDULER_PLUGINS_PODGROUPS, "default", "rbac-elastic")["spec"] != first["spec"],
                 what="scheduler-plugins PodGroup update",
             )
+            jobs.wait(
+                lambda: (kube.get_or_none(PDBS, "default", "rbac-elastic") or {}).get("spec", {}).get("minAvailable") == 2,
+                what="PodDisruptionBudget update",
+            )
             update(kube, PYTORCHJOBS, "default", "rbac-elastic", _suspend)
             jobs.wait(lambda: kube.get_or_none(HPAS, "default", "rbac-elastic") is None, what="HPA deleted on suspend")
+            jobs.wait(lambda: kube.get_or_none(PDBS, "default", "rbac-elastic") is None, what="PodDisruptionBudget deleted")
 
             # Both TTL jobs succeed, are cleaned up and deleted.
             jobs.wait(

@@ -121,3 +121,7 @@ NODE_LOST_GRACE_NEVER = "never"
 ANNOTATION_OOM_MEMORY_FACTOR = "trainctl.io/oom-memory-factor"
 ANNOTATION_OOM_MEMORY_MAX = "trainctl.io/oom-memory-max"
 ANNOTATION_OOM_MEMORY = "trainctl.io/oom-memory"
+# The taint a node gets when its machine is about to be reclaimed (a spot instance's notice),
+# NoExecute: nothing new lands on it and its pods are evicted gracefully. The value is the
+# deadline, in seconds since the epoch, after which the machine is gone.
+TAINT_SPOT_RECLAIM = "trainctl.io/spot-reclaim"

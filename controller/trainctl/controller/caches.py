@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any, Optional
 
 from trainctl.api import constants as c
@@ -75,6 +76,8 @@ class Caches:
         self.client = client
         self.gang_scheduler = options.gang_scheduler
         ns, timeout = options.namespace, options.watch_timeout
+        self.namespace, self.watch_timeout = ns, timeout
+        self._child_handlers: list[Callable[[str, Optional[dict[str, Any]], Optional[dict[str, Any]]], None]] = []
         self.job_informers = {
             res.kind: Informer(client, res, namespace=ns, watch_timeout=timeout) for res in r.job_resources()
         }
@@ -107,6 +110,7 @@ class Caches:
                     "CRD not installed yet; its jobs are picked up once it is",
                     extra={"crd": f"{res.plural}.{res.group}", "install": "kubectl apply -f manifests/crds/"},
                 )
+        self._watch_budgets_if_served()
         groups = self.pod_group_resource
         if groups is not None and not self.client.group_version_served(groups.group, groups.version):
             raise GangSchedulerMissing(
@@ -114,10 +118,27 @@ class Caches:
                 f"({groups.plural}.{groups.group}/{groups.version}), which is not installed"
             )
 
+    def on_child_change(self, handler: Callable[[str, Optional[dict[str, Any]], Optional[dict[str, Any]]], None]) -> None:
+        """Call ``handler`` on every change of a child, of the informers added later too."""
+        self._child_handlers.append(handler)
+        for informer in self.child_informers.values():
+            informer.add_handler(handler)
+
+    def _watch_budgets_if_served(self) -> None:
+        """Add the PodDisruptionBudgets' informer, once, if the server serves policy/v1 (every
+        real cluster does): an informer of a resource the server lacks would never sync."""
+        if "PodDisruptionBudget" in self.child_informers or not self.client.group_version_served(r.PDBS.group, r.PDBS.version):
+            return
+        budgets = Informer(self.client, r.PDBS, namespace=self.namespace, keep=_owned_by_a_job, watch_timeout=self.watch_timeout)
+        for handler in self._child_handlers:
+            budgets.add_handler(handler)
+        self.child_informers["PodDisruptionBudget"] = budgets
+
     def informers(self) -> list[Informer]:
         return [*self.job_informers.values(), *self.child_informers.values(), self.node_informer]
 
     def start(self) -> None:
+        self._watch_budgets_if_served()
         for informer in self.informers():
             informer.start()
 
@@ -152,6 +173,10 @@ class Caches:
             pod_group=next(iter(self.child_informers["PodGroup"].store.owned_by(uid)), None)
             if "PodGroup" in self.child_informers
             else None,
+            pdb=next(iter(self.child_informers["PodDisruptionBudget"].store.owned_by(uid)), None)
+            if "PodDisruptionBudget" in self.child_informers
+            else None,
+            disruption_budgets="PodDisruptionBudget" in self.child_informers,
             nodes=self._nodes_of(pods),
             node_memory=self.largest_node_memory.get(),
         )

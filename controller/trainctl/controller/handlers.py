@@ -39,8 +39,7 @@ class EventHandlers:
         caches.node_informer.add_handler(self.on_node)
         for informer in caches.job_informers.values():
             informer.add_handler(self.on_job)
-        for informer in caches.child_informers.values():
-            informer.add_handler(self.on_child)
+        caches.on_child_change(self.on_child)
 
     def on_job(self, event_type: str, new: Optional[dict[str, Any]], old: Optional[dict[str, Any]]) -> None:
         obj = new or old

@@ -50,6 +50,7 @@ NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
 CRDS = Resource("apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 HPAS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
+PDBS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
 VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup")
 SCHEDULER_PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
@@ -72,7 +73,7 @@ MSJOBS = job_resource(kinds.MSJOB)
 _BY_TYPE = {
     (r.api_version, r.kind): r
     for r in (
-        PODS, SERVICES, EVENTS, CONFIGMAPS, SECRETS, NODES, NAMESPACES, CRDS, LEASES, HPAS,
+        PODS, SERVICES, EVENTS, CONFIGMAPS, SECRETS, NODES, NAMESPACES, CRDS, LEASES, HPAS, PDBS,
         VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS,
     )
 }

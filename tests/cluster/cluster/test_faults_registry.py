@@ -18,7 +18,7 @@ from trainctl.cluster.supervisor import UpOptions
 
 def test_every_fault_is_undone_by_a_registered_kind_that_mends() -> None:
     undone = {fault.name: fault.undo for fault in NODE_FAULTS.values() if fault.undo}
-    assert undone == {"kill": "start", "freeze": "thaw", "partition": "heal", "degrade": "restore"}
+    assert undone == {"kill": "start", "freeze": "thaw", "partition": "heal", "degrade": "restore", "preempt": "start"}
     assert all(NODE_FAULTS[mend].undo == "" for mend in undone.values())
 
 

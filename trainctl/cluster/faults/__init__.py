@@ -2,7 +2,7 @@
 
 Each kind is a :class:`~.fault.NodeFault` in a module of its own with the kind that undoes it
 (:mod:`.kill`: kill and start, :mod:`.freeze`: freeze and thaw, :mod:`.partition`: partition
-and heal, :mod:`.degrade`: degrade and restore), registered below with one line. ``trainctl local node`` makes a subcommand of
+and heal, :mod:`.degrade`: degrade and restore, :mod:`.preempt`: a reclaim with notice, mended by start), registered below with one line. ``trainctl local node`` makes a subcommand of
 every registered kind, :class:`~trainctl.cluster.local_cluster.LocalCluster` applies them
 in-process (``cluster.fault("kill", node)``), and the tests use both. What the user did to a
 node is kept in its state file (:func:`trainctl.cluster.machines.node_state`): the supervisor
@@ -22,6 +22,7 @@ from trainctl.cluster.faults.freeze import FREEZE, THAW, thaw_frozen
 from trainctl.cluster.faults.kill import KILL, START
 from trainctl.cluster.faults.partition import HEAL, PARTITION
 from trainctl.cluster.faults.pod_freeze import POD_FAULTS, PodFault
+from trainctl.cluster.faults.preempt import PREEMPT
 
 NODE_FAULTS: dict[str, NodeFault] = {}
 
@@ -41,6 +42,7 @@ register(PARTITION)
 register(HEAL)
 register(DEGRADE)
 register(RESTORE)
+register(PREEMPT)
 
 __all__ = ["NODE_FAULTS", "POD_FAULTS", "FaultFlag", "NodeFault", "NodeHost", "PodFault", "forget_degradation", "register",
            "thaw_frozen"]

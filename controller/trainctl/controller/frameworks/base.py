@@ -225,6 +225,10 @@ class Framework(Generic[J]):
         """Conditions to set, in order, from this pass's replica counts."""
         raise NotImplementedError
 
+    def disruption_budget_minimum(self, job: J) -> Optional[int]:
+        """How many of the scaled replica type's pods a disruption must leave (None: no budget)."""
+        return None
+
     def scale_selector(self, job_name: str, rtype: str) -> Optional[str]:
         """``status.replicaStatuses[T].selector`` (the scale subresource's), if the kind has one."""
         return None

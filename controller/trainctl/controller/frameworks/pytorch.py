@@ -267,6 +267,11 @@ class PyTorchFramework(Framework[PyTorchJob]):
                     out.append(self.change(c.CONDITION_FAILED, message.format("failed")))
         return out
 
+    def disruption_budget_minimum(self, job: PyTorchJob) -> Optional[int]:
+        """An elastic job's Workers may be drained down to minReplicas, never below at once."""
+        elastic = job.spec.elastic_policy
+        return None if elastic is None else elastic.min_replicas
+
     def scale_selector(self, job_name: str, rtype: str) -> str:
         labels = self.base_labels(job_name)
         labels[c.LABEL_REPLICA_TYPE] = rtype.lower()

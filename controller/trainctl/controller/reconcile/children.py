@@ -8,6 +8,7 @@ indexed once per pass by (replica type, index); everything after that is a dict 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional
@@ -155,6 +156,11 @@ class ChildIndex:
                 out.append(index)
             index += 1
         return out
+
+    def missing_of(self, rtype: str, indices: Collection[int], limit: int) -> list[int]:
+        """Up to ``limit`` of ``indices`` with no object, lowest first."""
+        slots = self.slots(rtype)
+        return sorted(index for index in indices if index not in slots)[:limit]
 
     def of_type(self, rtype: str) -> list[dict[str, Any]]:
         """Every object of ``rtype``, duplicates on one index included."""

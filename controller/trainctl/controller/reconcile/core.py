@@ -4,7 +4,7 @@ This is the whole decision-making of the controller, as a pure function: it pars
 validates the job once (a started job whose only problem is its scaled replica count keeps
 its size: ``scale``) and defaults the parsed model in memory, then walks the reference
 controller's algorithm (kubeflow-pytorchjob.md §5.1, msjob-mindspore.md §2.2) in a fixed
-order: the replica limit; the HPA; the finished path (clean-up, TTL); the suspended path;
+order: the replica limit; the HPA; the PodDisruptionBudget; the finished path (clean-up, TTL); the suspended path;
 limits (backoffLimit, deadline); the PodGroup; the rendezvous store; per replica type the
 Services and the pods by index, at most ``max_creates_per_pass`` of each; then the job's
 conditions. Each step lives in the module of its feature and works on the pass's shared
@@ -22,6 +22,8 @@ from trainctl.api.defaults import default_job
 from trainctl.api.validation import check
 from trainctl.controller.frameworks import framework_for
 from trainctl.controller.reconcile import (
+    budget,
+    disrupted,
     gang,
     hang,
     hpa,
@@ -77,6 +79,7 @@ def reconcile(job: dict[str, Any], observed: Observed, now: datetime, config: Re
     if kept is not None:
         one_pass.warnings[kept.event.reason] = kept.event
     lost.find_lost_pods(one_pass)
+    disrupted.find_disrupted(one_pass)
     relaunch.find_oom_killed(one_pass)
     node_health.find_reports(one_pass)
     _run(one_pass)
@@ -94,6 +97,7 @@ def _run(p: Pass) -> None:
     suspended = bool(p.run_policy.suspend)
     hpa.reconcile(p, suspended)
     done = p.done()
+    budget.reconcile(p, running=not (suspended or done))
     if done:  # nothing is replaced any more
         lost.forget_lost_pods(p)
         p.problems = []  # nor do the settings that decide replacements matter
@@ -109,7 +113,7 @@ def _run(p: Pass) -> None:
 
 
 def _active(p: Pass) -> None:
-    """Limits, the PodGroup, the rendezvous store, lost pods, the replicas, then the outcome."""
+    """Limits, the PodGroup, the rendezvous store, lost and disrupted pods, the replicas, then the outcome."""
     lifecycle.start(p)
     counts = {rtype: replicas.count(p, rtype) for rtype in p.types}
     failure = job_limits.limit_failure(p, counts)
@@ -137,10 +141,11 @@ def _active(p: Pass) -> None:
     if p.done():  # its restarts would reach backoffLimit
         replicas.set_replica_statuses(p, counts)
         return
-    restarted = list(lost_pods)
+    taken, why = (0, {}) if permanent else disrupted.restart_for_disrupted(p)
+    restarted = list(lost_pods) + [rtype for rtype in why if rtype not in lost_pods]
     more, types = replicas.reconcile_all(p, ctx if may_create_pods and not permanent else None, restart=not permanent)
     restarted += [rtype for rtype in types if rtype not in restarted]
-    outcome.conclude(p, counts, restarts + hang_restarts + more, restarted, lost_pods, permanent, hang_restarting)
+    outcome.conclude(p, counts, restarts + hang_restarts + taken + more, restarted, lost_pods, permanent, hang_restarting, why)
     if p.store is not None and p.done():
         rendezvous.withhold_store(p)
 

@@ -10,7 +10,7 @@ docs/compatibility.md).
 from __future__ import annotations
 
 from trainctl.controller.frameworks.base import ConditionChange
-from trainctl.controller.reconcile import nodes
+from trainctl.controller.reconcile import members, nodes
 from trainctl.controller.reconcile.children import node_of, parse_time, rfc3339, typed_ref
 from trainctl.controller.reconcile.plan import Event
 from trainctl.controller.reconcile.state import Pass
@@ -72,9 +72,9 @@ def restart_for_lost_pods(p: Pass) -> tuple[int, LostByType]:
     """
     lost_by_type: LostByType = {}
     for rtype in p.types:
-        replicas = p.specs[rtype].replicas or 0
+        kept = members.kept(p, rtype)
         for index, pod in sorted(p.pods.slots(rtype).items()):
-            if index < replicas and p.is_lost(pod):
+            if index in kept and p.is_lost(pod):
                 lost_by_type.setdefault(rtype, []).append((pod["metadata"].get("name", ""), node_of(pod)))
     if not lost_by_type:
         return 0, {}

@@ -21,12 +21,16 @@ from trainctl.controller.reconcile.state import Pass
 def conclude(
     p: Pass, counts: dict[str, ReplicaCounts], restarts: int, restarted: list[str], lost_pods: lost.LostByType,
     permanent: list[ConditionChange], hung: Optional[ConditionChange] = None,
+    disrupted: Optional[dict[str, ConditionChange]] = None,
 ) -> None:
+    """``disrupted``: by replica type, the Restarting condition of a static job restarted
+    because a pod was evicted or preempted (``disrupted``)."""
+    why = disrupted or {}
     relaunch.record(p)
     if restarts:
         p.status["restartCount"] = (p.status.get("restartCount") or 0) + restarts
     for rtype in restarted:
-        p.book.apply(lost.restarting(p, rtype, lost_pods))
+        p.book.apply(why.get(rtype) or lost.restarting(p, rtype, lost_pods))
     for change in permanent:
         p.book.apply(change)
     facts = JobFacts(
@@ -47,6 +51,8 @@ def conclude(
             p.book.apply(lost.restarting(p, rtype, lost_pods))
         if hung is not None:  # its pods are still Running: only the condition tells
             p.book.apply(hung)
+        for change in why.values():  # nor is a disrupted one
+            p.book.apply(change)
     replicas.set_replica_statuses(p, counts)
     if p.done():
         lifecycle.complete(p)

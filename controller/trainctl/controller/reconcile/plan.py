@@ -137,6 +137,9 @@ class Observed:
     services: list[dict[str, Any]] = field(default_factory=list)
     hpa: Optional[dict[str, Any]] = None
     pod_group: Optional[dict[str, Any]] = None
+    # The job's PodDisruptionBudget, and whether the cluster serves them (policy/v1) at all.
+    pdb: Optional[dict[str, Any]] = None
+    disruption_budgets: bool = False
     # The Nodes the job's pods are on, by name (a node absent here is not judged).
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
     # The most memory any Node can give one pod (``oom.largest_node_memory`` of every Node,
@@ -166,7 +169,8 @@ class Plan:
     # "failed", "restarted", "deleted" (training_operator_jobs_<name>_total).
     metrics: list[str] = field(default_factory=list)
     # Standing problems with the job's settings (an annotation that is not a valid value),
-    # as Warning Events. Stated in every pass while they hold, unlike ``events``: the shell
+    # as Warning Events, and standing notices (an elastic job going on without a worker that
+    # was taken away). Stated in every pass while they hold, unlike ``events``: the shell
     # records one when it appears, not again while it stays.
     problems: list[Event] = field(default_factory=list)
     # Nodes to taint, before any pod is deleted (their replacements must not land there).

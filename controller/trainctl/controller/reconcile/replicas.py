@@ -2,7 +2,7 @@
 
 Per replica type the job asks for a number of replicas; this step creates the missing
 indices (lowest first, within the pass's create budget), deletes surplus ones (scale-down:
-the highest indices go) and restarts failed pods per restartPolicy (spec §3.8, §5.5): a
+the highest indices go; an elastic job's chosen ones, ``members``) and restarts failed pods per restartPolicy (spec §3.8, §5.5): a
 Failed pod is deleted and recreated under the same name once gone. Pods the controller
 replaces for its own reasons (an OOM kill, a lost node, a closed rendezvous) are handed to
 those features and counted neither up nor failed.
@@ -10,12 +10,13 @@ those features and counted neither up nor failed.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any, Optional
 
 from trainctl.controller.frameworks.base import UNKNOWN_EXIT_CODE, ConditionChange, EnvContext, EnvFactory, ReplicaCounts
-from trainctl.controller.reconcile import hang, node_health, relaunch, rendezvous
-from trainctl.controller.reconcile.children import exit_code, is_terminating, node_of, replica_name
+from trainctl.controller.reconcile import disrupted, hang, members, node_health, relaunch, rendezvous
+from trainctl.controller.reconcile.children import ChildIndex, exit_code, is_terminating, node_of, replica_name
 from trainctl.controller.reconcile.config import VOLCANO
 from trainctl.controller.reconcile.pods import PodFactory, build_service, service_ports
 from trainctl.controller.reconcile.state import Pass
@@ -43,7 +44,7 @@ def reconcile_all(p: Pass, ctx: Optional[EnvContext], *, restart: bool) -> tuple
     restarts, restarted = 0, []
     for rtype in p.types:
         if p.framework.service_cluster_ip(rtype) is not None:
-            reconcile_services(p, rtype, p.specs[rtype].replicas or 0)
+            reconcile_services(p, rtype, members.kept(p, rtype))
         env_factory = None if ctx is None else p.framework.env_factory(p.job, rtype, ctx)
         count = reconcile_pods(p, rtype, env_factory, restart=restart)
         if count:
@@ -60,9 +61,9 @@ def exit_code_failures(p: Pass) -> list[ConditionChange]:
         if change is None:  # MSJob fails through its own rules
             continue
         duplicated = p.pods.duplicated(rtype)
-        if any(index not in duplicated and not is_terminating(pod) and index < (p.specs[rtype].replicas or 0)
+        if any(index not in duplicated and not is_terminating(pod) and index in members.kept(p, rtype)
                and (pod.get("status") or {}).get("phase") == "Failed" and not fw.is_retryable(exit_code(pod, fw.container))
-               and not rendezvous.closed_out(p, pod) and not p.node_check.handles(pod)
+               and not rendezvous.closed_out(p, pod) and not p.node_check.handles(pod) and not disrupted.is_disrupted(p, pod)
                for index, pod in p.pods.slots(rtype).items()):
             out.append(change)
     return out
@@ -75,25 +76,28 @@ def reconcile_pods(p: Pass, rtype: str, env_factory: Optional[EnvFactory], *, re
     create nothing yet; ``restart`` False: leave failed pods as they are.
     """
     fw, spec = p.framework, p.specs[rtype]
-    replicas = spec.replicas or 0
+    kept = members.kept(p, rtype)
     restarts = 0
     if env_factory is not None:
-        create_pods(p, rtype, env_factory, replicas)
+        create_pods(p, rtype, env_factory, kept)
     slots, duplicated = p.pods.slots(rtype), p.pods.duplicated(rtype)
     for index in sorted(slots):  # ints sort fast; deletes go lowest index first
         pod = slots[index]
         if index in duplicated or is_terminating(pod) or p.is_lost(pod) or p.is_deleting(pod):
             continue  # duplicates on one index are left alone, as the reference does
-        if p.node_check.handles(pod) and index < replicas:
+        if p.node_check.handles(pod) and index in kept:
             continue  # its node check failed: node_health replaces it
-        if index >= replicas:
-            p.delete(pod, with_service=False)  # scale-down: the highest indices go
+        if index not in kept:
+            p.delete(pod, with_service=False)  # scale-down: the indices no longer kept go
             continue
         if restart and relaunch.relaunch_oom_killed(p, rtype, pod):
             restarts += 1
             continue
         if restart and rendezvous.closed_out(p, pod):
             rendezvous.rejoin_closed_out(p, pod)
+            continue
+        if disrupted.is_disrupted(p, pod):
+            disrupted.replace_failed(p, pod)  # an elastic job's: a static job's restarted already
             continue
         if not restart or (pod.get("status") or {}).get("phase") != "Failed":
             continue
@@ -105,9 +109,9 @@ def reconcile_pods(p: Pass, rtype: str, env_factory: Optional[EnvFactory], *, re
     return restarts
 
 
-def create_pods(p: Pass, rtype: str, env_factory: EnvFactory, replicas: int) -> None:
-    """Create missing pods, lowest indices first, within what is left of this pass's budget."""
-    missing = p.within_budget("Pod", p.pods.missing(rtype, replicas, p.create_budget["Pod"] + 1))
+def create_pods(p: Pass, rtype: str, env_factory: EnvFactory, kept: Collection[int]) -> None:
+    """Create missing pods of the ``kept`` indices, lowest first, within what is left of this pass's budget."""
+    missing = p.within_budget("Pod", _missing(p.pods, rtype, kept, p.create_budget["Pod"] + 1))
     if not missing:
         return
     factory = pod_factory(p, rtype, env_factory)
@@ -134,10 +138,10 @@ def pod_factory(p: Pass, rtype: str, env_factory: EnvFactory) -> PodFactory:
     )
 
 
-def reconcile_services(p: Pass, rtype: str, replicas: int) -> None:
-    """Create missing Services within the pass's budget; delete those of surplus indices."""
+def reconcile_services(p: Pass, rtype: str, kept: Collection[int]) -> None:
+    """Create missing Services of the ``kept`` indices within the pass's budget; delete the others."""
     fw = p.framework
-    missing = p.within_budget("Service", p.services.missing(rtype, replicas, p.create_budget["Service"] + 1))
+    missing = p.within_budget("Service", _missing(p.services, rtype, kept, p.create_budget["Service"] + 1))
     if missing:
         ports = service_ports(fw, p.specs[rtype])
         cluster_ip = fw.service_cluster_ip(rtype) or ""
@@ -147,8 +151,15 @@ def reconcile_services(p: Pass, rtype: str, replicas: int) -> None:
         )
     slots, duplicated = p.services.slots(rtype), p.services.duplicated(rtype)
     for index in sorted(slots):
-        if index >= replicas and index not in duplicated:
+        if index not in kept and index not in duplicated:
             p.delete(slots[index], kind="Service", with_service=False)
+
+
+def _missing(index: ChildIndex, rtype: str, kept: Collection[int], limit: int) -> list[int]:
+    """Up to ``limit`` kept indices with no object, lowest first (``0 … n-1``: without walking them all)."""
+    if isinstance(kept, range):
+        return index.missing(rtype, len(kept), limit)
+    return index.missing_of(rtype, kept, limit)
 
 
 def count(p: Pass, rtype: str) -> ReplicaCounts:
@@ -157,8 +168,8 @@ def count(p: Pass, rtype: str) -> ReplicaCounts:
     duplicated = p.pods.duplicated(rtype)
     for index, pod in p.pods.slots(rtype).items():
         if (index in duplicated or p.oom.handles(pod) or p.is_lost(pod) or rendezvous.closed_out(p, pod)
-                or p.node_check.handles(pod) or hang.replaced(p, pod)):
-            continue  # replaced by the controller (more memory, a lost node, a closed rendezvous, a failed node check, a hang): neither up nor failed
+                or p.node_check.handles(pod) or hang.replaced(p, pod) or disrupted.is_disrupted(p, pod)):
+            continue  # replaced (more memory, a lost node, a closed rendezvous, a failed node check, a hang) or taken away: neither up nor failed
         phase = (pod.get("status") or {}).get("phase")
         if phase == "Running":
             if is_terminating(pod):

@@ -9,9 +9,9 @@ brought within the bounds, and a Warning event says what was ignored. Only this 
 survivable: anything else wrong with the spec still fails the job, as does this one before
 the job ever started (``status.startTime``).
 
-The size comes from what is observed, never from memory the core does not have: the
-highest index among the type's pods and Services that are not being deleted, plus one (a
-Service outlives its pod's restarts, so an index between restarts still counts). With
+The size comes from what is observed, never from memory the core does not have: how many
+indices hold a pod or a Service that is not being deleted (a Service outlives its pod's
+restarts, so an index between restarts still counts; an elastic job's indices may have holes). With
 nothing observed, the asked-for count is brought within the bounds.
 """
 
@@ -58,13 +58,13 @@ def kept_size(kind: JobKind, job: dict[str, Any], problems: list[FieldError], ob
 
 
 def _observed_size(rtype: str, observed: Observed) -> Optional[int]:
-    indices = [
+    indices = {
         index
         for index_of in (ChildIndex(observed.pods), ChildIndex(observed.services))
         for index, obj in index_of.slots(rtype).items()
         if not is_terminating(obj)
-    ]
-    return max(indices) + 1 if indices else None
+    }
+    return len(indices) if indices else None
 
 
 def _asked(job: dict[str, Any], kind: JobKind, rtype: str) -> int:

@@ -12,6 +12,7 @@ an OOM kill) are recorded here.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Optional
@@ -23,6 +24,7 @@ from trainctl.controller.reconcile import node_check, oom
 from trainctl.controller.reconcile.children import ChildIndex, JobRef, is_terminating, owner_reference, typed_ref
 from trainctl.controller.reconcile.conditions import ConditionBook
 from trainctl.controller.reconcile.config import ReconcileConfig
+from trainctl.controller.reconcile.disruption import Disruption
 from trainctl.controller.reconcile.nodes import LostPod
 from trainctl.controller.reconcile.plan import Event, Observed, Plan
 
@@ -48,6 +50,8 @@ class Pass:
     lost_uids: set[Optional[str]] = field(default_factory=set)
     oom: oom.Relaunches = field(default_factory=oom.Relaunches)
     node_check: node_check.Checks = field(default_factory=node_check.Checks)
+    disrupted: dict[Optional[str], Disruption] = field(default_factory=dict)  # by uid: evicted, preempted
+    members: dict[str, Collection[int]] = field(default_factory=dict)  # by type, the indices kept: members.kept
 
     def __post_init__(self) -> None:
         meta = self.raw.get("metadata") or {}
