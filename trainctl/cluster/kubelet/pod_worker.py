@@ -24,7 +24,9 @@ from trainctl.cluster.kubelet import paths
 from trainctl.cluster.kubelet.env import ConfigError, command_line, container_env, downward_api_names
 from trainctl.cluster.kubelet.kubelet_events import NORMAL, WARNING, KubeletEvents, pod_label
 from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry, Stdio, claim_pod_directory
+from trainctl.cluster.kubelet.sandbox import PodSandbox, SandboxError
 from trainctl.cluster.kubelet.serviceaccount import AccountMissing
+from trainctl.cluster.kubelet.volumes import VolumeError
 from trainctl.cluster.network.podnet import PodNetwork
 from trainctl.kube.client import ApiError
 from trainctl.kube.timestamps import now_rfc3339
@@ -58,6 +60,9 @@ class PodContext(Protocol):
     def mount_service_account(self, pod: Obj) -> None:
         """Write the pod's ServiceAccount files; raises while they cannot be written yet."""
     def working_dir(self, container: Obj) -> str: ...
+    def start_sandbox(self, pod: Obj) -> Optional[PodSandbox]:
+        """The pod's sandbox, None where pods run without one; raises while it cannot be made."""
+    def sandbox_workdir(self, container: Obj) -> str: ...
     def report(self, pod: Obj, status: Obj) -> None:
         """Write the pod's status; never raises (a failed write is retried by the kubelet)."""
     def wait_for_change(self, timeout: float) -> None: ...
@@ -131,6 +136,7 @@ class PodWorker:
         self._lock = threading.RLock()
         self._report_lock = threading.Lock()
         self._processes: dict[str, ContainerProcess] = {}
+        self._pod_sandbox: Optional[PodSandbox] = None
         self.stopping = threading.Event()
         self.deadline_exceeded = False
         self._grace = 30.0
@@ -285,9 +291,10 @@ class PodWorker:
                     raise _Stopped()
                 group = self.ctx.enforcer.container(
                     self.uid, state.name, container_limits.ContainerLimits.from_resources(spec.get("resources")))
-                process = ContainerProcess(self.ctx.network.enter_argv(self.uid) + argv, env,
-                                           self.ctx.working_dir(spec), log_path, self.ctx.registry,
-                                           self.uid, state.name, group, Stdio.of(spec))
+                enter = self._pod_sandbox.enter_argv(self.ctx.sandbox_workdir(spec)) if self._pod_sandbox \
+                    else self.ctx.network.enter_argv(self.uid)
+                process = ContainerProcess(argv, env, self.ctx.working_dir(spec), log_path, self.ctx.registry,
+                                           self.uid, state.name, group, Stdio.of(spec), enter=enter)
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
                 state.state = {"running": {"startedAt": process.started_at}}
@@ -425,7 +432,27 @@ class PodWorker:
             delay = min(delay * 2, 10.0)
         raise _Stopped()
 
+    def _start_pod_sandbox(self) -> None:
+        """The pod's volumes and sandbox before its first container (None without one); while
+        they cannot be made (a ConfigMap not there yet), the containers wait in ContainerCreating."""
+        while not self.stopping.is_set():
+            try:
+                self._pod_sandbox = self.ctx.start_sandbox(self.pod)
+                return
+            except (VolumeError, SandboxError, OSError, paths.OutsideDirectory) as exc:
+                log.warning("pod %s/%s: no sandbox yet: %s", self.namespace, self.pod["metadata"].get("name"), exc)
+                waiting = {"reason": "ContainerCreating", "message": f"MountVolume.SetUp failed: {exc}"}
+            with self._lock:
+                for state in self.init_states + self.states:
+                    state.state = {"waiting": waiting}
+            self._report()
+            self.ctx.wait_for_change(5.0)
+        raise _Stopped()
+
     def _release_sandbox(self) -> None:
+        if self._pod_sandbox is not None:
+            self._pod_sandbox.stop()
+            self._pod_sandbox = None
         try:
             self.ctx.network.teardown_pod(self.uid)
         except Exception as exc:  # the router is away: it drops the sandbox when the node restarts
@@ -437,6 +464,7 @@ class PodWorker:
             self._report()
             self._mount_service_account()
             self._sandbox()  # after the token files: the sandbox shows their directory in the pod
+            self._start_pod_sandbox()  # in the pod's network
             for spec, state in zip(self.init_specs, self.init_states, strict=True):
                 while True:
                     code = self._run_once(spec)

@@ -51,6 +51,10 @@ def kubelet_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--network", choices=("isolated", "shared"), default="shared",
                         help="the pods' network: isolated (the cluster's router, started by `up`) or shared "
                              "(this machine's; default)")
+    parser.add_argument("--sandbox", choices=("auto", "bwrap", "none"),
+                        default=os.environ.get("TRAINCTL_POD_SANDBOX") or "auto",
+                        help="the pods' sandbox: bwrap where it runs here (auto), or none "
+                             "(default: $TRAINCTL_POD_SANDBOX, else auto)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
@@ -71,7 +75,7 @@ def run_kubelet(args: argparse.Namespace) -> int:
                            backoff_base=args.backoff_base, pod_cidr=args.pod_cidr, cpu=args.cpu, memory=args.memory,
                            heartbeat_seconds=args.node_lease_renew_interval,
                            resource_enforcer=args.resource_enforcer, metrics_interval=args.metrics_interval,
-                           network=args.network)
+                           network=args.network, sandbox=args.sandbox)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()

@@ -31,7 +31,7 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -264,11 +264,12 @@ class ContainerProcess:
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log_path: Path,
                  registry: ProcessRegistry, pod_uid: str, container: str, group: ContainerGroup,
-                 stdio: Stdio = Stdio()) -> None:
+                 stdio: Stdio = Stdio(), enter: Sequence[str] = ()) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.group = group
         self.stdio = stdio
         self.cwd = cwd
+        self.enter = list(enter)  # the prefix that runs a process in the pod (kubectl exec's too)
         self._attached: set[Attachment] = set()
         self._ended: list[str] = []  # output streams that reached their end
         self._stdin_lock = threading.Lock()
@@ -285,7 +286,7 @@ class ContainerProcess:
         self.env = env  # what ``kubectl exec`` runs with
         # Raises OSError (e.g. FileNotFoundError) when the command cannot be started.
         try:
-            self._proc = self._popen(argv, env, cwd, group)
+            self._proc = self._popen([*self.enter, *argv], env, cwd, group)
         except BaseException:
             group.close()
             self._log.close()
