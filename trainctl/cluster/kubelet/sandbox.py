@@ -198,8 +198,10 @@ def bwrap_args(layout: SandboxLayout) -> BwrapArgs:
             built.args += ["--symlink", target, f"/{name}"]
         else:
             built.args += ["--ro-bind", f"/{name}", f"/{name}"]
-    built.args += ["--ro-bind-try", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/dev/shm",
-                   "--tmpfs", "/run"]
+    # The machine's /dev/pts: the terminal the kubelet opens for a container or an exec is one
+    # of its (only its owner, the kubelet's user, may open the others).
+    built.args += ["--ro-bind-try", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev", "--dev-bind", "/dev/pts",
+                   "/dev/pts", "--tmpfs", "/dev/shm", "--tmpfs", "/run"]
     built.bind(layout.tmp, "/tmp", read_only=False)
     cluster = str(layout.cluster_dir)
     for path in _outermost(layout.read_only):  # the repository and the Python, where hidden above
