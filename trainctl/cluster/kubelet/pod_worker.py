@@ -291,10 +291,11 @@ class PodWorker:
                     raise _Stopped()
                 group = self.ctx.enforcer.container(
                     self.uid, state.name, container_limits.ContainerLimits.from_resources(spec.get("resources")))
-                enter = self._pod_sandbox.enter_argv(self.ctx.sandbox_workdir(spec)) if self._pod_sandbox \
-                    else self.ctx.network.enter_argv(self.uid)
-                process = ContainerProcess(argv, env, self.ctx.working_dir(spec), log_path, self.ctx.registry,
-                                           self.uid, state.name, group, Stdio.of(spec), enter=enter)
+                sandboxed, workdir = self._pod_sandbox, self.ctx.sandbox_workdir(spec)
+                process = ContainerProcess(
+                    argv, env, self.ctx.working_dir(spec), log_path, self.ctx.registry, self.uid, state.name, group,
+                    Stdio.of(spec), enter=sandboxed.enter_argv(workdir) if sandboxed else self.ctx.network.enter_argv(self.uid),
+                    enter_tty=sandboxed.enter_argv(workdir, terminal=True) if sandboxed else None)
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
                 state.state = {"running": {"startedAt": process.started_at}}

@@ -260,10 +260,12 @@ class PodSandbox:
             raise SandboxError("bwrap: " + " ".join(" ".join(said).split())[:400]) from None
         return cls(holder, pid, uid)
 
-    def enter_argv(self, workdir: str) -> list[str]:
-        """The prefix that runs a command in the sandbox, as its user, in ``workdir`` there."""
+    def enter_argv(self, workdir: str, terminal: bool = False) -> list[str]:
+        """The prefix that runs a command in the sandbox, as its user, in ``workdir`` there;
+        with ``terminal``, in a session of its own there whose controlling terminal is its stdin."""
         return ["nsenter", "-t", str(self.pid), "-U", "-m", "-p", "-i", "-n", "-u",
-                "-S", str(self.uid), "-G", str(self.uid), "--", "env", "-C", workdir, "--"]
+                "-S", str(self.uid), "-G", str(self.uid), "--", *(["setsid", "-c"] if terminal else []),
+                "env", "-C", workdir, "--"]
 
     def alive(self) -> bool:
         return self._holder.poll() is None

@@ -43,9 +43,9 @@ class Mount:
 
 def _write_file(directory: Path, relative: str, data: bytes, mode: int) -> None:
     parts = [part for part in relative.split("/") if part]
-    if not parts or any(part == ".." for part in parts):
-        raise VolumeError(f"invalid path {relative!r}")
-    path = paths.inside(directory, *parts) if len(parts) == 1 else directory.joinpath(*parts)
+    if relative.startswith("/") or not parts or any(part == ".." for part in parts):
+        raise VolumeError(f"invalid path {relative!r}: must be relative and may not contain '..'")
+    path = directory.joinpath(*parts)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(data)
     os.chmod(path, mode & 0o777)
