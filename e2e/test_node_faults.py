@@ -169,6 +169,15 @@ def pod_processes(env: E2E, node: str, uid: str) -> set[Process]:
     return {(pid, start) for pid in pids if (start := process_start_time(pid)) is not None}
 
 
+def pid_in_pod(pid: int) -> int:
+    """``pid`` as the pod sees it: in the pod sandbox's PID namespace, the innermost of
+    /proc/PID/status's ``NSpid`` (without the sandbox, the same number)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    return pid
+
+
 def still_running(processes: set[Process]) -> set[Process]:
     return {(pid, start) for pid, start in processes if process_start_time(pid) == start}
 
@@ -208,7 +217,7 @@ def test_a_frozen_node_thaws_after_its_pod_was_replaced_and_its_old_processes_ne
         starts, victim, frozen_node, old_uid = rank0_alone_on_a_node(run, 180)
         old_processes = pod_processes(nodes_env, frozen_node, old_uid)
         old_pid = starts[victim].int("pid")  # train.py's, under torchrun
-        assert old_pid in {pid for pid, _ in old_processes}, (old_pid, old_processes)
+        assert old_pid in {pid_in_pod(pid) for pid, _ in old_processes}, (old_pid, old_processes)
         old_logs = open_logs(nodes_env, old_uid)
         assert old_logs, run.dump()
 

@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from trainctl.cluster.kubelet.sandbox import BWRAP, SANDBOX_LABEL
+
 from tests.support.cluster import E2E, scratch_cluster
 from tests.support.kubectl import Kubectl
 from tests.support.listener import recording_listener
@@ -152,7 +154,10 @@ def finished(child: int, terminal: int, timeout: float = 60) -> int:
     return os.waitstatus_to_exitcode(ended[1])
 
 
-PROMPT = b"$ " if os.getuid() else b"# "
+def prompt(e2e: E2E) -> bytes:
+    """sh's prompt for the pods' user: ``nobody`` in the pod sandbox, else the tests' user."""
+    labels = e2e.kubectl.json("get", "nodes")["items"][0]["metadata"].get("labels", {})
+    return b"# " if os.getuid() == 0 and labels.get(SANDBOX_LABEL) != BWRAP else b"$ "
 
 
 @pytest.mark.parametrize("protocol", [{}, SPDY], ids=["websocket", "spdy"])
@@ -160,7 +165,7 @@ def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: 
                                                              protocol: dict[str, str]) -> None:
     child, terminal = on_terminal(e2e, "exec", "-it", POD, "--", "sh", env=protocol)
     try:
-        _read_until(terminal, PROMPT)
+        _read_until(terminal, prompt(e2e))
         os.write(terminal, b"tty; stty size; echo $((6*7)); exit 5\n")
         seen = _read_until(terminal, b"42")
         assert re.search(rb"/dev/pts/\d+", seen), seen
@@ -176,7 +181,7 @@ def test_run_it_rm_runs_a_container_on_a_terminal(e2e: E2E) -> None:
     try:
         _read_until(terminal, b"try pressing enter")
         os.write(terminal, b"\n")
-        _read_until(terminal, PROMPT)
+        _read_until(terminal, prompt(e2e))
         os.write(terminal, b"stty size; echo $((6*7)); exit 3\n")
         seen = _read_until(terminal, b"42")
         assert b"33 111" in seen, seen
@@ -192,14 +197,14 @@ def test_kubectl_cp_both_ways(e2e: E2E, running: dict[str, Any], tmp_path: Path)
     (source / "deeper").mkdir(parents=True)
     (source / "a.txt").write_text("alpha\n")
     (source / "deeper" / "b.bin").write_bytes(bytes(range(256)) * 64)
-    inside = e2e.workdir / "streamed" / "copied"
+    inside = f"/tmp/copied-{os.getpid()}"  # the pod's /tmp (the machine's without the sandbox)
     e2e.kubectl("cp", str(source), f"{POD}:{inside}")
-    assert (inside / "a.txt").read_text() == "alpha\n"
-    assert e2e.kubectl("exec", POD, "--", "cat", str(inside / "a.txt")) == "alpha\n"
+    assert e2e.kubectl("exec", POD, "--", "cat", f"{inside}/a.txt") == "alpha\n"
     back = tmp_path / "back"
     e2e.kubectl("cp", f"{POD}:{inside}", str(back))
     assert (back / "a.txt").read_text() == "alpha\n"
     assert (back / "deeper" / "b.bin").read_bytes() == bytes(range(256)) * 64
+    e2e.kubectl("exec", POD, "--", "rm", "-r", inside)
 
 
 def test_port_forward_reaches_a_pods_http_server(e2e: E2E, tmp_path: Path) -> None:

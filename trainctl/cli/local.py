@@ -127,6 +127,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     help="the pods' network: isolated (a network namespace, IP and port space per pod, inside an "
                          "unprivileged user namespace), shared (this machine's; ports are host ports) or auto (the "
                          "default: isolated where the machine allows it, else shared)")
+    up.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default=None,
+                    help="the pods' sandbox: bwrap (each pod an unprivileged user in PID, mount and user namespaces "
+                         "of its own), none (pods run as this user on this machine) or auto (the default, also "
+                         "from $TRAINCTL_POD_SANDBOX: bwrap where it runs here, else none)")
     up.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     up.set_defaults(func=run_up)
 

@@ -231,7 +231,7 @@ class LocalCluster:
                  controlplane_args: Optional[list[str]] = None, resource_enforcer: Optional[str] = None,
                  metrics_interval: Optional[float] = None, die_with_supervisor: bool = False,
                  hollow_nodes: int = 0, hollow_node_args: Optional[list[str]] = None,
-                 network: str = isolation.AUTO) -> None:
+                 network: str = isolation.AUTO, sandbox: Optional[str] = None) -> None:
         self.directory = Path(directory).expanduser().resolve()
         self.gpus, self.npus = gpus, npus
         names = node_names or ([node_name] if nodes == 1 else None)
@@ -241,6 +241,7 @@ class LocalCluster:
         self.node_name = self.nodes[0].name if self.nodes else node_name
         self.workdir = Path(workdir).resolve() if workdir else Path.cwd()
         self.backoff_base = backoff_base
+        self.sandbox = sandbox  # the kubelets' --sandbox; None: theirs ($TRAINCTL_POD_SANDBOX, else auto)
         if lease_renew_interval is None and node_monitor_grace_period:
             # As the real kubelet renews every quarter of a lease that lasts the grace period:
             # renewing only as often as the grace lets a healthy node go Unknown between beats.
@@ -310,6 +311,7 @@ class LocalCluster:
             "--gpus", str(self.gpus), "--npus", str(self.npus), "--workdir", str(self.workdir),
             *(isolated_cidr if self.isolated else pod_cidr), "--network", self.network_mode or isolation.SHARED,
             *(["--backoff-base", str(self.backoff_base)] if self.backoff_base is not None else []),
+            *(["--sandbox", self.sandbox] if self.sandbox else []),
             *(["--node-lease-renew-interval", str(self.lease_renew_interval)] if self.lease_renew_interval else []),
             *(["--resource-enforcer", self.resource_enforcer] if self.resource_enforcer else []),
             *(["--metrics-interval", str(self.metrics_interval)] if self.metrics_interval is not None else [])],

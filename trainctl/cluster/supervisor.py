@@ -67,6 +67,7 @@ class UpOptions:
         "--horizontal-pod-autoscaler-downscale-stabilization", controlplane=True)
     hollow_nodes: int = field(default=0, metadata={"flag": "--hollow-nodes"})
     network: Optional[str] = _flag("--network")
+    sandbox: Optional[str] = _flag("--sandbox")
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> "UpOptions":
@@ -97,7 +98,7 @@ class UpOptions:
                             hpa_sync_period=self.hpa_sync_period, controlplane_args=self.controlplane_args(),
                             controller_args=["--node-lost-grace", self.node_lost_grace] if self.node_lost_grace else None,
                             die_with_supervisor=die_with_supervisor, hollow_nodes=self.hollow_nodes,
-                            network=self.network or isolation.AUTO)
+                            network=self.network or isolation.AUTO, sandbox=self.sandbox)
 
 
 # --- the supervising loop -------------------------------------------------------------------

@@ -65,3 +65,10 @@ def test_nobody_else_is_judged_here() -> None:
     for user in ({"user": "system:node:a", "groups": []}, {"user": "alice", "groups": ["system:nodes"]},
                  {"user": "system:serviceaccount:team:runner", "groups": ["system:serviceaccounts"]}):
         assert not authorizer.allows(user, _get("secrets", "vol-secret"))
+
+
+def test_malformed_pods_stored_before_validation_are_read_as_referencing_nothing() -> None:
+    from trainctl.cluster.apiserver.auth.node_authorizer import references
+
+    assert references({"spec": "garbage"}) == set()
+    assert references({"spec": {"volumes": ["x", {"secret": "y"}], "containers": [{"env": ["x", {"valueFrom": "z"}]}]}}) == set()

@@ -85,7 +85,7 @@ _NODE = [
     _rule([""], ["pods/status"], ["patch", "update"]),
     _rule([""], ["pods/eviction"], ["create"]),
     _rule(["coordination.k8s.io"], ["leases"], ["get", "create", "update", "patch", "delete"]),
-    _rule(["metrics.k8s.io"], ["nodes", "pods"], ["get", "create", "update"]),
+    _rule(["metrics.k8s.io"], ["nodes", "nodes/usage", "pods"], ["get", "create", "update"]),
 ]
 
 _CLUSTER_ROLES: dict[str, list[Obj]] = {

@@ -35,17 +35,19 @@ from typing import Any, Optional, cast
 from trainctl.cluster.compute import enforcer as enforcers
 from trainctl.cluster.compute.cpu_cap import CapWatcher
 from trainctl.cluster.kubelet import node as nodes
-from trainctl.cluster.kubelet import paths, podspec, thaw
+from trainctl.cluster.kubelet import paths, podspec, sandbox, thaw, volumes
 from trainctl.cluster.kubelet.base_env import HOME_DIRECTORY, base_environment
 from trainctl.cluster.kubelet.heartbeat import NodeHeartbeat
 from trainctl.cluster.kubelet.kubelet_events import KubeletEvents
 from trainctl.cluster.kubelet.paths import inside
 from trainctl.cluster.kubelet.pod_admission import Admission
 from trainctl.cluster.kubelet.pod_deletion import Terminator, grace_seconds
-from trainctl.cluster.kubelet.pod_worker import PodWorker
+from trainctl.cluster.kubelet.pod_worker import TERMINATION_MESSAGE_DIRECTORY, PodWorker
 from trainctl.cluster.kubelet.runtime import ProcessRegistry, claim_pod_directory, signal_live
+from trainctl.cluster.kubelet.sandbox import PodSandbox
 from trainctl.cluster.kubelet.service_names import ServiceNames
 from trainctl.cluster.kubelet.service_rules import ServiceRules
+from trainctl.cluster.kubelet.serviceaccount import DIRECTORY as SERVICE_ACCOUNT_DIRECTORY
 from trainctl.cluster.kubelet.serviceaccount import (
     SERVICE_NAME,
     SERVICE_NAMESPACE,
@@ -103,6 +105,8 @@ class KubeletConfig:
     tls_cert_file: Optional[Path] = None
     tls_private_key_file: Optional[Path] = None
     client_ca_file: Optional[Path] = None
+    # "auto" (bwrap where it runs here), "bwrap" or "none": the pods' sandbox (.sandbox).
+    sandbox: str = sandbox.NONE
 
 
 def tls_files(config: KubeletConfig) -> tuple[Path, Path, Path]:
@@ -177,6 +181,8 @@ class Kubelet:
             self.api_path = Forwarder(self.network.dial_apiserver)
             self.host_ports = HostPorts(self.network.dial)
         log.info("pod network: %s", isolation.DESCRIPTIONS[self.network.mode])
+        self.sandbox_mode, why = sandbox.choose(config.sandbox)
+        log.info("pod sandbox: %s", sandbox.describe(self.sandbox_mode, why))
         # No client-side retries or rate limit: the sync loop retries what failed, and a
         # failed write must reach it at once (the API server may be restarting).
         self.client = KubeClient(self._api_configuration(), qps=0, max_attempts=1, pool_size=8)
@@ -195,7 +201,8 @@ class Kubelet:
         self.events = KubeletEvents(KubeClient(self._api_configuration(), qps=50, max_attempts=3, pool_size=2),
                                     self.node_name)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds,
-                                       events=self.events, labels={isolation.POD_NETWORK_LABEL: self.network.mode})
+                                       events=self.events, labels={isolation.POD_NETWORK_LABEL: self.network.mode,
+                                               sandbox.SANDBOX_LABEL: self.sandbox_mode})
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self.node_name, self._dirty.set)
         # On a cluster of several nodes each node serves the ClusterIPs at addresses of its
@@ -482,6 +489,32 @@ class Kubelet:
                 return PodTarget(namespace, name, worker.uid, worker.pod_ip,
                                  {spec.get("name", ""): worker.running(spec.get("name", "")) for spec in worker.specs})
         return None
+
+    def start_sandbox(self, pod: Obj) -> Optional[PodSandbox]:
+        """The pod's sandbox (None: pods run without one here), with its volumes made first;
+        raises :class:`.volumes.VolumeError` or :class:`.sandbox.SandboxError` while it cannot be."""
+        if self.sandbox_mode != sandbox.BWRAP:
+            return None
+        uid, namespace = _uid(pod), _meta(pod).get("namespace", "default")
+        pod_dir = paths.inside(self.pods_dir, uid)
+        made = volumes.make_volumes(pod, pod_dir, self.configmap, self.secret, owner=sandbox.POD_USER)
+        tmp, home = pod_dir / "tmp", pod_dir / HOME_DIRECTORY
+        messages = pod_dir / TERMINATION_MESSAGE_DIRECTORY
+        data = namespace_data_dir(self.config.directory, namespace)
+        for directory in (tmp, home, data, messages):
+            directory.mkdir(parents=True, exist_ok=True)
+        sandbox.chown_all((tmp, home, data, messages), sandbox.POD_USER)
+        account = pod_dir / SERVICE_ACCOUNT_DIRECTORY
+        layout = sandbox.SandboxLayout(
+            cluster_dir=self.config.directory, tmp=tmp, read_only=[Path(self.config.workdir), *sandbox.python_paths()],
+            own_read_only=[self.hosts.path.parent], own_writable=[home, data, messages],
+            service_account=account if (account / "token").exists() else None, volumes=volumes.mounts(pod, made))
+        return PodSandbox.start(layout, self.network.namespaces_argv(uid), pod_dir / "sandbox.log")
+
+    def sandbox_workdir(self, container: Obj) -> str:
+        """A container's working directory inside its pod's sandbox."""
+        wanted = container.get("workingDir")
+        return str(wanted) if isinstance(wanted, str) and wanted.startswith("/") else str(self.config.workdir)
 
     def working_dir(self, container: Obj) -> str:
         wanted = container.get("workingDir")

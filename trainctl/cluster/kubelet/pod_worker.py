@@ -25,7 +25,9 @@ from trainctl.cluster.kubelet.env import ConfigError, command_line, container_en
 from trainctl.cluster.kubelet.kubelet_events import NORMAL, WARNING, KubeletEvents, pod_label
 from trainctl.cluster.kubelet.prober import ContainerProber, ProbeSpec, checker
 from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry, Stdio, claim_pod_directory
+from trainctl.cluster.kubelet.sandbox import PodSandbox, SandboxError
 from trainctl.cluster.kubelet.serviceaccount import AccountMissing
+from trainctl.cluster.kubelet.volumes import VolumeError
 from trainctl.cluster.network.podnet import PodNetwork
 from trainctl.kube.client import ApiError
 from trainctl.kube.timestamps import now_rfc3339
@@ -38,6 +40,9 @@ FALLBACK_TO_LOGS = "FallbackToLogsOnError"
 # The run is not in a container, so nothing can be mounted at the spec's terminationMessagePath:
 # each run gets a file of its own, named to the process in this variable instead.
 TERMINATION_MESSAGE_ENV = "TRAINCTL_TERMINATION_MESSAGE_PATH"
+# Where a pod's containers write their termination messages: beside their logs, in a directory
+# of the pod's own (writable inside its sandbox, unlike the logs); no container can be named so.
+TERMINATION_MESSAGE_DIRECTORY = "termination_messages"
 # What the real kubelet keeps of a termination message file.
 TERMINATION_MESSAGE_LIMIT = 4096
 DEVICE_ENV = {"nvidia.com/gpu": "CUDA_VISIBLE_DEVICES", "huawei.com/Ascend910": "ASCEND_VISIBLE_DEVICES"}
@@ -64,6 +69,9 @@ class PodContext(Protocol):
     def mount_service_account(self, pod: Obj) -> None:
         """Write the pod's ServiceAccount files; raises while they cannot be written yet."""
     def working_dir(self, container: Obj) -> str: ...
+    def start_sandbox(self, pod: Obj) -> Optional[PodSandbox]:
+        """The pod's sandbox, None where pods run without one; raises while it cannot be made."""
+    def sandbox_workdir(self, container: Obj) -> str: ...
     def report(self, pod: Obj, status: Obj) -> None:
         """Write the pod's status; never raises (a failed write is retried by the kubelet)."""
     def wait_for_change(self, timeout: float) -> None: ...
@@ -154,6 +162,7 @@ class PodWorker:
         self._lock = threading.RLock()
         self._report_lock = threading.Lock()
         self._processes: dict[str, ContainerProcess] = {}
+        self._pod_sandbox: Optional[PodSandbox] = None
         self.stopping = threading.Event()
         self.deadline_exceeded = False
         self._grace = 30.0
@@ -301,7 +310,9 @@ class PodWorker:
         try:
             claim_pod_directory(self.ctx.pods_dir, self.uid, self.ctx.node_name)
             log_path = paths.inside(self.ctx.pods_dir, self.uid, state.name, f"{state.restart_count}.log")
-            message_path = paths.inside(self.ctx.pods_dir, self.uid, state.name, f"{state.restart_count}.termination-log")
+            message_path = paths.inside(self.ctx.pods_dir, self.uid, TERMINATION_MESSAGE_DIRECTORY,
+                                        f"{state.name}.{state.restart_count}")
+            message_path.parent.mkdir(exist_ok=True)
         except (paths.OutsideDirectory, OSError) as exc:
             return self._start_failed(state, started, f"no log file for container {state.name!r}: {exc}")
         try:
@@ -310,10 +321,12 @@ class PodWorker:
                     raise _Stopped()
                 group = self.ctx.enforcer.container(
                     self.uid, state.name, container_limits.ContainerLimits.from_resources(spec.get("resources")))
-                process = ContainerProcess(self.ctx.network.enter_argv(self.uid) + argv,
-                                           {**env, TERMINATION_MESSAGE_ENV: str(message_path)},
-                                           self.ctx.working_dir(spec), log_path, self.ctx.registry,
-                                           self.uid, state.name, group, Stdio.of(spec))
+                sandboxed, workdir = self._pod_sandbox, self.ctx.sandbox_workdir(spec)
+                process = ContainerProcess(
+                    argv, {**env, TERMINATION_MESSAGE_ENV: str(message_path)}, self.ctx.working_dir(spec), log_path,
+                    self.ctx.registry, self.uid, state.name, group, Stdio.of(spec),
+                    enter=sandboxed.enter_argv(workdir) if sandboxed else self.ctx.network.enter_argv(self.uid),
+                    enter_tty=sandboxed.enter_argv(workdir, terminal=True) if sandboxed else None)
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
                 state.state = {"running": {"startedAt": process.started_at}}
@@ -343,7 +356,7 @@ class PodWorker:
 
     # --- probes -----------------------------------------------------------------------------
     def _prober(self, spec: Obj, state: ContainerState, process: ContainerProcess) -> ContainerProber:
-        check = checker(self.ctx.network.dial, lambda: self.ctx.network.enter_argv(self.uid), self.pod_ip, spec, process)
+        check = checker(self.ctx.network.dial, lambda: process.enter, self.pod_ip, spec, process)  # in the pod's sandbox too
         probed = spec if any(spec is s for s in self.specs) else {}  # init containers are not probed
         return ContainerProber(probed, check, self._report,
                                lambda message: self._event(state.name, WARNING, "Unhealthy", message),
@@ -475,7 +488,27 @@ class PodWorker:
             delay = min(delay * 2, 10.0)
         raise _Stopped()
 
+    def _start_pod_sandbox(self) -> None:
+        """The pod's volumes and sandbox before its first container (None without one); while
+        they cannot be made (a ConfigMap not there yet), the containers wait in ContainerCreating."""
+        while not self.stopping.is_set():
+            try:
+                self._pod_sandbox = self.ctx.start_sandbox(self.pod)
+                return
+            except (VolumeError, SandboxError, OSError, paths.OutsideDirectory) as exc:
+                log.warning("pod %s/%s: no sandbox yet: %s", self.namespace, self.pod["metadata"].get("name"), exc)
+                waiting = {"reason": "ContainerCreating", "message": f"MountVolume.SetUp failed: {exc}"}
+            with self._lock:
+                for state in self.init_states + self.states:
+                    state.state = {"waiting": waiting}
+            self._report()
+            self.ctx.wait_for_change(5.0)
+        raise _Stopped()
+
     def _release_sandbox(self) -> None:
+        if self._pod_sandbox is not None:
+            self._pod_sandbox.stop()
+            self._pod_sandbox = None
         try:
             self.ctx.network.teardown_pod(self.uid)
         except Exception as exc:  # the router is away: it drops the sandbox when the node restarts
@@ -487,6 +520,7 @@ class PodWorker:
             self._report()
             self._mount_service_account()
             self._sandbox()  # after the token files: the sandbox shows their directory in the pod
+            self._start_pod_sandbox()  # in the pod's network
             for spec, state in zip(self.init_specs, self.init_states, strict=True):
                 while True:
                     code = self._run_once(spec)

@@ -58,6 +58,10 @@ def kubelet_arguments(parser: argparse.ArgumentParser) -> None:
                         help="its key (default: DIR/pki/nodes/NODE/kubelet.key)")
     parser.add_argument("--client-ca-file", type=Path, default=None,
                         help="the CA client certificates are checked against (default: DIR/pki/ca.crt)")
+    parser.add_argument("--sandbox", choices=("auto", "bwrap", "none"),
+                        default=os.environ.get("TRAINCTL_POD_SANDBOX") or "auto",
+                        help="the pods' sandbox: bwrap where it runs here (auto), or none "
+                             "(default: $TRAINCTL_POD_SANDBOX, else auto)")
     parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
 
@@ -88,7 +92,8 @@ def run_kubelet(args: argparse.Namespace) -> int:
                            heartbeat_seconds=args.node_lease_renew_interval,
                            resource_enforcer=args.resource_enforcer, metrics_interval=args.metrics_interval,
                            network=args.network, tls_cert_file=args.tls_cert_file,
-                           tls_private_key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file)
+                           tls_private_key_file=args.tls_private_key_file, client_ca_file=args.client_ca_file,
+                           sandbox=args.sandbox)
 
     def on_signal(_signum: int, _frame: Any) -> None:
         raise _Shutdown()

@@ -31,7 +31,7 @@ import subprocess
 import termios
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -264,11 +264,15 @@ class ContainerProcess:
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log_path: Path,
                  registry: ProcessRegistry, pod_uid: str, container: str, group: ContainerGroup,
-                 stdio: Stdio = Stdio()) -> None:
+                 stdio: Stdio = Stdio(), enter: Sequence[str] = (), enter_tty: Optional[Sequence[str]] = None) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.group = group
         self.stdio = stdio
         self.cwd = cwd
+        self.enter = list(enter)  # the prefix that runs a process in the pod (kubectl exec's too)
+        # With a terminal, where the pod's PID namespace is not ours: the prefix that makes the
+        # terminal the controlling one inside (a shell there restores its foreground group).
+        self.enter_tty = list(enter_tty) if enter_tty is not None else None
         self._attached: set[Attachment] = set()
         self._ended: list[str] = []  # output streams that reached their end
         self._stdin_lock = threading.Lock()
@@ -285,7 +289,9 @@ class ContainerProcess:
         self.env = env  # what ``kubectl exec`` runs with
         # Raises OSError (e.g. FileNotFoundError) when the command cannot be started.
         try:
-            self._proc = self._popen(argv, env, cwd, group)
+            inside = stdio.tty and self.enter_tty is not None
+            self._proc = self._popen([*(self.enter_tty if inside and self.enter_tty else self.enter), *argv], env, cwd,
+                                     group)
         except BaseException:
             group.close()
             self._log.close()
@@ -324,7 +330,8 @@ class ContainerProcess:
             def preexec() -> None:
                 if join is not None:
                     join()
-                take_terminal()
+                if self.enter_tty is None:
+                    take_terminal()
             try:
                 return subprocess.Popen(argv, env=env, cwd=cwd, stdin=terminal, stdout=terminal, stderr=terminal,
                                         start_new_session=True, close_fds=True, preexec_fn=preexec)

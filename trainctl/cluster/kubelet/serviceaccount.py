@@ -49,7 +49,9 @@ def automount(pod: Obj, account: Optional[Obj]) -> bool:
 
 def _write(path: Path, data: bytes) -> None:
     partial = path.with_name(f".{path.name}.partial")
-    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # 0644 as kube's kube-api-access volume (defaultMode 420): the pod's sandboxed user reads
+    # it; on the machine the cluster directory keeps everyone else out.
+    fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     with os.fdopen(fd, "wb") as handle:
         handle.write(data)
     os.replace(partial, path)
@@ -92,7 +94,8 @@ class ServiceAccountFiles:
         if not token:
             raise AccountMissing(f'no token for serviceaccount "{name}"')
         directory = self.directory(meta["uid"])
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        directory.mkdir(parents=True, exist_ok=True)
+        os.chmod(directory, 0o755)  # for the pod's sandboxed user, as _write's mode
         _write(directory / "token", token.encode())
         _write(directory / "ca.crt", self._ca)
         _write(directory / "namespace", namespace.encode())

@@ -28,6 +28,10 @@ class PodNetwork(Protocol):
     def enter_argv(self, pod_uid: str) -> list[str]:
         """The prefix that runs a command inside pod ``pod_uid``'s namespaces ([] when the pod has none)."""
 
+    def namespaces_argv(self, pod_uid: str) -> list[str]:
+        """The prefix that puts a process in pod ``pod_uid``'s network, UTS and mount namespaces
+        with the credentials it has (a pod sandbox is made there as an unprivileged user)."""
+
     def dial(self, host: str, port: int, timeout: float) -> socket.socket:
         """A TCP connection to ``host:port`` as seen from the pod network."""
 
@@ -44,6 +48,9 @@ class SharedNetwork:
     mode = "shared"
 
     def enter_argv(self, pod_uid: str) -> list[str]:
+        return []
+
+    def namespaces_argv(self, pod_uid: str) -> list[str]:
         return []
 
     def dial(self, host: str, port: int, timeout: float) -> socket.socket:
@@ -104,11 +111,18 @@ class IsolatedNetwork:
             self._pauses.pop(pod_uid, None)
         control.request(self.directory, {"op": "teardown", "uid": pod_uid})
 
-    def enter_argv(self, pod_uid: str) -> list[str]:
+    def _pause(self, pod_uid: str) -> int:
         with self._lock:
             pid = self._pauses.get(pod_uid)
         if pid is None:
             raise OSError(f"pod {pod_uid} has no network sandbox on this node")
+        return pid
+
+    def namespaces_argv(self, pod_uid: str) -> list[str]:
+        return ["nsenter", "-t", str(self._pause(pod_uid)), "-n", "-u", "-m", "--"]
+
+    def enter_argv(self, pod_uid: str) -> list[str]:
+        pid = self._pause(pod_uid)
         # --wd=. keeps the working directory the process was started in (the pod's mount
         # namespace is a copy of the machine's, so the same path is there).
         return ["nsenter", "-t", str(pid), "-U", "-n", "-m", "-u", "--preserve-credentials", "--wd=.", "--"]

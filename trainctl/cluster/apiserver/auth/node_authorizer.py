@@ -24,35 +24,50 @@ ListPods = Callable[[str], list[Obj]]  # namespace -> its pods
 _REFERENCED = {"secrets", "configmaps", "persistentvolumeclaims"}
 
 
+def _spec(pod: Obj) -> Obj:
+    """A pod's spec, or an empty one when a malformed object (stored before validation) has none."""
+    spec = pod.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def _dicts(value: Any) -> Iterator[Obj]:
+    """The objects of a list field; nothing when it is not a list."""
+    return (item for item in value if isinstance(item, dict)) if isinstance(value, list) else iter(())
+
+
+def _object(value: Any) -> Obj:
+    return value if isinstance(value, dict) else {}
+
+
 def _containers(spec: Obj) -> Iterator[Obj]:
     for key in ("initContainers", "containers", "ephemeralContainers"):
-        yield from (c for c in spec.get(key) or [] if isinstance(c, dict))
+        yield from _dicts(spec.get(key))
 
 
 def references(pod: Obj) -> set[tuple[str, str]]:
     """``(resource, name)`` of every Secret, ConfigMap and claim ``pod`` names."""
-    spec = pod.get("spec") or {}
+    spec = _spec(pod)
     found: set[tuple[str, str]] = set()
 
     def add(resource: str, ref: Any, key: str = "name") -> None:
         if isinstance(ref, dict) and isinstance(ref.get(key), str):
             found.add((resource, ref[key]))
 
-    for secret in spec.get("imagePullSecrets") or []:
+    for secret in _dicts(spec.get("imagePullSecrets")):
         add("secrets", secret)
-    for volume in spec.get("volumes") or []:
+    for volume in _dicts(spec.get("volumes")):
         add("secrets", volume.get("secret"), "secretName")
         add("configmaps", volume.get("configMap"))
         add("persistentvolumeclaims", volume.get("persistentVolumeClaim"), "claimName")
-        for source in (volume.get("projected") or {}).get("sources") or []:
+        for source in _dicts(_object(volume.get("projected")).get("sources")):
             add("secrets", source.get("secret"))
             add("configmaps", source.get("configMap"))
     for container in _containers(spec):
-        for env in container.get("env") or []:
-            value_from = env.get("valueFrom") or {}
+        for env in _dicts(container.get("env")):
+            value_from = _object(env.get("valueFrom"))
             add("secrets", value_from.get("secretKeyRef"))
             add("configmaps", value_from.get("configMapKeyRef"))
-        for source in container.get("envFrom") or []:
+        for source in _dicts(container.get("envFrom")):
             add("secrets", source.get("secretRef"))
             add("configmaps", source.get("configMapRef"))
     return found
@@ -71,10 +86,11 @@ class NodeAuthorizer:
         name, verb = attributes.get("name") or "", attributes.get("verb")
         if not name:
             return False
-        pods = [p for p in self._list_pods(attributes.get("namespace") or "")
-                if (p.get("spec") or {}).get("nodeName") == node]
+        if not (resource in _REFERENCED or resource == "serviceaccounts"):
+            return False
+        pods = [p for p in self._list_pods(attributes.get("namespace") or "") if _spec(p).get("nodeName") == node]
         if resource in _REFERENCED and not subresource and verb == "get":
             return any((resource, name) in references(pod) for pod in pods)
         if resource == "serviceaccounts" and (verb, subresource) in (("get", ""), ("create", "token")):
-            return any(((pod.get("spec") or {}).get("serviceAccountName") or "default") == name for pod in pods)
+            return any((_spec(pod).get("serviceAccountName") or "default") == name for pod in pods)
         return False

@@ -229,7 +229,8 @@ async def _spawn(argv: list[str], container: ContainerProcess,
     def preexec() -> None:
         if join is not None:
             join()
-        take_terminal()
+        if container.enter_tty is None:
+            take_terminal()
     try:
         os.set_blocking(terminal, False)
         child = await asyncio.create_subprocess_exec(
@@ -250,6 +251,8 @@ async def run_exec(channels: Connection, container: ContainerProcess, enter: lis
         await channels.finish(exec_failure(options.command[0], why))
         return
     try:
+        if options.tty and container.enter_tty is not None:  # the pod's sandbox takes the terminal itself
+            enter = container.enter_tty
         child, terminal = await _spawn(enter + options.command, container, options)
     except (OSError, ValueError) as exc:
         reason = getattr(exc, "strerror", None) or exc

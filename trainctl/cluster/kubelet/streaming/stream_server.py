@@ -176,7 +176,7 @@ class StreamingServer:
                 response, connection = await remotecommand.accept(request)
             if connection is not None:
                 if parts[0] == "exec":
-                    await remotecommand.run_exec(connection, container, self._host.network.enter_argv(pod.uid), options)
+                    await remotecommand.run_exec(connection, container, container.enter, options)
                 else:
                     await remotecommand.run_attach(connection, container, options)
             return response

@@ -1,0 +1,88 @@
+"""The pod sandbox: what bwrap is asked to mount, and a real sandbox seen from inside."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from trainctl.cluster.kubelet import sandbox
+from trainctl.cluster.kubelet.volumes import Mount
+
+
+def layout(tmp_path: Path) -> sandbox.SandboxLayout:
+    cluster = tmp_path / "cluster"
+    pod_dir = cluster / "pods" / "uid"
+    for directory in (pod_dir / "tmp", pod_dir / "home", pod_dir / "serviceaccount", pod_dir / "volumes" / "cm",
+                      cluster / "network"):
+        directory.mkdir(parents=True)
+    (cluster / "token").write_text("admin\n")
+    (pod_dir / "serviceaccount" / "token").write_text("mine\n")
+    (pod_dir / "volumes" / "cm" / "run.py").write_text("print('from the configmap')\n")
+    os.chmod(cluster, 0o700)
+    sandbox.chown_all((pod_dir / "tmp", pod_dir / "home"), sandbox.POD_USER)
+    return sandbox.SandboxLayout(cluster_dir=cluster, tmp=pod_dir / "tmp", read_only=sandbox.python_paths(),
+                                 own_read_only=[cluster / "network"], own_writable=[pod_dir / "home"],
+                                 service_account=pod_dir / "serviceaccount",
+                                 volumes=[Mount(pod_dir / "volumes" / "cm", "/opt", True)])
+
+
+def test_the_cluster_directory_is_hidden_after_the_system_and_the_pods_own_paths_come_back(tmp_path: Path) -> None:
+    plan = layout(tmp_path)
+    args = sandbox.bwrap_args(plan).args
+    hidden = args.index(str(plan.cluster_dir))
+    assert args[hidden - 1] == "--tmpfs"
+    assert args.index("/usr") < hidden < args.index(str(plan.own_writable[0]))
+    assert args[args.index("/tmp") - 2] == "--bind"  # the pod's own /tmp, writable
+    last_opt = len(args) - 1 - args[::-1].index("/opt")  # a readOnly volume at its mountPath, after /opt's
+    assert args[last_opt - 2] == "--ro-bind" and args[last_opt - 1].startswith(sandbox.STAGE + "/")
+    assert "/root" not in args and "/home" not in args
+
+
+def test_a_symlinked_system_directory_is_followed_for_a_mount_point() -> None:
+    expected = os.path.realpath("/var/run") + "/secrets/x" if os.path.islink("/var/run") else "/var/run/secrets/x"
+    assert sandbox.sandbox_path("/var/run/secrets/x") == expected
+    assert sandbox.sandbox_path("/opt/app") == "/opt/app"
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[tuple[sandbox.PodSandbox, sandbox.SandboxLayout]]:
+    problem = sandbox.sandbox_problem() if os.getuid() == 0 else "the kubelet runs as root"
+    if problem:
+        pytest.skip(f"no sandbox here: {problem}")
+    plan = layout(tmp_path)
+    pod = sandbox.PodSandbox.start(plan, [], tmp_path / "sandbox.log")
+    try:
+        yield pod, plan
+    finally:
+        pod.stop()
+
+
+def test_a_process_in_the_sandbox_is_nobody_and_sees_only_its_own(running: tuple[sandbox.PodSandbox,
+                                                                                  sandbox.SandboxLayout]) -> None:
+    pod, plan = running
+    script = (f'id -u; cat {plan.cluster_dir}/token || echo no-admin-token; cat {sandbox.SERVICE_ACCOUNT_PATH}/token; '
+              f'python3 /opt/run.py; echo x > {plan.own_writable[0]}/f && echo home-ok; echo y > /tmp/t; '
+              'echo z > /usr/z || echo usr-read-only; ls /proc | grep -c "^[0-9]"; kill -9 1; nsenter -t 1 -m true '
+              '|| echo no-nsenter')
+    result = subprocess.run([*pod.enter_argv("/"), "sh", "-c", script], capture_output=True, text=True, timeout=60,
+                            env={"PATH": os.environ["PATH"]})
+    lines = result.stdout.split()
+    assert lines[0] == str(sandbox.POD_USER), result
+    assert "no-admin-token" in lines and "mine" in lines and "home-ok" in lines and "usr-read-only" in lines, result
+    assert "no-nsenter" in lines, result
+    assert (plan.tmp / "t").read_text() == "y\n"
+    assert pod.alive()
+    count = int(lines[lines.index("usr-read-only") + 1])
+    assert count <= 5, result  # bwrap, the holder, sh and ls: no process of the machine's
+
+
+def test_stopping_the_sandbox_ends_what_runs_in_it(running: tuple[sandbox.PodSandbox, sandbox.SandboxLayout]) -> None:
+    pod, _ = running
+    sleeper = subprocess.Popen([*pod.enter_argv("/"), "sleep", "600"])
+    pod.stop()
+    assert sleeper.wait(timeout=30) != 0
+    assert not pod.alive()
