@@ -32,11 +32,19 @@ def sleeper_pod(name: str, fifo: str) -> Obj:
                 {"name": "main", "image": "python:3.11", "command": ["python", "-c", script, fifo]}]}}
 
 
+def pod_fifo(path: Path) -> Path:
+    """A FIFO at ``path`` that a pod's process may open for writing: in its sandbox it runs as
+    an unprivileged user (``path`` must be in a directory the pod sees, such as the working
+    directory, which the sandbox shows read-only: a FIFO there can still be written)."""
+    os.mkfifo(path)
+    os.chmod(path, 0o666)
+    return path
+
+
 def running_sleeper(api: KubeClient, fifo_dir: Path, name: str, node: Optional[str] = None) -> Obj:
     """A :func:`sleeper_pod` (bound to ``node`` when given) once its process said it runs
-    (through a FIFO in ``fifo_dir``) and the pod is Running."""
-    fifo = fifo_dir / f"{name}.ready"
-    os.mkfifo(fifo)
+    (through a FIFO in ``fifo_dir``, a directory the pod sees) and the pod is Running."""
+    fifo = pod_fifo(fifo_dir / f"{name}.ready")
     obj = sleeper_pod(name, str(fifo))
     if node:
         obj["spec"]["nodeName"] = node

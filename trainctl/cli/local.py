@@ -347,6 +347,7 @@ def run_pod(args: argparse.Namespace) -> int:
 def run_status(args: argparse.Namespace) -> int:
     from trainctl.cluster import machines
     from trainctl.cluster.faults import degrade
+    from trainctl.cluster.kubelet.sandbox import SANDBOX_LABEL
     from trainctl.cluster.local_cluster import SUPERVISOR_PID, find_leftovers
     from trainctl.cluster.pidfiles import read_pid_file
     from trainctl.kube.client import ApiError, KubeClient
@@ -383,9 +384,10 @@ def run_status(args: argparse.Namespace) -> int:
             allocatable = node.get("status", {}).get("allocatable", {})
             extras = ", ".join(f"{k}={v}" for k, v in sorted(allocatable.items()) if "/" in k)
             here = [p["metadata"]["name"] for p in pods if p.get("spec", {}).get("nodeName") == name]
+            sandboxed = (node["metadata"].get("labels") or {}).get(SANDBOX_LABEL)
             print(f"Node {name}: Ready={ready.get('status', 'Unknown')}{', ' + machine[name] if machine.get(name) else ''}, "
-                  f"cpu={allocatable.get('cpu')}, memory={allocatable.get('memory')}{', ' + extras if extras else ''}; "
-                  f"pods: {', '.join(here) or 'none'}")
+                  f"cpu={allocatable.get('cpu')}, memory={allocatable.get('memory')}{', ' + extras if extras else ''}"
+                  f"{', pod sandbox: ' + sandboxed if sandboxed else ''}; pods: {', '.join(here) or 'none'}")
         phases: dict[str, int] = {}
         for pod in pods:
             phase = pod.get("status", {}).get("phase") or "Pending"

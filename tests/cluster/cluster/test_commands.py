@@ -13,7 +13,7 @@ from trainctl.cluster.pidfiles import read_pid_file, wait_pid_exit
 from trainctl.kube.client import KubeClient
 
 from tests.support.cluster import trainctl_local as trainctl
-from tests.support.pods import main_pid, read_fifo, running_sleeper, wait_pod
+from tests.support.pods import main_pid, pod_fifo, read_fifo, running_sleeper, wait_pod
 
 
 def test_up_detach_status_down(tmp_path):
@@ -31,11 +31,11 @@ def test_up_detach_status_down(tmp_path):
         assert status.returncode == 0, status.stderr
         assert "kubelet     running" in status.stdout
         assert "Node trainctl-local: Ready=True" in status.stdout and "nvidia.com/gpu=1" in status.stdout
+        assert ", pod sandbox: " in status.stdout  # which path runs: bwrap here, none where it cannot
 
         # A pod started with kubectl runs in the directory `up` was started from.
         env = {**os.environ, "KUBECONFIG": str(directory / "kubeconfig"), "HOME": str(tmp_path)}
-        fifo = tmp_path / "ready"
-        os.mkfifo(fifo)
+        fifo = pod_fifo(tmp_path / "ready")  # in the working directory: the pod sees it
         run = subprocess.run(["kubectl", "run", "sleeper", "--image=python", "--restart=Never", "--command", "--",
                               "python", "-c", "import os, sys, time\nopen(sys.argv[1], 'w').write(os.getcwd())\n"
                               "time.sleep(600)", str(fifo)], env=env, capture_output=True, text=True, timeout=60)

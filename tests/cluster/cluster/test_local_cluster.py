@@ -14,7 +14,7 @@ from trainctl.cluster.pidfiles import read_pid_file
 from trainctl.kube.restmapper import LEASES, NODES, PODS, PYTORCHJOBS
 
 from tests.support.net import with_free_port
-from tests.support.pods import main_pid, read_fifo, running_sleeper, wait_pod
+from tests.support.pods import main_pid, pod_fifo, read_fifo, running_sleeper, wait_pod
 
 
 def test_context_manager_starts_everything_and_stops_pods_on_exit(tmp_path):
@@ -60,9 +60,7 @@ def test_apiserver_restart_keeps_its_port_and_the_kubelet_follows(tmp_path):
 def test_a_pod_that_ends_while_the_apiserver_is_down_gets_its_final_status(tmp_path):
     with LocalCluster(tmp_path / "cluster", controller=False, workdir=tmp_path) as cluster:
         api = cluster.client()
-        started, release = tmp_path / "started", tmp_path / "release"
-        os.mkfifo(started)
-        os.mkfifo(release)
+        started, release = pod_fifo(tmp_path / "started"), pod_fifo(tmp_path / "release")  # the working directory
         script = "import sys\nopen(sys.argv[1], 'w').write('ready')\nsys.exit(int(open(sys.argv[2]).read()))"
         api.create(PODS, {
             "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "outlives", "namespace": "default"},

@@ -86,3 +86,19 @@ def test_stopping_the_sandbox_ends_what_runs_in_it(running: tuple[sandbox.PodSan
     pod.stop()
     assert sleeper.wait(timeout=30) != 0
     assert not pod.alive()
+
+
+def test_a_private_working_directory_runs_pods_without_the_sandbox_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainctl.cluster.kubelet import sandbox as sb
+
+    monkeypatch.setattr(sb, "sandbox_problem", lambda: None)  # as where bwrap runs
+
+    private, shared = tmp_path / "private", tmp_path / "shared"
+    private.mkdir(mode=0o700)
+    shared.mkdir()
+    shared.chmod(0o755)
+    mode, why = sb.choose(sb.AUTO, private)
+    assert mode == sb.NONE and "not readable by the pods' user (mode 700" in why
+    with pytest.raises(ValueError, match="not readable"):
+        sb.choose(sb.BWRAP, private)
+    assert sb.workdir_problem(shared) is None

@@ -181,7 +181,7 @@ class Kubelet:
             self.api_path = Forwarder(self.network.dial_apiserver)
             self.host_ports = HostPorts(self.network.dial)
         log.info("pod network: %s", isolation.DESCRIPTIONS[self.network.mode])
-        self.sandbox_mode, why = sandbox.choose(config.sandbox)
+        self.sandbox_mode, why = sandbox.choose(config.sandbox, Path(config.workdir))
         log.info("pod sandbox: %s", sandbox.describe(self.sandbox_mode, why))
         # No client-side retries or rate limit: the sync loop retries what failed, and a
         # failed write must reach it at once (the API server may be restarting).

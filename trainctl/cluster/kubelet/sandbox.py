@@ -89,11 +89,31 @@ def sandbox_problem() -> Optional[str]:
     return None
 
 
-def choose(requested: str) -> tuple[str, str]:
+def workdir_problem(workdir: Optional[Path]) -> Optional[str]:
+    """Why the pods' user could not use the working directory in a sandbox (None: it can).
+
+    The sandbox shows the directory itself at its path (not its parents), as its owner made
+    it: the pods' user needs to read and enter it. A private directory (mode 0700, as a
+    home directory or a test's scratch directory often is) would leave every pod unable to
+    start, so ``auto`` runs pods without the sandbox there, and says why.
+    """
+    if workdir is None:
+        return None
+    try:
+        mode = os.stat(workdir).st_mode
+    except OSError as exc:
+        return f"cannot read the working directory {workdir}: {exc.strerror or exc}"
+    if mode & 0o005 != 0o005:
+        return (f"the working directory {workdir} is not readable by the pods' user (mode {mode & 0o777:o}; "
+                "chmod o+rx it, or give local up another --workdir)")
+    return None
+
+
+def choose(requested: str, workdir: Optional[Path] = None) -> tuple[str, str]:
     """(mode, why) for ``--sandbox requested``; ``bwrap`` where it cannot run raises ValueError."""
     if requested == NONE:
         return NONE, "asked for"
-    problem = sandbox_problem()
+    problem = sandbox_problem() or workdir_problem(workdir)
     if problem is None:
         return BWRAP, "asked for" if requested == BWRAP else "bwrap runs here"
     if requested == BWRAP:
