@@ -24,6 +24,7 @@ from trainctl.launch import Launcher, Outcome, connect
 
 from tests.support.jobs import unique
 from tests.support.launch import NAMESPACE, RecordingView, StatusDriver, launched_job
+from tests.support.pods import pod_scratch
 from tests.support.repo import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -94,9 +95,9 @@ def test_a_job_that_runs_too_long_is_stopped_at_the_timeout_and_deleted(launcher
     assert not StatusDriver(launcher.api).exists(name)
 
 
-def test_the_masters_log_is_followed_across_a_container_restart(launcher, tmp_path):
+def test_the_masters_log_is_followed_across_a_container_restart(launcher, cluster):
     name = unique("flaky")
-    code = fails_once(tmp_path / "attempted", "attempt 1 fails", 1, "attempt 2 works")
+    code = fails_once(pod_scratch(cluster.directory, NAMESPACE) / f"{name}.attempted", "attempt 1 fails", 1, "attempt 2 works")
     view = RecordingView()
     result = launcher.launch(launched_job(name, python(code), restart_policy="OnFailure"), NAMESPACE, view, timeout=60)
     assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()
@@ -138,10 +139,10 @@ def test_run_without_a_configured_cluster_starts_a_throwaway_one(tmp_path):
     assert time.monotonic() - started < 100
 
 
-def test_the_masters_log_is_followed_when_the_pod_is_recreated(launcher, tmp_path):
+def test_the_masters_log_is_followed_when_the_pod_is_recreated(launcher, cluster):
     """ExitCode policy: a retryable exit (137) makes the controller delete and recreate the pod."""
     name = unique("recreated")
-    code = fails_once(tmp_path / "attempted", "first pod dies", 137, "second pod works")
+    code = fails_once(pod_scratch(cluster.directory, NAMESPACE) / f"{name}.attempted", "first pod dies", 137, "second pod works")
     view = RecordingView()
     result = launcher.launch(launched_job(name, python(code), restart_policy="ExitCode"), NAMESPACE, view, timeout=60)
     assert result.outcome is Outcome.SUCCEEDED, view.buffer.getvalue()

@@ -32,6 +32,17 @@ def sleeper_pod(name: str, fifo: str) -> Obj:
                 {"name": "main", "image": "python:3.11", "command": ["python", "-c", script, fifo]}]}}
 
 
+def pod_scratch(cluster_dir: Path, namespace: str = "default") -> Path:
+    """A directory a test and its pods both write: the namespace's data directory, which a pod
+    sees (and may write) at the same path in its sandbox, unlike the test's own temporary
+    directory. Name files in it after the test's job: the directory is the namespace's."""
+    from trainctl.cluster.kubelet.kubelet import namespace_data_dir
+
+    directory = namespace_data_dir(cluster_dir, namespace)
+    directory.mkdir(parents=True, exist_ok=True)
+    return directory
+
+
 def pod_fifo(path: Path) -> Path:
     """A FIFO at ``path`` that a pod's process may open for writing: in its sandbox it runs as
     an unprivileged user (``path`` must be in a directory the pod sees, such as the working

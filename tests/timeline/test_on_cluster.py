@@ -32,6 +32,7 @@ from trainctl.timeline import fetch, model
 from trainctl.timeline.live_recorder import TimelineRecorder
 
 from tests.support.net import free_port
+from tests.support.pods import pod_scratch
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(180)]
 
@@ -75,7 +76,7 @@ def job(name: str, scratch: Path) -> dict:
         container = pytorch(command)
         return {"replicas": count, "restartPolicy": "ExitCode", "template": {"spec": {"containers": [container]}}}
 
-    first, recovered = str(scratch / "first"), str(scratch / "recovered")
+    first, recovered = str(scratch / f"{name}.first"), str(scratch / f"{name}.recovered")
     worker = [sys.executable, "-c", WORKER, first, recovered]
     return pytorchjob(
         name,
@@ -105,7 +106,7 @@ def svg_ids(svg: str) -> set[str]:
 def test_run_records_a_timeline_and_timeline_redraws_it_from_the_cluster(cluster, tmp_path):
     name = f"tl-{uuid.uuid4().hex[:6]}"
     manifest = tmp_path / "job.yaml"
-    manifest.write_text(yaml.safe_dump(job(name, tmp_path)))
+    manifest.write_text(yaml.safe_dump(job(name, pod_scratch(cluster.directory))))
     pods = {f"{name}-master-0", f"{name}-worker-0", f"{name}-worker-1"}
 
     recorded = tmp_path / "run.svg"
