@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 
 from tests.support.cluster import E2E, scratch_cluster
+from tests.support.pods import pod_scratch
 from tests.support.waiting import wait_on
 
 pytestmark = pytest.mark.e2e
@@ -57,8 +59,8 @@ def waiting_reason(pod: dict[str, Any]) -> str:
     return ((container(pod).get("state") or {}).get("waiting") or {}).get("reason", "")
 
 
-def test_a_crash_looping_pod_says_why_and_shows_its_last_crash(env: E2E, tmp_path: Path):
-    counter = tmp_path / "runs"
+def test_a_crash_looping_pod_says_why_and_shows_its_last_crash(env: E2E):
+    counter = pod_scratch(env.cluster.directory) / f"crasher-{uuid.uuid4().hex[:6]}.runs"  # the pod writes it
     env.kubectl.apply(crash_loop_pod(counter))
     for _ in range(4):  # each back-off is twice the last: look within one of them
         eventually("CrashLoopBackOff", lambda: waiting_reason(env.kubectl.json("get", "pod", "crasher")) == "CrashLoopBackOff", 120)
