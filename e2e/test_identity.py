@@ -33,8 +33,8 @@ pytestmark = pytest.mark.e2e
 
 NS = "identity"
 
-# Inside a pod network of its own (isolated mode) the pod sees its token at the fixed path and
-# load_incluster_config() runs unchanged. In the shared mode the token is not there, so the
+# Inside a pod network of its own (isolated mode) or a pod sandbox the pod sees its token at
+# the fixed path and load_incluster_config() runs unchanged. Otherwise the token is not there, so the
 # loader is pointed at the pod's directory (DIR/pods/<uid>/serviceaccount); the rest is
 # load_incluster_config(): KUBERNETES_SERVICE_HOST/PORT, the token, the CA.
 LIST_PODS = textwrap.dedent("""
@@ -136,7 +136,11 @@ def test_a_pod_lists_pods_in_cluster_as_its_service_account_and_another_is_refus
     expected = (f"https://{cluster_ip}:443" if isolated or may_listen_on(443)
                 else server_url(identity_ns.cluster.kubeconfig))
     assert f"server {expected}\n" in allowed, allowed
-    assert ("loaded load_incluster_config()" if isolated else "loaded from the pod directory") in allowed, allowed
+    # The token is at the fixed path in a pod network of its own, and in a pod sandbox (which
+    # mounts it there) on the shared network too.
+    node = kubectl.json("get", "pod", "may", "-n", NS)["spec"]["nodeName"]
+    sandboxed = kubectl.json("get", "node", node)["metadata"].get("labels", {}).get("trainctl.io/pod-sandbox") == "bwrap"
+    assert ("loaded load_incluster_config()" if isolated or sandboxed else "loaded from the pod directory") in allowed, allowed
     refused = kubectl("logs", "may-not", "-n", NS)
     assert (f'refused 403 pods is forbidden: User "system:serviceaccount:{NS}:nobody" cannot list resource "pods" '
             f'in API group "" in the namespace "{NS}"') in refused, refused
