@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.cluster import E2E, scratch_cluster
+from tests.support.pods import pod_scratch
 from tests.support.waiting import wait_on
 
 pytestmark = pytest.mark.e2e
@@ -64,8 +65,8 @@ def events(env: E2E, name: str, reason: str) -> list[str]:
     return [event["message"] for event in listed["items"]]
 
 
-def test_a_failing_liveness_probe_restarts_the_container(env: E2E, tmp_path: Path):
-    healthy = tmp_path / "healthy"
+def test_a_failing_liveness_probe_restarts_the_container(env: E2E):
+    healthy = pod_scratch(env.cluster.directory) / f"healthy-{uuid.uuid4().hex[:6]}"  # seen by the pod and its probes
     script = f"touch {healthy}; sleep 3; rm -f {healthy}; sleep 600"
     env.kubectl.apply(pod("liveness-exec", script, livenessProbe={
         "exec": {"command": ["cat", str(healthy)]}, "periodSeconds": 1, "failureThreshold": 2}))
@@ -98,8 +99,8 @@ def endpoint_addresses(env: E2E, service: str) -> tuple[list[str], list[str]]:
             [a["ip"] for s in subsets for a in s.get("notReadyAddresses") or []])
 
 
-def test_a_readiness_probe_follows_the_served_file(env: E2E, tmp_path: Path):
-    served = tmp_path / "www"
+def test_a_readiness_probe_follows_the_served_file(env: E2E):
+    served = pod_scratch(env.cluster.directory) / f"www-{uuid.uuid4().hex[:6]}"  # the pod sees it, also in its sandbox
     served.mkdir()
     script = f'exec python -m http.server --bind "$POD_IP" --directory {served} 8080'
     web = pod("readiness-http", script, readinessProbe={
@@ -136,8 +137,8 @@ def test_a_readiness_probe_follows_the_served_file(env: E2E, tmp_path: Path):
                lambda: through_service(env, "client", "http://web:8088/").startswith("error"))
 
 
-def test_a_startup_probe_holds_liveness_back(env: E2E, tmp_path: Path):
-    started = tmp_path / "started"
+def test_a_startup_probe_holds_liveness_back(env: E2E):
+    started = pod_scratch(env.cluster.directory) / f"started-{uuid.uuid4().hex[:6]}"  # seen by the pod and its probes
     check = {"exec": {"command": ["cat", str(started)]}, "periodSeconds": 1}
     env.kubectl.apply(pod("slow-start", f"sleep 12; touch {started}; sleep 600",
                           startupProbe={**check, "failureThreshold": 60}, livenessProbe={**check, "failureThreshold": 1}))
