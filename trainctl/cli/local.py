@@ -142,6 +142,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     status.add_argument("--dir", default=None, help=dir_help)
     status.set_defaults(func=run_status)
 
+    _register_faults(commands, dir_help)
+
+    kubelet = commands.add_parser("kubelet")  # hidden: `up` starts it
+    kubelet_arguments(kubelet)
+    kubelet.set_defaults(func=run_kubelet)
+
+
+
+def _register_faults(commands: Any, dir_help: str) -> None:
+    """``local node KIND`` and ``local pod KIND``, one subcommand per fault of the registry."""
     from trainctl.cluster.faults import NODE_FAULTS
 
     kinds = ", ".join(NODE_FAULTS)
@@ -169,10 +179,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         command.add_argument("-n", "--namespace", default="default", help="the pod's namespace (default: default)")
         command.add_argument("--dir", default=None, help=dir_help)
         command.set_defaults(func=run_pod, pod_command=pod_fault.name)
-
-    kubelet = commands.add_parser("kubelet")  # hidden: `up` starts it
-    kubelet_arguments(kubelet)
-    kubelet.set_defaults(func=run_kubelet)
 
 
 def _say(message: str) -> None:

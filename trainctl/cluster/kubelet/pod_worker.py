@@ -479,14 +479,17 @@ class PodWorker:
                 return
             except Exception as exc:  # the router refused, or is restarting
                 log.warning("pod %s/%s: no network sandbox yet: %s", self.namespace, self.pod["metadata"].get("name"), exc)
-                waiting = {"reason": "ContainerCreating", "message": f"failed to create the pod's network sandbox: {exc}"}
-            with self._lock:
-                for state in self.init_states + self.states:
-                    state.state = {"waiting": waiting}
-            self._report()
+                self._creating(f"failed to create the pod's network sandbox: {exc}")
             self.stopping.wait(delay)
             delay = min(delay * 2, 10.0)
         raise _Stopped()
+
+    def _creating(self, why: str) -> None:
+        """Report every container waiting in ContainerCreating, for ``why``."""
+        with self._lock:
+            for state in self.init_states + self.states:
+                state.state = {"waiting": {"reason": "ContainerCreating", "message": why}}
+        self._report()
 
     def _start_pod_sandbox(self) -> None:
         """The pod's volumes and sandbox before its first container (None without one); while
@@ -497,11 +500,7 @@ class PodWorker:
                 return
             except (VolumeError, SandboxError, OSError, paths.OutsideDirectory) as exc:
                 log.warning("pod %s/%s: no sandbox yet: %s", self.namespace, self.pod["metadata"].get("name"), exc)
-                waiting = {"reason": "ContainerCreating", "message": f"MountVolume.SetUp failed: {exc}"}
-            with self._lock:
-                for state in self.init_states + self.states:
-                    state.state = {"waiting": waiting}
-            self._report()
+                self._creating(f"MountVolume.SetUp failed: {exc}")
             self.ctx.wait_for_change(5.0)
         raise _Stopped()
 
