@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from trainctl.cluster.compute import container_limits as limits
+from trainctl.cluster.compute import polling
 from trainctl.cluster.kubelet import sandbox
+from trainctl.cluster.kubelet.runtime import ContainerProcess, ProcessRegistry
 from trainctl.cluster.kubelet.volumes import Mount
+
+from tests.support.waiting import wait_on
 
 
 def layout(tmp_path: Path) -> sandbox.SandboxLayout:
@@ -86,6 +93,32 @@ def test_stopping_the_sandbox_ends_what_runs_in_it(running: tuple[sandbox.PodSan
     pod.stop()
     assert sleeper.wait(timeout=30) != 0
     assert not pod.alive()
+
+
+def container_in(pod: sandbox.PodSandbox, tmp_path: Path, script: str) -> ContainerProcess:
+    registry = ProcessRegistry(tmp_path / "processes")
+    group = polling.PolledGroup(limits.ContainerLimits(), on_close=lambda _group: None)
+    return ContainerProcess(["sh", "-c", script], {"PATH": os.environ["PATH"]}, "/", tmp_path / "logs" / "0.log",
+                            registry, "uid", "main", group, enter=pod.enter_argv("/"), relay=True)
+
+
+def test_a_stopped_container_drains_in_its_grace_period_and_its_own_exit_code_is_reported(
+        running: tuple[sandbox.PodSandbox, sandbox.SandboxLayout], tmp_path: Path) -> None:
+    pod, plan = running
+    drained = plan.tmp / "drained"  # the pod's /tmp
+    process = container_in(pod, tmp_path, 'trap "sleep 2; echo done > /tmp/drained; exit 7" TERM; '
+                                          'echo ready; sleep 600 & wait $!')
+    wait_on(threading.Condition(), lambda: b"ready" in (tmp_path / "logs" / "0.log").read_bytes(), 30, recheck=0.1)
+    assert process.stop(grace_seconds=60) == 7  # not nsenter's own death by SIGTERM (143)
+    assert drained.read_text() == "done\n"
+
+
+def test_a_container_ended_by_the_stop_signal_reports_it(running: tuple[sandbox.PodSandbox, sandbox.SandboxLayout],
+                                                         tmp_path: Path) -> None:
+    pod, _ = running
+    process = container_in(pod, tmp_path, "echo ready; exec sleep 600")
+    wait_on(threading.Condition(), lambda: b"ready" in (tmp_path / "logs" / "0.log").read_bytes(), 30, recheck=0.1)
+    assert process.stop(grace_seconds=60) == 128 + signal.SIGTERM
 
 
 def test_a_private_working_directory_runs_pods_without_the_sandbox_and_says_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

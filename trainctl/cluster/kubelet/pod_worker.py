@@ -326,7 +326,8 @@ class PodWorker:
                     argv, {**env, TERMINATION_MESSAGE_ENV: str(message_path)}, self.ctx.working_dir(spec), log_path,
                     self.ctx.registry, self.uid, state.name, group, Stdio.of(spec),
                     enter=sandboxed.enter_argv(workdir) if sandboxed else self.ctx.network.enter_argv(self.uid),
-                    enter_tty=sandboxed.enter_argv(workdir, terminal=True) if sandboxed else None)
+                    enter_tty=sandboxed.enter_argv(workdir, terminal=True) if sandboxed else None,
+                    relay=sandboxed is not None)
                 self._processes[state.name] = process
                 state.container_id = f"process://{process.pid}"
                 state.state = {"running": {"startedAt": process.started_at}}

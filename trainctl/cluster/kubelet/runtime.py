@@ -123,11 +123,29 @@ def marked_processes(container_id: str) -> list[int]:
     return found
 
 
-def signal_container(pgid: int, container_id: str, signum: int) -> None:
+def group_members(pgid: int) -> list[int]:
+    """Live processes of the process group ``pgid``."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            fields = _stat(int(entry.name))
+            if len(fields) > 2 and fields[2] == str(pgid):
+                found.append(int(entry.name))
+    return found
+
+
+def signal_container(pgid: int, container_id: str, signum: int, spare: int = 0) -> None:
     """Signal a container's process group and every process that left it (each once: a
-    second SIGTERM while a handler is exiting would kill the process with 143)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signum)
+    second SIGTERM while a handler is exiting would kill the process with 143). ``spare``: a
+    process of the group left out (a relay that must outlive the container's own processes)."""
+    if spare:
+        for pid in group_members(pgid):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                if pid != spare:
+                    os.kill(pid, signum)
+    else:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signum)
     if container_id:
         for pid in marked_processes(container_id):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -264,7 +282,8 @@ class ContainerProcess:
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str, log_path: Path,
                  registry: ProcessRegistry, pod_uid: str, container: str, group: ContainerGroup,
-                 stdio: Stdio = Stdio(), enter: Sequence[str] = (), enter_tty: Optional[Sequence[str]] = None) -> None:
+                 stdio: Stdio = Stdio(), enter: Sequence[str] = (), enter_tty: Optional[Sequence[str]] = None,
+                 relay: bool = False) -> None:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.group = group
         self.stdio = stdio
@@ -273,6 +292,10 @@ class ContainerProcess:
         # With a terminal, where the pod's PID namespace is not ours: the prefix that makes the
         # terminal the controlling one inside (a shell there restores its foreground group).
         self.enter_tty = list(enter_tty) if enter_tty is not None else None
+        # Whether ``enter``'s first process only relays its child's exit (``nsenter`` forking
+        # into the pod's PID namespace): a stop signal must pass it by, or it would die at
+        # once, reporting the container ended while the container's processes still drain.
+        self.relay = relay
         self._attached: set[Attachment] = set()
         self._ended: list[str] = []  # output streams that reached their end
         self._stdin_lock = threading.Lock()
@@ -475,7 +498,8 @@ class ContainerProcess:
         return self.group.oom_killed()
 
     def signal_group(self, signum: int) -> None:
-        signal_container(self._proc.pid, self.container_id, signum)
+        spare = self._proc.pid if self.relay and signum != signal.SIGKILL else 0
+        signal_container(self._proc.pid, self.container_id, signum, spare)
 
     def stop(self, grace_seconds: float) -> int:
         """SIGTERM the group, wait up to the grace period, then SIGKILL; return the exit code."""
