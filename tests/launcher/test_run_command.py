@@ -130,6 +130,9 @@ class RunProcess:
             text=True,
             env=env,
             cwd=REPO,
+            # As from a terminal: a shell starts background jobs with SIGINT ignored, and a
+            # suite run in the background would hand that on, so Ctrl-C could not be tested.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.lines: list[str] = []
         self._changed = threading.Condition()
