@@ -1,0 +1,100 @@
+"""Deployments on a real API server: kubectl create, scale, set image, rollout status and undo,
+with the ReplicaSet and Deployment controllers and a stand-in kubelet that makes pods Ready."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+
+from trainctl.cluster.controlplane.api_resources import DEPLOYMENTS, REPLICASETS
+from trainctl.cluster.controlplane.deployment_controller import DeploymentController
+from trainctl.cluster.controlplane.replicaset_controller import ReplicaSetController
+from trainctl.kube import restmapper as r
+from trainctl.kube.client import ApiError, KubeClient
+
+from tests.cluster.controlplane.conftest import eventually
+from tests.support.kubectl import Kubectl
+
+Obj = dict[str, Any]
+
+
+def _mark_ready(client: KubeClient, stop: threading.Event) -> None:
+    """What a kubelet would do: every new pod runs and is Ready."""
+    while not stop.wait(0.2):
+        for pod in client.list(r.PODS, "default")[0]:
+            if pod.get("status", {}).get("phase") == "Running" or pod["metadata"].get("deletionTimestamp"):
+                continue
+            now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+            pod["spec"]["nodeName"] = pod["spec"].get("nodeName") or "node-1"
+            pod["status"] = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}]}
+            try:
+                client.replace(r.PODS, pod, subresource="status")
+            except ApiError:
+                pass  # changed meanwhile: the next round
+
+
+@pytest.fixture
+def controllers(client: KubeClient) -> Iterator[None]:
+    running = [ReplicaSetController(client, resync_period=1.0), DeploymentController(client, resync_period=1.0)]
+    stop = threading.Event()
+    kubelet = threading.Thread(target=_mark_ready, args=(client, stop), daemon=True)
+    kubelet.start()
+    for controller in running:
+        controller.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        for controller in running:
+            controller.stop()
+        kubelet.join(5)
+
+
+def _live_pods(client: KubeClient) -> list[Obj]:
+    return [p for p in client.list(r.PODS, "default", label_selector="app=web")[0] if not p["metadata"].get("deletionTimestamp")]
+
+
+def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_env: dict[str, str], controllers: None) -> None:
+    kubectl = Kubectl(kube_env)
+    kubectl("create", "deployment", "web", "--image=python:3.11", "--replicas=2", "--", "python3", "-m", "http.server")
+    deployment = client.get(DEPLOYMENTS, "default", "web")
+    assert deployment["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
+    kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+    [rs] = client.list(REPLICASETS, "default")[0]
+    pods = _live_pods(client)
+    assert len(pods) == 2 and all(p["metadata"]["ownerReferences"][0]["uid"] == rs["metadata"]["uid"] for p in pods)
+    assert rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
+    header, row = kubectl("get", "deploy").splitlines()
+    assert header.split() == ["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"] and row.split()[:4] == ["web", "2/2", "2", "2"]
+    header, row = kubectl("get", "rs").splitlines()
+    assert header.split() == ["NAME", "DESIRED", "CURRENT", "READY", "AGE"] and row.split()[:4] == [rs["metadata"]["name"], "2", "2", "2"]
+
+    kubectl("scale", "deploy/web", "--replicas=3")
+    eventually(lambda: len(_live_pods(client)) == 3, what="a third pod")
+    kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+
+    victim = _live_pods(client)[0]["metadata"]["name"]
+    kubectl("delete", "pod", victim, "--wait=false")
+    eventually(lambda: len(_live_pods(client)) == 3 and victim not in {p["metadata"]["name"] for p in _live_pods(client)},
+               what="the deleted pod replaced")
+
+    kubectl("set", "image", "deployment/web", "python=python:3.12")
+    kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+    replicasets = {x["metadata"]["name"]: x for x in client.list(REPLICASETS, "default")[0]}
+    assert len(replicasets) == 2 and replicasets[rs["metadata"]["name"]]["spec"]["replicas"] == 0
+    images = {p["spec"]["containers"][0]["image"] for p in _live_pods(client)}
+    eventually(lambda: {p["spec"]["containers"][0]["image"] for p in _live_pods(client)} == {"python:3.12"},
+               what="only new pods left", timeout=60)
+    assert "python:3.12" in images
+
+    kubectl("rollout", "undo", "deployment/web")
+    kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+    back = client.get(REPLICASETS, "default", rs["metadata"]["name"])
+    assert back["spec"]["replicas"] == 3 and back["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
+    status = client.get(DEPLOYMENTS, "default", "web")["status"]
+    conditions = {c["type"]: c["reason"] for c in status["conditions"]}
+    assert conditions == {"Available": "MinimumReplicasAvailable", "Progressing": "NewReplicaSetAvailable"}
