@@ -98,3 +98,17 @@ def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_en
     status = client.get(DEPLOYMENTS, "default", "web")["status"]
     conditions = {c["type"]: c["reason"] for c in status["conditions"]}
     assert conditions == {"Available": "MinimumReplicasAvailable", "Progressing": "NewReplicaSetAvailable"}
+
+    # A paused Deployment keeps its template change until it is resumed; a restart is a new template.
+    kubectl("rollout", "pause", "deployment/web")
+    kubectl("set", "image", "deployment/web", "python=python:3.13")
+    eventually(lambda: {c["type"]: c["reason"] for c in client.get(DEPLOYMENTS, "default", "web")["status"]["conditions"]}
+               .get("Progressing") == "DeploymentPaused", what="the Deployment seen paused")
+    assert len(client.list(REPLICASETS, "default")[0]) == 2
+    kubectl("rollout", "resume", "deployment/web")
+    kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+    assert len(client.list(REPLICASETS, "default")[0]) == 3
+    kubectl("rollout", "restart", "deployment/web")
+    kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+    replicasets = {x["metadata"]["name"]: x for x in client.list(REPLICASETS, "default")[0]}
+    assert len(replicasets) == 4 and sorted(x["spec"]["replicas"] for x in replicasets.values()) == [0, 0, 0, 3]

@@ -148,6 +148,20 @@ def test_scaling_grows_and_shrinks_the_one_replicaset() -> None:
     assert cluster.by_image() == {"python:3.11": 1} and cluster.deployment["status"]["replicas"] == 1
 
 
+def test_a_paused_deployment_scales_but_does_not_roll_out() -> None:
+    cluster = Cluster(deployment(replicas=2))
+    cluster.settle()
+    cluster.deployment["spec"]["paused"] = True
+    cluster.deployment["spec"]["replicas"] = 3
+    cluster.deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "python:3.12"
+    cluster.settle()
+    assert cluster.by_image() == {"python:3.11": 3}
+    assert cluster.condition("Progressing")["reason"] == "DeploymentPaused"
+    cluster.deployment["spec"]["paused"] = False
+    cluster.settle()
+    assert cluster.by_image() == {"python:3.11": 0, "python:3.12": 3}
+
+
 def test_a_rollout_whose_pods_never_start_times_out_and_keeps_the_old_pods() -> None:
     cluster = Cluster(deployment(replicas=4))
     cluster.settle()

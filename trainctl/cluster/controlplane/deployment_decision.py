@@ -23,9 +23,9 @@ is passed in):
 - old ReplicaSets scaled to zero beyond ``revisionHistoryLimit`` are deleted once a rollout is
   complete.
 
-Not kube's yet: a paused Deployment is not scaled until it is resumed, and a Deployment scaled
-in the middle of a rollout is not scaled proportionally across its ReplicaSets (the rollout
-reaches the new count on its own). The loop in :mod:`deployment_controller` applies the result.
+A paused Deployment starts no rollout but is still scaled when one ReplicaSet has its pods. Not
+kube's yet: a Deployment scaled in the middle of a rollout (or paused in one) is not scaled
+proportionally across its ReplicaSets; the rollout reaches the new count on its own. The loop in :mod:`deployment_controller` applies the result.
 """
 
 from __future__ import annotations
@@ -257,6 +257,11 @@ def decide(deployment: Obj, replicasets: list[Obj], pods: list[Obj], now: dateti
         pass
     elif paused:
         _set_condition(conditions, "Progressing", "Unknown", "DeploymentPaused", "Deployment is paused", now)
+        # Scaling still applies, to the one ReplicaSet with pods (or the newest one).
+        active = [rs for rs in claimed.owned if _replicas(rs) > 0]
+        latest = active if active else sorted(claimed.owned, key=revision)[-1:]
+        if len(latest) == 1:
+            plan.scale(latest[0], replicas)
     else:
         progressing = _condition(conditions, "Progressing")
         if progressing is not None and progressing.get("reason") == "DeploymentPaused":
