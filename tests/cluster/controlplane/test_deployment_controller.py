@@ -76,6 +76,8 @@ def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_en
     kubectl("scale", "deploy/web", "--replicas=3")
     eventually(lambda: len(_live_pods(client)) == 3, what="a third pod")
     kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
+    scale = client.get(DEPLOYMENTS, "default", "web", subresource="scale")
+    assert (scale["spec"]["replicas"], scale["status"]["replicas"], scale["status"]["selector"]) == (3, 3, "app=web")
 
     victim = _live_pods(client)[0]["metadata"]["name"]
     kubectl("delete", "pod", victim, "--wait=false")
