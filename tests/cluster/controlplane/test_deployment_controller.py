@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from trainctl.cluster.controlplane.api_resources import DEPLOYMENTS, REPLICASETS
 from trainctl.cluster.controlplane.deployment_controller import DeploymentController
 from trainctl.cluster.controlplane.replicaset_controller import ReplicaSetController
 from trainctl.kube import restmapper as r
@@ -61,10 +60,10 @@ def _live_pods(client: KubeClient) -> list[Obj]:
 def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_env: dict[str, str], controllers: None) -> None:
     kubectl = Kubectl(kube_env)
     kubectl("create", "deployment", "web", "--image=python:3.11", "--replicas=2", "--", "python3", "-m", "http.server")
-    deployment = client.get(DEPLOYMENTS, "default", "web")
+    deployment = client.get(r.DEPLOYMENTS, "default", "web")
     assert deployment["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}
     kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
-    [rs] = client.list(REPLICASETS, "default")[0]
+    [rs] = client.list(r.REPLICASETS, "default")[0]
     pods = _live_pods(client)
     assert len(pods) == 2 and all(p["metadata"]["ownerReferences"][0]["uid"] == rs["metadata"]["uid"] for p in pods)
     assert rs["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "1"
@@ -76,7 +75,7 @@ def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_en
     kubectl("scale", "deploy/web", "--replicas=3")
     eventually(lambda: len(_live_pods(client)) == 3, what="a third pod")
     kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
-    scale = client.get(DEPLOYMENTS, "default", "web", subresource="scale")
+    scale = client.get(r.DEPLOYMENTS, "default", "web", subresource="scale")
     assert (scale["spec"]["replicas"], scale["status"]["replicas"], scale["status"]["selector"]) == (3, 3, "app=web")
 
     victim = _live_pods(client)[0]["metadata"]["name"]
@@ -86,7 +85,7 @@ def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_en
 
     kubectl("set", "image", "deployment/web", "python=python:3.12")
     kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
-    replicasets = {x["metadata"]["name"]: x for x in client.list(REPLICASETS, "default")[0]}
+    replicasets = {x["metadata"]["name"]: x for x in client.list(r.REPLICASETS, "default")[0]}
     assert len(replicasets) == 2 and replicasets[rs["metadata"]["name"]]["spec"]["replicas"] == 0
     images = {p["spec"]["containers"][0]["image"] for p in _live_pods(client)}
     eventually(lambda: {p["spec"]["containers"][0]["image"] for p in _live_pods(client)} == {"python:3.12"},
@@ -95,22 +94,22 @@ def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_en
 
     kubectl("rollout", "undo", "deployment/web")
     kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
-    back = client.get(REPLICASETS, "default", rs["metadata"]["name"])
+    back = client.get(r.REPLICASETS, "default", rs["metadata"]["name"])
     assert back["spec"]["replicas"] == 3 and back["metadata"]["annotations"]["deployment.kubernetes.io/revision"] == "3"
-    status = client.get(DEPLOYMENTS, "default", "web")["status"]
+    status = client.get(r.DEPLOYMENTS, "default", "web")["status"]
     conditions = {c["type"]: c["reason"] for c in status["conditions"]}
     assert conditions == {"Available": "MinimumReplicasAvailable", "Progressing": "NewReplicaSetAvailable"}
 
     # A paused Deployment keeps its template change until it is resumed; a restart is a new template.
     kubectl("rollout", "pause", "deployment/web")
     kubectl("set", "image", "deployment/web", "python=python:3.13")
-    eventually(lambda: {c["type"]: c["reason"] for c in client.get(DEPLOYMENTS, "default", "web")["status"]["conditions"]}
+    eventually(lambda: {c["type"]: c["reason"] for c in client.get(r.DEPLOYMENTS, "default", "web")["status"]["conditions"]}
                .get("Progressing") == "DeploymentPaused", what="the Deployment seen paused")
-    assert len(client.list(REPLICASETS, "default")[0]) == 2
+    assert len(client.list(r.REPLICASETS, "default")[0]) == 2
     kubectl("rollout", "resume", "deployment/web")
     kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
-    assert len(client.list(REPLICASETS, "default")[0]) == 3
+    assert len(client.list(r.REPLICASETS, "default")[0]) == 3
     kubectl("rollout", "restart", "deployment/web")
     kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
-    replicasets = {x["metadata"]["name"]: x for x in client.list(REPLICASETS, "default")[0]}
+    replicasets = {x["metadata"]["name"]: x for x in client.list(r.REPLICASETS, "default")[0]}
     assert len(replicasets) == 4 and sorted(x["spec"]["replicas"] for x in replicasets.values()) == [0, 0, 0, 3]

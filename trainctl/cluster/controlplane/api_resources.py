@@ -13,5 +13,3 @@ ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "Endpoint
 JOBS = Resource("batch", "v1", "jobs", "Job")
 CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
 PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
-DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
-REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")

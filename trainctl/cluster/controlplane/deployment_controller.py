@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import deployment_decision as dd
-from trainctl.cluster.controlplane.api_resources import DEPLOYMENTS, REPLICASETS
 from trainctl.cluster.controlplane.controller_ref import controller_of
 from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
 from trainctl.kube import restmapper as r
@@ -37,8 +36,8 @@ class DeploymentController(LoopController):
     def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = _utc_now) -> None:
         self.client = client
         self.clock = clock
-        self.deployments = Informer(client, DEPLOYMENTS)
-        self.replicasets = Informer(client, REPLICASETS)
+        self.deployments = Informer(client, r.DEPLOYMENTS)
+        self.replicasets = Informer(client, r.REPLICASETS)
         self.pods = Informer(client, r.PODS, label_selector=dd.HASH_LABEL)
         self.events = EventRecorder(client)
         self.loop = PeriodicLoop("deployment", [self.deployments, self.replicasets, self.pods], self.sync,
@@ -66,15 +65,15 @@ class DeploymentController(LoopController):
         namespace, name = deployment["metadata"].get("namespace"), deployment["metadata"]["name"]
         try:
             for replicaset in decision.create:
-                self.client.create(REPLICASETS, replicaset)
+                self.client.create(r.REPLICASETS, replicaset)
             for replicaset in decision.update:
-                self.client.replace(REPLICASETS, replicaset)
+                self.client.replace(r.REPLICASETS, replicaset)
             for replicaset_name in decision.delete:
-                self.client.delete(REPLICASETS, namespace, replicaset_name)
+                self.client.delete(r.REPLICASETS, namespace, replicaset_name)
             if decision.status is not None:  # before the annotation patch, while the cached resourceVersion is current
-                self.client.replace(DEPLOYMENTS, {**deployment, "status": decision.status}, subresource="status")
+                self.client.replace(r.DEPLOYMENTS, {**deployment, "status": decision.status}, subresource="status")
             if decision.revision is not None:
-                self.client.patch(DEPLOYMENTS, namespace, name, {"metadata": {"annotations": {dd.REVISION: decision.revision}}})
+                self.client.patch(r.DEPLOYMENTS, namespace, name, {"metadata": {"annotations": {dd.REVISION: decision.revision}}})
             for kind, reason, message in decision.events:
                 self.events.record(deployment, Event(kind, reason, message), COMPONENT, now)
         except ApiError as exc:  # a conflict or a busy server: the next pass looks again on a fresher cache

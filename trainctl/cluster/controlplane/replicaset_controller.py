@@ -15,7 +15,6 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import replicaset_decision as rd
-from trainctl.cluster.controlplane.api_resources import REPLICASETS
 from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
@@ -37,7 +36,7 @@ class ReplicaSetController(LoopController):
     def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = _utc_now) -> None:
         self.client = client
         self.clock = clock
-        self.replicasets = Informer(client, REPLICASETS)
+        self.replicasets = Informer(client, r.REPLICASETS)
         self.pods = Informer(client, r.PODS)
         self.events = EventRecorder(client)
         self.expectations = Expectations(ttl=60.0)
@@ -82,7 +81,7 @@ class ReplicaSetController(LoopController):
                 if self.client.delete(r.PODS, namespace, pod_name):
                     record("Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
             if decision.status is not None:
-                self.client.replace(REPLICASETS, {**replicaset, "status": decision.status}, subresource="status")
+                self.client.replace(r.REPLICASETS, {**replicaset, "status": decision.status}, subresource="status")
         except ApiError as exc:  # a conflict, a refused pod or a busy server: the next pass looks again
             log.info("cannot apply the ReplicaSet's next step", extra={"replicaset": f"{namespace}/{name}", "error": str(exc)})
             if exc.code in (403, 422):
