@@ -113,3 +113,12 @@ def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_en
     kubectl("rollout", "status", "deployment/web", "--timeout=120s", timeout=150)
     replicasets = {x["metadata"]["name"]: x for x in client.list(r.REPLICASETS, "default")[0]}
     assert len(replicasets) == 4 and sorted(x["spec"]["replicas"] for x in replicasets.values()) == [0, 0, 0, 3]
+
+    described = kubectl("describe", "deployment", "web")
+    assert "StrategyType:           RollingUpdate" in described and "NewReplicaSet:" in described
+    assert "ScalingReplicaSet" in described
+    assert {line.split()[0] for line in kubectl("get", "all", "--no-headers").splitlines()} >= {"deployment.apps/web"}
+
+    # Deleting the Deployment takes its ReplicaSets and their pods (owner references, garbage collection).
+    kubectl("delete", "deployment", "web", "--wait=false")
+    eventually(lambda: not client.list(r.REPLICASETS, "default")[0] and not _live_pods(client), what="ReplicaSets and pods collected")
