@@ -25,7 +25,8 @@ def deployment(replicas: int = 4, image: str = "python:3.11", strategy: Obj | No
 
 
 class Cluster:
-    """The Deployment controller's passes, with a ReplicaSet controller whose pods start at once (or never)."""
+    """The Deployment controller's passes, with a ReplicaSet controller whose pods start at once (or, after
+    ``pods_start`` is cleared, no new pod starts)."""
 
     def __init__(self, d: Obj, pods_start: bool = True) -> None:
         self.deployment = d
@@ -47,7 +48,7 @@ class Cluster:
             del self.replicasets[name]
         for rs in self.replicasets.values():  # the ReplicaSet controller
             n = rs["spec"]["replicas"]
-            ready = n if self.pods_start else 0
+            ready = n if self.pods_start else min(n, rs.get("status", {}).get("availableReplicas", 0))  # no new pod starts
             rs["status"] = {"replicas": n, "readyReplicas": ready, "availableReplicas": ready}
         if decision.status is not None:
             self.deployment["status"] = decision.status
@@ -160,6 +161,22 @@ def test_a_paused_deployment_scales_but_does_not_roll_out() -> None:
     cluster.deployment["spec"]["paused"] = False
     cluster.settle()
     assert cluster.by_image() == {"python:3.11": 0, "python:3.12": 3}
+
+
+def test_a_deployment_resized_mid_rollout_scales_its_replicasets_proportionally() -> None:
+    cluster = Cluster(deployment(replicas=10))
+    cluster.settle()
+    cluster.pods_start = False  # the new pods never become available: the rollout stays half-way
+    cluster.deployment["spec"]["template"]["spec"]["containers"][0]["image"] = "python:3.12"
+    for _ in range(5):
+        cluster.step()
+    assert cluster.by_image() == {"python:3.11": 8, "python:3.12": 5}  # 13 at most, 8 available at least
+    cluster.deployment["spec"]["replicas"] = 20
+    cluster.step()
+    # 25 allowed (20 + 25% surge): the 12 more split 8:5 (7 and 4), the rounding's one to the larger.
+    assert cluster.by_image() == {"python:3.11": 16, "python:3.12": 9}
+    annotations = [rs["metadata"]["annotations"][dd.DESIRED_REPLICAS] for rs in cluster.replicasets.values()]
+    assert annotations == ["20", "20"]
 
 
 def test_a_rollout_whose_pods_never_start_times_out_and_keeps_the_old_pods() -> None:

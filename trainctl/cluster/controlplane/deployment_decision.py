@@ -23,9 +23,10 @@ is passed in):
 - old ReplicaSets scaled to zero beyond ``revisionHistoryLimit`` are deleted once a rollout is
   complete.
 
-A paused Deployment starts no rollout but is still scaled when one ReplicaSet has its pods. Not
-kube's yet: a Deployment scaled in the middle of a rollout (or paused in one) is not scaled
-proportionally across its ReplicaSets; the rollout reaches the new count on its own. The loop in :mod:`deployment_controller` applies the result.
+A Deployment resized in the middle of a rollout (or while paused in one) is scaled
+proportionally across the ReplicaSets that have pods, as kube does (shares by their current
+sizes, where kube divides by the previous size it annotated); a paused Deployment starts no
+rollout. The loop in :mod:`deployment_controller` applies the result.
 """
 
 from __future__ import annotations
@@ -193,6 +194,28 @@ class _Plan:
         return self.replicasets[metadata(replicaset)["name"]]
 
 
+def _scaled_proportionally(deployment: Obj, plan: _Plan, owned: list[Obj]) -> bool:
+    """A Deployment resized while several ReplicaSets have pods: each takes a share of the change
+    by its size (the rounding left over goes to the largest, the newest on a tie), so the
+    rollout's proportions and its surge bound hold. Whether this was such a resize."""
+    replicas = int((deployment.get("spec") or {}).get("replicas", 1))
+    active = [rs for rs in owned if _replicas(rs) > 0]
+    resized = any((metadata(rs).get("annotations") or {}).get(DESIRED_REPLICAS, str(replicas)) != str(replicas) for rs in active)
+    if len(active) < 2 or not resized:
+        return False
+    surge, _ = surge_and_unavailable(deployment)
+    total = sum(_replicas(rs) for rs in active)
+    change = replicas + surge - total
+    order = sorted(active, key=lambda rs: str(metadata(rs).get("creationTimestamp") or ""), reverse=True)
+    order.sort(key=lambda rs: -_replicas(rs))  # largest first; the sort is stable, so the newest among equals
+    shares = {metadata(rs)["name"]: int(change * _replicas(rs) / total) for rs in order}
+    shares[metadata(order[0])["name"]] += change - sum(shares.values())
+    for rs in order:
+        plan.scale(rs, max(_replicas(rs) + shares[metadata(rs)["name"]], 0))
+        plan.annotate(rs, {DESIRED_REPLICAS: str(replicas), MAX_REPLICAS: str(replicas + surge)})
+    return True
+
+
 def _rolling_update(deployment: Obj, plan: _Plan, new: Obj, old: list[Obj]) -> None:
     """One step of a rolling update: grow the new ReplicaSet, else shrink old ones."""
     replicas = int((deployment.get("spec") or {}).get("replicas", 1))
@@ -257,11 +280,13 @@ def decide(deployment: Obj, replicasets: list[Obj], pods: list[Obj], now: dateti
         pass
     elif paused:
         _set_condition(conditions, "Progressing", "Unknown", "DeploymentPaused", "Deployment is paused", now)
-        # Scaling still applies, to the one ReplicaSet with pods (or the newest one).
+        # Scaling still applies: to the one ReplicaSet with pods (or the newest one), else proportionally.
         active = [rs for rs in claimed.owned if _replicas(rs) > 0]
         latest = active if active else sorted(claimed.owned, key=revision)[-1:]
         if len(latest) == 1:
             plan.scale(latest[0], replicas)
+        else:
+            _scaled_proportionally(deployment, plan, claimed.owned)
     else:
         progressing = _condition(conditions, "Progressing")
         if progressing is not None and progressing.get("reason") == "DeploymentPaused":
@@ -287,7 +312,7 @@ def decide(deployment: Obj, replicasets: list[Obj], pods: list[Obj], now: dateti
             total = sum(_replicas(rs) for rs in old)
             room = max(replicas + surge - total, 0) if old else replicas
             created = new_replicaset(deployment, min(room, replicas), next_revision)
-        else:
+        elif not _scaled_proportionally(deployment, plan, claimed.owned):
             _rolling_update(deployment, plan, new, old)
         if created is not None:
             decision.create.append(created)
