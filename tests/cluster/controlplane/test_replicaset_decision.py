@@ -107,3 +107,11 @@ def test_an_unchanged_status_is_not_written() -> None:
     rs["status"] = {"replicas": 1, "fullyLabeledReplicas": 1, "readyReplicas": 1, "availableReplicas": 1, "observedGeneration": 3}
     decision = rd.decide(rs, [pod("a")], NOW)
     assert decision.status is None and not decision.create and not decision.delete
+
+
+def test_doubled_up_counts_the_pods_of_sibling_replicasets() -> None:
+    mine = [pod("on-busy-node", node="node-1"), pod("alone", node="node-2")]
+    sibling = pod("sibling", owner="other-rs-of-the-deployment", node="node-1")
+    decision = rd.decide(replicaset(replicas=1), mine, NOW, related=[*mine, sibling])
+    assert decision.delete == ["on-busy-node"]  # node-1 also runs the sibling's pod
+    assert rd.decide(replicaset(replicas=1), mine, NOW, related=[*mine, pod("sibling-2", owner="x", node="node-2")]).delete == ["alone"]

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import replicaset_decision as rd
+from trainctl.cluster.controlplane.controller_ref import controller_of
 from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
@@ -51,12 +52,21 @@ class ReplicaSetController(LoopController):
         def lookup(key: tuple[str, str, str]) -> Optional[Obj]:
             return self.pods.store.get(key[1], key[2])
 
+        replicasets = self.replicasets.store.list()
+        # Pods of ReplicaSets with one controller (a Deployment's): kube ranks pods doubled up on a node among them all.
+        siblings: dict[str, set[str]] = {}
+        for replicaset in replicasets:
+            owner = str((controller_of(replicaset) or {}).get("uid") or replicaset["metadata"].get("uid"))
+            siblings.setdefault(owner, set()).add(str(replicaset["metadata"].get("uid")))
         sooner: Optional[float] = None
-        for replicaset in self.replicasets.store.list():
+        for replicaset in replicasets:
             uid = replicaset["metadata"].get("uid") or ""
             if not self.expectations.satisfied(uid, lookup):
                 continue  # the watch event that satisfies it wakes the loop
-            decision = rd.decide(replicaset, pods_by_namespace.get(replicaset["metadata"].get("namespace") or "", []), now)
+            pods = pods_by_namespace.get(replicaset["metadata"].get("namespace") or "", [])
+            family = siblings[str((controller_of(replicaset) or {}).get("uid") or uid)]
+            related = [p for p in pods if str((controller_of(p) or {}).get("uid")) in family and not p["metadata"].get("deletionTimestamp")]
+            decision = rd.decide(replicaset, pods, now, related)
             self._apply(replicaset, decision, now)
             if decision.requeue_after is not None:
                 sooner = decision.requeue_after if sooner is None else min(sooner, decision.requeue_after)

@@ -77,9 +77,13 @@ def _stamp(when: datetime) -> float:
     return when.timestamp()
 
 
-def deletion_order(pods: list[Obj]) -> list[Obj]:
-    """``pods`` in the order kube's ReplicaSet controller deletes them (first: deleted first)."""
-    on_node = Counter((pod.get("spec") or {}).get("nodeName") for pod in pods)
+def deletion_order(pods: list[Obj], related: Optional[list[Obj]] = None) -> list[Obj]:
+    """``pods`` in the order kube's ReplicaSet controller deletes them (first: deleted first).
+
+    ``related``: the pods "doubled up" is counted among (the pods of every ReplicaSet of the
+    same Deployment), ``pods`` by default.
+    """
+    on_node = Counter((pod.get("spec") or {}).get("nodeName") for pod in (pods if related is None else related))
 
     def key(pod: Obj) -> tuple[Any, ...]:
         node = (pod.get("spec") or {}).get("nodeName")
@@ -109,8 +113,9 @@ def pod_for(replicaset: Obj) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": dict(template.get("spec") or {})}
 
 
-def decide(replicaset: Obj, pods: list[Obj], now: datetime) -> ReplicaSetDecision:
-    """``pods``: the pods of the ReplicaSet's namespace (its own and candidates for adoption)."""
+def decide(replicaset: Obj, pods: list[Obj], now: datetime, related: Optional[list[Obj]] = None) -> ReplicaSetDecision:
+    """``pods``: the pods of the ReplicaSet's namespace (its own and candidates for adoption);
+    ``related``: the live pods of its sibling ReplicaSets (same controller), its own included."""
     spec = replicaset.get("spec") or {}
     decision = ReplicaSetDecision()
     claimed = controller_ref.claim(replicaset, API_VERSION, KIND, [p for p in pods if not is_terminal(p)])
@@ -121,7 +126,7 @@ def decide(replicaset: Obj, pods: list[Obj], now: datetime) -> ReplicaSetDecisio
         if len(active) < replicas:
             decision.create = [pod_for(replicaset) for _ in range(replicas - len(active))]
         elif len(active) > replicas:
-            decision.delete = [metadata(p)["name"] for p in deletion_order(active)[:len(active) - replicas]]
+            decision.delete = [metadata(p)["name"] for p in deletion_order(active, related)[:len(active) - replicas]]
 
     min_ready = int(spec.get("minReadySeconds") or 0)
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
