@@ -122,3 +122,18 @@ def test_create_scale_roll_out_and_undo_a_deployment(client: KubeClient, kube_en
     # Deleting the Deployment takes its ReplicaSets and their pods (owner references, garbage collection).
     kubectl("delete", "deployment", "web", "--wait=false")
     eventually(lambda: not client.list(r.REPLICASETS, "default")[0] and not _live_pods(client), what="ReplicaSets and pods collected")
+
+
+def test_a_replicaset_adopts_an_orphan_its_selector_matches(client: KubeClient, kube_env: dict[str, str], controllers: None) -> None:
+    kubectl = Kubectl(kube_env)
+    container = {"name": "main", "image": "busybox", "command": ["sleep", "3600"]}
+    kubectl.apply({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "orphan", "labels": {"app": "cache"}}, "spec": {"containers": [container]}})
+    kubectl.apply({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "cache"},
+                   "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "cache"}},
+                            "template": {"metadata": {"labels": {"app": "cache"}}, "spec": {"containers": [container]}}}})
+    rs = client.get(r.REPLICASETS, "default", "cache")
+    orphan = eventually(lambda: (p := client.get(r.PODS, "default", "orphan"))["metadata"].get("ownerReferences") and p,
+                        what="the orphan adopted")
+    assert orphan["metadata"]["ownerReferences"][0]["uid"] == rs["metadata"]["uid"]
+    eventually(lambda: client.get(r.REPLICASETS, "default", "cache").get("status", {}).get("readyReplicas") == 2, what="two ready")
+    assert len(client.list(r.PODS, "default", label_selector="app=cache")[0]) == 2  # the orphan and one new pod
