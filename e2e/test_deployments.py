@@ -1,6 +1,6 @@
 """A Deployment on an embedded cluster, driven with kubectl as a user drives one: create,
 ``rollout status``, scale, a pod deleted and replaced, a new image rolled out as a new
-ReplicaSet, and ``rollout undo`` back to the first.
+ReplicaSet, ``rollout undo`` back to the first, and a Recreate rollout.
 
 The pods ``sleep``: no port, so nothing depends on a free one, and no training controller
 runs. The control plane runs only the ReplicaSet and Deployment controllers.
@@ -86,3 +86,11 @@ def test_a_deployment_rolls_out_scales_heals_and_rolls_back(deploy_env: E2E) -> 
     assert back["spec"]["replicas"] == 3 and back["metadata"]["annotations"][REVISION] == "3"
     history = env.kubectl("rollout", "history", "deployment/web")
     assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["2", "3"]
+
+    # Recreate: every old pod stops before a new one starts.
+    env.kubectl("patch", "deployment", "web", "--type=merge", "-p", '{"spec":{"strategy":{"type":"Recreate","rollingUpdate":null}}}')
+    env.kubectl("set", "image", "deployment/web", "python=python:3.13")
+    rollout_status(env)
+    poll(lambda: {p["spec"]["containers"][0]["image"] for p in running_pods(env)} == {"python:3.13"}
+         and len(running_pods(env)) == 3, 180, "the recreated pods")
+    assert sorted(rs["spec"]["replicas"] for rs in replicasets(env).values()) == [0, 0, 3]
