@@ -137,3 +137,15 @@ def test_a_replicaset_adopts_an_orphan_its_selector_matches(client: KubeClient, 
     assert orphan["metadata"]["ownerReferences"][0]["uid"] == rs["metadata"]["uid"]
     eventually(lambda: client.get(r.REPLICASETS, "default", "cache").get("status", {}).get("readyReplicas") == 2, what="two ready")
     assert len(client.list(r.PODS, "default", label_selector="app=cache")[0]) == 2  # the orphan and one new pod
+
+
+def test_pods_the_server_refuses_set_replicafailure(client: KubeClient, kube_env: dict[str, str], controllers: None) -> None:
+    container = {"name": "main", "image": "busybox", "command": ["sleep", "3600"]}
+    Kubectl(kube_env).apply({"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "nobody"},
+                             "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "nobody"}},
+                                      "template": {"metadata": {"labels": {"app": "nobody"}},
+                                                   "spec": {"serviceAccountName": "missing", "containers": [container]}}}})
+    conditions = eventually(lambda: client.get(r.REPLICASETS, "default", "nobody").get("status", {}).get("conditions"),
+                            what="the ReplicaFailure condition")
+    assert conditions[0]["type"] == "ReplicaFailure" and conditions[0]["reason"] == "FailedCreate"
+    assert 'serviceaccount "missing" not found' in conditions[0]["message"]

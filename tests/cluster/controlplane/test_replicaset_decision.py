@@ -115,3 +115,15 @@ def test_doubled_up_counts_the_pods_of_sibling_replicasets() -> None:
     decision = rd.decide(replicaset(replicas=1), mine, NOW, related=[*mine, sibling])
     assert decision.delete == ["on-busy-node"]  # node-1 also runs the sibling's pod
     assert rd.decide(replicaset(replicas=1), mine, NOW, related=[*mine, pod("sibling-2", owner="x", node="node-2")]).delete == ["alone"]
+
+
+def test_pods_the_server_refuses_show_as_the_replicafailure_condition_until_one_is_made() -> None:
+    rs = replicaset(replicas=1)
+    refused = rd.decide(rs, [], NOW, failure=("FailedCreate", 'pods "web-abc-x" is forbidden: exceeded quota'))
+    assert refused.status is not None and refused.status["conditions"] == [
+        {"type": "ReplicaFailure", "status": "True", "lastTransitionTime": "2026-01-01T12:00:00Z",
+         "reason": "FailedCreate", "message": 'pods "web-abc-x" is forbidden: exceeded quota'}]
+    rs["status"] = refused.status
+    assert rd.decide(rs, [], NOW, failure=("FailedCreate", "again")).status is None  # unchanged while it lasts
+    recovered = rd.decide(rs, [pod("a")], NOW)
+    assert recovered.status is not None and "conditions" not in recovered.status

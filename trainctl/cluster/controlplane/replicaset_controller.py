@@ -41,6 +41,7 @@ class ReplicaSetController(LoopController):
         self.pods = Informer(client, r.PODS)
         self.events = EventRecorder(client)
         self.expectations = Expectations(ttl=60.0)
+        self.failures: dict[str, Optional[tuple[str, str]]] = {}  # ReplicaSet uid -> why its last pods were refused
         self.loop = PeriodicLoop("replicaset", [self.replicasets, self.pods], self.sync, resync_period).wake_on_changes()
 
     def sync(self) -> Optional[float]:
@@ -66,7 +67,7 @@ class ReplicaSetController(LoopController):
             pods = pods_by_namespace.get(replicaset["metadata"].get("namespace") or "", [])
             family = siblings[str((controller_of(replicaset) or {}).get("uid") or uid)]
             related = [p for p in pods if str((controller_of(p) or {}).get("uid")) in family and not p["metadata"].get("deletionTimestamp")]
-            decision = rd.decide(replicaset, pods, now, related)
+            decision = rd.decide(replicaset, pods, now, related, failure=self.failures.get(uid))
             self._apply(replicaset, decision, now)
             if decision.requeue_after is not None:
                 sooner = decision.requeue_after if sooner is None else min(sooner, decision.requeue_after)
@@ -78,11 +79,18 @@ class ReplicaSetController(LoopController):
         def record(kind: str, reason: str, message: str) -> None:
             self.events.record(replicaset, Event(kind, reason, message), COMPONENT, now)
 
+        failure: Optional[tuple[str, str]] = None
         try:
             for pod in decision.rewrite:
                 self.client.replace(r.PODS, pod)
             for pod in decision.create:
-                created = self.client.create(r.PODS, pod).object
+                try:
+                    created = self.client.create(r.PODS, pod).object
+                except ApiError as exc:
+                    if exc.code in (403, 422):  # refused: kube's ReplicaFailure condition says why
+                        failure = ("FailedCreate", str(exc))
+                        record("Warning", "FailedCreate", f"Error creating: {exc}")
+                    raise
                 if created is not None:
                     self.expectations.expect_creates(uid, uid, [("Pod", namespace or "", created["metadata"]["name"])])
                     record("Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}")
@@ -90,9 +98,13 @@ class ReplicaSetController(LoopController):
                 self.expectations.expect_deletes(uid, [(("Pod", namespace or "", pod_name), None)])
                 if self.client.delete(r.PODS, namespace, pod_name):
                     record("Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
-            if decision.status is not None:
-                self.client.replace(r.REPLICASETS, {**replicaset, "status": decision.status}, subresource="status")
         except ApiError as exc:  # a conflict, a refused pod or a busy server: the next pass looks again
             log.info("cannot apply the ReplicaSet's next step", extra={"replicaset": f"{namespace}/{name}", "error": str(exc)})
-            if exc.code in (403, 422):
-                record("Warning", "FailedCreate", f"Error creating: {exc}")
+        try:  # the status, whatever became of the pods (a refusal is part of it)
+            if decision.status is not None:
+                self.client.replace(r.REPLICASETS, {**replicaset, "status": decision.status}, subresource="status")
+        except ApiError as exc:
+            log.info("cannot write the ReplicaSet's status", extra={"replicaset": f"{namespace}/{name}", "error": str(exc)})
+        if failure != self.failures.get(uid):
+            self.failures[uid] = failure
+            self.loop.wake()  # the next pass writes the condition

@@ -11,7 +11,8 @@ with no I/O and no clock (``now`` is passed in):
   ready, a lower ``controller.kubernetes.io/pod-deletion-cost`` first, pods doubled up on a
   node first, then the most recently ready, the most restarted and the newest;
 - the status: ``replicas``, ``fullyLabeledReplicas``, ``readyReplicas``,
-  ``availableReplicas`` (ready for ``minReadySeconds``) and ``observedGeneration``.
+  ``availableReplicas`` (ready for ``minReadySeconds``), ``observedGeneration``, and the
+  ``ReplicaFailure`` condition while the API server refuses its pods.
 
 The loop in :mod:`replicaset_controller` applies what it returns.
 """
@@ -24,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import controller_ref
-from trainctl.cluster.controlplane.units import parse_time
+from trainctl.cluster.controlplane.units import format_time, parse_time
 from trainctl.cluster.podutil import is_terminal, metadata
 
 Obj = dict[str, Any]
@@ -113,9 +114,11 @@ def pod_for(replicaset: Obj) -> Obj:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": dict(template.get("spec") or {})}
 
 
-def decide(replicaset: Obj, pods: list[Obj], now: datetime, related: Optional[list[Obj]] = None) -> ReplicaSetDecision:
+def decide(replicaset: Obj, pods: list[Obj], now: datetime, related: Optional[list[Obj]] = None,
+           failure: Optional[tuple[str, str]] = None) -> ReplicaSetDecision:
     """``pods``: the pods of the ReplicaSet's namespace (its own and candidates for adoption);
-    ``related``: the live pods of its sibling ReplicaSets (same controller), its own included."""
+    ``related``: the live pods of its sibling ReplicaSets (same controller), its own included;
+    ``failure``: (reason, message) of the pods the API server refused in the last pass."""
     spec = replicaset.get("spec") or {}
     decision = ReplicaSetDecision()
     claimed = controller_ref.claim(replicaset, API_VERSION, KIND, [p for p in pods if not is_terminal(p)])
@@ -147,6 +150,16 @@ def decide(replicaset: Obj, pods: list[Obj], now: datetime, related: Optional[li
     for key in ("fullyLabeledReplicas", "readyReplicas", "availableReplicas"):
         if not status[key]:
             status.pop(key)  # omitted when zero, as kube writes them
+    conditions = [c for c in old.get("conditions") or [] if c.get("type") != "ReplicaFailure"]
+    current = next((c for c in old.get("conditions") or [] if c.get("type") == "ReplicaFailure"), None)
+    if failure is not None:
+        conditions.append(current if current is not None else {
+            "type": "ReplicaFailure", "status": "True", "lastTransitionTime": format_time(now),
+            "reason": failure[0], "message": failure[1]})
+    if conditions:
+        status["conditions"] = conditions
+    else:
+        status.pop("conditions", None)
     if status != old:
         decision.status = status
     return decision
