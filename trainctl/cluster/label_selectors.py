@@ -44,3 +44,14 @@ def selector_matches(selector: Optional[Obj], labels: Mapping[str, str]) -> bool
     if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
         return False
     return all(requirement_matches(r, labels.get) for r in selector.get("matchExpressions") or [])
+
+
+def selector_string(selector: Obj) -> str:
+    """A LabelSelector as ``labels.Selector`` prints it (``app=web,tier in (a,b)``)."""
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for requirement in selector.get("matchExpressions") or []:
+        key, operator = requirement.get("key", ""), requirement.get("operator")
+        values = ",".join(sorted(str(v) for v in requirement.get("values") or []))
+        parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
+                      "DoesNotExist": f"!{key}"}.get(str(operator), key))
+    return ",".join(sorted(parts))

@@ -55,6 +55,9 @@ VOLCANO_PODGROUPS = Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "P
 SCHEDULER_PLUGINS_PODGROUPS = Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup")
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
+# apps/v1 workloads: the owners of pods whose scale the HPA and disruption controllers read.
+DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
+REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
 
 
 
@@ -74,7 +77,7 @@ _BY_TYPE = {
     (r.api_version, r.kind): r
     for r in (
         PODS, SERVICES, EVENTS, CONFIGMAPS, SECRETS, NODES, NAMESPACES, CRDS, LEASES, HPAS, PDBS,
-        VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS,
+        VOLCANO_PODGROUPS, SCHEDULER_PLUGINS_PODGROUPS, DEPLOYMENTS, REPLICASETS,
     )
 }
 

@@ -194,3 +194,24 @@ def test_an_hpa_without_metrics_for_100_syncs_costs_the_correlators_writes(apise
         client.close()
     about_hpa = sorted((e["reason"], e["count"]) for e in events if e["involvedObject"]["kind"] == "HorizontalPodAutoscaler")
     assert about_hpa == sorted((reason, syncs + 1) for reason in reasons)
+
+
+def test_scales_a_deployment_through_its_scale_subresource(client: FakeMetricsClient) -> None:
+    template = {"metadata": {"labels": {"app": "board"}},
+                "spec": {"containers": [{"name": "board", "image": "python:3.11", "resources": {"requests": {"cpu": "500m"}}}]}}
+    client.create(r.DEPLOYMENTS, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "board", "namespace": "default"},
+                                  "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "board"}}, "template": template}})
+    running(client, {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "board-0", "namespace": "default", "labels": {"app": "board"}},
+                     "spec": template["spec"]})
+    client.sampled_at = format_time(datetime.now(timezone.utc))
+    client.usage = {"board-0": "1"}  # 200 % of the request against a 50 % target
+    hpa = autoscaler(maximum=3)
+    hpa["metadata"]["name"] = "board"
+    hpa["spec"]["scaleTargetRef"] = {"apiVersion": "apps/v1", "kind": "Deployment", "name": "board"}
+    client.create(r.HPAS, hpa)
+    controller = HorizontalPodAutoscalerController(client, sync_period=3600)
+    controller.start()
+    try:
+        eventually(lambda: client.get(r.DEPLOYMENTS, "default", "board")["spec"]["replicas"] == 3, what="the Deployment at 3 replicas")
+    finally:
+        controller.stop()

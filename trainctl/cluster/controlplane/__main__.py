@@ -13,12 +13,13 @@ from typing import Any, Optional
 
 from trainctl.api.durations import positive_duration
 
-CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "endpoint", "job", "cronjob", "disruption")
+CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "endpoint", "job", "cronjob", "disruption",
+               "replicaset", "deployment")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainctl.cluster.controlplane",
-                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice), Job, CronJob and disruption controllers of kube-controller-manager.")
+                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice), Job, CronJob, disruption, ReplicaSet and Deployment controllers of kube-controller-manager.")
     p.add_argument("--kubeconfig", help="kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--controllers", default=",".join(CONTROLLERS),
@@ -101,6 +102,14 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         from trainctl.cluster.controlplane.disruption_controller import DisruptionController
 
         controllers.append(DisruptionController(client))
+    if "replicaset" in wanted:
+        from trainctl.cluster.controlplane.replicaset_controller import ReplicaSetController
+
+        controllers.append(ReplicaSetController(client))
+    if "deployment" in wanted:
+        from trainctl.cluster.controlplane.deployment_controller import DeploymentController
+
+        controllers.append(DeploymentController(client))
     return controllers
 
 

@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from trainctl.cluster import disruption_budgets as budgets
 from trainctl.cluster.controlplane.units import format_time, parse_time
+from trainctl.cluster.label_selectors import selector_string
 from trainctl.kube.events import Event
 
 Obj = dict[str, Any]
@@ -44,17 +45,6 @@ class Decision:
     status: Optional[Obj]  # the status to write; None when the stored one is current
     recheck_in: Optional[float] = None  # seconds until a disruptedPods note expires
     events: tuple[tuple[Obj, Event], ...] = ()  # (about, Event), as kube's controller records them each pass
-
-
-def selector_string(selector: Obj) -> str:
-    """A LabelSelector as ``labels.Selector`` prints it (``app=web,tier in (a,b)``)."""
-    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for requirement in selector.get("matchExpressions") or []:
-        key, operator = requirement.get("key", ""), requirement.get("operator")
-        values = ",".join(sorted(str(v) for v in requirement.get("values") or []))
-        parts.append({"In": f"{key} in ({values})", "NotIn": f"{key} notin ({values})", "Exists": key,
-                      "DoesNotExist": f"!{key}"}.get(str(operator), key))
-    return ",".join(sorted(parts))
 
 
 def controller_uid(pod: Obj) -> Optional[str]:

@@ -125,6 +125,10 @@ class Admission:
             causes = (validation.validate_job if rtype.plural == "jobs" else validation.validate_cronjob)(obj, old)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
+        if rtype.group == "apps" and rtype.plural in ("deployments", "replicasets"):
+            causes = validation.validate_workload(obj, old)
+            if causes:
+                raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.storage_key == CRD_STORAGE_KEY:
             crds.crd_defaults(obj)
             causes = crds.validate_crd(obj)

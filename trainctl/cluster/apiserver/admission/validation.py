@@ -12,6 +12,7 @@ from typing import Any
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
 from trainctl.cluster.cron import schedule_problem
+from trainctl.cluster.label_selectors import selector_matches
 
 Obj = dict[str, Any]
 
@@ -150,4 +151,66 @@ def validate_cronjob(cronjob: Obj, old: Obj | None) -> list[Cause]:
     template = spec.get("jobTemplate") or {}
     job = {"metadata": {}, "spec": {**(template.get("spec") or {}), "selector": None}}
     causes.extend(Cause(f"spec.jobTemplate.{c.field}", c.reason, c.message) for c in validate_job(job, None))
+    return causes
+
+
+def _go_labels(labels: Obj) -> str:
+    """A label map as Go's ``%#v`` prints it in kube's messages."""
+    if not labels:
+        return "map[string]string(nil)"
+    return "map[string]string{" + ", ".join(f'"{k}":"{v}"' for k, v in sorted(labels.items())) + "}"
+
+
+def _int_or_percent(value: Any, field: str) -> tuple[int | None, list[Cause]]:
+    """An IntOrString's number (a percentage's too) and what kube refuses about it."""
+    if isinstance(value, int):
+        return value, [Cause(field, "FieldValueInvalid", f"Invalid value: {value}: must be greater than or equal to 0")] if value < 0 else []
+    text = str(value)
+    if text.endswith("%") and text[:-1].isdigit():
+        number = int(text[:-1])
+        return number, [Cause(field, "FieldValueInvalid", f'Invalid value: "{text}": must not be greater than 100%')] if number > 100 else []
+    return None, [Cause(field, "FieldValueInvalid", f'Invalid value: "{text}": a valid percent string must be a numeric string followed by an ending \'%\'')]
+
+
+def validate_workload(obj: Obj, old: Obj | None) -> list[Cause]:
+    """kube's Deployment and ReplicaSet validation: a selector its pods match, pods that restart, counts, strategy."""
+    spec = obj.get("spec") or {}
+    kind = str(obj.get("kind") or "").lower() or "deployment"
+    template = spec.get("template") or {}
+    selector = spec.get("selector")
+    causes = _prefixed(validate_pod({"spec": template.get("spec") or {}}), "spec.template.")
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if not isinstance(selector, dict):
+        causes.append(Cause("spec.selector", "FieldValueRequired", "Required value"))
+    elif not selector.get("matchLabels") and not selector.get("matchExpressions"):
+        causes.append(Cause("spec.selector", "FieldValueInvalid", f"Invalid value: \"null\": empty selector is invalid for {kind}"))
+    elif not selector_matches(selector, labels):
+        causes.append(Cause("spec.template.metadata.labels", "FieldValueInvalid",
+                            f"Invalid value: {_go_labels(labels)}: `selector` does not match template `labels`"))
+    policy = (template.get("spec") or {}).get("restartPolicy")
+    if policy not in (None, "Always"):
+        causes.append(Cause("spec.template.spec.restartPolicy", "FieldValueNotSupported",
+                            f'Unsupported value: "{policy}": supported values: "Always"'))
+    for key in ("replicas", "minReadySeconds", "revisionHistoryLimit", "progressDeadlineSeconds"):
+        value = spec.get(key)
+        if isinstance(value, int) and value < 0:
+            causes.append(Cause(f"spec.{key}", "FieldValueInvalid", f"Invalid value: {value}: must be greater than or equal to 0"))
+    strategy = spec.get("strategy") or {}
+    kind_of_update = strategy.get("type")
+    if kind_of_update not in (None, "RollingUpdate", "Recreate"):
+        causes.append(Cause("spec.strategy.type", "FieldValueNotSupported",
+                            f'Unsupported value: "{kind_of_update}": supported values: "Recreate", "RollingUpdate"'))
+    elif kind_of_update == "Recreate" and strategy.get("rollingUpdate"):
+        causes.append(Cause("spec.strategy.rollingUpdate", "FieldValueForbidden",
+                            "Forbidden: may not be specified when strategy `type` is 'Recreate'"))
+    elif isinstance(strategy.get("rollingUpdate"), dict):
+        rolling = strategy["rollingUpdate"]
+        surge, surge_causes = _int_or_percent(rolling.get("maxSurge", 0), "spec.strategy.rollingUpdate.maxSurge")
+        unavailable, unavailable_causes = _int_or_percent(rolling.get("maxUnavailable", 0), "spec.strategy.rollingUpdate.maxUnavailable")
+        causes += surge_causes + unavailable_causes
+        if surge == 0 and unavailable == 0:
+            causes.append(Cause("spec.strategy.rollingUpdate.maxUnavailable", "FieldValueInvalid",
+                                "Invalid value: 0: may not be 0 when `maxSurge` is 0"))
+    if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
+        causes.append(Cause("spec.selector", "FieldValueInvalid", "Invalid value: field is immutable"))
     return causes

@@ -175,10 +175,7 @@ def _job_spec_defaults(spec: dict[str, Any]) -> None:
     spec.setdefault("completionMode", "NonIndexed")
     spec.setdefault("suspend", False)
     spec.setdefault("podReplacementPolicy", "Failed" if spec.get("podFailurePolicy") else "TerminatingOrFailed")
-    pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
-    _pod_defaults({"spec": pod_spec})
-    pod_spec.pop("priority", None)  # set by admission when a pod is made, not in a template
-    pod_spec.pop("preemptionPolicy", None)
+    _pod_template_defaults(spec)
 
 
 def _cronjob_defaults(cronjob: dict[str, Any]) -> None:
@@ -188,6 +185,35 @@ def _cronjob_defaults(cronjob: dict[str, Any]) -> None:
     spec.setdefault("successfulJobsHistoryLimit", 3)
     spec.setdefault("failedJobsHistoryLimit", 1)
     _job_spec_defaults(spec.setdefault("jobTemplate", {}).setdefault("spec", {}))
+
+
+def _pod_template_defaults(spec: dict[str, Any]) -> None:
+    pod_spec = spec.setdefault("template", {}).setdefault("spec", {})
+    _pod_defaults({"spec": pod_spec})
+    pod_spec.pop("priority", None)  # set by admission when a pod is made, not in a template
+    pod_spec.pop("preemptionPolicy", None)
+
+
+def _replicaset_defaults(replicaset: dict[str, Any]) -> None:
+    spec = replicaset.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("minReadySeconds", 0)
+    _pod_template_defaults(spec)
+
+
+def _deployment_defaults(deployment: dict[str, Any]) -> None:
+    """apps/v1 Deployment defaults: one replica, a 25%/25% rolling update, ten old ReplicaSets kept."""
+    spec = deployment.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", "25%")
+        rolling.setdefault("maxSurge", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _pod_template_defaults(spec)
 
 
 def _service_defaults(service: dict[str, Any]) -> None:
@@ -226,6 +252,12 @@ _SERVICE_SHAPE: dict[str, Any] = {"spec": {"ports": [{"port": int, "protocol": s
                   "status": {}}
 _JOB_SHAPE: dict[str, Any] = {"spec": {"template": {"metadata": {"labels": {}}, "spec": _POD_SHAPE["spec"]}, "selector": {},
                                        "parallelism": int, "completions": int, "backoffLimit": int}, "status": {}}
+_WORKLOAD_SHAPE: dict[str, Any] = {"spec": {"template": _JOB_SHAPE["spec"]["template"], "selector": {}, "replicas": int,
+                                            "minReadySeconds": int, "strategy": {"type": str, "rollingUpdate": {}}},
+                                   "status": {}}
+# apps/v1 workloads' scale subresource: spec.replicas, status.replicas and the selector's text form.
+_REPLICAS_SCALE = {"specReplicasPath": ".spec.replicas", "statusReplicasPath": ".status.replicas",
+                   "labelSelectorPath": ".spec.selector"}
 _NAMESPACE_SHAPE: dict[str, Any] = {"spec": {"finalizers": [str]}, "status": {}}
 _NODE_SHAPE: dict[str, Any] = {"spec": {}, "status": {"conditions": [{}], "nodeInfo": {}}}
 _EVENT_SHAPE: dict[str, Any] = {"involvedObject": {}, "regarding": {}, "source": {}, "series": {}}
@@ -267,6 +299,12 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("batch", "v1", "cronjobs", "CronJob", "cronjob", short_names=("cj",), categories=("all",),
                      subresources=("status",), status_on_create=True, defaulter=_cronjob_defaults,
                      shape={"spec": {"schedule": str, "jobTemplate": {"spec": _JOB_SHAPE["spec"]}}, "status": {}}),
+        ResourceType("apps", "v1", "deployments", "Deployment", "deployment", short_names=("deploy",), categories=("all",),
+                     subresources=("status", "scale"), status_on_create=True, scale=_REPLICAS_SCALE,
+                     defaulter=_deployment_defaults, shape=_WORKLOAD_SHAPE),
+        ResourceType("apps", "v1", "replicasets", "ReplicaSet", "replicaset", short_names=("rs",), categories=("all",),
+                     subresources=("status", "scale"), status_on_create=True, scale=_REPLICAS_SCALE,
+                     defaulter=_replicaset_defaults, shape=_WORKLOAD_SHAPE),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),

@@ -1,7 +1,7 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
 
 kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|
-job|cronjob|pdb|priorityclass``, ``kubectl drain``'s evictions) send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
+job|cronjob|deployment|pdb|priorityclass``, ``kubectl drain``'s evictions) send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
 clients in Python all use JSON. This module turns those few kinds back into the JSON shape
 the rest of the server works on. There is no Python package carrying the generated
 Kubernetes messages, so the field numbers below are transcribed from the ``generated.proto``
@@ -123,6 +123,16 @@ KINDS: dict[str, Schema] = {
                        3: ("imagePullSecrets", "messages", {1: ("name", "string", None)}),
                        4: ("automountServiceAccountToken", "bool", None)},
     "Service": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _SERVICE_SPEC)},
+    # kubectl create deployment (apps/v1 generated.proto).
+    "Deployment": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("replicas", "zero_int", None), 2: ("selector", "message", _LABEL_SELECTOR), 3: ("template", "message", _POD_TEMPLATE),
+        4: ("strategy", "message", {1: ("type", "string", None), 2: ("rollingUpdate", "message", {
+            1: ("maxUnavailable", "intorstring", _INT_OR_STRING), 2: ("maxSurge", "intorstring", _INT_OR_STRING)})}),
+        5: ("minReadySeconds", "int", None), 6: ("revisionHistoryLimit", "int", None), 7: ("paused", "bool", None),
+        9: ("progressDeadlineSeconds", "int", None)})},
+    "ReplicaSet": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("replicas", "zero_int", None), 2: ("selector", "message", _LABEL_SELECTOR), 3: ("template", "message", _POD_TEMPLATE),
+        4: ("minReadySeconds", "int", None)})},
     # kubectl create pdb|priorityclass, and kubectl drain's evictions.
     "PodDisruptionBudget": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
         1: ("minAvailable", "intorstring", _INT_OR_STRING), 2: ("selector", "message", _LABEL_SELECTOR),

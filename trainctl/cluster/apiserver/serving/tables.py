@@ -17,6 +17,7 @@ import orjson
 
 from trainctl.cluster.apiserver.apimachinery import jsonpath
 from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
+from trainctl.cluster.label_selectors import selector_string
 
 Obj = dict[str, Any]
 Column = dict[str, Any]
@@ -474,6 +475,49 @@ def _job_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     return columns, cells
 
 
+def _template_cells(spec: Obj) -> list[str]:
+    """The wide columns of a workload: its template's containers and images, and its selector."""
+    containers = (spec.get("template") or {}).get("spec", {}).get("containers") or []
+    return [",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers),
+            selector_string(spec.get("selector") or {}) or "<none>"]
+
+
+_TEMPLATE_COLUMNS = [_col("Containers", "Names of each container in the template.", priority=1),
+                     _col("Images", "Images referenced by each container in the template.", priority=1),
+                     _col("Selector", "Label selector for pods. Existing ReplicaSets whose pods are selected by this "
+                                      "will be the ones affected by this deployment.", priority=1)]
+
+
+def _deployment_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Ready", "Number of the pod with ready state"),
+               _col("Up-to-date", "Total number of non-terminated pods targeted by this deployment that have the "
+                                  "desired template spec.", type_="integer"),
+               _col("Available", "Total number of available pods (ready for at least minReadySeconds) targeted by "
+                                 "this deployment.", type_="integer"), _AGE, *_TEMPLATE_COLUMNS]
+
+    def cells(deployment: Obj, now: datetime) -> list[Any]:
+        spec, status = deployment.get("spec") or {}, deployment.get("status") or {}
+        return [deployment["metadata"]["name"], f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+                status.get("updatedReplicas", 0), status.get("availableReplicas", 0),
+                age(deployment["metadata"].get("creationTimestamp"), now), *_template_cells(spec)]
+
+    return columns, cells
+
+
+def _replicaset_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Desired", "Number of desired pods.", type_="integer"),
+               _col("Current", "Number of actual replicas.", type_="integer"),
+               _col("Ready", "The number of ready replicas for this replica set.", type_="integer"), _AGE, *_TEMPLATE_COLUMNS]
+
+    def cells(replicaset: Obj, now: datetime) -> list[Any]:
+        spec, status = replicaset.get("spec") or {}, replicaset.get("status") or {}
+        return [replicaset["metadata"]["name"], spec.get("replicas", 0), status.get("replicas", 0),
+                status.get("readyReplicas", 0), age(replicaset["metadata"].get("creationTimestamp"), now),
+                *_template_cells(spec)]
+
+    return columns, cells
+
+
 def _cronjob_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     columns = [_NAME, _col("Schedule", "The schedule in Cron format."),
                _col("Timezone", "The time zone of the schedule."), _col("Suspend", "Whether the CronJob is suspended.", type_="boolean"),
@@ -558,6 +602,8 @@ _BUILTIN = {
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
     ("batch", "jobs"): _job_columns,
     ("batch", "cronjobs"): _cronjob_columns,
+    ("apps", "deployments"): _deployment_columns,
+    ("apps", "replicasets"): _replicaset_columns,
     ("policy", "poddisruptionbudgets"): _pdb_columns,
     ("scheduling.k8s.io", "priorityclasses"): _priority_class_columns,
     ("rbac.authorization.k8s.io", "roles"): _role_columns,

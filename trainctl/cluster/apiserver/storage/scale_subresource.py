@@ -1,6 +1,6 @@
-"""The ``scale`` subresource: a custom resource's replica count seen as an autoscaling/v1
-``Scale``, at the paths its CRD declares (``specReplicasPath``, ``statusReplicasPath``,
-``labelSelectorPath``).
+"""The ``scale`` subresource: a custom resource's or an apps/v1 workload's replica count seen
+as an autoscaling/v1 ``Scale``, at the paths its CRD declares (``specReplicasPath``,
+``statusReplicasPath``, ``labelSelectorPath``) or its built-in type names.
 
 Pure functions: reading a Scale from an object and computing the object a written Scale
 asks for; ``resources`` stores the result like any update of the main resource.
@@ -15,6 +15,7 @@ from trainctl.cluster.apiserver.apimachinery.errors import Cause
 from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.apiserver.storage import patch
 from trainctl.cluster.apiserver.storage.store import clone
+from trainctl.cluster.label_selectors import selector_string
 
 Obj = dict[str, Any]
 
@@ -42,6 +43,8 @@ def scale_of(rtype: ResourceType, obj: Obj) -> Obj:
         selector = jsonpath.find(obj, paths["labelSelectorPath"])
         if selector and isinstance(selector[0], str):
             scale["status"]["selector"] = selector[0]
+        elif selector and isinstance(selector[0], dict):  # a built-in's LabelSelector, in its text form
+            scale["status"]["selector"] = selector_string(selector[0])
     return scale
 
 

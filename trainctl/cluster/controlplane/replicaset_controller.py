@@ -1,0 +1,110 @@
+"""The ReplicaSet controller: keeps each apps/v1 ReplicaSet's pods at its replica count.
+
+Level-based like the other control-plane loops: each pass hands every ReplicaSet and the pods
+of its namespace to :func:`replicaset_decision.decide` and applies the answer (pods adopted or
+released, created or deleted, the status written, Events recorded as kube's controller
+records them). A pass waits for the cache to show the pods it created or deleted before it
+decides for that ReplicaSet again, so a slow watch never doubles a scale-up.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from trainctl.cluster.controlplane import replicaset_decision as rd
+from trainctl.cluster.controlplane.controller_ref import controller_of
+from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
+from trainctl.kube import restmapper as r
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.events import Event, EventRecorder
+from trainctl.kube.expectations import Expectations
+from trainctl.kube.informer import Informer
+
+log = logging.getLogger("trainctl.controlplane.replicaset")
+
+Obj = dict[str, Any]
+COMPONENT = "replicaset-controller"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class ReplicaSetController(LoopController):
+    def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = _utc_now) -> None:
+        self.client = client
+        self.clock = clock
+        self.replicasets = Informer(client, r.REPLICASETS)
+        self.pods = Informer(client, r.PODS)
+        self.events = EventRecorder(client)
+        self.expectations = Expectations(ttl=60.0)
+        self.failures: dict[str, Optional[tuple[str, str]]] = {}  # ReplicaSet uid -> why its last pods were refused
+        self.loop = PeriodicLoop("replicaset", [self.replicasets, self.pods], self.sync, resync_period).wake_on_changes()
+
+    def sync(self) -> Optional[float]:
+        now = self.clock()
+        pods_by_namespace: dict[str, list[Obj]] = {}
+        for pod in self.pods.store.list():
+            pods_by_namespace.setdefault(pod["metadata"].get("namespace") or "", []).append(pod)
+
+        def lookup(key: tuple[str, str, str]) -> Optional[Obj]:
+            return self.pods.store.get(key[1], key[2])
+
+        replicasets = self.replicasets.store.list()
+        # Pods of ReplicaSets with one controller (a Deployment's): kube ranks pods doubled up on a node among them all.
+        siblings: dict[str, set[str]] = {}
+        for replicaset in replicasets:
+            owner = str((controller_of(replicaset) or {}).get("uid") or replicaset["metadata"].get("uid"))
+            siblings.setdefault(owner, set()).add(str(replicaset["metadata"].get("uid")))
+        sooner: Optional[float] = None
+        for replicaset in replicasets:
+            uid = replicaset["metadata"].get("uid") or ""
+            if not self.expectations.satisfied(uid, lookup):
+                continue  # the watch event that satisfies it wakes the loop
+            pods = pods_by_namespace.get(replicaset["metadata"].get("namespace") or "", [])
+            family = siblings[str((controller_of(replicaset) or {}).get("uid") or uid)]
+            related = [p for p in pods if str((controller_of(p) or {}).get("uid")) in family and not p["metadata"].get("deletionTimestamp")]
+            decision = rd.decide(replicaset, pods, now, related, failure=self.failures.get(uid))
+            self._apply(replicaset, decision, now)
+            if decision.requeue_after is not None:
+                sooner = decision.requeue_after if sooner is None else min(sooner, decision.requeue_after)
+        return None if sooner is None else max(sooner, 0.5)
+
+    def _apply(self, replicaset: Obj, decision: rd.ReplicaSetDecision, now: datetime) -> None:
+        namespace, name, uid = replicaset["metadata"].get("namespace"), replicaset["metadata"]["name"], replicaset["metadata"].get("uid") or ""
+
+        def record(kind: str, reason: str, message: str) -> None:
+            self.events.record(replicaset, Event(kind, reason, message), COMPONENT, now)
+
+        failure: Optional[tuple[str, str]] = None
+        try:
+            for pod in decision.rewrite:
+                self.client.replace(r.PODS, pod)
+            for pod in decision.create:
+                try:
+                    created = self.client.create(r.PODS, pod).object
+                except ApiError as exc:
+                    if exc.code in (403, 422):  # refused: kube's ReplicaFailure condition says why
+                        failure = ("FailedCreate", str(exc))
+                        record("Warning", "FailedCreate", f"Error creating: {exc}")
+                    raise
+                if created is not None:
+                    self.expectations.expect_creates(uid, uid, [("Pod", namespace or "", created["metadata"]["name"])])
+                    record("Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}")
+            for pod_name in decision.delete:
+                self.expectations.expect_deletes(uid, [(("Pod", namespace or "", pod_name), None)])
+                if self.client.delete(r.PODS, namespace, pod_name):
+                    record("Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
+        except ApiError as exc:  # a conflict, a refused pod or a busy server: the next pass looks again
+            log.info("cannot apply the ReplicaSet's next step", extra={"replicaset": f"{namespace}/{name}", "error": str(exc)})
+        try:  # the status, whatever became of the pods (a refusal is part of it)
+            if decision.status is not None:
+                self.client.replace(r.REPLICASETS, {**replicaset, "status": decision.status}, subresource="status")
+        except ApiError as exc:
+            log.info("cannot write the ReplicaSet's status", extra={"replicaset": f"{namespace}/{name}", "error": str(exc)})
+        if failure != self.failures.get(uid):
+            self.failures[uid] = failure
+            self.loop.wake()  # the next pass writes the condition
