@@ -141,16 +141,20 @@ def test_refusals_reach_the_event():
                                       "1 Preemption is not helpful for scheduling.")
 
 
-def test_preemption_that_would_help_is_named_as_not_implemented():
+def test_preemption_names_the_node_and_victims_or_says_why_none():
     low = pod("low", cpu="2")
     nodes = [NodeResources("n1", ALLOC).with_pod(low), NodeResources("n2", ALLOC, unschedulable=True)]
     urgent = pod("urgent", cpu="1", priority=1000)
-    assert schedule(urgent, nodes).preemption == (
-        "preemption: 0/2 nodes are available: 1 Preemption is not helpful for scheduling, "
-        "1 Preemption of lower-priority pods (spec.priority) is not implemented by this scheduler.")
+    decision = schedule(urgent, nodes)
+    assert decision.candidate is not None and decision.candidate.node == "n1"
+    assert [v["metadata"]["name"] for v in decision.candidate.victims] == ["low"]
+    assert decision.full_message == "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable."
     assert schedule(pod("same", cpu="1"), nodes).preemption == (
         "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
         "1 Preemption is not helpful for scheduling.")
+    huge = pod("huge", cpu="3", priority=1000)
+    assert schedule(huge, nodes).preemption == (
+        "preemption: 0/2 nodes are available: 1 Insufficient cpu, 1 Preemption is not helpful for scheduling.")
     never = pod("never", cpu="1", priority=1000, preemptionPolicy="Never")
     assert schedule(never, nodes).preemption == "preemption: not eligible due to preemptionPolicy=Never."
 

@@ -30,6 +30,7 @@ def test_no_pass_runs_until_the_nodes_are_listed(apiserver):
         component = SchedulerComponent(client)
         component.pods.start()
         component.namespaces.start()
+        component.budgets.start()
         try:
             _wait(component.pods.synced)
             component.sync()
@@ -48,6 +49,7 @@ def test_no_pass_runs_until_the_nodes_are_listed(apiserver):
             component.pods.stop()
             component.nodes.stop()
             component.namespaces.stop()
+            component.budgets.stop()
     finally:
         client.close()
 
@@ -93,7 +95,7 @@ def test_a_pod_created_after_a_cordon_never_lands_on_the_cordoned_node(apiserver
     created after the cordon was written, is found unschedulable, not bound to it."""
     client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1)
     component = SchedulerComponent(client)
-    informers = (component.pods, component.nodes, component.namespaces)
+    informers = (component.pods, component.nodes, component.namespaces, component.budgets)
     try:
         client.create(NODES, NODE)
         for informer in informers:
