@@ -169,3 +169,41 @@ def test_a_port_held_outside_the_cluster_is_no_case_for_preemption():
 
 def test_no_nodes_at_all():
     assert schedule(pod("p"), []).full_message == "no nodes available to schedule pods"
+
+
+class PreemptingClient(Client):
+    """Records the writes a preemption makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.patches, self.deleted = [], []
+
+    def patch(self, resource, namespace, name, body, subresource=None):
+        assert subresource == "status"
+        self.patches.append((name, body["status"]))
+
+    def delete(self, resource, namespace, name, uid=None, **options):
+        assert options == {}  # a graceful delete: the victim's own grace period
+        self.deleted.append(name)
+        return True
+
+
+def test_pods_of_one_pass_preempt_different_victims_and_wait_for_them():
+    client, events = PreemptingClient(), Events()
+    s = Scheduler(client, Statuses(), recorder=events, clock=Clock())
+    nodes = s.new_pass([NodeResources("n1", ALLOC).with_pod(pod("low-1", cpu="2")),
+                        NodeResources("n2", ALLOC).with_pod(pod("low-2", cpu="2"))])
+    first, second = pod("first", cpu="2", priority=1000), pod("second", cpu="2", priority=1000)
+    s.place(first, nodes)
+    s.place(second, nodes)
+    assert client.deleted == ["low-1", "low-2"]
+    assert [(name, status.get("nominatedNodeName")) for name, status in client.patches
+            if "nominatedNodeName" in status] == [("first", "n1"), ("second", "n2")]
+    marked = [status["conditions"][-1] for name, status in client.patches if name.startswith("low-")]
+    assert {(c["type"], c["status"], c["reason"]) for c in marked} == {("DisruptionTarget", "True", "PreemptionByScheduler")}
+    assert [e for e in events.recorded if e[2] == "Preempted"] == [
+        ("low-1", "Normal", "Preempted", "Preempted by pod uid-first on node n1"),
+        ("low-2", "Normal", "Preempted", "Preempted by pod uid-second on node n2")]
+    s.place(first, nodes)  # its victim is still terminating: no second preemption
+    assert client.deleted == ["low-1", "low-2"]
+    assert events.recorded[-1][3].endswith("preemption: not eligible due to a terminating pod on the nominated node.")
