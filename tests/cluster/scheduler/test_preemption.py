@@ -27,13 +27,13 @@ def pod(name: str, cpu: int = 1, priority: int = 0, labels: Optional[dict[str, s
             "status": {"startTime": started}}
 
 
-def cpu_node(name: str, bound: list[Obj], capacity: int = 4, nominated: tuple[Obj, ...] = ()) -> NodeCase:
+def cpu_node(name: str, bound: list[Obj], capacity: int = 4) -> NodeCase:
     """A node that only counts CPU: what the victim search needs to be shown."""
     def problems(staying: list[Obj]) -> list[str]:
         used = sum(Decimal(p["spec"]["containers"][0]["resources"]["requests"]["cpu"]) for p in staying)
         return ["Insufficient cpu"] if used + incoming > capacity else []
     incoming = Decimal(2)
-    return NodeCase(name, bound, False, problems, nominated)
+    return NodeCase(name, bound, False, problems)
 
 
 def names(candidate: Optional[Candidate]) -> tuple[str, list[str]]:
@@ -88,14 +88,23 @@ def test_among_candidates_the_lowest_highest_victim_priority_then_the_fewest_vic
     assert names(post_filter(urgent, [many, one]).candidate) == ("n4", ["h"])
 
 
-def test_terminating_lower_pods_are_no_victims_and_nominated_pods_keep_their_room():
+def test_terminating_lower_pods_are_no_victims():
     urgent = pod("urgent", cpu=2, priority=100)
     going = {**pod("going", cpu=2), "metadata": {**pod("going")["metadata"], "deletionTimestamp": "2026-01-01T00:00:00Z"}}
     outcome = post_filter(urgent, [cpu_node("n1", [going, pod("staying", cpu=2)])])
     assert names(outcome.candidate) == ("n1", [])  # the room is coming: nominate, take nothing more
-    first = pod("first", cpu=2, priority=100)
-    taken = cpu_node("n1", [going, pod("low", cpu=2)], nominated=(first,))
-    assert names(post_filter(urgent, [taken]).candidate) == ("n1", ["low"])
+
+
+def test_a_nominated_pod_keeps_its_room_from_pods_of_no_higher_priority():
+    """Its victims gone, the node is free; the pod nominated there is counted on it, so a pod
+    of the same priority neither binds there nor preempts beside it; a higher one may."""
+    first = pod("first", cpu=4, priority=100)
+    nodes = [NodeResources("n1", ALLOC), NodeResources("n2", ALLOC).with_pod(pod("low", cpu=4))]
+    waiting = {"n1": [first]}
+    assert schedule(first, nodes, nominated=waiting).node_name == "n1"
+    second = schedule(pod("second", cpu=4, priority=100), nodes, nominated=waiting)
+    assert not second.fits and names(second.candidate) == ("n2", ["low"])
+    assert schedule(pod("above", cpu=4, priority=200), nodes, nominated=waiting).node_name == "n1"
 
 
 def test_who_may_not_preempt():

@@ -27,8 +27,8 @@ kube-scheduler's DefaultPreemption: the pod's ``status.nominatedNodeName`` names
 each victim gets the ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``), so
 its controller knows it was taken, not failed, then a graceful delete (its
 ``terminationGracePeriodSeconds`` respected) and a ``Preempted`` Event. The pod binds once
-the victims are gone; until then, later pods of the pass see them terminating and the pod
-nominated there, so they do not take the same room.
+the victims are gone; until then, later pods of the pass see them terminating, and every pod
+of no higher priority sees the nominated pod counted on that node, so none takes its room.
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ class Scheduler:
         start = self._next_start % len(nodes)
         window = (nodes[start:] + nodes[:start])[:enough]
         self._next_start = start + enough
-        decision = schedule(pod, window, self._port_available, self._assigned)
+        decision = schedule(pod, window, self._port_available, self._assigned, nominated=self.nominated())
         return decision if decision.fits else every()
 
     def _bind(self, pod: Obj, node_name: str, seen: str) -> bool:

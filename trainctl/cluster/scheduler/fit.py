@@ -30,7 +30,7 @@ from trainctl.cluster.podutil import DEVICE_RESOURCES, HOLLOW_NODE_LABEL, is_ter
 from trainctl.cluster.scheduler import interpod, spread
 from trainctl.cluster.scheduler.assigned import AssignedPods, Placed, placed_on, pod_affinity
 from trainctl.cluster.scheduler.labels import requirement_matches
-from trainctl.cluster.scheduler.preemption import Candidate, NodeCase, Problems, post_filter
+from trainctl.cluster.scheduler.preemption import Candidate, NodeCase, Problems, post_filter, priority
 from trainctl.cluster.scheduler.unsupported import refusal, unsupported_fields
 
 Obj = dict[str, Any]
@@ -376,10 +376,12 @@ def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[
     ``assigned`` indexes every placed pod for the rules across nodes (inter-pod affinity,
     topology spreading); without it, it is built from ``nodes``' bound pods. When no node
     fits, :mod:`.preemption` weighs taking lower-priority pods off them, under the
-    PodDisruptionBudgets ``budgets`` and beside the pods ``nominated`` to each node.
+    PodDisruptionBudgets ``budgets``. The pods ``nominated`` to each node (node -> pods) keep
+    their room there from pods of no higher priority.
     """
     if not nodes:
         return Decision(False, NO_NODES)
+    nodes = _with_nominated(pod, nodes, nominated)
     refused = unsupported_fields(pod)
     if refused:
         return Decision(False, f"0/{len(nodes)} nodes are available: {refusal(refused)}.",
@@ -409,12 +411,28 @@ def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[
     reasons = sorted(f"{count} {text}" for text, count in counts.items()) + named  # sorted, as kube-scheduler
     spec = pod.get("spec") or {}
     across = bool(spec.get("topologySpreadConstraints") or pod_affinity(pod) or assigned.with_terms)
-    cases = [NodeCase(node.name, node.live_bound, unresolvable, _problems_among(pod, node, nodes, across),
-                      [p for p in nominated.get(node.name, ()) if p["metadata"].get("uid") != pod["metadata"].get("uid")])
+    cases = [NodeCase(node.name, node.live_bound, unresolvable, _problems_among(pod, node, nodes, across))
              for node, unresolvable in failed]
     preemption = post_filter(pod, cases, budgets)
     return Decision(False, f"0/{len(nodes)} nodes are available: {', '.join(reasons)}.", preemption.message,
                     candidate=preemption.candidate)
+
+
+def _with_nominated(pod: Obj, nodes: Sequence[NodeResources],
+                    nominated: Mapping[str, Sequence[Obj]]) -> Sequence[NodeResources]:
+    """``nodes`` with the pods nominated to them (waiting for their victims to go) that are at
+    least as important as ``pod``, counted as bound: kube-scheduler's filters keep that room
+    for them, so a pod of the same priority that comes first in the queue does not take it."""
+    if not nominated:
+        return nodes
+    uid, mine = pod["metadata"].get("uid"), priority(pod)
+    views = []
+    for node in nodes:
+        present = {p["metadata"].get("uid") for p in node.bound}
+        waiting = tuple(p for p in nominated.get(node.name, ()) if p["metadata"].get("uid") not in present
+                        and p["metadata"].get("uid") != uid and priority(p) >= mine)
+        views.append(replace(node, bound=node.bound + waiting) if waiting else node)
+    return views
 
 
 def _problems_among(pod: Obj, node: NodeResources, nodes: Sequence[NodeResources], across: bool) -> Problems:

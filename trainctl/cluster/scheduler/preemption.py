@@ -2,13 +2,12 @@
 pods to take off which node so that a pod that fits nowhere fits, and the ``preemption:``
 half of the FailedScheduling message when none can.
 
-Pure: a pod, each node's bound pods with a way to ask whether the pod would fit among some of
-them (the caller's filter rules), the PodDisruptionBudgets and the pods nominated to each
-node; no I/O. :mod:`.binding` acts on the :class:`Candidate` (nominates, deletes victims).
+Pure: a pod, each node's bound pods (and the pods nominated there, which the caller counts as
+bound) with a way to ask whether the pod would fit among some of them (the caller's filter
+rules), and the PodDisruptionBudgets; no I/O. :mod:`.binding` acts on the :class:`Candidate` (nominates, deletes victims).
 
 Per node, as kube's ``SelectVictimsOnNode``: take away every pod of lower priority (those
-already terminating are gone soon and are no victims), add the pods nominated there of at
-least the pod's priority, and check the pod fits; then give back the lower-priority pods,
+already terminating are gone soon and are no victims) and check the pod fits; then give back the lower-priority pods,
 most important first (priority, then the earliest started), those whose eviction a budget
 would forbid before the others, keeping each one the pod still fits beside. What is not given
 back are the victims. Among the nodes, as ``pickOneNodeForPreemption``: fewest budget
@@ -59,7 +58,6 @@ class NodeCase:
     bound: Sequence[Obj]  # the live pods bound to it
     unresolvable: bool  # failed a rule no eviction changes
     problems: Problems
-    nominated: Sequence[Obj] = ()  # other pods nominated to it
 
 
 @dataclass(frozen=True)
@@ -116,7 +114,6 @@ def select_victims(pod: Obj, case: NodeCase, budgets: Sequence[Obj] = ()) -> Can
     if not lower:
         return [NO_VICTIMS]
     staying = [p for p in case.bound if priority(p) >= mine]
-    staying += [p for p in case.nominated if priority(p) >= mine]
     problems = case.problems(staying)
     if problems:
         return problems
