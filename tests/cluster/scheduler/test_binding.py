@@ -207,3 +207,15 @@ def test_pods_of_one_pass_preempt_different_victims_and_wait_for_them():
     s.place(first, nodes)  # its victim is still terminating: no second preemption
     assert client.deleted == ["low-1", "low-2"]
     assert events.recorded[-1][3].endswith("preemption: not eligible due to a terminating pod on the nominated node.")
+
+
+def test_a_nomination_that_no_longer_holds_is_cleared():
+    """Its victim gone, the room taken by a pod of higher priority, nothing left to preempt:
+    the pod is no longer nominated, so it holds no room from others."""
+    client = PreemptingClient()
+    s = Scheduler(client, Statuses(), recorder=Events(), clock=Clock())
+    s.place(pod("first", cpu="2", priority=1000), s.new_pass([NodeResources("n1", ALLOC).with_pod(pod("low", cpu="2"))]))
+    assert s.nominated() == {"n1": [pod("first", cpu="2", priority=1000)]}
+    taken = s.new_pass([NodeResources("n1", ALLOC).with_pod(pod("boss", cpu="2", priority=5000))])
+    s.place(pod("first", cpu="2", priority=1000), taken)
+    assert s.nominated() == {} and client.patches[-1] == ("first", {"nominatedNodeName": None})

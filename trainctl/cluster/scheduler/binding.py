@@ -55,7 +55,7 @@ from trainctl.cluster.scheduler.fit import (
     schedule,
     wants_this_scheduler,
 )
-from trainctl.cluster.scheduler.preemption import Candidate, nominated_node, priority
+from trainctl.cluster.scheduler.preemption import TERMINATING, Candidate, nominated_node, priority
 from trainctl.cluster.scheduler.unsupported import GATED_MESSAGE, is_gated
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event
@@ -192,6 +192,8 @@ class Scheduler:
         self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
         if decision.candidate is not None:
             self._preempt(pod, decision.candidate, nodes)
+        elif decision.preemption != TERMINATING:
+            self._forget_nomination(pod)
         message = decision.full_message
         if self._failed_again(uid, message):
             self._record(pod, scheduling_events.failed_scheduling(message))
@@ -280,6 +282,21 @@ class Scheduler:
             return False
         self._record(victim, Event("Normal", "Preempted", f"Preempted by pod {preemptor['metadata']['uid']} on node {node}"))
         return True
+
+    def _forget_nomination(self, pod: Obj) -> None:
+        """No room by preemption any more: the pod's nomination no longer holds a node (as
+        kube-scheduler clears ``nominatedNodeName`` when preemption finds nothing)."""
+        meta = pod["metadata"]
+        with self._lock:
+            known = self._nominated.pop(meta["uid"], None)
+        if known is None and not nominated_node(pod):
+            return
+        try:
+            self._client.patch(PODS, meta.get("namespace"), meta["name"],
+                               {"metadata": {"uid": meta["uid"]}, "status": {"nominatedNodeName": None}},
+                               subresource="status")
+        except ApiError as exc:
+            log.info("clearing the nomination of %s/%s: %s", meta.get("namespace"), meta["name"], exc)
 
     def nominated(self) -> dict[str, list[Obj]]:
         """Node -> the pods nominated to it, waiting for their victims to go."""
