@@ -73,9 +73,11 @@ def test_a_high_priority_job_preempts_the_extra_workers_of_a_low_priority_elasti
             low.wait_line(f"a step of {pod} at world_size=3", step_at(pod, 3), TOGETHER_BOUND)
         with env.run(job_at(HIGH, "batch-high", 2, 2, 40)) as high:
             started = time.monotonic()
-            preempted = low.wait_for("two workers preempted", lambda: [
-                pod for pod in LOW_WORKERS if any(e.reason == "Preempted" for e in events_about(env, pod))
-            ][1:] or None, 300)
+            def two_preempted() -> list[str] | None:
+                found = [pod for pod in LOW_WORKERS if any(e.reason == "Preempted" for e in events_about(env, pod))]
+                return found if len(found) >= 2 else None
+            preempted = low.wait_for("two workers preempted", two_preempted, 300)
+            assert len(preempted) == 2, preempted  # two high workers take two low ones, no more
             survivor = next(pod for pod in LOW_WORKERS if pod not in preempted)
             low.wait_line(f"{survivor} training alone", step_at(survivor, 1), TOGETHER_BOUND, since=started)
             for pod in HIGH_WORKERS:
@@ -89,6 +91,8 @@ def test_a_high_priority_job_preempts_the_extra_workers_of_a_low_priority_elasti
             assert preempted_event.message.startswith("Preempted by pod ") and preempted_event.source.component == "default-scheduler"
             assert urgent["spec"]["priority"] == 1000
             high.wait_succeeded(timeout=600)
+        preemptions = [e for pod in LOW_WORKERS for e in events_about(env, pod) if e.reason == "Preempted"]
+        assert len(preemptions) == 2, [(e.involved_object.name, e.message) for e in preemptions]
         for pod in LOW_WORKERS:  # room again: the low job grows back to the size it asked for
             low.wait_line(f"a step of {pod} at world_size=3 again", step_at(pod, 3), TOGETHER_BOUND, since=started)
         finished = low.wait_succeeded(timeout=900)
