@@ -68,6 +68,16 @@ def test_render_elastic_job_with_hpa_store_and_volcano(tmp_path, capsys):
     ]
 
 
+def test_the_rendezvous_store_runs_at_its_workers_priority(tmp_path, capsys):
+    """Preemption takes the lowest-priority pods first: a store below its workers would go first."""
+    job = pytorchjob("el", master=False, workers=2)
+    job["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3}
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["priorityClassName"] = "batch-low"
+    _, out, _ = render(capsys, "-f", write(tmp_path, job))
+    store = next(o for o in yaml.safe_load_all(out) if o["metadata"]["name"] == "el-rdzv")
+    assert store["spec"]["priorityClassName"] == "batch-low"
+
+
 def test_rendered_objects_pass_the_kubernetes_schema(tmp_path, capsys):
     job = pytorchjob("el", master=False, workers=2)
     job["spec"]["elasticPolicy"] = {"minReplicas": 1, "maxReplicas": 3, "metrics": METRICS}

@@ -497,3 +497,21 @@ def test_each_cluster_and_namespace_has_its_own_data_dir(tmp_path):
     assert namespace_data_dir(one, "team-a") == namespace_data_dir(one, "team-a")  # every restart, every node
     with pytest.raises(OutsideDirectory):
         namespace_data_dir(one, "../other")
+
+
+def test_the_kubelet_keeps_the_conditions_other_writers_own(api):
+    """A DisruptionTarget written by the scheduler (a preemption) or the Eviction API survives
+    the kubelet's status writes, so the pod's controller can tell it was taken, not failed."""
+    gated = pod("marked", "print('done')")
+    gated["spec"]["schedulingGates"] = [{"name": "example.com/hold"}]
+    create(api, gated)
+    waiting = wait_pod(api, "marked", lambda p: any(c.get("reason") == "SchedulingGated"
+                                                     for c in (p.get("status") or {}).get("conditions") or []))
+    target = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+              "message": "default-scheduler: preempting to accommodate a higher priority pod"}
+    api.patch(PODS, "default", "marked", {"status": {"conditions": [*waiting["status"]["conditions"], target]}},
+              subresource="status")
+    api.patch(PODS, "default", "marked", {"spec": {"schedulingGates": None}})
+    done = wait_pod(api, "marked", phase("Succeeded", "Failed"))
+    kept = [c for c in done["status"]["conditions"] if c["type"] == "DisruptionTarget"]
+    assert [(c["status"], c["reason"]) for c in kept] == [("True", "PreemptionByScheduler")], done["status"]

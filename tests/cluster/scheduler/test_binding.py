@@ -141,16 +141,20 @@ def test_refusals_reach_the_event():
                                       "1 Preemption is not helpful for scheduling.")
 
 
-def test_preemption_that_would_help_is_named_as_not_implemented():
+def test_preemption_names_the_node_and_victims_or_says_why_none():
     low = pod("low", cpu="2")
     nodes = [NodeResources("n1", ALLOC).with_pod(low), NodeResources("n2", ALLOC, unschedulable=True)]
     urgent = pod("urgent", cpu="1", priority=1000)
-    assert schedule(urgent, nodes).preemption == (
-        "preemption: 0/2 nodes are available: 1 Preemption is not helpful for scheduling, "
-        "1 Preemption of lower-priority pods (spec.priority) is not implemented by this scheduler.")
+    decision = schedule(urgent, nodes)
+    assert decision.candidate is not None and decision.candidate.node == "n1"
+    assert [v["metadata"]["name"] for v in decision.candidate.victims] == ["low"]
+    assert decision.full_message == "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) were unschedulable."
     assert schedule(pod("same", cpu="1"), nodes).preemption == (
         "preemption: 0/2 nodes are available: 1 No preemption victims found for incoming pod, "
         "1 Preemption is not helpful for scheduling.")
+    huge = pod("huge", cpu="3", priority=1000)
+    assert schedule(huge, nodes).preemption == (
+        "preemption: 0/2 nodes are available: 1 Insufficient cpu, 1 Preemption is not helpful for scheduling.")
     never = pod("never", cpu="1", priority=1000, preemptionPolicy="Never")
     assert schedule(never, nodes).preemption == "preemption: not eligible due to preemptionPolicy=Never."
 
@@ -165,3 +169,53 @@ def test_a_port_held_outside_the_cluster_is_no_case_for_preemption():
 
 def test_no_nodes_at_all():
     assert schedule(pod("p"), []).full_message == "no nodes available to schedule pods"
+
+
+class PreemptingClient(Client):
+    """Records the writes a preemption makes."""
+
+    def __init__(self):
+        super().__init__()
+        self.patches, self.deleted = [], []
+
+    def patch(self, resource, namespace, name, body, subresource=None):
+        assert subresource == "status"
+        self.patches.append((name, body["status"]))
+
+    def delete(self, resource, namespace, name, uid=None, **options):
+        assert options == {}  # a graceful delete: the victim's own grace period
+        self.deleted.append(name)
+        return True
+
+
+def test_pods_of_one_pass_preempt_different_victims_and_wait_for_them():
+    client, events = PreemptingClient(), Events()
+    s = Scheduler(client, Statuses(), recorder=events, clock=Clock())
+    nodes = s.new_pass([NodeResources("n1", ALLOC).with_pod(pod("low-1", cpu="2")),
+                        NodeResources("n2", ALLOC).with_pod(pod("low-2", cpu="2"))])
+    first, second = pod("first", cpu="2", priority=1000), pod("second", cpu="2", priority=1000)
+    s.place(first, nodes)
+    s.place(second, nodes)
+    assert client.deleted == ["low-1", "low-2"]
+    assert [(name, status.get("nominatedNodeName")) for name, status in client.patches
+            if "nominatedNodeName" in status] == [("first", "n1"), ("second", "n2")]
+    marked = [status["conditions"][-1] for name, status in client.patches if name.startswith("low-")]
+    assert {(c["type"], c["status"], c["reason"]) for c in marked} == {("DisruptionTarget", "True", "PreemptionByScheduler")}
+    assert [e for e in events.recorded if e[2] == "Preempted"] == [
+        ("low-1", "Normal", "Preempted", "Preempted by pod uid-first on node n1"),
+        ("low-2", "Normal", "Preempted", "Preempted by pod uid-second on node n2")]
+    s.place(first, nodes)  # its victim is still terminating: no second preemption
+    assert client.deleted == ["low-1", "low-2"]
+    assert events.recorded[-1][3].endswith("preemption: not eligible due to a terminating pod on the nominated node.")
+
+
+def test_a_nomination_that_no_longer_holds_is_cleared():
+    """Its victim gone, the room taken by a pod of higher priority, nothing left to preempt:
+    the pod is no longer nominated, so it holds no room from others."""
+    client = PreemptingClient()
+    s = Scheduler(client, Statuses(), recorder=Events(), clock=Clock())
+    s.place(pod("first", cpu="2", priority=1000), s.new_pass([NodeResources("n1", ALLOC).with_pod(pod("low", cpu="2"))]))
+    assert s.nominated() == {"n1": [pod("first", cpu="2", priority=1000)]}
+    taken = s.new_pass([NodeResources("n1", ALLOC).with_pod(pod("boss", cpu="2", priority=5000))])
+    s.place(pod("first", cpu="2", priority=1000), taken)
+    assert s.nominated() == {} and client.patches[-1] == ("first", {"nominatedNodeName": None})

@@ -30,6 +30,7 @@ def test_no_pass_runs_until_the_nodes_are_listed(apiserver):
         component = SchedulerComponent(client)
         component.pods.start()
         component.namespaces.start()
+        component.budgets.start()
         try:
             _wait(component.pods.synced)
             component.sync()
@@ -48,6 +49,7 @@ def test_no_pass_runs_until_the_nodes_are_listed(apiserver):
             component.pods.stop()
             component.nodes.stop()
             component.namespaces.stop()
+            component.budgets.stop()
     finally:
         client.close()
 
@@ -93,7 +95,7 @@ def test_a_pod_created_after_a_cordon_never_lands_on_the_cordoned_node(apiserver
     created after the cordon was written, is found unschedulable, not bound to it."""
     client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1)
     component = SchedulerComponent(client)
-    informers = (component.pods, component.nodes, component.namespaces)
+    informers = (component.pods, component.nodes, component.namespaces, component.budgets)
     try:
         client.create(NODES, NODE)
         for informer in informers:
@@ -120,5 +122,49 @@ def test_a_pod_created_after_a_cordon_never_lands_on_the_cordoned_node(apiserver
     finally:
         for informer in informers:
             informer.stop()
+        component.stop()
+        client.close()
+
+
+def test_a_higher_priority_pod_preempts_and_is_bound_once_its_victim_is_gone(apiserver):
+    """The low pod fills the node; the urgent one is nominated to it, the low one is marked a
+    DisruptionTarget of preemption, deleted gracefully (it waits for its kubelet) with a
+    Preempted Event; when it is gone the urgent pod is bound there."""
+    client = KubeClient.from_kubeconfig(str(apiserver.kubeconfig), qps=0, max_attempts=1)
+    component = SchedulerComponent(client)
+    try:
+        client.create(NODES, NODE)
+        full = {"requests": {"cpu": "2"}}
+        create(client, {**pod("low", "pass", resources=full)})
+        component.start()
+        deadline = time.monotonic() + 20
+        while not client.get(PODS, "default", "low")["spec"].get("nodeName"):
+            assert time.monotonic() < deadline, "the low pod was never bound"
+            time.sleep(0.05)
+        urgent = pod("urgent", "pass", resources=full)
+        urgent["spec"]["priorityClassName"] = "system-cluster-critical"  # one of kube's built-in classes
+        uid = create(client, urgent)["metadata"]["uid"]
+        while not client.get(PODS, "default", "low")["metadata"].get("deletionTimestamp"):
+            assert time.monotonic() < deadline, "the low pod was never preempted"
+            time.sleep(0.05)
+        low = client.get(PODS, "default", "low")
+        assert low["metadata"]["deletionGracePeriodSeconds"] == 30  # graceful: its own grace period
+        target = next(c for c in low["status"]["conditions"] if c["type"] == "DisruptionTarget")
+        assert (target["status"], target["reason"], target["message"]) == (
+            "True", "PreemptionByScheduler", "default-scheduler: preempting to accommodate a higher priority pod")
+        assert client.get(PODS, "default", "urgent")["status"]["nominatedNodeName"] == "node-a"
+        while not any(e["reason"] == "Preempted" for e in _events_of(client, "low")):
+            assert time.monotonic() < deadline, "no Preempted Event"
+            time.sleep(0.05)
+        (preempted,) = [e for e in _events_of(client, "low") if e["reason"] == "Preempted"]
+        assert (preempted["type"], preempted["message"], preempted["source"]["component"]) == (
+            "Normal", f"Preempted by pod {uid} on node node-a", "default-scheduler")
+        assert "nodeName" not in client.get(PODS, "default", "urgent")["spec"]  # the victim is still there
+
+        client.delete(PODS, "default", "low", grace_period_seconds=0)  # what its kubelet does once it stopped
+        while client.get(PODS, "default", "urgent")["spec"].get("nodeName") != "node-a":
+            assert time.monotonic() < deadline + 10, "the urgent pod was never bound"
+            time.sleep(0.05)
+    finally:
         component.stop()
         client.close()

@@ -91,9 +91,9 @@ def test_on_a_thousand_nodes_each_pod_is_weighed_against_a_share_in_turn(monkeyp
     weighed: list[list[str]] = []
     real_schedule = binding.schedule
 
-    def counting(one: Obj, views: Any, probe: Any = None, assigned: Any = None) -> Any:
+    def counting(one: Obj, views: Any, probe: Any = None, assigned: Any = None, **options: Any) -> Any:
         weighed.append([view.name for view in views])
-        return real_schedule(one, views, probe, assigned)
+        return real_schedule(one, views, probe, assigned, **options)
 
     monkeypatch.setattr(binding, "schedule", counting)
     nodes = [node(f"hollow-{i:04d}") for i in range(1000)]
@@ -110,9 +110,9 @@ def test_a_pod_with_inter_pod_terms_or_spreading_is_weighed_against_every_node(m
     weighed: list[int] = []
     real_schedule = binding.schedule
 
-    def counting(one: Obj, views: Any, probe: Any = None, assigned: Any = None) -> Any:
+    def counting(one: Obj, views: Any, probe: Any = None, assigned: Any = None, **options: Any) -> Any:
         weighed.append(len(views))
-        return real_schedule(one, views, probe, assigned)
+        return real_schedule(one, views, probe, assigned, **options)
 
     monkeypatch.setattr(binding, "schedule", counting)
     nodes = [node(f"hollow-{i:04d}") for i in range(1000)]

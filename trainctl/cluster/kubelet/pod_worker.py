@@ -137,6 +137,9 @@ def termination_message(path: Path, spec: Obj, code: int, log_end: Callable[[], 
     return log_end()
 
 
+KUBELET_CONDITIONS = {"Initialized", "Ready", "ContainersReady", "PodScheduled"}  # what status() writes
+
+
 class PodWorker:
     """Runs one admitted pod in background threads."""
 
@@ -236,6 +239,10 @@ class PodWorker:
                 scheduled or {"type": "PodScheduled", "status": "True", "lastProbeTime": None,
                               "lastTransitionTime": self.start_time},
             ]
+            # Conditions other writers own (DisruptionTarget from an eviction or a preemption,
+            # readiness gates) are kept, as the real kubelet's status manager merges them.
+            conditions += [c for c in self.pod.get("status", {}).get("conditions") or []
+                           if isinstance(c, dict) and c.get("type") not in KUBELET_CONDITIONS]
             status: Obj = {
                 "phase": self.phase,
                 "conditions": conditions,

@@ -20,21 +20,34 @@ condition's message when a pod fits nowhere. Passes run on every change in the c
 pod that keeps failing with the same message is recorded again only after a back-off that
 doubles from 1 s to 10 s (kube-scheduler's pod back-off), and the recorder counts the repeats
 on one Event.
+
+A pod that fits nowhere but would fit once lower-priority pods are gone (:mod:`.preemption`
+picks the node and the victims, under the PodDisruptionBudgets) preempts them, as
+kube-scheduler's DefaultPreemption: the pod's ``status.nominatedNodeName`` names the node;
+each victim gets the ``DisruptionTarget`` condition (reason ``PreemptionByScheduler``), so
+its controller knows it was taken, not failed, then a graceful delete (its
+``terminationGracePeriodSeconds`` respected) and a ``Preempted`` Event. The pod binds once
+the victims are gone; until then, later pods of the pass see them terminating, and every pod
+of no higher priority sees the nominated pod counted on that node, so none takes its room.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Executor
+from dataclasses import replace
 from typing import Any, Optional
 
+from trainctl.cluster import disruption_budgets
 from trainctl.cluster.podutil import is_terminal
 from trainctl.cluster.scheduler import scheduling_events
 from trainctl.cluster.scheduler.assigned import AssignedPods
 from trainctl.cluster.scheduler.fit import (
+    DEFAULT_SCHEDULER,
     MACHINE_PORT_PROBLEM,
     Decision,
     NodeResources,
@@ -42,7 +55,7 @@ from trainctl.cluster.scheduler.fit import (
     schedule,
     wants_this_scheduler,
 )
-from trainctl.cluster.scheduler.preemption import priority
+from trainctl.cluster.scheduler.preemption import TERMINATING, Candidate, nominated_node, priority
 from trainctl.cluster.scheduler.unsupported import GATED_MESSAGE, is_gated
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event
@@ -114,6 +127,8 @@ class Scheduler:
         self._unschedulable: dict[str, str] = {}  # pod uid -> the message last written
         self._failures: dict[str, tuple[str, float, float]] = {}  # pod uid -> (message, next Event at, back-off)
         self._assigned = AssignedPods()
+        self._budgets: Sequence[Obj] = ()  # PodDisruptionBudgets, for this pass's preemptions
+        self._nominated: dict[str, tuple[Obj, str]] = {}  # pod uid -> (pod, node it was nominated to)
         # A port held outside the cluster frees without any API event: look again soon.
         self.waiting_for_machine_ports = False
         self._next_start = 0  # where the next pod's look at a large cluster's nodes begins
@@ -131,6 +146,11 @@ class Scheduler:
                 if not isinstance(spec, dict) or spec.get("nodeName"):
                     del self._assumed[uid]
             self._unschedulable = {u: m for u, m in self._unschedulable.items() if u in by_uid}
+            for uid, pod in by_uid.items():  # nominations the watch shows (another writer's too)
+                if nominated_node(pod) and not (pod.get("spec") or {}).get("nodeName"):
+                    self._nominated[uid] = (pod, nominated_node(pod))
+            self._nominated = {u: (by_uid[u], node) for u, (_, node) in self._nominated.items()
+                               if u in by_uid and wants_scheduling(by_uid[u])}
             self._failures = {u: f for u, f in self._failures.items() if u in by_uid}
 
     def pending(self, pods: list[Obj]) -> list[Obj]:
@@ -141,10 +161,13 @@ class Scheduler:
                       key=queue_order)
 
     def new_pass(self, nodes: Sequence[NodeResources],
-                 namespace_labels: Optional[Mapping[str, Mapping[str, str]]] = None) -> list[NodeResources]:
+                 namespace_labels: Optional[Mapping[str, Mapping[str, str]]] = None,
+                 budgets: Sequence[Obj] = ()) -> list[NodeResources]:
         """Start a pass over the pending pods; :meth:`place` them one by one on the result.
-        ``namespace_labels`` (namespace -> labels) serve inter-pod terms' ``namespaceSelector``."""
+        ``namespace_labels`` (namespace -> labels) serve inter-pod terms' ``namespaceSelector``;
+        ``budgets`` are the PodDisruptionBudgets preemption weighs."""
         self.waiting_for_machine_ports = False
+        self._budgets = budgets
         self._assigned = AssignedPods.of(nodes, namespace_labels or {})
         return list(nodes)
 
@@ -167,6 +190,10 @@ class Scheduler:
                 self._binder.submit(self._bind_in_background, pod, decision.node_name, seen)
             return
         self.waiting_for_machine_ports |= MACHINE_PORT_PROBLEM in decision.message
+        if decision.candidate is not None:
+            self._preempt(pod, decision.candidate, nodes)
+        elif decision.preemption != TERMINATING:
+            self._forget_nomination(pod)
         message = decision.full_message
         if self._failed_again(uid, message):
             self._record(pod, scheduling_events.failed_scheduling(message))
@@ -215,18 +242,88 @@ class Scheduler:
                 self._assumed.pop(pod["metadata"]["uid"], None)
             self._on_bind_failed()
 
+    def _preempt(self, pod: Obj, candidate: Candidate, nodes: list[NodeResources]) -> None:
+        """Nominate ``pod`` to the candidate's node and take the victims off it, gracefully."""
+        meta = pod["metadata"]
+        if nominated_node(pod) != candidate.node:
+            try:
+                self._client.patch(PODS, meta.get("namespace"), meta["name"],
+                                   {"metadata": {"uid": meta["uid"]}, "status": {"nominatedNodeName": candidate.node}},
+                                   subresource="status")
+            except ApiError as exc:
+                log.info("nominating %s/%s to %s: %s", meta.get("namespace"), meta["name"], candidate.node, exc)
+                return
+        with self._lock:
+            self._nominated[meta["uid"]] = (pod, candidate.node)
+        taken = {victim["metadata"]["uid"] for victim in candidate.victims if self._take(victim, pod, candidate.node)}
+        index = next(i for i, node in enumerate(nodes) if node.name == candidate.node)
+        now = now_rfc3339()
+        nodes[index] = replace(nodes[index], bound=tuple(  # terminating for the rest of the pass
+            {**p, "metadata": {**p["metadata"], "deletionTimestamp": now}} if p["metadata"].get("uid") in taken else p
+            for p in nodes[index].bound))
+        log.info("preempted %d pod(s) on %s for %s/%s", len(taken), candidate.node, meta.get("namespace"), meta["name"])
+
+    def _take(self, victim: Obj, preemptor: Obj, node: str) -> bool:
+        """Mark ``victim`` a DisruptionTarget of preemption, delete it gracefully and say so in
+        a ``Preempted`` Event; False when it could not be marked (a later pass looks again)."""
+        meta = victim["metadata"]
+        scheduler = (preemptor.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER
+        condition = {"type": disruption_budgets.DISRUPTION_TARGET, "status": "True", "reason": "PreemptionByScheduler",
+                     "message": f"{scheduler}: preempting to accommodate a higher priority pod"}
+        conditions = disruption_budgets.set_condition(
+            list((victim.get("status") or {}).get("conditions") or []), condition, now_rfc3339())
+        try:  # a merge patch replaces the list: conditional on the version the pass saw
+            self._client.patch(PODS, meta.get("namespace"), meta["name"],
+                               {"metadata": {"uid": meta["uid"], "resourceVersion": meta.get("resourceVersion")},
+                                "status": {"conditions": conditions}}, subresource="status")
+            self._client.delete(PODS, meta.get("namespace"), meta["name"], uid=meta["uid"])
+        except ApiError as exc:
+            log.info("preempting %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+            return False
+        self._record(victim, Event("Normal", "Preempted", f"Preempted by pod {preemptor['metadata']['uid']} on node {node}"))
+        return True
+
+    def _forget_nomination(self, pod: Obj) -> None:
+        """No room by preemption any more: the pod's nomination no longer holds a node (as
+        kube-scheduler clears ``nominatedNodeName`` when preemption finds nothing)."""
+        meta = pod["metadata"]
+        with self._lock:
+            known = self._nominated.pop(meta["uid"], None)
+        if known is None and not nominated_node(pod):
+            return
+        try:
+            self._client.patch(PODS, meta.get("namespace"), meta["name"],
+                               {"metadata": {"uid": meta["uid"]}, "status": {"nominatedNodeName": None}},
+                               subresource="status")
+        except ApiError as exc:
+            log.info("clearing the nomination of %s/%s: %s", meta.get("namespace"), meta["name"], exc)
+
+    def nominated(self) -> dict[str, list[Obj]]:
+        """Node -> the pods nominated to it, waiting for their victims to go."""
+        by_node: dict[str, list[Obj]] = {}
+        with self._lock:
+            for pod, node in self._nominated.values():
+                by_node.setdefault(node, []).append(pod)
+        return by_node
+
     def _decide(self, pod: Obj, nodes: list[NodeResources]) -> Decision:
         """On a large cluster, as kube-scheduler: weigh the pod against a share of the nodes,
         each pod starting where the last one stopped, so the nodes are used in turn; fall back
         to every node (and its reasons) when none of that share fits."""
         enough = nodes_to_find(len(nodes))
+        with self._lock:
+            mine = self._nominated.get(pod["metadata"]["uid"])
+        if mine is not None and not nominated_node(pod):  # nominated by this pass, the watch not showing it yet
+            pod = {**pod, "status": {**(pod.get("status") or {}), "nominatedNodeName": mine[1]}}
+        every = functools.partial(schedule, pod, nodes, self._port_available, self._assigned,
+                                  budgets=self._budgets, nominated=self.nominated())
         if enough == len(nodes) or _places_by_neighbours(pod):
-            return schedule(pod, nodes, self._port_available, self._assigned)
+            return every()
         start = self._next_start % len(nodes)
         window = (nodes[start:] + nodes[:start])[:enough]
         self._next_start = start + enough
-        decision = schedule(pod, window, self._port_available, self._assigned)
-        return decision if decision.fits else schedule(pod, nodes, self._port_available, self._assigned)
+        decision = schedule(pod, window, self._port_available, self._assigned, nominated=self.nominated())
+        return decision if decision.fits else every()
 
     def _bind(self, pod: Obj, node_name: str, seen: str) -> bool:
         """Bind ``pod`` to ``node_name``, which the pass saw at version ``seen``."""

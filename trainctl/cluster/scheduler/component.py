@@ -1,7 +1,8 @@
 """The scheduler process: watch Pods and Nodes, place every pending pod on one pass per change.
 
 Each pass sees every Node (its allocatable, labels, taints, cordon) with the non-terminal
-pods bound to it, and the Namespaces' labels (for inter-pod terms' ``namespaceSelector``), and
+pods bound to it, the Namespaces' labels (for inter-pod terms' ``namespaceSelector``) and the
+PodDisruptionBudgets (which preemption weighs), and
 hands the pending pods to :class:`~.binding.Scheduler` in queue order. Its Events are written
 by :class:`~.scheduling_events.SchedulerEvents`, off the loop.
 """
@@ -24,7 +25,7 @@ from trainctl.cluster.scheduler.views import NodeViews
 from trainctl.kube.client import KubeClient
 from trainctl.kube.informer import Informer
 from trainctl.kube.podstatus import StatusWriter
-from trainctl.kube.restmapper import NAMESPACES, NODES, PODS
+from trainctl.kube.restmapper import NAMESPACES, NODES, PDBS, PODS
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ class SchedulerComponent:
         self.pods = Informer(client, PODS, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.nodes = Informer(client, NODES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.namespaces = Informer(client, NAMESPACES, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
+        # PodDisruptionBudgets, which preemption weighs (a change to one wakes no pass).
+        self.budgets = Informer(client, PDBS, retry_delay=0.05, max_retry_delay=2.0, on_synced=self._dirty.set)
         self.views = NodeViews()
         freshness = NodeFreshness(client, self.views, self.pods, self.nodes)
         self.scheduler = Scheduler(client, StatusWriter(client), port_free_on_machine, self.events,
@@ -60,6 +63,7 @@ class SchedulerComponent:
         self.pods.start()
         self.nodes.start()
         self.namespaces.start()
+        self.budgets.start()
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self._thread.start()
 
@@ -69,6 +73,7 @@ class SchedulerComponent:
         self.pods.stop()
         self.nodes.stop()
         self.namespaces.stop()
+        self.budgets.stop()
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.events.stop()
@@ -88,14 +93,15 @@ class SchedulerComponent:
                 self._dirty.set()
 
     def sync(self) -> None:
-        if not all(informer.synced.is_set() for informer in (self.pods, self.nodes, self.namespaces)):
+        if not all(informer.synced.is_set() for informer in (self.pods, self.nodes, self.namespaces, self.budgets)):
             return  # as kube-scheduler waits for its caches: a pass before the nodes are listed sees none
         by_uid, unbound = self.views.pods()
         self.scheduler.observe(by_uid)
         pending = self.scheduler.pending(unbound)
         if not pending:
             return
-        views = self.scheduler.new_pass(self.views.views(self.scheduler.assumed()), self._namespace_labels())
+        views = self.scheduler.new_pass(self.views.views(self.scheduler.assumed()), self._namespace_labels(),
+                                        self.budgets.store.list())
         for pod in pending:
             try:
                 self.scheduler.place(pod, views)

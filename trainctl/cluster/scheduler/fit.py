@@ -28,9 +28,9 @@ from trainctl.cluster.controlplane import taints
 from trainctl.cluster.network.isolation import ISOLATED, POD_NETWORK_LABEL
 from trainctl.cluster.podutil import DEVICE_RESOURCES, HOLLOW_NODE_LABEL, is_terminal, quantity_or_zero
 from trainctl.cluster.scheduler import interpod, spread
-from trainctl.cluster.scheduler.assigned import AssignedPods, Placed, placed_on
+from trainctl.cluster.scheduler.assigned import AssignedPods, Placed, placed_on, pod_affinity
 from trainctl.cluster.scheduler.labels import requirement_matches
-from trainctl.cluster.scheduler.preemption import preemption_message
+from trainctl.cluster.scheduler.preemption import Candidate, NodeCase, Problems, post_filter, priority
 from trainctl.cluster.scheduler.unsupported import refusal, unsupported_fields
 
 Obj = dict[str, Any]
@@ -249,7 +249,8 @@ class Decision:
 
     fits: bool
     message: str = ""  # why no node fits: "0/3 nodes are available: ..."
-    preemption: str = ""  # what preemption would find: "preemption: 0/3 nodes are available: ..."
+    preemption: str = ""  # why preemption finds no room: "preemption: 0/3 nodes are available: ..."
+    candidate: Optional[Candidate] = None  # where preempting makes room, and whom it takes off
     # resource name -> device indices for the whole pod, e.g. {"nvidia.com/gpu": [0, 1]}.
     devices: dict[str, list[int]] = field(default_factory=dict)
     node_name: str = ""
@@ -366,20 +367,25 @@ def _devices_for(wanted: Mapping[str, Decimal], node: NodeResources) -> dict[str
 
 
 def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[PortProbe] = None,
-             assigned: Optional[AssignedPods] = None) -> Decision:
+             assigned: Optional[AssignedPods] = None, budgets: Sequence[Obj] = (),
+             nominated: Mapping[str, Sequence[Obj]] = {}) -> Decision:
     """The best of ``nodes`` for ``pod``, or kube-scheduler's message for why none fits.
 
     ``port_available(port, protocol)`` says whether the machine has the port free, for ports
     no pod of the same owner holds yet (another cluster or any other program may use it).
     ``assigned`` indexes every placed pod for the rules across nodes (inter-pod affinity,
-    topology spreading); without it, it is built from ``nodes``' bound pods.
+    topology spreading); without it, it is built from ``nodes``' bound pods. When no node
+    fits, :mod:`.preemption` weighs taking lower-priority pods off them, under the
+    PodDisruptionBudgets ``budgets``. The pods ``nominated`` to each node (node -> pods) keep
+    their room there from pods of no higher priority.
     """
     if not nodes:
         return Decision(False, NO_NODES)
+    nodes = _with_nominated(pod, nodes, nominated)
     refused = unsupported_fields(pod)
     if refused:
         return Decision(False, f"0/{len(nodes)} nodes are available: {refusal(refused)}.",
-                        preemption_message(pod, ((node.bound, True) for node in nodes)))
+                        post_filter(pod, [NodeCase(node.name, node.bound, True, lambda _: []) for node in nodes]).message)
     assigned = assigned if assigned is not None else AssignedPods.of(nodes)
     checks = _PodChecks.prepare(pod, nodes, assigned)
     counts: dict[str, int] = {}
@@ -403,9 +409,45 @@ def schedule(pod: Obj, nodes: Sequence[NodeResources], port_available: Optional[
                                                     penalties.get(node.name, 0.0)))  # max keeps the first of equals
         return Decision(True, devices=_devices_for(checks.wanted, best), node_name=best.name)
     reasons = sorted(f"{count} {text}" for text, count in counts.items()) + named  # sorted, as kube-scheduler
-    victims = (([p for p in node.bound if not is_terminal(p)], unresolvable) for node, unresolvable in failed)
-    return Decision(False, f"0/{len(nodes)} nodes are available: {', '.join(reasons)}.",
-                    preemption_message(pod, victims))
+    spec = pod.get("spec") or {}
+    across = bool(spec.get("topologySpreadConstraints") or pod_affinity(pod) or assigned.with_terms)
+    cases = [NodeCase(node.name, node.live_bound, unresolvable, _problems_among(pod, node, nodes, across))
+             for node, unresolvable in failed]
+    preemption = post_filter(pod, cases, budgets)
+    return Decision(False, f"0/{len(nodes)} nodes are available: {', '.join(reasons)}.", preemption.message,
+                    candidate=preemption.candidate)
+
+
+def _with_nominated(pod: Obj, nodes: Sequence[NodeResources],
+                    nominated: Mapping[str, Sequence[Obj]]) -> Sequence[NodeResources]:
+    """``nodes`` with the pods nominated to them (waiting for their victims to go) that are at
+    least as important as ``pod``, counted as bound: kube-scheduler's filters keep that room
+    for them, so a pod of the same priority that comes first in the queue does not take it."""
+    if not nominated:
+        return nodes
+    uid, mine = pod["metadata"].get("uid"), priority(pod)
+    views = []
+    for node in nodes:
+        present = {p["metadata"].get("uid") for p in node.bound}
+        waiting = tuple(p for p in nominated.get(node.name, ()) if p["metadata"].get("uid") not in present
+                        and p["metadata"].get("uid") != uid and priority(p) >= mine)
+        views.append(replace(node, bound=node.bound + waiting) if waiting else node)
+    return views
+
+
+def _problems_among(pod: Obj, node: NodeResources, nodes: Sequence[NodeResources], across: bool) -> Problems:
+    """Why ``pod`` would not fit on ``node`` if only some pods stayed there (``across``: with
+    the rules across nodes, when the pod or a placed pod has terms). Ports held outside the
+    cluster are not asked about: those nodes are not weighed (no eviction frees them)."""
+
+    def problems(staying: list[Obj]) -> list[str]:
+        trial = replace(node, bound=tuple(staying))
+        checks = None
+        if across:  # the rules across nodes count this node's pods too
+            trial_nodes = [trial if other is node else other for other in nodes]
+            checks = _PodChecks.prepare(pod, trial_nodes, AssignedPods.of(trial_nodes))
+        return [problem.text for problem in _node_problems(pod, trial, None, checks)]
+    return problems
 
 
 def score(pod: Obj, node: NodeResources, interpod_score: int = 0,

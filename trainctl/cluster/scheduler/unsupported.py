@@ -7,9 +7,9 @@ the field were not there.
   topology (no PersistentVolumes here);
 - ``spec.resources``: pod-level requests and limits (requests here are the containers').
 
-Preemption (``spec.priority`` above the priority of pods in the way) is not implemented
-either; :mod:`.preemption` says so where it would have helped. ``spec.schedulingGates`` is
-honoured: a gated pod is not scheduled until its gates are removed.
+Preemption (``spec.priority`` above the priority of pods in the way) is implemented
+(:mod:`.preemption`). ``spec.schedulingGates`` is honoured: a gated pod is not scheduled
+until its gates are removed.
 """
 
 from __future__ import annotations

@@ -94,8 +94,9 @@ def store_pod(
     if container.get("imagePullPolicy"):
         store["imagePullPolicy"] = container["imagePullPolicy"]
     spec: dict[str, Any] = {"containers": [store], "restartPolicy": "Always"}
-    # What it takes to run the job's image where the job's pods run.
-    for key in ("imagePullSecrets", "nodeSelector", "tolerations", "serviceAccountName"):
+    # What it takes to run the job's image where the job's pods run, at their priority: a
+    # store of lower priority than its workers would be the first a scheduler preempts.
+    for key in ("imagePullSecrets", "nodeSelector", "tolerations", "serviceAccountName", "priorityClassName"):
         if key in tspec:
             spec[key] = tspec[key]
     return {
