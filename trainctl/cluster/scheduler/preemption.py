@@ -37,17 +37,24 @@ TERMINATING = "preemption: not eligible due to a terminating pod on the nominate
 Problems = Callable[[list[Obj]], list[str]]
 
 
+def _part(pod: Obj, key: str) -> Obj:
+    """``pod[key]`` when it is an object: a malformed stored pod must not stop the scheduler."""
+    value = pod.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def priority(pod: Obj) -> int:
-    value = (pod.get("spec") or {}).get("priority")
+    value = _part(pod, "spec").get("priority")
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def is_terminating(pod: Obj) -> bool:
-    return bool((pod.get("metadata") or {}).get("deletionTimestamp"))
+    return bool(_part(pod, "metadata").get("deletionTimestamp"))
 
 
 def nominated_node(pod: Obj) -> str:
-    return str((pod.get("status") or {}).get("nominatedNodeName") or "")
+    value = _part(pod, "status").get("nominatedNodeName")
+    return value if isinstance(value, str) else ""
 
 
 @dataclass(frozen=True)
