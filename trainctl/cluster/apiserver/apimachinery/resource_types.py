@@ -5,8 +5,8 @@ group/version/resource: how discovery names it, which subresources it has, how o
 defaulted, pruned and validated (CRDs), which columns ``kubectl get`` shows and where the
 ``scale`` subresource reads and writes replicas. Objects of one resource are stored once,
 whatever version they are read through (``storage_key``); a kind that shares another's
-storage in a different shape (``events.k8s.io`` Events, stored as core Events) converts
-on the way in and out (``Conversion``).
+storage in a different shape (``events.k8s.io`` Events, stored as core Events; ``autoscaling/v1``
+HPAs, stored as ``autoscaling/v2``) converts on the way in and out (``Conversion``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainctl.cluster.apiserver.apimachinery import event_conversion
+from trainctl.cluster.apiserver.apimachinery import event_conversion, hpa_conversion
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -33,6 +33,7 @@ class Conversion:
 
 EVENTS_CONVERSION = Conversion("/events", event_conversion.to_core, event_conversion.to_events,
                                event_conversion.FIELD_LABELS)
+HPA_V1_CONVERSION = Conversion("autoscaling/horizontalpodautoscalers", hpa_conversion.to_v2, hpa_conversion.to_v1, {})
 
 
 @dataclass
@@ -308,6 +309,9 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),
+        ResourceType("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
+                     "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
+                     subresources=("status",), status_on_create=True, conversion=HPA_V1_CONVERSION),
         ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "poddisruptionbudget",
                      short_names=("pdb",), subresources=("status",), status_on_create=True, defaulter=_pdb_defaults),
         ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", "priorityclass", namespaced=False,

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from trainctl.cluster.apiserver.apimachinery import jsonpath
+from trainctl.cluster.apiserver.apimachinery import hpa_conversion, jsonpath
 from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.label_selectors import selector_string
 
@@ -271,6 +271,8 @@ def _hpa_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
                _AGE]
 
     def cells(hpa: Obj, now: datetime) -> list[Any]:
+        if hpa.get("apiVersion") == hpa_conversion.V1:
+            hpa = hpa_conversion.to_v2(hpa)  # kube prints both versions from one internal form
         spec = hpa.get("spec") or {}
         ref = spec.get("scaleTargetRef") or {}
         min_replicas = spec.get("minReplicas")
