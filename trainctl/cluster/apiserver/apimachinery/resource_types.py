@@ -202,6 +202,20 @@ def _replicaset_defaults(replicaset: dict[str, Any]) -> None:
     _pod_template_defaults(spec)
 
 
+def _daemonset_defaults(daemonset: dict[str, Any]) -> None:
+    """apps/v1 DaemonSet defaults: a rolling update one node at a time, ten old revisions kept."""
+    spec = daemonset.setdefault("spec", {})
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("minReadySeconds", 0)
+    _pod_template_defaults(spec)
+
+
 def _deployment_defaults(deployment: dict[str, Any]) -> None:
     """apps/v1 Deployment defaults: one replica, a 25%/25% rolling update, ten old ReplicaSets kept."""
     spec = deployment.setdefault("spec", {})
@@ -306,6 +320,9 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("apps", "v1", "replicasets", "ReplicaSet", "replicaset", short_names=("rs",), categories=("all",),
                      subresources=("status", "scale"), status_on_create=True, scale=_REPLICAS_SCALE,
                      defaulter=_replicaset_defaults, shape=_WORKLOAD_SHAPE),
+        ResourceType("apps", "v1", "daemonsets", "DaemonSet", "daemonset", short_names=("ds",), categories=("all",),
+                     subresources=("status",), status_on_create=True, defaulter=_daemonset_defaults,
+                     shape={"spec": {k: v for k, v in _WORKLOAD_SHAPE["spec"].items() if k != "replicas"}, "status": {}}),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),
