@@ -69,6 +69,16 @@ def test_node_selector_affinity_and_taints_pick_the_nodes() -> None:
     assert [dd.node_of(p) for p in dd.decide(tolerant, nodes, [], NOW).create] == ["a", "b", "d"]
 
 
+def test_a_running_pod_stays_through_no_schedule_but_not_no_execute() -> None:
+    ds = daemonset()
+    hash_ = dd.revision(ds)
+    pods = [pod("agent-a", "a", hash_), pod("agent-b", "b", hash_)]
+    nodes = [node("a", taints=[{"key": "maintenance", "effect": "NoSchedule"}]),
+             node("b", taints=[{"key": "maintenance", "effect": "NoExecute"}])]
+    assert dd.decide(ds, nodes, pods, NOW).delete == ["agent-b"]
+    assert dd.decide(ds, nodes, [], NOW).create == []
+
+
 def test_pods_on_nodes_gone_or_no_longer_eligible_and_doubles_are_deleted() -> None:
     ds = daemonset({"nodeSelector": {"role": "edge"}})
     hash_ = dd.revision(ds)

@@ -5,7 +5,8 @@ DaemonSet: one pod on each node the template may run on. This module is the Daem
 rules, with no I/O and no clock (``now`` is passed in):
 
 - a node is eligible when the template's ``nodeSelector`` and required node affinity match it
-  and its ``NoSchedule``/``NoExecute`` taints are tolerated, counting the tolerations kube adds
+  and its ``NoSchedule``/``NoExecute`` taints are tolerated (a running pod only needs to
+  tolerate ``NoExecute``), counting the tolerations kube adds
   to every DaemonSet pod (not-ready and unreachable ``NoExecute``; disk, memory and PID
   pressure and unschedulable ``NoSchedule``; network-unavailable for host-network pods);
 - each eligible node without a live pod gets one, bound to it as kube binds it: a required
@@ -74,8 +75,9 @@ def _term_matches(term: Obj, node: Obj) -> bool:
             and all(requirement_matches(r, fields.get) for r in term.get("matchFields") or []))
 
 
-def eligible(pod_spec: Obj, node: Obj) -> bool:
-    """Whether a pod of this template belongs on ``node``."""
+def eligible(pod_spec: Obj, node: Obj, running: bool = False) -> bool:
+    """Whether a pod of this template belongs on ``node``; one already ``running`` there stays
+    through a ``NoSchedule`` taint it does not tolerate, as kube's only ``NoExecute`` evicts."""
     labels = metadata(node).get("labels") or {}
     if any(labels.get(k) != v for k, v in (pod_spec.get("nodeSelector") or {}).items()):
         return False
@@ -83,7 +85,7 @@ def eligible(pod_spec: Obj, node: Obj) -> bool:
     if required and not any(_term_matches(t, node) for t in required.get("nodeSelectorTerms") or []):
         return False
     blocking = [t for t in (node.get("spec") or {}).get("taints") or []
-                if t.get("effect") in (taints.NO_SCHEDULE, taints.NO_EXECUTE)]
+                if t.get("effect") == taints.NO_EXECUTE or t.get("effect") == taints.NO_SCHEDULE and not running]
     return taints.matching_tolerations(blocking, daemon_tolerations(pod_spec)) is not None
 
 
@@ -136,7 +138,7 @@ def decide(daemonset: Obj, nodes: list[Obj], pods: list[Obj], now: datetime) -> 
     by_node: dict[str, list[Obj]] = {}
     for pod in live:
         by_node.setdefault(node_of(pod) or "", []).append(pod)
-    wanted = {str(metadata(n).get("name")) for n in nodes if eligible(pod_spec, n)}
+    wanted = {str(metadata(n).get("name")) for n in nodes if eligible(pod_spec, n, running=str(metadata(n).get("name")) in by_node)}
     min_ready = int(spec.get("minReadySeconds") or 0)
 
     def wait(pod: Obj) -> Optional[float]:
