@@ -8,14 +8,14 @@ runs. The control plane runs only the ReplicaSet and Deployment controllers.
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.cluster import E2E, scratch_cluster
+from tests.support.polling import poll
 
 pytestmark = pytest.mark.e2e
 
@@ -26,17 +26,6 @@ REVISION = "deployment.kubernetes.io/revision"
 def deploy_env(tmp_path: Path) -> Iterator[E2E]:
     with scratch_cluster(tmp_path, controller=False, controlplane_args=["--controllers", "replicaset,deployment"]) as env:
         yield env
-
-
-def poll(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout:g}s")
-        time.sleep(0.5)
 
 
 def running_pods(env: E2E) -> list[dict[str, Any]]:

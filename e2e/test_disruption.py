@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.cluster import E2E, scratch_cluster
+from tests.support.polling import poll
 
 pytestmark = pytest.mark.e2e
 
@@ -31,17 +31,6 @@ def nodes_env(tmp_path: Path) -> Iterator[E2E]:
     with scratch_cluster(tmp_path, nodes=3, controller=False,
                          controlplane_args=["--controllers", "node-lifecycle,disruption"]) as env:
         yield env
-
-
-def poll(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout:g}s")
-        time.sleep(0.5)
 
 
 def web_pod(env: E2E, name: str, node: str, owner: dict[str, Any]) -> None:

@@ -6,7 +6,6 @@ answers ``metrics.k8s.io`` PodMetrics lists itself and sends everything else to 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from typing import Any, Callable, Optional
 
@@ -16,6 +15,8 @@ from trainctl.cluster.apiserver.process import ApiServerHandle
 from trainctl.cluster.controlplane.api_resources import POD_METRICS
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.restmapper import Resource
+
+from tests.support.polling import poll
 
 Obj = dict[str, Any]
 
@@ -48,11 +49,4 @@ def client(apiserver: ApiServerHandle) -> Iterator[FakeMetricsClient]:
 
 def eventually(check: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     """``check()``'s first truthy result, polled (generous: a loaded 2-core machine)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = check()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached in {timeout:g}s")
-        time.sleep(0.1)
+    return poll(check, timeout, what, interval=0.1)

@@ -14,12 +14,12 @@ from typing import Any, Optional
 from trainctl.api.durations import positive_duration
 
 CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "endpoint", "job", "cronjob", "disruption",
-               "replicaset", "deployment")
+               "replicaset", "deployment", "daemonset")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainctl.cluster.controlplane",
-                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice), Job, CronJob, disruption, ReplicaSet and Deployment controllers of kube-controller-manager.")
+                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice), Job, CronJob, disruption, ReplicaSet, Deployment and DaemonSet controllers of kube-controller-manager.")
     p.add_argument("--kubeconfig", help="kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--controllers", default=",".join(CONTROLLERS),
@@ -110,6 +110,10 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         from trainctl.cluster.controlplane.deployment_controller import DeploymentController
 
         controllers.append(DeploymentController(client))
+    if "daemonset" in wanted:
+        from trainctl.cluster.controlplane.daemonset_controller import DaemonSetController
+
+        controllers.append(DaemonSetController(client))
     return controllers
 
 

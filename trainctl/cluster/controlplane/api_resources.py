@@ -13,3 +13,4 @@ ENDPOINT_SLICES = Resource("discovery.k8s.io", "v1", "endpointslices", "Endpoint
 JOBS = Resource("batch", "v1", "jobs", "Job")
 CRONJOBS = Resource("batch", "v1", "cronjobs", "CronJob")
 PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget")
+DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet")

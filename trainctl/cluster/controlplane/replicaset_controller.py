@@ -17,6 +17,7 @@ from typing import Any, Optional
 from trainctl.cluster.controlplane import replicaset_decision as rd
 from trainctl.cluster.controlplane.controller_ref import controller_of
 from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
+from trainctl.cluster.controlplane.pod_control import apply_pods
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event, EventRecorder
@@ -79,27 +80,8 @@ class ReplicaSetController(LoopController):
         def record(kind: str, reason: str, message: str) -> None:
             self.events.record(replicaset, Event(kind, reason, message), COMPONENT, now)
 
-        failure: Optional[tuple[str, str]] = None
-        try:
-            for pod in decision.rewrite:
-                self.client.replace(r.PODS, pod)
-            for pod in decision.create:
-                try:
-                    created = self.client.create(r.PODS, pod).object
-                except ApiError as exc:
-                    if exc.code in (403, 422):  # refused: kube's ReplicaFailure condition says why
-                        failure = ("FailedCreate", str(exc))
-                        record("Warning", "FailedCreate", f"Error creating: {exc}")
-                    raise
-                if created is not None:
-                    self.expectations.expect_creates(uid, uid, [("Pod", namespace or "", created["metadata"]["name"])])
-                    record("Normal", "SuccessfulCreate", f"Created pod: {created['metadata']['name']}")
-            for pod_name in decision.delete:
-                self.expectations.expect_deletes(uid, [(("Pod", namespace or "", pod_name), None)])
-                if self.client.delete(r.PODS, namespace, pod_name):
-                    record("Normal", "SuccessfulDelete", f"Deleted pod: {pod_name}")
-        except ApiError as exc:  # a conflict, a refused pod or a busy server: the next pass looks again
-            log.info("cannot apply the ReplicaSet's next step", extra={"replicaset": f"{namespace}/{name}", "error": str(exc)})
+        failure = apply_pods(self.client, self.expectations, replicaset, rewrite=decision.rewrite, create=decision.create,
+                             delete=decision.delete, record=record)
         try:  # the status, whatever became of the pods (a refusal is part of it)
             if decision.status is not None:
                 self.client.replace(r.REPLICASETS, {**replicaset, "status": decision.status}, subresource="status")

@@ -63,6 +63,22 @@ def available_in(pod: Obj, min_ready_seconds: int, now: datetime) -> Optional[fl
     return max((since - now).total_seconds() + min_ready_seconds, 0.0)
 
 
+def count_ready(pods: list[Obj], min_ready_seconds: int, now: datetime) -> tuple[int, int, Optional[float]]:
+    """How many of ``pods`` are ready, how many available, and when the next one becomes available."""
+    ready = available = 0
+    soonest: Optional[float] = None
+    for pod in pods:
+        wait = available_in(pod, min_ready_seconds, now)
+        if wait is None:
+            continue
+        ready += 1
+        if wait <= 0:
+            available += 1
+        elif soonest is None or wait < soonest:
+            soonest = wait
+    return ready, available, soonest
+
+
 def _deletion_cost(pod: Obj) -> int:
     try:
         return int(str((metadata(pod).get("annotations") or {}).get(DELETION_COST, "0")))
@@ -133,16 +149,7 @@ def decide(replicaset: Obj, pods: list[Obj], now: datetime, related: Optional[li
 
     min_ready = int(spec.get("minReadySeconds") or 0)
     template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-    ready = available = 0
-    for pod in active:
-        wait = available_in(pod, min_ready, now)
-        if wait is None:
-            continue
-        ready += 1
-        if wait <= 0:
-            available += 1
-        elif decision.requeue_after is None or wait < decision.requeue_after:
-            decision.requeue_after = wait
+    ready, available, decision.requeue_after = count_ready(active, min_ready, now)
     fully_labeled = sum(1 for p in active if all((metadata(p).get("labels") or {}).get(k) == v for k, v in template_labels.items()))
     old: Obj = replicaset.get("status") or {}
     status: Obj = {**old, "replicas": len(active), "fullyLabeledReplicas": fully_labeled, "readyReplicas": ready,

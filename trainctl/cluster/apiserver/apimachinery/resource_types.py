@@ -5,8 +5,8 @@ group/version/resource: how discovery names it, which subresources it has, how o
 defaulted, pruned and validated (CRDs), which columns ``kubectl get`` shows and where the
 ``scale`` subresource reads and writes replicas. Objects of one resource are stored once,
 whatever version they are read through (``storage_key``); a kind that shares another's
-storage in a different shape (``events.k8s.io`` Events, stored as core Events) converts
-on the way in and out (``Conversion``).
+storage in a different shape (``events.k8s.io`` Events, stored as core Events; ``autoscaling/v1``
+HPAs, stored as ``autoscaling/v2``) converts on the way in and out (``Conversion``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainctl.cluster.apiserver.apimachinery import event_conversion
+from trainctl.cluster.apiserver.apimachinery import event_conversion, hpa_conversion
 
 ALL_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
 
@@ -33,6 +33,7 @@ class Conversion:
 
 EVENTS_CONVERSION = Conversion("/events", event_conversion.to_core, event_conversion.to_events,
                                event_conversion.FIELD_LABELS)
+HPA_V1_CONVERSION = Conversion("autoscaling/horizontalpodautoscalers", hpa_conversion.to_v2, hpa_conversion.to_v1, {})
 
 
 @dataclass
@@ -201,6 +202,20 @@ def _replicaset_defaults(replicaset: dict[str, Any]) -> None:
     _pod_template_defaults(spec)
 
 
+def _daemonset_defaults(daemonset: dict[str, Any]) -> None:
+    """apps/v1 DaemonSet defaults: a rolling update one node at a time, ten old revisions kept."""
+    spec = daemonset.setdefault("spec", {})
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        rolling = strategy.setdefault("rollingUpdate", {})
+        rolling.setdefault("maxUnavailable", 1)
+        rolling.setdefault("maxSurge", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("minReadySeconds", 0)
+    _pod_template_defaults(spec)
+
+
 def _deployment_defaults(deployment: dict[str, Any]) -> None:
     """apps/v1 Deployment defaults: one replica, a 25%/25% rolling update, ten old ReplicaSets kept."""
     spec = deployment.setdefault("spec", {})
@@ -305,9 +320,15 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("apps", "v1", "replicasets", "ReplicaSet", "replicaset", short_names=("rs",), categories=("all",),
                      subresources=("status", "scale"), status_on_create=True, scale=_REPLICAS_SCALE,
                      defaulter=_replicaset_defaults, shape=_WORKLOAD_SHAPE),
+        ResourceType("apps", "v1", "daemonsets", "DaemonSet", "daemonset", short_names=("ds",), categories=("all",),
+                     subresources=("status",), status_on_create=True, defaulter=_daemonset_defaults,
+                     shape={"spec": {k: v for k, v in _WORKLOAD_SHAPE["spec"].items() if k != "replicas"}, "status": {}}),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),
+        ResourceType("autoscaling", "v1", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
+                     "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
+                     subresources=("status",), status_on_create=True, conversion=HPA_V1_CONVERSION),
         ResourceType("policy", "v1", "poddisruptionbudgets", "PodDisruptionBudget", "poddisruptionbudget",
                      short_names=("pdb",), subresources=("status",), status_on_create=True, defaulter=_pdb_defaults),
         ResourceType("scheduling.k8s.io", "v1", "priorityclasses", "PriorityClass", "priorityclass", namespaced=False,

@@ -1,7 +1,7 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
 
 kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|
-job|cronjob|deployment|pdb|priorityclass``, ``kubectl drain``'s evictions) send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
+job|cronjob|deployment|pdb|priorityclass``, ``kubectl autoscale``, ``kubectl drain``'s evictions) send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
 clients in Python all use JSON. This module turns those few kinds back into the JSON shape
 the rest of the server works on. There is no Python package carrying the generated
 Kubernetes messages, so the field numbers below are transcribed from the ``generated.proto``
@@ -133,6 +133,12 @@ KINDS: dict[str, Schema] = {
     "ReplicaSet": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
         1: ("replicas", "zero_int", None), 2: ("selector", "message", _LABEL_SELECTOR), 3: ("template", "message", _POD_TEMPLATE),
         4: ("minReadySeconds", "int", None)})},
+    # kubectl autoscale (autoscaling/v1 generated.proto; only v1 is sent this way).
+    "HorizontalPodAutoscaler": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("scaleTargetRef", "message", {1: ("kind", "string", None), 2: ("name", "string", None),
+                                          3: ("apiVersion", "string", None)}),
+        2: ("minReplicas", "int", None), 3: ("maxReplicas", "zero_int", None),
+        4: ("targetCPUUtilizationPercentage", "int", None)})},
     # kubectl create pdb|priorityclass, and kubectl drain's evictions.
     "PodDisruptionBudget": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
         1: ("minAvailable", "intorstring", _INT_OR_STRING), 2: ("selector", "message", _LABEL_SELECTOR),

@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from trainctl.cluster.apiserver.apimachinery import jsonpath
+from trainctl.cluster.apiserver.apimachinery import hpa_conversion, jsonpath
 from trainctl.cluster.apiserver.apimachinery.resource_types import ResourceType
 from trainctl.cluster.label_selectors import selector_string
 
@@ -271,6 +271,8 @@ def _hpa_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
                _AGE]
 
     def cells(hpa: Obj, now: datetime) -> list[Any]:
+        if hpa.get("apiVersion") == hpa_conversion.V1:
+            hpa = hpa_conversion.to_v2(hpa)  # kube prints both versions from one internal form
         spec = hpa.get("spec") or {}
         ref = spec.get("scaleTargetRef") or {}
         min_replicas = spec.get("minReplicas")
@@ -518,6 +520,26 @@ def _replicaset_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[
     return columns, cells
 
 
+def _daemonset_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Desired", "The desired number of pods.", type_="integer"),
+               _col("Current", "The current number of pods.", type_="integer"),
+               _col("Ready", "The number of pods ready.", type_="integer"),
+               _col("Up-to-date", "The number of pods updated.", type_="integer"),
+               _col("Available", "The number of pods ready and available.", type_="integer"),
+               _col("Node Selector", "Node selector of the pods."), _AGE, *_TEMPLATE_COLUMNS]
+
+    def cells(daemonset: Obj, now: datetime) -> list[Any]:
+        spec, status = daemonset.get("spec") or {}, daemonset.get("status") or {}
+        selector = (spec.get("template") or {}).get("spec", {}).get("nodeSelector") or {}
+        return [daemonset["metadata"]["name"], status.get("desiredNumberScheduled", 0),
+                status.get("currentNumberScheduled", 0), status.get("numberReady", 0),
+                status.get("updatedNumberScheduled", 0), status.get("numberAvailable", 0),
+                ",".join(f"{k}={v}" for k, v in selector.items()) or "<none>",
+                age(daemonset["metadata"].get("creationTimestamp"), now), *_template_cells(spec)]
+
+    return columns, cells
+
+
 def _cronjob_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     columns = [_NAME, _col("Schedule", "The schedule in Cron format."),
                _col("Timezone", "The time zone of the schedule."), _col("Suspend", "Whether the CronJob is suspended.", type_="boolean"),
@@ -604,6 +626,7 @@ _BUILTIN = {
     ("batch", "cronjobs"): _cronjob_columns,
     ("apps", "deployments"): _deployment_columns,
     ("apps", "replicasets"): _replicaset_columns,
+    ("apps", "daemonsets"): _daemonset_columns,
     ("policy", "poddisruptionbudgets"): _pdb_columns,
     ("scheduling.k8s.io", "priorityclasses"): _priority_class_columns,
     ("rbac.authorization.k8s.io", "roles"): _role_columns,

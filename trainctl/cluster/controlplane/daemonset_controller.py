@@ -1,0 +1,85 @@
+"""The DaemonSet controller: keeps one pod of each apps/v1 DaemonSet on every node it belongs on.
+
+Level-based like the other control-plane loops: each pass hands every DaemonSet, the nodes
+and the pods of its namespace to :func:`daemonset_decision.decide` and applies the answer
+(pods adopted or released, created for nodes without one, deleted where they no longer
+belong or to roll out a new template, the status written, Events recorded as kube's
+controller records them). Node changes wake it, so a node added or relabelled gets its pod.
+A pass waits for the cache to show the pods it created or deleted before it decides for
+that DaemonSet again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from datetime import datetime, timezone
+from typing import Any, Optional
+
+from trainctl.cluster.controlplane import daemonset_decision as dd
+from trainctl.cluster.controlplane.api_resources import DAEMONSETS
+from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
+from trainctl.cluster.controlplane.pod_control import apply_pods
+from trainctl.kube import restmapper as r
+from trainctl.kube.client import ApiError, KubeClient
+from trainctl.kube.events import Event, EventRecorder
+from trainctl.kube.expectations import Expectations
+from trainctl.kube.informer import Informer
+
+log = logging.getLogger("trainctl.controlplane.daemonset")
+
+Obj = dict[str, Any]
+COMPONENT = "daemonset-controller"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class DaemonSetController(LoopController):
+    def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = _utc_now) -> None:
+        self.client = client
+        self.clock = clock
+        self.daemonsets = Informer(client, DAEMONSETS)
+        self.nodes = Informer(client, r.NODES)
+        self.pods = Informer(client, r.PODS)
+        self.events = EventRecorder(client)
+        self.expectations = Expectations(ttl=60.0)
+        self.loop = PeriodicLoop("daemonset", [self.daemonsets, self.nodes, self.pods], self.sync,
+                                 resync_period).wake_on_changes()
+
+    def sync(self) -> Optional[float]:
+        now = self.clock()
+        nodes = self.nodes.store.list()
+        pods_by_namespace: dict[str, list[Obj]] = {}
+        for pod in self.pods.store.list():
+            pods_by_namespace.setdefault(pod["metadata"].get("namespace") or "", []).append(pod)
+
+        def lookup(key: tuple[str, str, str]) -> Optional[Obj]:
+            return self.pods.store.get(key[1], key[2])
+
+        sooner: Optional[float] = None
+        for daemonset in self.daemonsets.store.list():
+            uid = daemonset["metadata"].get("uid") or ""
+            if not self.expectations.satisfied(uid, lookup):
+                continue  # the watch event that satisfies it wakes the loop
+            pods = pods_by_namespace.get(daemonset["metadata"].get("namespace") or "", [])
+            decision = dd.decide(daemonset, nodes, pods, now)
+            self._apply(daemonset, decision, now)
+            if decision.requeue_after is not None:
+                sooner = decision.requeue_after if sooner is None else min(sooner, decision.requeue_after)
+        return None if sooner is None else max(sooner, 0.5)
+
+    def _apply(self, daemonset: Obj, decision: dd.DaemonSetDecision, now: datetime) -> None:
+        namespace, name = daemonset["metadata"].get("namespace"), daemonset["metadata"]["name"]
+
+        def record(kind: str, reason: str, message: str) -> None:
+            self.events.record(daemonset, Event(kind, reason, message), COMPONENT, now)
+
+        apply_pods(self.client, self.expectations, daemonset, rewrite=decision.rewrite, create=decision.create,
+                   delete=decision.delete, record=record)
+        try:
+            if decision.status is not None:
+                self.client.replace(DAEMONSETS, {**daemonset, "status": decision.status}, subresource="status")
+        except ApiError as exc:
+            log.info("cannot write the DaemonSet's status", extra={"daemonset": f"{namespace}/{name}", "error": str(exc)})
