@@ -16,19 +16,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client
-
-from trainctl.kube.restmapper import NODES
 
 from tests.support.cluster import E2E, scratch_cluster
 from tests.support.conditions import condition
-from tests.support.samples import load_sample
+from tests.support.node_check import DDP, checked_job, heal, job_events, node_names, tainted
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]  # torch starts slowly on a loaded machine
 
-DDP = "pytorch-ddp"
 PODS = (f"{DDP}-master-0", f"{DDP}-worker-0", f"{DDP}-worker-1")
-TAINT = "trainctl.io/unhealthy"
 TIMEOUT = 600.0  # torch imports take tens of seconds each on a loaded two-core machine
 
 
@@ -43,48 +38,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[E2E]:
 @pytest.fixture
 def env(cluster: E2E) -> Iterator[E2E]:
     yield cluster
-    kube = cluster.cluster.client()
-    try:
-        for name in node_names(cluster):
-            try:
-                cluster.cluster.fault("restore", name)
-            except Exception:  # not degraded
-                pass
-            node = kube.get(NODES, None, name)
-            taints = [t for t in node["spec"].get("taints") or [] if t["key"] != TAINT]
-            if taints != (node["spec"].get("taints") or []):
-                node["spec"]["taints"] = taints
-                kube.replace(NODES, node)
-    finally:
-        kube.close()
+    heal(cluster)
     cluster.clean()
-
-
-def node_names(env: E2E) -> list[str]:
-    return sorted(n.metadata.name for n in client.CoreV1Api(env.api).list_node().items)
-
-
-def tainted(env: E2E) -> dict[str, str]:
-    """Each node tainted by the node check, and the taint's value."""
-    out = {}
-    for node in client.CoreV1Api(env.api).list_node().items:
-        for t in node.spec.taints or []:
-            if t.key == TAINT:
-                out[node.metadata.name] = t.value
-    return out
-
-
-def job_events(env: E2E, reason: str, job: dict[str, Any]) -> list[str]:
-    """The Events of this job (by uid: an earlier test's job of the same name left its own)."""
-    events = client.CoreV1Api(env.api).list_namespaced_event("default").items
-    return [e.message for e in events if e.involved_object.uid == job["metadata"]["uid"] and e.reason == reason]
-
-
-def checked_job(exclude_stragglers: bool = True) -> dict[str, Any]:
-    job = load_sample("pytorch/ddp.yaml")
-    job["metadata"]["annotations"] = {"trainctl.io/node-check": "true",
-                                      "trainctl.io/exclude-stragglers": str(exclude_stragglers).lower()}
-    return job
 
 
 def run_with_a_bad_node(env: E2E, fault: dict[str, Any], exclude_stragglers: bool) -> tuple[str, dict[str, Any], list[str]]:
