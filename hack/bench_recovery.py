@@ -838,6 +838,51 @@ def measure_oom(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse
     return Outcome(times, breakdown, notes)
 
 
+def _last_step(run: TimedObserver, world_size: int, before: LogLine) -> int:
+    """The highest step the workers printed at ``world_size`` before ``before`` was printed
+    (the ``ts`` the script wrote, not when the line arrived: logs lag)."""
+    until = float(before.fields["ts"])
+    return max((line.int("step") for line in run.lines if line.event == "step" and line.int("world_size") == world_size
+                and float(line.fields["ts"]) < until), default=0)
+
+
+def _elastic_at_three(args: argparse.Namespace) -> dict:
+    job = _sample_job("pytorch/elastic.yaml", args)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 3
+    return job
+
+
+def measure_scale_in(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
+    """Elastic job at 3 workers; worker-1 chosen (``pod-deletion-cost: -100``) and the job
+    scaled to 2: the survivors train again at 2 (steps redone: from the last step before the
+    scale back to the checkpoint they resumed from); then scaled to 3: worker-1 comes back.
+    The verdict: worker-1, and only it, went; the survivors' pods were kept; no restart counted."""
+    workers = [f"{ELASTIC_JOB}-worker-{i}" for i in range(3)]
+    chosen, survivors = workers[1], [workers[0], workers[2]]
+    _training(run, workers, 3, 0.0)
+    time.sleep(args.pause)
+    kept = {pod: run.pods[pod]["metadata"]["uid"] for pod in survivors}
+    chosen_uid = run.pods[chosen]["metadata"]["uid"]
+    bench.kubectl("annotate", "pod", chosen, "controller.kubernetes.io/pod-deletion-cost=-100")
+    t0 = time.monotonic()
+    bench.kubectl("scale", "pytorchjob", ELASTIC_JOB, "--replicas=2")
+    steps = {pod: _wait(run, f"{pod} training at 2", functools.partial(_fresh_step, run, pod, t0, 2)) for pod in survivors}
+    shrunk = max(step.at for step in steps.values())
+    first = min(steps.values(), key=lambda step: float(step.fields["ts"]))
+    redone = _last_step(run, 3, first) - first.int("step") + 1
+    gone = _wait(run, f"{chosen} gone", lambda: chosen not in run.pods or None)
+    time.sleep(args.pause)
+    t1 = time.monotonic()
+    bench.kubectl("scale", "pytorchjob", ELASTIC_JOB, "--replicas=3")
+    back = _wait(run, f"{chosen} back at 3", lambda: next(
+        (step for uid in run.uids(chosen) if uid != chosen_uid for step in [_fresh_step(run, chosen, t1, 3, uid=uid)] if step), None))
+    restarts = (bench.kubectl.json("get", "pytorchjob", ELASTIC_JOB).get("status") or {}).get("restartCount") or 0
+    verdict = bool(gone) and all(run.uids(pod)[-1] == uid for pod, uid in kept.items()) and not restarts
+    times = {"scale in → survivors train at 2": shrunk - t0, "scale out → back at 3": back.at - t1}
+    return Outcome(times, {}, {"steps_redone": redone, "restart_count": restarts,
+                               "survivor_restarted_steps": {p: s.int("step") for p, s in steps.items()}}, verdict)
+
+
 FAULT_PHASES = {phase.name: phase for phase in (
     FaultPhase("node-kill", "elastic job, node of worker-0 killed",
                {"survivors train again": 10.0, "replacement trains at full size": 25.0},
@@ -852,6 +897,9 @@ FAULT_PHASES = {phase.name: phase for phase in (
     FaultPhase("store-lost", "rendezvous store pod force-deleted",
                {"all workers train again": 10.0}, measure_store_lost,
                lambda args: _sample_job("pytorch/elastic.yaml", args)),
+    FaultPhase("scale-in", "elastic job, a chosen worker scaled in (pod-deletion-cost), then out again",
+               {"scale in → survivors train at 2": None, "scale out → back at 3": None}, measure_scale_in,
+               lambda args: _elastic_at_three(args), "the chosen worker alone went, no restart counted"),
     FaultPhase("oom", "worker OOMKilled, opted in to a relaunch with more memory",
                {"OOMKilled → relaunched and training": 10.0}, measure_oom,
                lambda args: _sample_job("pytorch/elastic-oom.yaml", args, checkpoints=False)),
