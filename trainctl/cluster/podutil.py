@@ -29,6 +29,14 @@ def metadata(obj: Obj) -> Obj:
     return meta if isinstance(meta, dict) else {}
 
 
+def int_annotation(obj: Obj, key: str) -> int:
+    """An annotation holding an integer (a revision, a deletion cost); 0 when absent or not one."""
+    try:
+        return int(str((metadata(obj).get("annotations") or {}).get(key, "0")))
+    except ValueError:
+        return 0
+
+
 def phase(pod: Obj) -> Any:
     status = pod.get("status")
     return status.get("phase") if isinstance(status, dict) else None

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import cronjob_decision as cd
 from trainctl.cluster.controlplane.api_resources import CRONJOBS, JOBS
 from trainctl.cluster.controlplane.job_controller import JobEvent
-from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
+from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop, utc_now
 from trainctl.cluster.cron import schedule_problem
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import EventRecorder
@@ -28,12 +28,8 @@ Obj = dict[str, Any]
 COMPONENT = "cronjob-controller"
 
 
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class CronJobController(LoopController):
-    def __init__(self, client: KubeClient, resync_period: float = 60.0, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(self, client: KubeClient, resync_period: float = 60.0, clock: Callable[[], datetime] = utc_now) -> None:
         self.client = client
         self.clock = clock
         self.cronjobs = Informer(client, CRONJOBS)

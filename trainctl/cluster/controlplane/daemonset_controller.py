@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import daemonset_decision as dd
 from trainctl.cluster.controlplane.api_resources import DAEMONSETS
-from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
+from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop, utc_now
 from trainctl.cluster.controlplane.pod_control import apply_pods
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
@@ -32,12 +32,8 @@ Obj = dict[str, Any]
 COMPONENT = "daemonset-controller"
 
 
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class DaemonSetController(LoopController):
-    def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = utc_now) -> None:
         self.client = client
         self.clock = clock
         self.daemonsets = Informer(client, DAEMONSETS)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import deployment_decision as dd
 from trainctl.cluster.controlplane.controller_ref import controller_of
-from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
+from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop, utc_now
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event, EventRecorder
@@ -28,12 +28,8 @@ Obj = dict[str, Any]
 COMPONENT = "deployment-controller"
 
 
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class DeploymentController(LoopController):
-    def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = utc_now) -> None:
         self.client = client
         self.clock = clock
         self.deployments = Informer(client, r.DEPLOYMENTS)

@@ -41,7 +41,7 @@ from typing import Any, Optional
 
 from trainctl.cluster.controlplane import controller_ref
 from trainctl.cluster.controlplane.units import format_time, parse_time
-from trainctl.cluster.podutil import is_terminal, metadata
+from trainctl.cluster.podutil import int_annotation, is_terminal, metadata
 
 Obj = dict[str, Any]
 
@@ -114,10 +114,7 @@ def surge_and_unavailable(deployment: Obj) -> tuple[int, int]:
 
 
 def revision(replicaset: Obj) -> int:
-    try:
-        return int(str((metadata(replicaset).get("annotations") or {}).get(REVISION, "0")))
-    except ValueError:
-        return 0
+    return int_annotation(replicaset, REVISION)
 
 
 def _replicas(replicaset: Obj) -> int:

@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import datetime, timezone
 from typing import Callable, Optional
 
 from trainctl.kube.informer import Informer
 
 log = logging.getLogger("trainctl.controlplane")
+
+
+def utc_now() -> datetime:
+    """The controllers' default clock (tests pass their own)."""
+    return datetime.now(timezone.utc)
 
 
 class PeriodicLoop:

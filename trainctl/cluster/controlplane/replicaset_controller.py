@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import replicaset_decision as rd
 from trainctl.cluster.controlplane.controller_ref import controller_of
-from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop
+from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop, utc_now
 from trainctl.cluster.controlplane.pod_control import apply_pods
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
@@ -30,12 +30,8 @@ Obj = dict[str, Any]
 COMPONENT = "replicaset-controller"
 
 
-def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
 class ReplicaSetController(LoopController):
-    def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = _utc_now) -> None:
+    def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = utc_now) -> None:
         self.client = client
         self.clock = clock
         self.replicasets = Informer(client, r.REPLICASETS)

@@ -26,7 +26,7 @@ from typing import Any, Optional
 
 from trainctl.cluster.controlplane import controller_ref
 from trainctl.cluster.controlplane.units import format_time, parse_time
-from trainctl.cluster.podutil import is_terminal, metadata
+from trainctl.cluster.podutil import int_annotation, is_terminal, metadata
 
 Obj = dict[str, Any]
 
@@ -80,10 +80,7 @@ def count_ready(pods: list[Obj], min_ready_seconds: int, now: datetime) -> tuple
 
 
 def _deletion_cost(pod: Obj) -> int:
-    try:
-        return int(str((metadata(pod).get("annotations") or {}).get(DELETION_COST, "0")))
-    except ValueError:
-        return 0
+    return int_annotation(pod, DELETION_COST)
 
 
 def _restarts(pod: Obj) -> int:
