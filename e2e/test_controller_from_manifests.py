@@ -153,8 +153,10 @@ def test_the_deployment_runs_the_controller_as_its_service_account_and_trains_th
     service_ip = env.kubectl("get", "service", "kubernetes", "-n", "default", "-o", "jsonpath={.spec.clusterIP}")
     servers = {pod: record.get("server") for pod, record in records if record.get("msg") == "starting"}
     assert servers == {pod: f"https://{service_ip}:443" for pod in names}, servers
+    # Only a leader reconciles (its workers start once it holds the Lease): one replica stands by.
     leaders = {pod for pod, record in records if record.get("msg") == "became leader"}
-    assert holder in leaders and leaders <= names, records
+    acting = {pod for pod, record in records if record.get("msg") == "workers started"}
+    assert holder in leaders and acting == leaders and len(acting) < len(names), records
     # Its roles allowed every call it made.
     assert refused(records) == []
     env.kubectl("delete", "pytorchjob", "pytorch-ddp", "-n", install.jobs_namespace, "--wait=true", timeout=120)
