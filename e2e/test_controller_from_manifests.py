@@ -35,7 +35,9 @@ from tests.support.polling import poll
 from tests.support.repo import REPO
 from tests.support.samples import containers, load_sample, named, set_arg
 
-pytestmark = pytest.mark.e2e
+# The waits' bounds: a cluster's start, the Deployment's rollout (twice) and a DDP job, on a
+# loaded two-core machine.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 NAME = "trainctl-controller"
 SELECTOR = "app.kubernetes.io/name=trainctl,app.kubernetes.io/component=controller"

@@ -211,11 +211,12 @@ class BwrapArgs:
         self._mounts.append((target, "--tmpfs", None))
 
     def place_mounts(self) -> None:
-        for target, option, source in sorted(self._mounts, key=lambda mount: _depth(mount[0])):
+        placed = [(sandbox_path(target), option, source) for target, option, source in self._mounts]
+        for target, option, source in sorted(placed, key=lambda mount: _depth(mount[0])):
             if source is None:
                 self.args += [option, target]
                 continue
-            self.args += [option, f"{STAGE}/{len(self.sources)}", sandbox_path(target)]
+            self.args += [option, f"{STAGE}/{len(self.sources)}", target]
             self.sources.append(source)
         self._mounts.clear()
 
