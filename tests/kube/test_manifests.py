@@ -47,6 +47,8 @@ def test_the_base_renders_everything_a_cluster_needs(cluster_install):
             "CustomResourceDefinition",
             "ServiceAccount",
             "ClusterRole",
+            "ClusterRole",
+            "ClusterRoleBinding",
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
@@ -123,11 +125,32 @@ def test_the_cluster_role_has_no_wildcards(cluster_install):
                 assert "*" not in rule[field], (role["metadata"]["name"], rule)
 
 
+# What a ClusterRoleBinding may grant: resources without a namespace (a RoleBinding cannot).
+CLUSTER_SCOPED = {("", "nodes")}
+
+
+def test_every_install_grants_the_cluster_scoped_resources_cluster_wide_and_nothing_else_there(cluster_install,
+                                                                                              namespace_install):
+    for install in (cluster_install, namespace_install):
+        roles = {o["metadata"]["name"]: o for o in by_kind(install, "ClusterRole")}
+        wide = {(group, resource)
+                for binding in by_kind(install, "ClusterRoleBinding")
+                for rule in roles[binding["roleRef"]["name"]]["rules"]
+                for group in rule["apiGroups"] for resource in rule["resources"]}
+        assert CLUSTER_SCOPED <= wide
+    namespace_roles = {o["metadata"]["name"]: o for o in by_kind(namespace_install, "ClusterRole")}
+    (binding,) = by_kind(namespace_install, "ClusterRoleBinding")
+    granted = {(group, resource) for rule in namespace_roles[binding["roleRef"]["name"]]["rules"]
+               for group in rule["apiGroups"] for resource in rule["resources"]}
+    assert granted == CLUSTER_SCOPED
+    assert binding["metadata"]["name"].endswith("-training")  # one per install: another namespace's is apart
+
+
 def test_the_single_namespace_overlay_confines_the_controller(namespace_install):
     kinds = {o["kind"] for o in namespace_install}
-    assert "ClusterRoleBinding" not in kinds and "CustomResourceDefinition" not in kinds
+    assert "CustomResourceDefinition" not in kinds
     for obj in namespace_install:
-        if obj["kind"] not in ("ClusterRole", "Namespace"):
+        if obj["kind"] not in ("ClusterRole", "ClusterRoleBinding", "Namespace"):
             assert obj["metadata"]["namespace"] == "training", obj["metadata"]["name"]
         for subject in obj.get("subjects", ()):
             assert subject["namespace"] == "training"

@@ -115,9 +115,10 @@ def ready(health_port: int) -> bool:
 
 
 def load_rbac() -> list[dict[str, Any]]:
-    """The ClusterRole and leader-election Role rules from the base manifests."""
+    """The ClusterRoles' and the leader-election Role's rules from the base manifests."""
     rules: list[dict[str, Any]] = []
-    for path in ("manifests/base/rbac/cluster_role.yaml", "manifests/base/rbac/leader_election_role.yaml"):
+    for path in ("manifests/base/rbac/cluster_role.yaml", "manifests/base/rbac/node_role.yaml",
+                 "manifests/base/rbac/leader_election_role.yaml"):
         rules += yaml.safe_load((REPO / path).read_text())["rules"]
     return rules
 

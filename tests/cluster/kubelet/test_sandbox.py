@@ -49,17 +49,46 @@ def test_the_cluster_directory_is_hidden_after_the_system_and_the_pods_own_paths
     assert "/root" not in args and "/home" not in args
 
 
+def pod_workdir_under_a_tmp_volume(tmp_path: Path) -> sandbox.SandboxLayout:
+    """The layout of a pod with an emptyDir at /tmp whose working directory (the cluster's,
+    a test's scratch directory) lies under /tmp on the machine."""
+    plan = layout(tmp_path)
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    workdir.chmod(0o755)  # the pods' user enters it
+    (workdir / "train.py").write_text("print('from the working directory')\n")
+    empty_dir = plan.tmp.parent / "volumes" / "scratch"
+    empty_dir.mkdir()
+    sandbox.chown_all([empty_dir], sandbox.POD_USER)
+    plan.read_only.insert(0, workdir)
+    plan.volumes.append(Mount(empty_dir, "/tmp", False))
+    return plan
+
+
+def test_a_volume_is_mounted_before_the_paths_inside_it(tmp_path: Path) -> None:
+    plan = pod_workdir_under_a_tmp_volume(tmp_path)
+    assert str(plan.read_only[0]).startswith("/tmp/")  # pytest's tmp_path, as a cluster's scratch workdir
+    args = sandbox.bwrap_args(plan).args
+    tmp_mounts = [i for i, arg in enumerate(args) if arg == "/tmp"]
+    assert len(tmp_mounts) == 2  # the pod's own /tmp, then the volume over it
+    assert tmp_mounts[-1] < args.index(str(plan.read_only[0]))
+
+
 def test_a_symlinked_system_directory_is_followed_for_a_mount_point() -> None:
     expected = os.path.realpath("/var/run") + "/secrets/x" if os.path.islink("/var/run") else "/var/run/secrets/x"
     assert sandbox.sandbox_path("/var/run/secrets/x") == expected
     assert sandbox.sandbox_path("/opt/app") == "/opt/app"
 
 
-@pytest.fixture
-def running(tmp_path: Path) -> Iterator[tuple[sandbox.PodSandbox, sandbox.SandboxLayout]]:
+def skip_without_a_sandbox() -> None:
     problem = sandbox.sandbox_problem() if os.getuid() == 0 else "the kubelet runs as root"
     if problem:
         pytest.skip(f"no sandbox here: {problem}")
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[tuple[sandbox.PodSandbox, sandbox.SandboxLayout]]:
+    skip_without_a_sandbox()
     plan = layout(tmp_path)
     pod = sandbox.PodSandbox.start(plan, [], tmp_path / "sandbox.log")
     try:
@@ -85,6 +114,19 @@ def test_a_process_in_the_sandbox_is_nobody_and_sees_only_its_own(running: tuple
     assert pod.alive()
     count = int(lines[lines.index("usr-read-only") + 1])
     assert count <= 5, result  # bwrap, the holder, sh and ls: no process of the machine's
+
+
+def test_a_volume_at_tmp_leaves_the_working_directory_under_it_visible(tmp_path: Path) -> None:
+    skip_without_a_sandbox()
+    plan = pod_workdir_under_a_tmp_volume(tmp_path)
+    pod = sandbox.PodSandbox.start(plan, [], tmp_path / "sandbox.log")
+    try:
+        result = subprocess.run([*pod.enter_argv(str(plan.read_only[0])), "sh", "-c", "python3 train.py; echo v > /tmp/v"],
+                                capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
+    finally:
+        pod.stop()
+    assert "from the working directory" in result.stdout, result
+    assert (plan.volumes[-1].source / "v").read_text() == "v\n"  # /tmp is the volume
 
 
 def test_stopping_the_sandbox_ends_what_runs_in_it(running: tuple[sandbox.PodSandbox, sandbox.SandboxLayout]) -> None:

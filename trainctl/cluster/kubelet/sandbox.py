@@ -186,16 +186,39 @@ _STAGE_SCRIPT = (
     'mount --rbind "$1" "$stage/$n" || exit 1; n=$((n + 1)); shift; done; shift; exec "$@"')
 
 
+def _depth(target: str) -> int:
+    return len(Path(target).parts)
+
+
 class BwrapArgs:
-    """bwrap's arguments, and the sources it binds from the stage (see :data:`STAGE`)."""
+    """bwrap's arguments, and the sources it binds from the stage (see :data:`STAGE`).
+
+    The pod's mounts (:meth:`bind`, :meth:`tmpfs`) are placed by :meth:`place_mounts` with
+    parents before what lies inside them, as containerd orders a container's mounts: a volume
+    at ``/tmp`` does not hide the working directory or the Python bound below it (which a real
+    pod has in its image, not under the volume), and the same target keeps the order asked.
+    """
 
     def __init__(self) -> None:
         self.args: list[str] = []
         self.sources: list[str] = []
+        self._mounts: list[tuple[str, str, Optional[str]]] = []  # (target, option, source)
 
     def bind(self, source: Path, target: str, read_only: bool) -> None:
-        self.args += ["--ro-bind" if read_only else "--bind", f"{STAGE}/{len(self.sources)}", sandbox_path(target)]
-        self.sources.append(str(source))
+        self._mounts.append((target, "--ro-bind" if read_only else "--bind", str(source)))
+
+    def tmpfs(self, target: str) -> None:
+        self._mounts.append((target, "--tmpfs", None))
+
+    def place_mounts(self) -> None:
+        placed = [(sandbox_path(target), option, source) for target, option, source in self._mounts]
+        for target, option, source in sorted(placed, key=lambda mount: _depth(mount[0])):
+            if source is None:
+                self.args += [option, target]
+                continue
+            self.args += [option, f"{STAGE}/{len(self.sources)}", target]
+            self.sources.append(source)
+        self._mounts.clear()
 
     def stage_argv(self) -> list[str]:
         """The prefix that makes the stage, then runs the rest of the command line."""
@@ -229,7 +252,7 @@ def bwrap_args(layout: SandboxLayout) -> BwrapArgs:
         inside_cluster = text == cluster or text.startswith(cluster + "/")
         if _top(text) not in SYSTEM and not inside_cluster and path.is_dir():
             built.bind(path, text, read_only=True)
-    built.args += ["--tmpfs", cluster]
+    built.tmpfs(cluster)
     for path in layout.own_read_only:
         built.bind(path, str(path), read_only=True)
     for path in layout.own_writable:
@@ -238,6 +261,7 @@ def bwrap_args(layout: SandboxLayout) -> BwrapArgs:
         built.bind(layout.service_account, SERVICE_ACCOUNT_PATH, read_only=True)
     for mount in layout.volumes:
         built.bind(mount.source, mount.target, read_only=mount.read_only)
+    built.place_mounts()
     return built
 
 
