@@ -82,7 +82,7 @@ INSTALLS = {
 }
 
 
-@pytest.fixture(scope="module", params=list(INSTALLS))
+@pytest.fixture(scope="module")
 def installed(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Install]:
     problem = isolation.isolation_problem()
     if problem:
@@ -136,6 +136,7 @@ def running_job_pods(install: Install, job: str) -> dict[str, str]:
     return {p["metadata"]["name"]: p["metadata"]["uid"] for p in pods}
 
 
+@pytest.mark.parametrize("installed", list(INSTALLS), indirect=True)
 def test_the_deployment_runs_the_controller_as_its_service_account_and_trains_the_ddp_sample(installed: Install) -> None:
     install, env = installed, installed.env
     pods = controller_pods(install)
@@ -164,6 +165,8 @@ def test_the_deployment_runs_the_controller_as_its_service_account_and_trains_th
     env.kubectl("delete", "pytorchjob", "pytorch-ddp", "-n", install.jobs_namespace, "--wait=true", timeout=120)
 
 
+# The hand-over is the same code in either install; the cluster-wide one shows it.
+@pytest.mark.parametrize("installed", ["cluster-wide"], indirect=True)
 def test_a_rollout_restart_hands_the_lease_to_a_new_pod_and_the_running_job_goes_on(installed: Install) -> None:
     install = installed
     hold = install.data_dir() / HOLD
