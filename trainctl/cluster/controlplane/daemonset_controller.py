@@ -19,7 +19,7 @@ from typing import Any, Optional
 from trainctl.cluster.controlplane import daemonset_decision as dd
 from trainctl.cluster.controlplane.api_resources import DAEMONSETS
 from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop, utc_now
-from trainctl.cluster.controlplane.pod_control import apply_pods
+from trainctl.cluster.controlplane.pod_control import apply_pods, sync_owners
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event, EventRecorder
@@ -51,20 +51,13 @@ class DaemonSetController(LoopController):
         for pod in self.pods.store.list():
             pods_by_namespace.setdefault(pod["metadata"].get("namespace") or "", []).append(pod)
 
-        def lookup(key: tuple[str, str, str]) -> Optional[Obj]:
-            return self.pods.store.get(key[1], key[2])
-
-        sooner: Optional[float] = None
-        for daemonset in self.daemonsets.store.list():
-            uid = daemonset["metadata"].get("uid") or ""
-            if not self.expectations.satisfied(uid, lookup):
-                continue  # the watch event that satisfies it wakes the loop
+        def step(daemonset: Obj) -> Optional[float]:
             pods = pods_by_namespace.get(daemonset["metadata"].get("namespace") or "", [])
             decision = dd.decide(daemonset, nodes, pods, now)
             self._apply(daemonset, decision, now)
-            if decision.requeue_after is not None:
-                sooner = decision.requeue_after if sooner is None else min(sooner, decision.requeue_after)
-        return None if sooner is None else max(sooner, 0.5)
+            return decision.requeue_after
+
+        return sync_owners(self.daemonsets.store.list(), self.expectations, self.pods.store, step)
 
     def _apply(self, daemonset: Obj, decision: dd.DaemonSetDecision, now: datetime) -> None:
         namespace, name = daemonset["metadata"].get("namespace"), daemonset["metadata"]["name"]
