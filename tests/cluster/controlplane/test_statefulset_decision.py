@@ -50,7 +50,7 @@ def pod(sts: Obj, ordinal: int, revision: Obj, *, ready: bool = True, phase: str
 def test_pods_have_stable_names_labels_and_the_service_subdomain() -> None:
     sts = statefulset(replicas=1)
     decision = sd.decide(sts, [], [], NOW)
-    [revision] = decision.create_revisions
+    [revision] = decision.revisions.create
     assert revision["revision"] == 1 and revision["metadata"]["name"].startswith("db-")
     assert revision["metadata"]["ownerReferences"][0]["kind"] == "StatefulSet"
     assert revision["metadata"]["labels"]["app"] == "db"  # the selector finds it (kubectl rollout history)
@@ -174,8 +174,8 @@ def test_undo_renumbers_the_old_revision_as_the_newest() -> None:
     sts, rev1, rev2, _ = rolled()
     back = statefulset(status={"currentRevision": rev2["metadata"]["name"]})  # the template of revision 1 again
     decision = sd.decide(back, [], [rev1, rev2], NOW)
-    assert decision.create_revisions == []
-    [renumbered] = decision.rewrite_revisions
+    assert decision.revisions.create == []
+    [renumbered] = decision.revisions.rewrite
     assert (renumbered["metadata"]["name"], renumbered["revision"]) == (rev1["metadata"]["name"], 3)
 
 
@@ -183,7 +183,7 @@ def test_revisions_beyond_the_history_limit_are_pruned_oldest_first() -> None:
     revisions = [revision_of(statefulset(image=f"db:{i}"), i) for i in range(1, 5)]
     sts = statefulset(image="db:4", status={"currentRevision": revisions[-1]["metadata"]["name"]})
     sts["spec"]["revisionHistoryLimit"] = 1
-    assert sd.decide(sts, [], revisions, NOW).delete_revisions == [r["metadata"]["name"] for r in revisions[:2]]
+    assert sd.decide(sts, [], revisions, NOW).revisions.delete == [r["metadata"]["name"] for r in revisions[:2]]
 
 
 def test_a_name_taken_by_other_data_raises_the_collision_count() -> None:

@@ -92,7 +92,22 @@ def plan(owner: Obj, api_version: str, kind: str, candidates: list[Obj]) -> Hist
     return History(update=created, revisions=[*owned, created], collision_count=collisions, create=created, rewrite=rewrite)
 
 
-def beyond_limit(history: History, limit: int, keep: set[str]) -> list[str]:
-    """Names of the revisions to delete: the oldest beyond ``limit`` not named in ``keep``."""
+def hash_of(revision: Obj) -> str:
+    """The hash a revision's name ends with (a DaemonSet's pods carry it as their revision)."""
+    return str((metadata(revision).get("labels") or {}).get(HASH_LABEL) or metadata(revision)["name"].rsplit("-", 1)[-1])
+
+
+@dataclass
+class RevisionWrites:
+    """What the controller writes to the owner's ControllerRevisions in one pass."""
+
+    create: list[Obj] = field(default_factory=list)
+    rewrite: list[Obj] = field(default_factory=list)  # adopted, released or renumbered
+    delete: list[str] = field(default_factory=list)  # names beyond the history limit
+
+
+def writes(history: History, limit: int, keep: set[str]) -> RevisionWrites:
+    """The history's writes, pruning the oldest revisions beyond ``limit`` not named in ``keep``."""
     idle = [r for r in history.revisions if metadata(r).get("name") not in keep and r is not history.create]
-    return [metadata(r)["name"] for r in idle[:max(len(idle) - max(limit, 0), 0)]]
+    return RevisionWrites(create=[history.create] if history.create is not None else [], rewrite=history.rewrite,
+                          delete=[metadata(r)["name"] for r in idle[:max(len(idle) - max(limit, 0), 0)]])

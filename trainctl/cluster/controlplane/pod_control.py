@@ -24,6 +24,14 @@ Obj = dict[str, Any]
 Record = Callable[[str, str, str], None]  # (type, reason, message) -> an Event on the owner
 
 
+def by_namespace(objects: list[Obj]) -> dict[str, list[Obj]]:
+    """Cached objects grouped by namespace, as each owner reads those of its own."""
+    grouped: dict[str, list[Obj]] = {}
+    for obj in objects:
+        grouped.setdefault(obj["metadata"].get("namespace") or "", []).append(obj)
+    return grouped
+
+
 def sync_owners(owners: list[Obj], expectations: Expectations, pods: Store,
                 step: Callable[[Obj], Optional[float]]) -> Optional[float]:
     """Run ``step`` (decide and apply) for each owner whose last pod writes the cache ``pods``

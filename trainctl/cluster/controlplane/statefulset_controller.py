@@ -17,8 +17,9 @@ from typing import Any, Optional
 
 from trainctl.cluster.controlplane import statefulset_decision as sd
 from trainctl.cluster.controlplane.api_resources import CONTROLLER_REVISIONS, STATEFULSETS
+from trainctl.cluster.controlplane.history_control import write_revisions
 from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop, utc_now
-from trainctl.cluster.controlplane.pod_control import apply_pods, sync_owners
+from trainctl.cluster.controlplane.pod_control import apply_pods, by_namespace, sync_owners
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event, EventRecorder
@@ -29,13 +30,6 @@ log = logging.getLogger("trainctl.controlplane.statefulset")
 
 Obj = dict[str, Any]
 COMPONENT = "statefulset-controller"
-
-
-def _by_namespace(objects: list[Obj]) -> dict[str, list[Obj]]:
-    grouped: dict[str, list[Obj]] = {}
-    for obj in objects:
-        grouped.setdefault(obj["metadata"].get("namespace") or "", []).append(obj)
-    return grouped
 
 
 class StatefulSetController(LoopController):
@@ -52,8 +46,8 @@ class StatefulSetController(LoopController):
 
     def sync(self) -> Optional[float]:
         now = self.clock()
-        pods_by_namespace = _by_namespace(self.pods.store.list())
-        revisions_by_namespace = _by_namespace(self.revisions.store.list())
+        pods_by_namespace = by_namespace(self.pods.store.list())
+        revisions_by_namespace = by_namespace(self.revisions.store.list())
 
         def step(statefulset: Obj) -> Optional[float]:
             namespace = statefulset["metadata"].get("namespace") or ""
@@ -70,19 +64,7 @@ class StatefulSetController(LoopController):
         def record(kind: str, reason: str, message: str) -> None:
             self.events.record(statefulset, Event(kind, reason, message), COMPONENT, now)
 
-        try:
-            for revision in decision.create_revisions:
-                try:
-                    self.client.create(CONTROLLER_REVISIONS, revision)
-                except ApiError as exc:
-                    if exc.code != 409:  # already recorded: the cache had not shown it yet
-                        raise
-            for revision in decision.rewrite_revisions:
-                self.client.replace(CONTROLLER_REVISIONS, revision)
-            for revision_name in decision.delete_revisions:
-                self.client.delete(CONTROLLER_REVISIONS, namespace, revision_name)
-        except ApiError as exc:  # the pods wait for their revision: the next pass looks again
-            log.info("cannot record the StatefulSet's revision", extra={"statefulset": f"{namespace}/{name}", "error": str(exc)})
+        if not write_revisions(self.client, name, namespace, decision.revisions):
             return
         apply_pods(self.client, self.expectations, statefulset, rewrite=decision.rewrite, create=decision.create,
                    delete=decision.delete, record=record)

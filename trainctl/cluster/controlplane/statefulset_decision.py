@@ -53,9 +53,7 @@ class StatefulSetDecision:
     create: list[Obj] = field(default_factory=list)  # pods to create
     delete: list[str] = field(default_factory=list)  # names of pods to delete
     rewrite: list[Obj] = field(default_factory=list)  # pods adopted or released
-    create_revisions: list[Obj] = field(default_factory=list)
-    rewrite_revisions: list[Obj] = field(default_factory=list)  # adopted, released or renumbered
-    delete_revisions: list[str] = field(default_factory=list)
+    revisions: controller_history.RevisionWrites = field(default_factory=controller_history.RevisionWrites)
     status: Optional[Obj] = None
     requeue_after: Optional[float] = None  # when a ready pod becomes available
 
@@ -187,8 +185,6 @@ def decide(statefulset: Obj, pods: list[Obj], revisions: list[Obj], now: datetim
     decision = StatefulSetDecision()
 
     history = controller_history.plan(statefulset, API_VERSION, KIND, revisions)
-    decision.create_revisions = [history.create] if history.create is not None else []
-    decision.rewrite_revisions = history.rewrite
     update = history.update
     status_in = statefulset.get("status") or {}
     by_name = {metadata(r).get("name"): r for r in history.revisions}
@@ -219,7 +215,7 @@ def decide(statefulset: Obj, pods: list[Obj], revisions: list[Obj], now: datetim
 
     in_use = {r for p in owned if (r := _revision_of(p))}
     keep = in_use | {metadata(current)["name"], metadata(update)["name"]}
-    decision.delete_revisions = controller_history.beyond_limit(history, int(spec.get("revisionHistoryLimit", 10)), keep)
+    decision.revisions = controller_history.writes(history, int(spec.get("revisionHistoryLimit", 10)), keep)
     decision.status, decision.requeue_after = _status(statefulset, owned, history, current, now)
     return decision
 
