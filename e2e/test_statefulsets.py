@@ -1,13 +1,15 @@
 """A StatefulSet on the embedded cluster, driven with kubectl: pods ``db-0``, ``db-1``, ``db-2``
 started in order (each made only once the one before it was Ready), a scale-down from the
 highest ordinal, a new image rolled out with ``rollout status``, the revisions in ``rollout
-history`` and ``rollout undo`` back to the first template. The pods ``sleep``: the control
-plane runs only the StatefulSet controller."""
+history`` and ``rollout undo`` back to the first template, and the pods and revisions
+collected with the set. The pods ``sleep``: the control plane runs only the StatefulSet
+controller."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +44,13 @@ def images(env: E2E) -> dict[str, str]:
             if not p["metadata"].get("deletionTimestamp") and p.get("status", {}).get("phase") == "Running"}
 
 
-def ready_at(pod: Any) -> str:
-    return next(c["lastTransitionTime"] for c in pod["status"]["conditions"] if c["type"] == "Ready" and c["status"] == "True")
+def when(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def ready_at(pod: Any) -> datetime:
+    return when(next(c["lastTransitionTime"] for c in pod["status"]["conditions"]
+                     if c["type"] == "Ready" and c["status"] == "True"))
 
 
 def rollout_status(env: E2E) -> str:
@@ -57,7 +64,7 @@ def test_a_statefulset_starts_in_order_scales_down_rolls_out_and_undoes(sts_env:
     poll(lambda: images(env) == {f"db-{i}": "python:3.11" for i in range(3)}, 120, "db-0, db-1 and db-2 running")
     made = pods(env)
     for lower, higher in (("db-0", "db-1"), ("db-1", "db-2")):  # each made once the one before was Ready
-        assert made[higher]["metadata"]["creationTimestamp"] >= ready_at(made[lower])
+        assert when(made[higher]["metadata"]["creationTimestamp"]) >= ready_at(made[lower])
     labels = made["db-1"]["metadata"]["labels"]
     assert (labels["statefulset.kubernetes.io/pod-name"], labels["apps.kubernetes.io/pod-index"]) == ("db-1", "1")
     assert (made["db-1"]["spec"]["hostname"], made["db-1"]["spec"]["subdomain"]) == ("db-1", "db")
@@ -80,3 +87,7 @@ def test_a_statefulset_starts_in_order_scales_down_rolls_out_and_undoes(sts_env:
     status = env.kubectl.json("get", "sts", "db")["status"]
     assert status["currentRevision"] == status["updateRevision"]
     assert (status["replicas"], status["readyReplicas"], status["updatedReplicas"]) == (2, 2, 2)
+
+    env.kubectl("delete", "sts", "db")
+    poll(lambda: not pods(env) and not env.kubectl.json("get", "controllerrevisions")["items"], 120,
+         "the pods and revisions collected with the StatefulSet")
