@@ -46,6 +46,8 @@ def test_statefulsets_are_defaulted_scaled_and_printed_as_kube(kubectl: Kubectl)
     wide = kubectl("get", "sts", "-n", NS, "-o", "wide").split("\n")
     assert wide[0].split() == ["NAME", "READY", "AGE", "CONTAINERS", "IMAGES"]
     assert wide[1].split()[-2:] == ["db", "db:1"]
+    described = kubectl("describe", "sts", "db", "-n", NS)
+    assert "Replicas:           4 desired | 0 total" in described and "Update Strategy:    RollingUpdate" in described
     uid = kubectl.json("get", "sts", "db", "-n", NS)["metadata"]["uid"]
     kubectl.apply({**revision(), "metadata": {**revision()["metadata"], "ownerReferences": [
         {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "db", "uid": uid, "controller": True}]}})
