@@ -125,7 +125,7 @@ class Admission:
             causes = (validation.validate_job if rtype.plural == "jobs" else validation.validate_cronjob)(obj, old)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
-        if rtype.group == "apps" and rtype.plural in ("deployments", "replicasets", "daemonsets"):
+        if rtype.group == "apps" and rtype.plural in ("deployments", "replicasets", "daemonsets", "statefulsets"):
             causes = validation.validate_workload(obj, old)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)

@@ -216,6 +216,23 @@ def _daemonset_defaults(daemonset: dict[str, Any]) -> None:
     _pod_template_defaults(spec)
 
 
+def _statefulset_defaults(statefulset: dict[str, Any]) -> None:
+    """apps/v1 StatefulSet defaults: one replica started in order, a rolling update from the
+    highest ordinal, claims retained, ten old revisions kept."""
+    spec = statefulset.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    spec.setdefault("persistentVolumeClaimRetentionPolicy", {})
+    spec["persistentVolumeClaimRetentionPolicy"].setdefault("whenDeleted", "Retain")
+    spec["persistentVolumeClaimRetentionPolicy"].setdefault("whenScaled", "Retain")
+    spec.setdefault("revisionHistoryLimit", 10)
+    _pod_template_defaults(spec)
+
+
 def _deployment_defaults(deployment: dict[str, Any]) -> None:
     """apps/v1 Deployment defaults: one replica, a 25%/25% rolling update, ten old ReplicaSets kept."""
     spec = deployment.setdefault("spec", {})
@@ -323,6 +340,10 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("apps", "v1", "daemonsets", "DaemonSet", "daemonset", short_names=("ds",), categories=("all",),
                      subresources=("status",), status_on_create=True, defaulter=_daemonset_defaults,
                      shape={"spec": {k: v for k, v in _WORKLOAD_SHAPE["spec"].items() if k != "replicas"}, "status": {}}),
+        ResourceType("apps", "v1", "statefulsets", "StatefulSet", "statefulset", short_names=("sts",), categories=("all",),
+                     subresources=("status", "scale"), status_on_create=True, scale=_REPLICAS_SCALE,
+                     defaulter=_statefulset_defaults, shape=_WORKLOAD_SHAPE),
+        ResourceType("apps", "v1", "controllerrevisions", "ControllerRevision", "controllerrevision"),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),

@@ -540,6 +540,33 @@ def _daemonset_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[A
     return columns, cells
 
 
+def _statefulset_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Ready", "Number of the pod with ready state"), _AGE, *_TEMPLATE_COLUMNS[:2]]
+
+    def cells(statefulset: Obj, now: datetime) -> list[Any]:
+        spec, status = statefulset.get("spec") or {}, statefulset.get("status") or {}
+        return [statefulset["metadata"]["name"], f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+                age(statefulset["metadata"].get("creationTimestamp"), now), *_template_cells(spec)[:2]]
+
+    return columns, cells
+
+
+def _controller_revision_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Controller", "Controller of the object"),
+               _col("Revision", "Revision of the ControllerRevision", type_="integer"), _AGE]
+
+    def cells(revision: Obj, now: datetime) -> list[Any]:
+        meta = revision["metadata"]
+        ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        controller = "<none>"
+        if ref is not None:
+            group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+            controller = f"{str(ref.get('kind')).lower()}{'.' + group if group else ''}/{ref.get('name')}"
+        return [meta["name"], controller, revision.get("revision", 0), age(meta.get("creationTimestamp"), now)]
+
+    return columns, cells
+
+
 def _cronjob_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     columns = [_NAME, _col("Schedule", "The schedule in Cron format."),
                _col("Timezone", "The time zone of the schedule."), _col("Suspend", "Whether the CronJob is suspended.", type_="boolean"),
@@ -627,6 +654,8 @@ _BUILTIN = {
     ("apps", "deployments"): _deployment_columns,
     ("apps", "replicasets"): _replicaset_columns,
     ("apps", "daemonsets"): _daemonset_columns,
+    ("apps", "statefulsets"): _statefulset_columns,
+    ("apps", "controllerrevisions"): _controller_revision_columns,
     ("policy", "poddisruptionbudgets"): _pdb_columns,
     ("scheduling.k8s.io", "priorityclasses"): _priority_class_columns,
     ("rbac.authorization.k8s.io", "roles"): _role_columns,
