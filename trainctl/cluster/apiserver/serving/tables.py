@@ -88,7 +88,7 @@ def _restarts(pod: Obj, restarts: int, now: datetime) -> str:
     return f"{restarts} ({age(last, now)} ago)" if restarts and last else str(restarts)
 
 
-def _pod_status(pod: Obj) -> tuple[str, int, int, int]:
+def pod_status(pod: Obj) -> tuple[str, int, int, int]:
     """(STATUS, ready, total, restarts) like kubectl's pod printer."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -143,7 +143,7 @@ def _pod_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     ]
 
     def cells(pod: Obj, now: datetime) -> list[Any]:
-        reason, ready, total, restarts = _pod_status(pod)
+        reason, ready, total, restarts = pod_status(pod)
         status = pod.get("status") or {}
         gates = (pod.get("spec") or {}).get("readinessGates") or []
         return [
@@ -181,7 +181,7 @@ def _node_status(node: Obj) -> str:
     return ",".join(status)
 
 
-def _node_roles(node: Obj) -> str:
+def node_roles(node: Obj) -> str:
     roles = set()
     for key, value in (node["metadata"].get("labels") or {}).items():
         if key.startswith(NODE_ROLE_PREFIX) and key[len(NODE_ROLE_PREFIX):]:
@@ -207,7 +207,7 @@ def _node_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]
 
     def cells(node: Obj, now: datetime) -> list[Any]:
         info = (node.get("status") or {}).get("nodeInfo") or {}
-        return [node["metadata"]["name"], _node_status(node), _node_roles(node),
+        return [node["metadata"]["name"], _node_status(node), node_roles(node),
                 age(node["metadata"].get("creationTimestamp"), now), info.get("kubeletVersion", ""),
                 _node_address(node, "InternalIP"), _node_address(node, "ExternalIP"),
                 info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
