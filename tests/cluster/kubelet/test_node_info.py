@@ -7,7 +7,6 @@ from pathlib import Path
 
 from trainctl.cluster.apiserver.serving.tables import node_roles
 from trainctl.cluster.kubelet import DEFAULT_NODE_NAME
-
 from trainctl.cluster.kubelet.node import node_object, os_image, role_labels
 
 
