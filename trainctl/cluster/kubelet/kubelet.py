@@ -202,7 +202,8 @@ class Kubelet:
                                     self.node_name)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds,
                                        events=self.events, labels={isolation.POD_NETWORK_LABEL: self.network.mode,
-                                               sandbox.SANDBOX_LABEL: self.sandbox_mode})
+                                               sandbox.SANDBOX_LABEL: self.sandbox_mode,
+                                               **nodes.role_labels(self.node_name, DEFAULT_NODE_NAME)})
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self.node_name, self._dirty.set)
         # On a cluster of several nodes each node serves the ClusterIPs at addresses of its

@@ -88,7 +88,7 @@ def _restarts(pod: Obj, restarts: int, now: datetime) -> str:
     return f"{restarts} ({age(last, now)} ago)" if restarts and last else str(restarts)
 
 
-def _pod_status(pod: Obj) -> tuple[str, int, int, int]:
+def pod_status(pod: Obj) -> tuple[str, int, int, int]:
     """(STATUS, ready, total, restarts) like kubectl's pod printer."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -143,7 +143,7 @@ def _pod_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     ]
 
     def cells(pod: Obj, now: datetime) -> list[Any]:
-        reason, ready, total, restarts = _pod_status(pod)
+        reason, ready, total, restarts = pod_status(pod)
         status = pod.get("status") or {}
         gates = (pod.get("spec") or {}).get("readinessGates") or []
         return [
@@ -181,7 +181,7 @@ def _node_status(node: Obj) -> str:
     return ",".join(status)
 
 
-def _node_roles(node: Obj) -> str:
+def node_roles(node: Obj) -> str:
     roles = set()
     for key, value in (node["metadata"].get("labels") or {}).items():
         if key.startswith(NODE_ROLE_PREFIX) and key[len(NODE_ROLE_PREFIX):]:
@@ -207,7 +207,7 @@ def _node_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]
 
     def cells(node: Obj, now: datetime) -> list[Any]:
         info = (node.get("status") or {}).get("nodeInfo") or {}
-        return [node["metadata"]["name"], _node_status(node), _node_roles(node),
+        return [node["metadata"]["name"], _node_status(node), node_roles(node),
                 age(node["metadata"].get("creationTimestamp"), now), info.get("kubeletVersion", ""),
                 _node_address(node, "InternalIP"), _node_address(node, "ExternalIP"),
                 info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
@@ -411,14 +411,32 @@ def _more(items: list[str], shown: int = 3) -> str:
     return f"{text} + {len(items) - shown} more..." if len(items) > shown else text
 
 
+def _host_port(ip: str, port: Any) -> str:
+    """Go's ``net.JoinHostPort``: an IPv6 address in brackets."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def endpoints_cell(endpoints: Obj) -> str:
+    """ENDPOINTS as kubectl prints it: each port's ready addresses in turn (each subset's
+    ports, then their addresses), the first three, then ``+ N more...``; ``<none>`` without
+    subsets."""
+    subsets = endpoints.get("subsets") or []
+    if not subsets:
+        return "<none>"
+    items: list[str] = []
+    for subset in subsets:
+        ips = [a.get("ip", "") for a in subset.get("addresses") or []]
+        ports = subset.get("ports") or []
+        if not ports:  # a headless Service without ports
+            items.extend(ips)
+        for port in ports:
+            items.extend(_host_port(ip, port.get("port")) for ip in ips)
+    return _more(items)
+
+
 def _endpoints_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(endpoints: Obj, now: datetime) -> list[Any]:
-        items: list[str] = []
-        for subset in endpoints.get("subsets") or []:
-            ports = [p.get("port") for p in subset.get("ports") or []] or [None]
-            for address in subset.get("addresses") or []:
-                items.extend(address.get("ip", "") if port is None else f"{address.get('ip', '')}:{port}" for port in ports)
-        return [endpoints["metadata"]["name"], _more(items) or "<none>", age(endpoints["metadata"].get("creationTimestamp"), now)]
+        return [endpoints["metadata"]["name"], endpoints_cell(endpoints), age(endpoints["metadata"].get("creationTimestamp"), now)]
 
     return [_NAME, _col("Endpoints", "Endpoints is the list of addresses the service selects."), _AGE], cells
 

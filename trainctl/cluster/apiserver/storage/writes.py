@@ -71,16 +71,15 @@ class Writes:
 
     # --- create -------------------------------------------------------------------------
 
-    def _check_namespace(self, rtype: ResourceType, namespace: str | None) -> None:
+    def _check_namespace(self, rtype: ResourceType, namespace: str | None, name: str) -> None:
         if not rtype.namespaced:
             return
         ns = self.store.get("/namespaces", "", namespace or "")
         if ns is None:
             raise errors.not_found("namespaces", "", namespace or "")
         if ns["metadata"].get("deletionTimestamp"):
-            raise errors.ApiError(403, "Forbidden",
-                                  f"{rtype.plural} is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
-                                  {"group": rtype.group, "kind": rtype.plural})
+            raise errors.forbidden(rtype.plural, rtype.group, name, f"unable to create new content in namespace "
+                                   f"{namespace} because it is being terminated")
 
     async def create(self, rtype: ResourceType, namespace: str | None, body: Any, *,
                      options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
@@ -89,7 +88,7 @@ class Writes:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
         self.admission.check_name(rtype, obj)
-        self._check_namespace(rtype, meta.get("namespace"))
+        self._check_namespace(rtype, meta.get("namespace"), meta["name"])
         if self.store.get(rtype.storage_key, meta.get("namespace") or "", meta["name"]) is not None:
             raise errors.already_exists(rtype.plural, rtype.group, meta["name"])
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "managedFields", "selfLink"):
@@ -151,6 +150,7 @@ class Writes:
                       options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
         old = rtype.view(old) if rtype.conversion is not None else old  # judged as the client writes it
         name = old["metadata"]["name"]
+        is_namespace = rtype.plural == "namespaces" and not rtype.group
         uid = new["metadata"].get("uid")
         if uid and uid != old["metadata"].get("uid"):  # written for an object that was deleted and recreated
             raise errors.conflict(rtype.plural, rtype.group, name,
@@ -174,6 +174,8 @@ class Writes:
             meta["name"] = name
             meta.pop("managedFields", None)
             meta.pop("selfLink", None)
+            if is_namespace and subresource != "finalize":  # only namespaces/finalize changes them
+                new.setdefault("spec", {})["finalizers"] = clone((old.get("spec") or {}).get("finalizers") or [])
             if rtype.has_status:
                 if "status" in old:
                     new["status"] = clone(old["status"])
@@ -195,7 +197,8 @@ class Writes:
         if options.dry_run:
             return new, warnings
         meta = new["metadata"]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
+        if (meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds")
+                and not (is_namespace and (new.get("spec") or {}).get("finalizers"))):
             await self.deletion.remove(rtype, new)
             return rtype.view(new), warnings
         new = rtype.stored(new)
