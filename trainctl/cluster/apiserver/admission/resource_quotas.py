@@ -1,0 +1,69 @@
+"""kube-apiserver's ``ResourceQuota`` admission plugin: a create that would take a namespace
+past a quota's ``spec.hard`` is refused (403 ``exceeded quota``), and a pod is refused when a
+quota counts cpu or memory and a container does not state it (``must specify``).
+
+The use a new object is judged against is counted from the stored objects at the moment of
+the create (``trainctl.cluster.resource_quota``), not read from the quota's ``status.used``:
+kube charges the status and lets a conflicting status write fail the second of two racing
+creates; here the check and the store's write of the new object happen in one step of the
+API server's single event loop, so a second create already sees the first one's object and
+two creates racing for the last room cannot both pass. The quota controller then writes the
+same count into ``status.used``. Scopes (``spec.scopes``, ``scopeSelector``) are not
+honoured: a scoped quota counts every object of the namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from trainctl.cluster import resource_quota
+from trainctl.cluster.apiserver.apimachinery import errors
+
+Obj = dict[str, Any]
+
+
+def _missing_requirements(pod: Obj, required: set[str]) -> str | None:
+    """kube's pod evaluator Constraints: every container must state what a quota counts of
+    cpu and memory; None when all do."""
+    missing: dict[str, list[str]] = {}
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    for key in ("containers", "initContainers"):
+        for container in (spec or {}).get(key) or []:
+            resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+            stated = resource_quota.compute_names(
+                {n: Decimal(0) for n in ((resources or {}).get("requests") or {})},
+                {n: Decimal(0) for n in ((resources or {}).get("limits") or {})})
+            for name in required - set(stated):
+                missing.setdefault(name, []).append(str(container.get("name", "")))
+    if not missing:
+        return None
+    return "must specify " + "; ".join(f"{name} for: {','.join(sorted(missing[name]))}" for name in sorted(missing))
+
+
+def check_create(plural: str, group: str, obj: Obj, quotas: list[Obj],
+                 objects: Callable[[str], list[Obj]]) -> None:
+    """403 if storing the new ``obj`` would exceed one of the namespace's ``quotas``;
+    ``objects(storage_key)`` lists the namespace's stored objects of one resource."""
+    storage_key = f"{group}/{plural}"
+    requested = resource_quota.object_usage(storage_key, obj)
+    name = obj["metadata"].get("name", "")
+    for quota in sorted(quotas, key=lambda q: str(q["metadata"].get("name", ""))):
+        hard = resource_quota.hard_of(quota)
+        quota_name = quota["metadata"].get("name", "")
+        if storage_key == "/pods" and not resource_quota.has_ended(obj):
+            problem = _missing_requirements(obj, set(hard) & resource_quota.CONTAINER_CONSTRAINED)
+            if problem:
+                raise errors.forbidden(plural, group, name, f"failed quota: {quota_name}: {problem}")
+        charged = {n: v for n, v in requested.items() if n in hard}
+        if not charged:
+            continue
+        used = resource_quota.used(charged, objects)
+        exceeded = sorted(n for n, v in charged.items() if used[n] + v > hard[n])
+        if exceeded:
+            raise errors.forbidden(plural, group, name, (
+                f"exceeded quota: {quota_name}, "
+                f"requested: {resource_quota.resource_list({n: charged[n] for n in exceeded})}, "
+                f"used: {resource_quota.resource_list({n: used[n] for n in exceeded})}, "
+                f"limited: {resource_quota.resource_list({n: hard[n] for n in exceeded})}"))
