@@ -10,6 +10,7 @@ pass soon after. Admission does not wait for this count: it counts for itself.
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import Any, Optional
 
@@ -28,6 +29,10 @@ RETRY_AFTER = 1.0  # seconds before a pass after a status write that failed
 _VERSIONS = ("v1", "v2", "v1beta1", "v1alpha1")  # tried in this order for a group a quota counts
 
 
+def _listed(listed: dict[str, list[Obj]], storage_key: str) -> list[Obj]:
+    return listed.get(storage_key) or []
+
+
 class ResourceQuotaController(LoopController):
     def __init__(self, client: KubeClient, resync_period: float = 30.0) -> None:
         self.client = client
@@ -41,7 +46,7 @@ class ResourceQuotaController(LoopController):
         for quota in self.quotas.store.list():
             namespace = quota["metadata"].get("namespace", "")
             listed = {key: self._list(key, namespace) for key in resourcequota_decision.counted_keys(quota)}
-            wanted = resourcequota_decision.decide(quota, lambda key: listed.get(key) or [])
+            wanted = resourcequota_decision.decide(quota, functools.partial(_listed, listed))
             if wanted is not None and not self._write(quota, wanted):
                 sooner = RETRY_AFTER
         return sooner

@@ -49,7 +49,8 @@ def default_pod(pod: Obj, limit_ranges: list[Obj]) -> None:
         if not isinstance(resources, dict):
             continue
         for key, word in (("requests", "request"), ("limits", "limit")):
-            stated = resources.get(key) if isinstance(resources.get(key), dict) else {}
+            found = resources.get(key)
+            stated: dict[str, Any] = found if isinstance(found, dict) else {}
             added = {name: value for name, value in defaults[key].items() if name not in stated}
             if added:
                 resources[key] = {**stated, **added}

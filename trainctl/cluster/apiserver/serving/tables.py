@@ -330,7 +330,8 @@ def _resource_quota_columns() -> tuple[list[Column], Callable[[Obj, datetime], l
     def cells(quota: Obj, now: datetime) -> list[Any]:
         status = quota.get("status") or {}
         hard, used = status.get("hard") or {}, status.get("used") or {}
-        request, limit = [], []
+        request: list[str] = []
+        limit: list[str] = []
         for resource in sorted(hard):
             (limit if resource.startswith("limits.") else request).append(f"{resource}: {used.get(resource, '0')}/{hard[resource]}")
         return [quota["metadata"]["name"], age(quota["metadata"].get("creationTimestamp"), now), ", ".join(request),
