@@ -115,3 +115,16 @@ def test_memory_is_printed_as_kube_prints_it() -> None:
     new = pod("b", requests={"memory": "1Gi"}, limits={"memory": "1Gi"})
     assert forbidden(lambda: resource_quotas.check_create("pods", "", new, [quota(limits_memory="2Gi")], stored)).endswith(
         "requested: limits.memory=1Gi, used: limits.memory=1536Mi, limited: limits.memory=2Gi")
+
+
+def test_quotas_and_limit_ranges_are_validated_as_kube_validates_them() -> None:
+    from trainctl.cluster.apiserver.admission.resource_quotas import validate_limit_range, validate_quota
+    assert [(c.field, c.message) for c in validate_quota(quota(cpu="-1", pods="lots"))] == [
+        ("spec.hard[cpu]", 'Invalid value: "-1": must be greater than or equal to 0'),
+        ("spec.hard[pods]", "Invalid value: \"lots\": quantities must match the regular expression "
+                            "'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")]
+    inverted = limit_range({"type": "Container", "min": {"cpu": "2"}, "max": {"cpu": "1"}},
+                           {"type": "Pod", "default": {"cpu": "1"}})
+    assert [(c.field, c.message) for c in validate_limit_range(inverted)] == [
+        ("spec.limits[0].min[cpu]", 'Invalid value: "2": min value 2 is greater than max value 1'),
+        ("spec.limits[1].default", "Forbidden: may not be specified when `type` is 'Pod'")]

@@ -18,7 +18,15 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from trainctl.cluster.apiserver.admission import builtin_validation, crds, pod_update, schema, tolerations, validation
+from trainctl.cluster.apiserver.admission import (
+    builtin_validation,
+    crds,
+    pod_update,
+    resource_quotas,
+    schema,
+    tolerations,
+    validation,
+)
 from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
 from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType, pod_qos_class
@@ -127,6 +135,11 @@ class Admission:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.group == "apps" and rtype.plural in ("deployments", "replicasets", "daemonsets"):
             causes = validation.validate_workload(obj, old)
+            if causes:
+                raise errors.invalid(rtype.kind, rtype.group, name, causes)
+        if not rtype.group and rtype.plural in ("resourcequotas", "limitranges"):
+            causes = (resource_quotas.validate_quota if rtype.plural == "resourcequotas"
+                      else resource_quotas.validate_limit_range)(obj)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.storage_key == CRD_STORAGE_KEY:

@@ -9,7 +9,8 @@ creates; here the check and the store's write of the new object happen in one st
 API server's single event loop, so a second create already sees the first one's object and
 two creates racing for the last room cannot both pass. The quota controller then writes the
 same count into ``status.used``. Scopes (``spec.scopes``, ``scopeSelector``) are not
-honoured: a scoped quota counts every object of the namespace.
+honoured: a scoped quota counts every object of the namespace. ``validate_quota`` and
+``validate_limit_range`` are kube's validation of the two kinds.
 """
 
 from __future__ import annotations
@@ -18,8 +19,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from trainctl.api.quantity import QUANTITY_MESSAGE
 from trainctl.cluster import resource_quota
+from trainctl.cluster.apiserver.admission import builtin_rules
 from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
 
 Obj = dict[str, Any]
 
@@ -67,3 +71,53 @@ def check_create(plural: str, group: str, obj: Obj, quotas: list[Obj],
                 f"requested: {resource_quota.resource_list({n: charged[n] for n in exceeded})}, "
                 f"used: {resource_quota.resource_list({n: used[n] for n in exceeded})}, "
                 f"limited: {resource_quota.resource_list({n: hard[n] for n in exceeded})}"))
+
+
+def _quantity_causes(values: Any, path: str) -> list[Cause]:
+    """Each value a quantity of at least 0 (kube's ValidateResourceQuantityValue)."""
+    causes = []
+    for name, text in (values or {}).items() if isinstance(values, dict) else ():
+        value = resource_quota.parse(text)
+        if value is None:
+            causes.append(builtin_rules.invalid(f"{path}[{name}]", text, QUANTITY_MESSAGE))
+        elif value < 0:
+            causes.append(builtin_rules.invalid(f"{path}[{name}]", text, "must be greater than or equal to 0"))
+    return causes
+
+
+def validate_quota(obj: Obj) -> list[Cause]:
+    """kube's ValidateResourceQuota for what is counted here: ``spec.hard`` quantities."""
+    return _quantity_causes((obj.get("spec") or {}).get("hard"), "spec.hard")
+
+
+def validate_limit_range(obj: Obj) -> list[Cause]:
+    """kube's ValidateLimitRange: quantities, and min <= defaultRequest <= default <= max."""
+    causes = []
+    for index, item in enumerate((obj.get("spec") or {}).get("limits") or []):
+        path = f"spec.limits[{index}]"
+        if not isinstance(item, dict):
+            continue
+        fields = ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio")
+        malformed = [c for key in fields for c in _quantity_causes(item.get(key), f"{path}.{key}")]
+        if malformed:
+            causes += malformed
+            continue
+        if item.get("type") == "Pod":
+            causes += [Cause(f"{path}.{key}", "FieldValueForbidden", "Forbidden: may not be specified when `type` is 'Pod'")
+                       for key in ("default", "defaultRequest") if item.get(key)]
+        values = {key: {n: resource_quota.parse(v) for n, v in (item.get(key) or {}).items()} for key in fields}
+        orderings = (("min", "max", "min value {} is greater than max value {}", "min"),
+                     ("min", "defaultRequest", "min value {} is greater than default request value {}", "defaultRequest"),
+                     ("defaultRequest", "max", "default request value {} is greater than max value {}", "defaultRequest"),
+                     ("defaultRequest", "default", "default request value {} is greater than default limit value {}",
+                      "defaultRequest"),
+                     ("min", "default", "min value {} is greater than default value {}", "default"),
+                     ("default", "max", "default value {} is greater than max value {}", "default"))
+        for low, high, words, blamed in orderings:
+            for name, low_value in values[low].items():
+                high_value = values[high].get(name)
+                if low_value is not None and high_value is not None and low_value > high_value:
+                    shown = item[blamed][name]
+                    causes.append(builtin_rules.invalid(f"{path}.{blamed}[{name}]", shown,
+                                                        words.format(item[low][name], item[high][name])))
+    return causes
