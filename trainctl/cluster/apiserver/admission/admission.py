@@ -29,7 +29,7 @@ from trainctl.cluster.apiserver.admission import (
 )
 from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType, pod_qos_class
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType, pod_qos_class, requests_from_limits
 from trainctl.kube.timestamps import now_rfc3339
 
 Obj = dict[str, Any]
@@ -122,6 +122,10 @@ class Admission:
         is_pod = rtype.plural == "pods" and not rtype.group
         if is_pod and old is None:
             tolerations.add_defaults(obj)
+            for key in ("initContainers", "containers"):
+                for container in (obj.get("spec") or {}).get(key) or []:
+                    if isinstance(container, dict):
+                        requests_from_limits(container)
         warnings = builtin_validation.admit(rtype, obj, old, field_validation)
         if is_pod:
             if old is None:

@@ -118,7 +118,6 @@ def _pod_defaults(pod: dict[str, Any]) -> None:
             latest = ":" not in image.rsplit("/", 1)[-1] or image.endswith(":latest")
             container.setdefault("imagePullPolicy", "Always" if latest else "IfNotPresent")
             container.setdefault("resources", {})
-            requests_from_limits(container)
             for port in container.get("ports") or []:
                 port.setdefault("protocol", "TCP")
             for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
@@ -126,7 +125,8 @@ def _pod_defaults(pod: dict[str, Any]) -> None:
 
 
 def requests_from_limits(container: dict[str, Any]) -> None:
-    """kube's defaulting: a resource a container limits but does not request is requested at its limit."""
+    """kube's defaulting of a new pod: a resource a container limits but does not request is
+    requested at its limit (on create only, so that a pod stored without it stays updatable)."""
     resources = container.get("resources")
     limits = resources.get("limits") if isinstance(resources, dict) else None
     if not isinstance(limits, dict) or not limits:
