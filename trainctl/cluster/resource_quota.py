@@ -7,8 +7,10 @@ A quota's ``spec.hard`` names resources as kube does: compute resources a pod re
 ``secrets``, and ``count/<plural>.<group>`` for any kind, ``count/pods`` for core ones). A pod
 that has ended (``Succeeded`` or ``Failed``) uses nothing, as in kube's pod evaluator. A pod's
 compute use is what it holds while it runs: the sum over its containers, or its largest init
-container if that is more (kube's ``PodRequests``). Quantities are ``Decimal`` values, printed
-back as kube prints a ``Quantity``.
+container if that is more (kube's ``PodRequests``). A quota with scopes (``BestEffort``,
+``NotBestEffort``, ``Terminating``, ``NotTerminating``, and ``PriorityClass`` in a
+``scopeSelector``) counts only the pods they take in. Quantities are ``Decimal`` values,
+printed back as kube prints a ``Quantity``.
 """
 
 from __future__ import annotations
@@ -170,3 +172,44 @@ def as_resource_list(values: Mapping[str, Decimal], like: Mapping[str, Any] | No
     """``values`` as a ResourceList of strings (binary where ``like``'s quantity was written binary)."""
     like = like or {}
     return {name: format_quantity(value, is_binary(name, like.get(name))) for name, value in sorted(values.items())}
+
+
+def _best_effort(pod: Obj) -> bool:
+    qos = (pod.get("status") or {}).get("qosClass")
+    if qos:
+        return bool(qos == "BestEffort")
+    return not _pod_total(pod, "requests") and not _pod_total(pod, "limits")
+
+
+def _scope_matches(scope: str, operator: str, values: list[Any], pod: Obj) -> bool:
+    spec = pod.get("spec") if isinstance(pod.get("spec"), dict) else {}
+    if scope in ("Terminating", "NotTerminating"):
+        terminating = (spec or {}).get("activeDeadlineSeconds") is not None
+        return terminating == (scope == "Terminating")
+    if scope in ("BestEffort", "NotBestEffort"):
+        return _best_effort(pod) == (scope == "BestEffort")
+    if scope == "PriorityClass":
+        name = (spec or {}).get("priorityClassName")
+        if operator == "Exists":
+            return bool(name)
+        if operator == "DoesNotExist":
+            return not name
+        return (name in values) == (operator != "NotIn")
+    return False  # CrossNamespacePodAffinity: no pod here asks for it
+
+
+def in_scope(quota: Obj, storage_key: str, obj: Obj) -> bool:
+    """Whether ``quota``'s scopes (``spec.scopes``, ``spec.scopeSelector``) take in ``obj``: a
+    quota without scopes takes in everything; a scoped one only the pods matching every scope."""
+    spec = quota.get("spec") or {}
+    scopes: list[tuple[str, str, list[Any]]] = [(str(s), "Exists", []) for s in spec.get("scopes") or []]
+    scopes += [(str(e.get("scopeName", "")), str(e.get("operator", "In")), list(e.get("values") or []))
+               for e in ((spec.get("scopeSelector") or {}).get("matchExpressions") or []) if isinstance(e, dict)]
+    if not scopes:
+        return True
+    return storage_key == "/pods" and all(_scope_matches(s, op, values, obj) for s, op, values in scopes)
+
+
+def scoped(quota: Obj, objects: Callable[[str], list[Obj]]) -> Callable[[str], list[Obj]]:
+    """``objects`` narrowed to what ``quota``'s scopes take in."""
+    return lambda key: [obj for obj in objects(key) if in_scope(quota, key, obj)]

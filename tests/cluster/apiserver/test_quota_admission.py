@@ -128,3 +128,23 @@ def test_quotas_and_limit_ranges_are_validated_as_kube_validates_them() -> None:
     assert [(c.field, c.message) for c in validate_limit_range(inverted)] == [
         ("spec.limits[0].min[cpu]", 'Invalid value: "2": min value 2 is greater than max value 1'),
         ("spec.limits[1].default", "Forbidden: may not be specified when `type` is 'Pod'")]
+
+
+def test_a_scoped_quota_judges_only_the_pods_its_scopes_take_in() -> None:
+    high = {**quota("high", pods="1"), "spec": {"hard": {"pods": "1"}, "scopeSelector": {"matchExpressions": [
+        {"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}}}
+    best_effort = {**quota("free", pods="1"), "spec": {"hard": {"pods": "1"}, "scopes": ["BestEffort"]}}
+
+    def with_class(name: str, cls: str | None, **resources: Obj) -> Obj:
+        new = pod(name, **resources)
+        if cls:
+            new["spec"]["priorityClassName"] = cls
+        return new
+
+    stored = lister({"/pods": [with_class("a", "high", requests={"cpu": "1"}), with_class("b", None)]})
+    assert "exceeded quota: high, requested: pods=1, used: pods=1" in forbidden(lambda: resource_quotas.check_create(
+        "pods", "", with_class("c", "high", requests={"cpu": "1"}), [high], stored))
+    resource_quotas.check_create("pods", "", with_class("d", "low", requests={"cpu": "1"}), [high, best_effort], stored)
+    assert "exceeded quota: free" in forbidden(lambda: resource_quotas.check_create(
+        "pods", "", with_class("e", None), [high, best_effort], stored))
+    resource_quotas.check_create("configmaps", "", {"metadata": {"name": "cm"}}, [best_effort], stored)

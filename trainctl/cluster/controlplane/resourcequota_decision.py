@@ -1,7 +1,8 @@
 """What a ResourceQuota's status should say, as kube-controller-manager's ``resourcequota``
 controller decides it: ``status.hard`` is a copy of ``spec.hard`` and ``status.used`` the
 namespace's use of each resource it names, counted by the same rules admission judges creates
-by (``trainctl.cluster.resource_quota``), so a pod that has ended no longer counts.
+by (``trainctl.cluster.resource_quota``), so a pod that has ended no longer counts and a
+scoped quota counts only the pods its scopes take in.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def counted_keys(quota: Obj) -> set[str]:
 def status(quota: Obj, objects: Callable[[str], list[Obj]]) -> Obj:
     """The status the quota should have; ``objects(storage_key)`` lists its namespace's objects."""
     hard = (quota.get("spec") or {}).get("hard") or {}
-    used = resource_quota.used(resource_quota.hard_of(quota), objects)
+    used = resource_quota.used(resource_quota.hard_of(quota), resource_quota.scoped(quota, objects))
     return {"hard": dict(hard), "used": resource_quota.as_resource_list(used, hard)}
 
 

@@ -8,9 +8,8 @@ kube charges the status and lets a conflicting status write fail the second of t
 creates; here the check and the store's write of the new object happen in one step of the
 API server's single event loop, so a second create already sees the first one's object and
 two creates racing for the last room cannot both pass. The quota controller then writes the
-same count into ``status.used``. Scopes (``spec.scopes``, ``scopeSelector``) are not
-honoured: a scoped quota counts every object of the namespace. ``validate_quota`` and
-``validate_limit_range`` are kube's validation of the two kinds.
+same count into ``status.used``. A scoped quota judges only the pods its scopes take in.
+``validate_quota`` and ``validate_limit_range`` are kube's validation of the two kinds.
 """
 
 from __future__ import annotations
@@ -54,6 +53,8 @@ def check_create(plural: str, group: str, obj: Obj, quotas: list[Obj],
     requested = resource_quota.object_usage(storage_key, obj)
     name = obj["metadata"].get("name", "")
     for quota in sorted(quotas, key=lambda q: str(q["metadata"].get("name", ""))):
+        if not resource_quota.in_scope(quota, storage_key, obj):
+            continue
         hard = resource_quota.hard_of(quota)
         quota_name = quota["metadata"].get("name", "")
         if storage_key == "/pods" and not resource_quota.has_ended(obj):
@@ -63,7 +64,7 @@ def check_create(plural: str, group: str, obj: Obj, quotas: list[Obj],
         charged = {n: v for n, v in requested.items() if n in hard}
         if not charged:
             continue
-        used = resource_quota.used(charged, objects)
+        used = resource_quota.used(charged, resource_quota.scoped(quota, objects))
         exceeded = sorted(n for n, v in charged.items() if used[n] + v > hard[n])
         if exceeded:
             raise errors.forbidden(plural, group, name, (
