@@ -38,6 +38,9 @@ def test_kubectl_creates_a_quota_and_a_create_past_it_is_refused_in_kubes_words(
     assert 'pods "bare" is forbidden: failed quota: compute: must specify limits.cpu for: bare; requests.cpu for: bare' \
         in unstated.stderr
     assert call(apiserver, PODS, apiserver.token, "POST", pod("c", "500m"))[0] == 201
+    kubectl("create", "quota", "scoped", "--hard=pods=5", "--scopes=NotBestEffort,NotTerminating", "-n", NS)
+    assert kubectl.json("get", "quota", "scoped", "-n", NS)["spec"] == {"hard": {"pods": "5"},
+                                                                       "scopes": ["NotBestEffort", "NotTerminating"]}
     negative = kubectl.run("create", "quota", "bad", "--hard=cpu=-1", "-n", NS, check=False)
     assert 'spec.hard[cpu]: Invalid value: "-1": must be greater than or equal to 0' in negative.stderr
 
