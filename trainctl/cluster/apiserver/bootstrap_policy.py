@@ -38,6 +38,7 @@ _VIEW = [
     _rule([""], ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "replicationcontrollers",
                  "serviceaccounts", "services", "events", "pods/log", "pods/status", "services/status"], _READ),
     _rule([""], ["namespaces"], _READ),
+    _rule([""], ["limitranges", "resourcequotas", "resourcequotas/status"], _READ),  # read, never written, below admin
     _rule(["autoscaling"], ["horizontalpodautoscalers", "horizontalpodautoscalers/status"], _READ),
     _rule(["events.k8s.io"], ["events"], _READ),
     _rule(["discovery.k8s.io"], ["endpointslices"], _READ),

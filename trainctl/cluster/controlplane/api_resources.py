@@ -16,3 +16,4 @@ PODDISRUPTIONBUDGETS = Resource("policy", "v1", "poddisruptionbudgets", "PodDisr
 DAEMONSETS = Resource("apps", "v1", "daemonsets", "DaemonSet")
 STATEFULSETS = Resource("apps", "v1", "statefulsets", "StatefulSet")
 CONTROLLER_REVISIONS = Resource("apps", "v1", "controllerrevisions", "ControllerRevision")
+RESOURCE_QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")

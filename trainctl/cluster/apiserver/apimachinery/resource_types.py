@@ -124,6 +124,35 @@ def _pod_defaults(pod: dict[str, Any]) -> None:
                 _probe_defaults(container.get(probe))
 
 
+def requests_from_limits(container: dict[str, Any]) -> None:
+    """kube's defaulting of a new pod: a resource a container limits but does not request is
+    requested at its limit (on create only, so that a pod stored without it stays updatable)."""
+    resources = container.get("resources")
+    limits = resources.get("limits") if isinstance(resources, dict) else None
+    if not isinstance(limits, dict) or not limits:
+        return
+    requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}  # type: ignore[union-attr]
+    missing = {name: value for name, value in limits.items() if name not in requests}
+    if missing:
+        resources["requests"] = {**requests, **missing}  # type: ignore[index]
+
+
+def _limit_range_defaults(limit_range: dict[str, Any]) -> None:
+    """kube's SetDefaults_LimitRangeItem: a Container item's default limit is its max, its default
+    request its default limit, else its min."""
+    for item in (limit_range.get("spec") or {}).get("limits") or []:
+        if not isinstance(item, dict) or item.get("type") != "Container":
+            continue
+        default = item["default"] = dict(item.get("default") or {})
+        request = item["defaultRequest"] = dict(item.get("defaultRequest") or {})
+        for name, value in (item.get("max") or {}).items():
+            default.setdefault(name, value)
+        for name, value in default.items():
+            request.setdefault(name, value)
+        for name, value in (item.get("min") or {}).items():
+            request.setdefault(name, value)
+
+
 def _probe_defaults(probe: Any) -> None:
     """kube's defaults of a probe (a zero is a field left out, as Go reads it)."""
     if not isinstance(probe, dict):
@@ -316,6 +345,11 @@ def builtin_types() -> list[ResourceType]:
                      defaulter=_service_defaults, shape=_SERVICE_SHAPE),
         ResourceType("", "v1", "endpoints", "Endpoints", "endpoints", short_names=("ep",)),
         ResourceType("", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE),
+        ResourceType("", "v1", "resourcequotas", "ResourceQuota", "resourcequota", short_names=("quota",),
+                     subresources=("status",), status_on_create=True,
+                     shape={"spec": {"hard": {}, "scopes": [str], "scopeSelector": {}}, "status": {"hard": {}, "used": {}}}),
+        ResourceType("", "v1", "limitranges", "LimitRange", "limitrange", short_names=("limits",),
+                     defaulter=_limit_range_defaults, shape={"spec": {"limits": [{"type": str}]}}),
         ResourceType("", "v1", "configmaps", "ConfigMap", "configmap", short_names=("cm",)),
         ResourceType("", "v1", "secrets", "Secret", "secret"),
         ResourceType("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", short_names=("sa",),

@@ -321,6 +321,25 @@ def _priority_class_columns() -> tuple[list[Column], Callable[[Obj, datetime], l
     return columns, cells
 
 
+def _resource_quota_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _AGE,
+               _col("Request", "Request represents a minimum amount of cpu/memory that a container may consume."),
+               _col("Limit", "Limits control the maximum amount of cpu/memory that a container may use independent "
+                             "of contention on the node.")]
+
+    def cells(quota: Obj, now: datetime) -> list[Any]:
+        status = quota.get("status") or {}
+        hard, used = status.get("hard") or {}, status.get("used") or {}
+        request: list[str] = []
+        limit: list[str] = []
+        for resource in sorted(hard):
+            (limit if resource.startswith("limits.") else request).append(f"{resource}: {used.get(resource, '0')}/{hard[resource]}")
+        return [quota["metadata"]["name"], age(quota["metadata"].get("creationTimestamp"), now), ", ".join(request),
+                ", ".join(limit)]
+
+    return columns, cells
+
+
 def _namespace_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(ns: Obj, now: datetime) -> list[Any]:
         return [ns["metadata"]["name"], (ns.get("status") or {}).get("phase", "Active"),
@@ -607,7 +626,8 @@ def _cronjob_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any
 
 
 def _created_at_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
-    """kube's default table, for resources without a printer of their own (CustomResourceDefinitions)."""
+    """kube's table of CustomResourceDefinitions and LimitRanges (and its default for resources
+    without a printer of their own)."""
     def cells(obj: Obj, now: datetime) -> list[Any]:
         return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp") or ""]
 
@@ -664,6 +684,8 @@ _BUILTIN = {
     ("", "serviceaccounts"): _serviceaccount_columns,
     ("coordination.k8s.io", "leases"): _lease_columns,
     ("apiextensions.k8s.io", "customresourcedefinitions"): _created_at_columns,
+    ("", "limitranges"): _created_at_columns,
+    ("", "resourcequotas"): _resource_quota_columns,
     ("", "events"): _event_columns,
     ("events.k8s.io", "events"): _event_columns,
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,

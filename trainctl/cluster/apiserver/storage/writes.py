@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainctl.cluster.apiserver import system_objects
-from trainctl.cluster.apiserver.admission import crds, priority
+from trainctl.cluster.apiserver.admission import crds, limit_ranges, priority, resource_quotas
 from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admission
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
@@ -29,6 +29,8 @@ from trainctl.kube.timestamps import now_rfc3339
 
 Obj = dict[str, Any]
 
+RESOURCE_QUOTAS = "/resourcequotas"
+LIMIT_RANGES = "/limitranges"
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
@@ -101,9 +103,11 @@ class Writes:
         if rtype.plural == "pods" and not rtype.group:
             self._admit_service_account(obj)
             priority.admit_pod(obj, self.store.list(priority.STORAGE_KEY))
+            limit_ranges.admit_pod(obj, self.store.list(LIMIT_RANGES, meta["namespace"]))
         elif rtype.storage_key == priority.STORAGE_KEY:
             priority.check_default(obj, self.store.list(priority.STORAGE_KEY))
         warnings = self._admit(rtype, obj, None, options.field_validation)
+        self._admit_quota(rtype, obj)
         if options.dry_run:
             return obj, warnings
         if rtype.is_service:
@@ -125,6 +129,17 @@ class Writes:
         if rtype.plural == "namespaces" and not rtype.group:
             await self.ensure_service_account(obj)
         return rtype.view(obj), warnings
+
+    def _admit_quota(self, rtype: ResourceType, obj: Obj) -> None:
+        """ResourceQuota admission of a create. Nothing awaits between it and the store's
+        ``put``, so two creates racing for a namespace's last room are judged one after the other."""
+        namespace = obj["metadata"].get("namespace")
+        if not rtype.namespaced or not namespace:
+            return
+        quotas = self.store.list(RESOURCE_QUOTAS, namespace)
+        if quotas:
+            resource_quotas.check_create(rtype.plural, rtype.group, obj, quotas,
+                                         lambda key: self.store.list(key, namespace))
 
     def _admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str, *,
                subresource: str | None = None) -> list[str]:
