@@ -146,3 +146,22 @@ def test_it_serves_udp_and_tcp_on_the_address_it_is_given(server):
             assert addresses(dns.message.from_wire(client.recv(size, socket.MSG_WAITALL))) == ["10.244.0.5"]
     finally:
         server.stop()
+
+
+def test_the_kubelets_service_sync_sends_the_records_it_computes(tmp_path):
+    from trainctl.cluster.kubelet.service_names import ServiceNames
+    from trainctl.cluster.kubelet.service_rules import ServiceRules
+    from trainctl.cluster.network.hosts import HostsFile
+    from trainctl.cluster.network.pod_ipam import PodIPAllocator
+    from trainctl.kube.informer import Store
+
+    class Proxy:
+        def update(self, rules):
+            self.rules = rules
+
+    sent = []
+    names = ServiceNames(None, Store(), Store(), PodIPAllocator("10.244.0.0/24"))
+    rules = ServiceRules(names, HostsFile(tmp_path), Proxy(), publish_names=sent.append)
+    web = service("web", clusterIP="10.96.0.20", selector={"app": "web"}, ports=[{"port": 80}])
+    rules.sync([], [web], [])
+    assert [records.a for records in sent] == [{"web.default.svc.cluster.local": ["10.96.0.20"]}]
