@@ -18,7 +18,7 @@ Names are lower case and end without a dot.
 
 from __future__ import annotations
 
-import ipaddress
+import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -56,14 +56,15 @@ class Records:
 
 
 def reverse_name(ip: str) -> str:
-    return ipaddress.ip_address(ip).reverse_pointer
+    """``10.0.244.5`` -> ``5.244.0.10.in-addr.arpa`` (an IPv4 address, as :func:`_ipv4` gives)."""
+    return ".".join(reversed(ip.split("."))) + ".in-addr.arpa"
 
 
 def _ipv4(value: Any) -> Optional[str]:
     """``value`` when it is an IPv4 address, else None."""
     try:
-        return value if isinstance(value, str) and ipaddress.ip_address(value).version == 4 else None
-    except ValueError:
+        return value if isinstance(value, str) and socket.inet_pton(socket.AF_INET, value) else None
+    except OSError:  # not an address
         return None
 
 
