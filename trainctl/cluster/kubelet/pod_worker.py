@@ -488,7 +488,8 @@ class PodWorker:
         while not self.stopping.is_set():
             try:
                 spec = self.pod.get("spec", {})
-                self.ctx.network.setup_pod(self.uid, self.pod_ip, spec.get("hostname") or self.pod["metadata"].get("name", ""))
+                self.ctx.network.setup_pod(self.uid, self.pod_ip, spec.get("hostname") or self.pod["metadata"].get("name", ""),
+                                           self.namespace)
                 return
             except Exception as exc:  # the router refused, or is restarting
                 log.warning("pod %s/%s: no network sandbox yet: %s", self.namespace, self.pod["metadata"].get("name"), exc)
