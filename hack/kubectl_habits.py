@@ -192,7 +192,9 @@ def habits(node: str) -> list[Habit]:
         h("kubectl get ep", "for i in $(seq 30); do kubectl get ep web | grep -q 8080 && break; sleep 1; done; kubectl get ep web", r"web\s+\d+\.\d+\.\d+\.\d+:8080"),
         h("kubectl get endpointslices", "kubectl get endpointslices -l kubernetes.io/service-name=web", r"web-\w+\s+IPv4\s+8080\s+\d+\.\d+"),
         h("kubectl describe svc", "kubectl describe svc web", r"Endpoints:\s+\d+\.\d+\.\d+\.\d+:8080"),
-        h("curl a Service name from a pod", "kubectl exec web -- curl -s -o /dev/null -w '%{http_code}' http://web/", r"^200$"),
+        h("curl a Service name from a pod", "kubectl run client --image=curlimages/curl --restart=Never -- sleep 600 >/dev/null && "
+          "kubectl wait --for=condition=Ready pod/client --timeout=120s >/dev/null && "
+          "kubectl exec client -- curl -s -o /dev/null -w '%{http_code}' http://web/", r"^200$", timeout=130),
         h("getent hosts a Service's full name", f"kubectl exec web -- getent hosts web.{NS}.svc.cluster.local", r"^\d+\.\d+\.\d+\.\d+\s+web"),
         h("kubectl create service nodeport", "kubectl create service nodeport np --tcp=80:8080 && kubectl get svc np", r"np\s+NodePort\s+\S+\s+<none>\s+80:3\d{4}/TCP"),
         h("kubectl proxy + services/proxy", "kubectl proxy --port=0 > proxy.out 2>&1 & p=$!; "
@@ -259,10 +261,10 @@ def habits(node: str) -> list[Habit]:
         h("kubectl create job --from=cronjob", "kubectl create job tick-now --from=cronjob/tick && kubectl wait --for=condition=complete job/tick-now --timeout=120s "
           "&& kubectl logs job/tick-now", r"^tick$", timeout=130),
         h("kubectl apply (a StatefulSet)", "kubectl apply -f sts.yaml && kubectl rollout status sts/db --timeout=150s",
-          r"statefulset.apps/db created[\s\S]*roll(ing update|ed out)", timeout=160),
+          r"statefulset.apps/db created[\s\S]*roll(ing update| out) complete", timeout=160),
         h("kubectl get sts", "kubectl get sts db", r"NAME\s+READY\s+AGE\s+db\s+2/2"),
         h("kubectl get pods (stable names)", "kubectl get pods -l app=db -o name", r"pod/db-0\npod/db-1"),
-        h("kubectl scale sts", "kubectl scale sts db --replicas=1 && kubectl wait --for=delete pod/db-1 --timeout=120s", r"scaled[\s\S]*deleted", timeout=130),
+        h("kubectl scale sts", "kubectl scale sts db --replicas=1 && kubectl wait --for=delete pod/db-1 --timeout=120s", r"scaled[\s\S]*pod/db-1 condition met", timeout=130),
         h("kubectl apply (a DaemonSet)", "kubectl apply -f ds.yaml && kubectl rollout status ds/agent --timeout=150s",
           r'daemon set "agent" successfully rolled out', timeout=160),
         h("kubectl get ds", "kubectl get ds agent", r"agent\s+3\s+3\s+3\s+3\s+3\s+<none>"),
@@ -270,7 +272,7 @@ def habits(node: str) -> list[Habit]:
         h("kubectl get pdb", "for i in $(seq 30); do kubectl get pdb board | grep -q ' 1 ' && break; sleep 1; done; kubectl get pdb board",
           r"NAME\s+MIN AVAILABLE\s+MAX UNAVAILABLE\s+ALLOWED DISRUPTIONS\s+AGE\s+board\s+1\s+N/A\s+\d"),
         h("kubectl create priorityclass", "kubectl create priorityclass habits-high --value=1000 --description=habits", r"priorityclass.scheduling.k8s.io/habits-high created"),
-        h("kubectl create quota", "kubectl create quota habits --hard=pods=50,requests.memory=20Gi", r"resourcequota/habits created"),
+        h("kubectl create quota", "kubectl create quota habits --hard=pods=50,count/configmaps=30", r"resourcequota/habits created"),
         h("kubectl get quota", "for i in $(seq 30); do kubectl get quota habits | grep -q 'pods: [1-9]' && break; sleep 1; done; kubectl get quota habits",
           r"habits\s+\d+\S*\s+pods: \d+/50"),
         h("kubectl apply (a LimitRange) + describe limits", "kubectl apply -f limits.yaml && kubectl describe limits limits", r"Container\s+memory\s+-\s+-\s+64Mi\s+512Mi"),
@@ -284,11 +286,11 @@ def habits(node: str) -> list[Habit]:
         h("kubectl drain", f"kubectl drain {node} --ignore-daemonsets --delete-emptydir-data --force --timeout=150s && kubectl uncordon {node}",
           rf"node/{node} drained", timeout=170),
         # debugging
-        h("kubectl debug (ephemeral container)", "kubectl debug web -i --image=busybox --target=web --container=dbg -- sh -c 'echo from-debug' < /dev/null",
+        h("kubectl debug (ephemeral container)", "kubectl debug web -i --image=busybox --target=web --container=dbg -- sh -c 'sleep 3; echo from-debug' < /dev/null",
           r"from-debug"),
         h("kubectl debug --copy-to", "kubectl debug web --copy-to=web-copy --image=busybox --container=copy -- sleep 30 && kubectl get pod web-copy -o name",
           r"pod/web-copy"),
-        h("kubectl debug node/", f"kubectl debug node/{node} -i --image=busybox -- sh -c 'echo from-node' < /dev/null", r"from-node"),
+        h("kubectl debug node/", f"kubectl debug node/{node} -i --image=busybox -- sh -c 'sleep 3; echo from-node' < /dev/null", r"from-node"),
         # training jobs
         h("kubectl apply (a PyTorchJob)", f"kubectl apply -f {REPO}/samples/pytorch/ddp.yaml", r"pytorchjob.kubeflow.org/pytorch-ddp created"),
         h("kubectl get pytorchjobs", "kubectl get pytorchjobs", r"NAME\s+STATE\s+AGE\s+pytorch-ddp"),
