@@ -1,6 +1,6 @@
 """Run the official Kubernetes Python client's own e2e suite against a throwaway embedded cluster.
 
-    .venv/bin/python hack/client_e2e.py [--tests DIR] [--nodes 2] [-k EXPR] [--keep]
+    .venv/bin/python hack/client_e2e.py [--tests DIR] [--nodes 2] [-k EXPR] [--keep] [--sandbox M] [--network M]
 
 The suite (``kubernetes/e2e_test`` in kubernetes-client/python) is the client's, not this
 project's: it is not in the client's wheel, so it is taken from ``--tests`` (a checkout of
@@ -86,6 +86,8 @@ def main() -> int:
     parser.add_argument("--tests", metavar="DIR", help="a kubernetes-client/python checkout (or its kubernetes/e2e_test); "
                                                        "default: clone it at the installed client's tag")
     parser.add_argument("--nodes", type=int, default=2, help="nodes of the cluster (default 2)")
+    parser.add_argument("--sandbox", choices=("auto", "bwrap", "none"), help="the pods' sandbox (local up's --sandbox)")
+    parser.add_argument("--network", choices=("isolated", "shared", "auto"), help="the pod network (local up's --network)")
     parser.add_argument("-k", dest="select", metavar="EXPR", help="run only the tests pytest's -k EXPR selects")
     parser.add_argument("--timeout", type=int, default=180, metavar="S",
                         help="fail a test still running after S seconds (default 180; some wait for ever)")
@@ -99,8 +101,11 @@ def main() -> int:
         suite_root = scratch / "suite"
         shutil.copytree(suite_source(options.tests, scratch), suite_root / SUITE)
         (suite_root / "pytest.ini").write_text("[pytest]\n")  # none of the project's pytest settings
-        subprocess.run(trainctl + ["up", "--dir", str(cluster), "--nodes", str(options.nodes), "--no-controller",
-                                   "--detach"], check=True)
+        up = ["up", "--dir", str(cluster), "--nodes", str(options.nodes), "--no-controller", "--detach"]
+        for flag in ("sandbox", "network"):
+            if getattr(options, flag):
+                up += [f"--{flag}", getattr(options, flag)]
+        subprocess.run(trainctl + up, check=True)
         report = scratch / "report.xml"
         pytest_args = [str(suite_root / SUITE), "--rootdir", str(suite_root), "-c", str(suite_root / "pytest.ini"),
                        "-p", "no:cacheprovider", "-v", "--timeout", str(options.timeout), "--junitxml", str(report)]
