@@ -28,6 +28,7 @@ ROOTS = (
     "io.k8s.api.core.v1.Namespace", "io.k8s.api.core.v1.Pod", "io.k8s.api.core.v1.Service",
     "io.k8s.api.core.v1.Endpoints", "io.k8s.api.core.v1.Event", "io.k8s.api.core.v1.ConfigMap",
     "io.k8s.api.core.v1.Secret", "io.k8s.api.core.v1.ServiceAccount", "io.k8s.api.core.v1.Node",
+    "io.k8s.api.core.v1.ReplicationController",
     "io.k8s.api.events.v1.Event", "io.k8s.api.coordination.v1.Lease", "io.k8s.api.discovery.v1.EndpointSlice",
     "io.k8s.api.batch.v1.Job", "io.k8s.api.batch.v1.CronJob",
     "io.k8s.api.apps.v1.Deployment", "io.k8s.api.apps.v1.ReplicaSet", "io.k8s.api.apps.v1.DaemonSet",
@@ -36,6 +37,7 @@ ROOTS = (
     "io.k8s.api.policy.v1.PodDisruptionBudget",
     "io.k8s.api.policy.v1.Eviction", "io.k8s.api.scheduling.v1.PriorityClass",
     "io.k8s.apiextensions-apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition",
+    "io.k8s.kube-aggregator.pkg.apis.apiregistration.v1.APIService",
     "io.k8s.api.autoscaling.v1.Scale",
     "io.k8s.apimachinery.pkg.apis.meta.v1.Status",
     # Identity (registry.identity_types).

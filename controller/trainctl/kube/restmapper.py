@@ -58,6 +58,7 @@ ENDPOINTS = Resource("", "v1", "endpoints", "Endpoints")
 # apps/v1 workloads: the owners of pods whose scale the HPA and disruption controllers read.
 DEPLOYMENTS = Resource("apps", "v1", "deployments", "Deployment")
 REPLICASETS = Resource("apps", "v1", "replicasets", "ReplicaSet")
+REPLICATIONCONTROLLERS = Resource("", "v1", "replicationcontrollers", "ReplicationController")
 
 
 

@@ -57,7 +57,7 @@ def test_rbac_covers_subresources_watches_and_non_resource_paths(apiserver: ApiS
     assert (code, status["reason"]) == (403, "Forbidden")
     assert status["message"] == (f'pods "p" is forbidden: User "{user}" cannot get resource "pods/log" in API group "" '
                                  f'in the namespace "{NS}"')
-    assert status["details"] == {"name": "p", "group": "", "kind": "pods"}
+    assert status["details"] == {"name": "p", "kind": "pods"}
     code, status = call(apiserver, f"/api/v1/namespaces/{NS}/pods?watch=true", token)
     assert code == 403 and "cannot watch resource" in status["message"]
     code, status = call(apiserver, "/metrics", token)

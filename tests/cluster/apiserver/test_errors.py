@@ -171,4 +171,27 @@ def test_a_path_nobody_serves_is_a_404_with_empty_details(http):
 
 def test_a_forbidden_namespace_delete_names_what_was_refused(http):
     body = status_of(http("DELETE", "/api/v1/namespaces/default"))
-    assert body["code"] == 403 and body["details"] == {"name": "default", "group": "", "kind": "namespaces"}
+    assert body["code"] == 403 and body["details"] == {"name": "default", "kind": "namespaces"}
+
+
+def test_an_already_exists_body_is_kubes_byte_for_byte(http):
+    """The Python client's ``create_from_yaml`` quotes the body verbatim in its error, and its
+    own e2e suite compares that text: kube's field order, no empty ``group`` for the core group,
+    a final newline."""
+    configmap = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "twice"}}
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "twice"},
+                  "spec": {"selector": {"matchLabels": {"app": "a"}}, "template": {
+                      "metadata": {"labels": {"app": "a"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}}}}
+    for path, body, expected in (
+            ("/api/v1/namespaces/default/configmaps", configmap,
+             b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+             b'"message":"configmaps \\"twice\\" already exists","reason":"AlreadyExists",'
+             b'"details":{"name":"twice","kind":"configmaps"},"code":409}\n'),
+            ("/apis/apps/v1/namespaces/default/deployments", deployment,
+             b'{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",'
+             b'"message":"deployments.apps \\"twice\\" already exists","reason":"AlreadyExists",'
+             b'"details":{"name":"twice","group":"apps","kind":"deployments"},"code":409}\n')):
+        assert http("POST", path, json=body).status_code == 201
+        again = http("POST", path, json=body)
+        assert again.status_code == 409
+        assert again.content == expected

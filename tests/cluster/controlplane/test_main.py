@@ -20,7 +20,9 @@ from .conftest import FakeMetricsClient, eventually
 def test_flags_take_kube_durations() -> None:
     args = parser().parse_args(["--node-monitor-grace-period", "10s", "--hpa-sync-period", "1m", "--hpa-downscale-stabilization", "30s"])
     controllers = build(args, client=None)
-    nodes, autoscaler, accounts, endpoints, jobs, cronjobs, disruption, replicasets, deployments, daemonsets, statefulsets, quotas = controllers
+    (nodes, autoscaler, accounts, endpoints, jobs, cronjobs, disruption, replicasets, replication, deployments,
+     daemonsets, statefulsets, quotas) = controllers
+    assert type(replication).__name__ == "ReplicationManager"
     assert type(quotas).__name__ == "ResourceQuotaController"
     assert (type(replicasets).__name__, type(deployments).__name__) == ("ReplicaSetController", "DeploymentController")
     assert type(daemonsets).__name__ == "DaemonSetController"

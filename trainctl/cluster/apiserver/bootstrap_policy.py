@@ -36,7 +36,8 @@ def _non_resource(urls: list[str], verbs: list[str]) -> Obj:
 # What a namespace's users read (view), change (edit) and manage (admin).
 _VIEW = [
     _rule([""], ["configmaps", "endpoints", "persistentvolumeclaims", "pods", "replicationcontrollers",
-                 "serviceaccounts", "services", "events", "pods/log", "pods/status", "services/status"], _READ),
+                 "replicationcontrollers/scale", "replicationcontrollers/status", "serviceaccounts", "services",
+                 "events", "pods/log", "pods/status", "services/status"], _READ),
     _rule([""], ["namespaces"], _READ),
     _rule([""], ["limitranges", "resourcequotas", "resourcequotas/status"], _READ),  # read, never written, below admin
     _rule(["autoscaling"], ["horizontalpodautoscalers", "horizontalpodautoscalers/status"], _READ),
@@ -53,8 +54,8 @@ _VIEW = [
 ]
 _EDIT = [
     _rule([""], ["pods", "pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "pods/eviction"], _WRITE),
-    _rule([""], ["configmaps", "endpoints", "persistentvolumeclaims", "replicationcontrollers", "secrets",
-                 "serviceaccounts", "services", "services/proxy"], _WRITE),
+    _rule([""], ["configmaps", "endpoints", "persistentvolumeclaims", "replicationcontrollers",
+                 "replicationcontrollers/scale", "secrets", "serviceaccounts", "services", "services/proxy"], _WRITE),
     _rule([""], ["pods/attach", "pods/exec", "pods/portforward", "pods/proxy", "secrets", "services/proxy"], _READ),
     _rule([""], ["serviceaccounts/token"], ["create"]),
     _rule(["autoscaling"], ["horizontalpodautoscalers"], _WRITE),

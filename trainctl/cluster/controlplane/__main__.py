@@ -14,7 +14,7 @@ from typing import Any, Optional
 from trainctl.api.durations import positive_duration
 
 CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "endpoint", "job", "cronjob", "disruption",
-               "replicaset", "deployment", "daemonset", "statefulset", "resourcequota")
+               "replicaset", "replicationcontroller", "deployment", "daemonset", "statefulset", "resourcequota")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -106,6 +106,10 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         from trainctl.cluster.controlplane.replicaset_controller import ReplicaSetController
 
         controllers.append(ReplicaSetController(client))
+    if "replicationcontroller" in wanted:
+        from trainctl.cluster.controlplane.replication_manager import ReplicationManager
+
+        controllers.append(ReplicationManager(client))
     if "deployment" in wanted:
         from trainctl.cluster.controlplane.deployment_controller import DeploymentController
 

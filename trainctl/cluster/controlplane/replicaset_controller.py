@@ -31,15 +31,23 @@ COMPONENT = "replicaset-controller"
 
 
 class ReplicaSetController(LoopController):
+    """Runs apps/v1 ReplicaSets; a subclass runs another kind by the same rules (see
+    :mod:`.replication_manager`)."""
+
+    resource = r.REPLICASETS
+    owner = (rd.API_VERSION, rd.KIND)
+    component = COMPONENT
+    loop_name = "replicaset"
+
     def __init__(self, client: KubeClient, resync_period: float = 30.0, clock: Callable[[], datetime] = utc_now) -> None:
         self.client = client
         self.clock = clock
-        self.replicasets = Informer(client, r.REPLICASETS)
+        self.replicasets = Informer(client, self.resource)
         self.pods = Informer(client, r.PODS)
         self.events = EventRecorder(client)
         self.expectations = Expectations(ttl=60.0)
         self.failures: dict[str, Optional[tuple[str, str]]] = {}  # ReplicaSet uid -> why its last pods were refused
-        self.loop = PeriodicLoop("replicaset", [self.replicasets, self.pods], self.sync, resync_period).wake_on_changes()
+        self.loop = PeriodicLoop(self.loop_name, [self.replicasets, self.pods], self.sync, resync_period).wake_on_changes()
 
     def sync(self) -> Optional[float]:
         now = self.clock()
@@ -64,23 +72,28 @@ class ReplicaSetController(LoopController):
             pods = pods_by_namespace.get(replicaset["metadata"].get("namespace") or "", [])
             family = siblings[str((controller_of(replicaset) or {}).get("uid") or uid)]
             related = [p for p in pods if str((controller_of(p) or {}).get("uid")) in family and not p["metadata"].get("deletionTimestamp")]
-            decision = rd.decide(replicaset, pods, now, related, failure=self.failures.get(uid))
+            decision = rd.decide(self.as_replicaset(replicaset), pods, now, related, failure=self.failures.get(uid),
+                                 owner=self.owner)
             self._apply(replicaset, decision, now)
             if decision.requeue_after is not None:
                 sooner = decision.requeue_after if sooner is None else min(sooner, decision.requeue_after)
         return None if sooner is None else max(sooner, 0.5)
 
+    def as_replicaset(self, obj: Obj) -> Obj:
+        """The object as the ReplicaSet rules read it."""
+        return obj
+
     def _apply(self, replicaset: Obj, decision: rd.ReplicaSetDecision, now: datetime) -> None:
         namespace, name, uid = replicaset["metadata"].get("namespace"), replicaset["metadata"]["name"], replicaset["metadata"].get("uid") or ""
 
         def record(kind: str, reason: str, message: str) -> None:
-            self.events.record(replicaset, Event(kind, reason, message), COMPONENT, now)
+            self.events.record(replicaset, Event(kind, reason, message), self.component, now)
 
         failure = apply_pods(self.client, self.expectations, replicaset, rewrite=decision.rewrite, create=decision.create,
                              delete=decision.delete, record=record)
         try:  # the status, whatever became of the pods (a refusal is part of it)
             if decision.status is not None:
-                self.client.replace(r.REPLICASETS, {**replicaset, "status": decision.status}, subresource="status")
+                self.client.replace(self.resource, {**replicaset, "status": decision.status}, subresource="status")
         except ApiError as exc:
             log.info("cannot write the ReplicaSet's status", extra={"replicaset": f"{namespace}/{name}", "error": str(exc)})
         if failure != self.failures.get(uid):

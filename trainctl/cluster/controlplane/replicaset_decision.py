@@ -115,32 +115,35 @@ def deletion_order(pods: list[Obj], related: Optional[list[Obj]] = None) -> list
     return sorted(pods, key=key)
 
 
-def pod_for(replicaset: Obj) -> Obj:
-    """A pod of ``replicaset``, as kube's ReplicaSet controller makes it."""
+def pod_for(replicaset: Obj, owner: tuple[str, str] = (API_VERSION, KIND)) -> Obj:
+    """A pod of ``replicaset``, as kube's ReplicaSet controller makes it; ``owner``: the
+    (apiVersion, kind) its controller reference names."""
     meta, template = metadata(replicaset), (replicaset.get("spec") or {}).get("template") or {}
     tmeta = template.get("metadata") or {}
     pod_meta: Obj = {"generateName": f"{meta.get('name')}-", "namespace": meta.get("namespace"),
                      "labels": dict(tmeta.get("labels") or {}),
-                     "ownerReferences": [controller_ref.owner_reference(replicaset, API_VERSION, KIND)]}
+                     "ownerReferences": [controller_ref.owner_reference(replicaset, *owner)]}
     if tmeta.get("annotations"):
         pod_meta["annotations"] = dict(tmeta["annotations"])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": dict(template.get("spec") or {})}
 
 
 def decide(replicaset: Obj, pods: list[Obj], now: datetime, related: Optional[list[Obj]] = None,
-           failure: Optional[tuple[str, str]] = None) -> ReplicaSetDecision:
+           failure: Optional[tuple[str, str]] = None, owner: tuple[str, str] = (API_VERSION, KIND)) -> ReplicaSetDecision:
     """``pods``: the pods of the ReplicaSet's namespace (its own and candidates for adoption);
     ``related``: the live pods of its sibling ReplicaSets (same controller), its own included;
-    ``failure``: (reason, message) of the pods the API server refused in the last pass."""
+    ``failure``: (reason, message) of the pods the API server refused in the last pass;
+    ``owner``: the (apiVersion, kind) of the object the ReplicaSet stands for (a
+    ReplicationController's pods name it)."""
     spec = replicaset.get("spec") or {}
     decision = ReplicaSetDecision()
-    claimed = controller_ref.claim(replicaset, API_VERSION, KIND, [p for p in pods if not is_terminal(p)])
+    claimed = controller_ref.claim(replicaset, *owner, [p for p in pods if not is_terminal(p)])
     decision.rewrite = claimed.adopt + claimed.release
     active = [p for p in claimed.owned if not metadata(p).get("deletionTimestamp")]
     replicas = int(spec.get("replicas", 1))
     if not metadata(replicaset).get("deletionTimestamp"):
         if len(active) < replicas:
-            decision.create = [pod_for(replicaset) for _ in range(replicas - len(active))]
+            decision.create = [pod_for(replicaset, owner) for _ in range(replicas - len(active))]
         elif len(active) > replicas:
             decision.delete = [metadata(p)["name"] for p in deletion_order(active, related)[:len(active) - replicas]]
 

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from trainctl.cluster.apiserver.admission import (
+    apiservices,
     builtin_validation,
     crds,
     pod_update,
@@ -137,6 +138,13 @@ class Admission:
             causes = (validation.validate_job if rtype.plural == "jobs" else validation.validate_cronjob)(obj, old)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
+        if rtype.group == "" and rtype.plural == "replicationcontrollers":
+            # A ReplicaSet with a label map for selector, which (unlike the ReplicaSet's) may change.
+            spec = obj.get("spec") or {}
+            causes = validation.validate_workload({**obj, "spec": {**spec, "selector": {"matchLabels": spec.get("selector") or {}}}},
+                                                  None)
+            if causes:
+                raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.group == "apps" and rtype.plural in ("deployments", "replicasets", "daemonsets", "statefulsets"):
             causes = validation.validate_workload(obj, old)
             if causes:
@@ -146,6 +154,12 @@ class Admission:
                       else resource_quotas.validate_limit_range)(obj)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
+        if rtype.group == "apiregistration.k8s.io":
+            causes = apiservices.validate(obj)
+            if causes:
+                raise errors.invalid(rtype.kind, rtype.group, name, causes)
+            if old is None:
+                obj["status"] = apiservices.initial_status(obj, now_rfc3339())
         if rtype.storage_key == CRD_STORAGE_KEY:
             crds.crd_defaults(obj)
             causes = crds.validate_crd(obj)

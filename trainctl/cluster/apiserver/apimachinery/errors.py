@@ -47,13 +47,14 @@ class ApiError(Exception):
             "status": "Failure",
             "message": self.message,
             "reason": self.reason,
-            "code": self.code,
         }
         if self.details is not None or self.causes:
-            details = dict(self.details or {})
+            # Empty members are left out (the Go type's omitempty: no "group" for the core group).
+            details = {key: value for key, value in (self.details or {}).items() if value not in ("", None)}
             if self.causes:
                 details["causes"] = [c.to_wire() for c in self.causes]
             body["details"] = details
+        body["code"] = self.code  # after details, in the Go type's field order
         return body
 
 

@@ -231,6 +231,18 @@ def _replicaset_defaults(replicaset: dict[str, Any]) -> None:
     _pod_template_defaults(spec)
 
 
+def _replication_controller_defaults(controller: dict[str, Any]) -> None:
+    """core/v1 ReplicationController defaults: kube's, the selector and labels from the template's labels."""
+    _replicaset_defaults(controller)
+    spec = controller["spec"]
+    labels = (spec["template"].get("metadata") or {}).get("labels") or {}
+    if labels and not spec.get("selector"):
+        spec["selector"] = dict(labels)
+    meta = controller.setdefault("metadata", {})
+    if labels and not meta.get("labels"):
+        meta["labels"] = dict(labels)
+
+
 def _daemonset_defaults(daemonset: dict[str, Any]) -> None:
     """apps/v1 DaemonSet defaults: a rolling update one node at a time, ten old revisions kept."""
     spec = daemonset.setdefault("spec", {})
@@ -371,6 +383,10 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("apps", "v1", "replicasets", "ReplicaSet", "replicaset", short_names=("rs",), categories=("all",),
                      subresources=("status", "scale"), status_on_create=True, scale=_REPLICAS_SCALE,
                      defaulter=_replicaset_defaults, shape=_WORKLOAD_SHAPE),
+        ResourceType("", "v1", "replicationcontrollers", "ReplicationController", "replicationcontroller",
+                     short_names=("rc",), categories=("all",), subresources=("status", "scale"), status_on_create=True,
+                     scale=_REPLICAS_SCALE, defaulter=_replication_controller_defaults,
+                     shape={"spec": {k: v for k, v in _WORKLOAD_SHAPE["spec"].items() if k != "strategy"}, "status": {}}),
         ResourceType("apps", "v1", "daemonsets", "DaemonSet", "daemonset", short_names=("ds",), categories=("all",),
                      subresources=("status",), status_on_create=True, defaulter=_daemonset_defaults,
                      shape={"spec": {k: v for k, v in _WORKLOAD_SHAPE["spec"].items() if k != "replicas"}, "status": {}}),
@@ -392,6 +408,8 @@ def builtin_types() -> list[ResourceType]:
                      "CustomResourceDefinition", "customresourcedefinition", namespaced=False,
                      short_names=("crd", "crds"), categories=("api-extensions",),
                      subresources=("status",), shape=_CRD_SHAPE),
+        ResourceType("apiregistration.k8s.io", "v1", "apiservices", "APIService", "apiservice", namespaced=False,
+                     categories=("api-extensions",), subresources=("status",), status_on_create=True),
         *identity_types(),
     ]
 

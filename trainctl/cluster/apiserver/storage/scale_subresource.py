@@ -44,7 +44,10 @@ def scale_of(rtype: ResourceType, obj: Obj) -> Obj:
         if selector and isinstance(selector[0], str):
             scale["status"]["selector"] = selector[0]
         elif selector and isinstance(selector[0], dict):  # a built-in's LabelSelector, in its text form
-            scale["status"]["selector"] = selector_string(selector[0])
+            found = selector[0]
+            if rtype.kind == "ReplicationController":  # a plain label map there
+                found = {"matchLabels": found}
+            scale["status"]["selector"] = selector_string(found)
     return scale
 
 
