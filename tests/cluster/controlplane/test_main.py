@@ -37,7 +37,7 @@ def test_flags_take_kube_durations() -> None:
     assert [type(c).__name__ for c in build(parser().parse_args(["--controllers", "horizontal-pod-autoscaler"]), client=None)] == [
         "HorizontalPodAutoscalerController"]
     with pytest.raises(SystemExit):
-        build(parser().parse_args(["--controllers", "replicationcontroller"]), client=None)
+        build(parser().parse_args(["--controllers", "nosuch"]), client=None)
 
 
 def test_process_marks_a_silent_node_unknown_and_stops_on_sigterm(apiserver: ApiServerHandle, client: FakeMetricsClient) -> None:
