@@ -47,3 +47,62 @@ def test_debug_node_runs_a_host_namespaced_pod_on_that_node(kubectl):
     assert [v["hostPath"]["path"] for v in spec["volumes"] if v["name"] == "host-root"] == ["/"]
     assert {"mountPath": "/host", "name": "host-root"} in spec["containers"][0]["volumeMounts"]
     assert spec["tolerations"] == [{"operator": "Exists"}]
+
+
+def _ephemeral(kubectl, pod: str, containers: list[dict], check: bool = True):
+    patch = {"spec": {"ephemeralContainers": containers}}
+    return kubectl.run("patch", "pod", pod, "--subresource=ephemeralcontainers", "--type=strategic",
+                       "-p", json.dumps(patch), check=check)
+
+
+def test_ephemeral_containers_are_only_added_through_their_subresource(kubectl):
+    kubectl("apply", "-f", "-", input=json.dumps(POD))
+    debugger = {"name": "dbg", "image": "busybox", "command": ["sh"], "targetContainerName": "main", "stdin": True}
+    _ephemeral(kubectl, "app", [debugger])
+    pod = kubectl.json("get", "pod", "app")
+    assert [c["name"] for c in pod["spec"]["ephemeralContainers"]] == ["dbg"]
+    assert pod["spec"]["ephemeralContainers"][0]["targetContainerName"] == "main"
+    assert json.loads(kubectl("get", "--raw", "/api/v1/namespaces/default/pods/app/ephemeralcontainers"))["kind"] == "Pod"
+
+    # An update of the pod itself keeps them: it can neither add nor remove one.
+    pod["spec"]["ephemeralContainers"] = [{"name": "sneaky", "image": "busybox"}]
+    kubectl("replace", "-f", "-", input=json.dumps(pod))
+    assert [c["name"] for c in kubectl.json("get", "pod", "app")["spec"]["ephemeralContainers"]] == ["dbg"]
+
+    refused = _ephemeral(kubectl, "app", [{"name": "main", "image": "busybox"}], check=False)
+    assert refused.returncode == 1 and 'spec.ephemeralContainers[1].name: Duplicate value: "main"' in refused.stderr
+    refused = _ephemeral(kubectl, "app", [{"name": "web", "image": "busybox", "ports": [{"containerPort": 80}],
+                                           "readinessProbe": {"exec": {"command": ["true"]}},
+                                           "resources": {"limits": {"cpu": "1"}}}], check=False)
+    for field in ("ports", "readinessProbe", "resources"):
+        assert f"spec.ephemeralContainers[1].{field}: Forbidden: cannot be set for an Ephemeral Container" in refused.stderr
+    refused = _ephemeral(kubectl, "app", [{"name": "t", "image": "busybox", "targetContainerName": "nosuch"}], check=False)
+    assert 'spec.ephemeralContainers[1].targetContainerName: Not found: "nosuch"' in refused.stderr
+    changed = kubectl.run("patch", "pod", "app", "--subresource=ephemeralcontainers", "--type=json", "-p",
+                          json.dumps([{"op": "replace", "path": "/spec/ephemeralContainers/0/image", "value": "alpine"}]),
+                          check=False)
+    assert 'existing ephemeral containers "dbg" may not be changed' in changed.stderr
+    removed = kubectl.run("patch", "pod", "app", "--subresource=ephemeralcontainers", "--type=json", "-p",
+                          json.dumps([{"op": "remove", "path": "/spec/ephemeralContainers/0"}]), check=False)
+    assert 'existing ephemeral containers "dbg" may not be removed' in removed.stderr
+    # The subresource writes nothing else of the pod.
+    _ephemeral(kubectl, "app", [{"name": "dbg2", "image": "busybox"}])
+    labelled = kubectl.run("patch", "pod", "app", "--subresource=ephemeralcontainers", "--type=merge",
+                           "-p", json.dumps({"metadata": {"labels": {"app": "other"}}}))
+    assert labelled.returncode == 0
+    assert kubectl.json("get", "pod", "app")["metadata"]["labels"] == {"app": "web"}
+
+
+def test_a_pod_is_not_created_with_ephemeral_containers(kubectl):
+    pod = json.loads(json.dumps(POD))
+    pod["spec"]["ephemeralContainers"] = [{"name": "dbg", "image": "busybox"}]
+    refused = kubectl.run("apply", "-f", "-", input=json.dumps(pod), check=False)
+    assert refused.returncode == 1 and "spec.ephemeralContainers: Forbidden: cannot be set on create" in refused.stderr
+
+
+def test_kubectl_debug_adds_an_ephemeral_container(kubectl):
+    kubectl("apply", "-f", "-", input=json.dumps(POD))
+    kubectl("debug", "app", "--image=busybox", "--target=main", "--container=debugger", "--", "true")
+    added = kubectl.json("get", "pod", "app")["spec"]["ephemeralContainers"]
+    assert [(c["name"], c["image"], c["targetContainerName"], c["command"]) for c in added] == [
+        ("debugger", "busybox", "main", ["true"])]
