@@ -487,7 +487,8 @@ class Kubelet:
             meta = _meta(worker.pod)
             if meta.get("namespace", "default") == namespace and meta.get("name") == name:
                 return PodTarget(namespace, name, worker.uid, worker.pod_ip,
-                                 {spec.get("name", ""): worker.running(spec.get("name", "")) for spec in worker.specs})
+                                 {spec.get("name", ""): worker.running(spec.get("name", ""))
+                                  for spec in worker.specs + worker.ephemeral_specs})
         return None
 
     def start_sandbox(self, pod: Obj) -> Optional[PodSandbox]:
