@@ -34,7 +34,8 @@ _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "pa
                       "log": ["get"], "binding": ["create"], "eviction": ["create"],
                       "finalize": ["update"], "token": ["create"], "exec": ["create", "get"],
                       "attach": ["create", "get"], "portforward": ["create", "get"],
-                      "ephemeralcontainers": ["get", "patch", "update"]}
+                      "ephemeralcontainers": ["get", "patch", "update"],
+                      "proxy": ["create", "delete", "get", "patch", "update"]}
 
 
 def wants_aggregated(accept: str) -> bool:
