@@ -106,3 +106,21 @@ def test_kubectl_debug_adds_an_ephemeral_container(kubectl):
     added = kubectl.json("get", "pod", "app")["spec"]["ephemeralContainers"]
     assert [(c["name"], c["image"], c["targetContainerName"], c["command"]) for c in added] == [
         ("debugger", "busybox", "main", ["true"])]
+
+
+def test_adding_an_ephemeral_container_needs_its_own_permission(kubectl):
+    kubectl("apply", "-f", "-", input=json.dumps(POD))
+    kubectl("create", "role", "editor", "--verb=get,list,watch,update,patch", "--resource=pods")
+    kubectl("create", "rolebinding", "editor", "--role=editor", "--user=alice")
+    refused = kubectl.run("--as=alice", "debug", "app", "--image=busybox", "--", "true", check=False)
+    assert refused.returncode == 1
+    assert 'cannot patch resource "pods/ephemeralcontainers"' in refused.stderr, refused.stderr
+    # Nor through the pod itself: its update keeps the ephemeral containers it has.
+    pod = kubectl.json("get", "pod", "app")
+    pod["spec"]["ephemeralContainers"] = [{"name": "sneaky", "image": "busybox", "command": ["sh"]}]
+    kubectl("--as=alice", "replace", "-f", "-", input=json.dumps(pod))
+    assert "ephemeralContainers" not in kubectl.json("get", "pod", "app")["spec"]
+    kubectl("create", "role", "debugger", "--verb=patch", "--resource=pods/ephemeralcontainers")
+    kubectl("create", "rolebinding", "debugger", "--role=debugger", "--user=alice")
+    kubectl("--as=alice", "debug", "app", "--image=busybox", "--container=dbg", "--", "true")
+    assert [c["name"] for c in kubectl.json("get", "pod", "app")["spec"]["ephemeralContainers"]] == ["dbg"]

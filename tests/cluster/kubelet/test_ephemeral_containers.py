@@ -68,3 +68,4 @@ def test_an_ephemeral_container_ends_with_its_pod(api, kube_env, kubelet):
     api.delete(PODS, "default", "short", grace_period_seconds=1)
     wait_pod_gone(api, "short", timeout=60)
     assert not _running_with(marker), "the ephemeral container outlived its pod"
+
