@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+import threading
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from trainctl.cluster.kubelet.pod_worker import PodContext, PodWorker
 from trainctl.kube.restmapper import PODS
 
 from tests.support.pods import create, phase, pod, wait_pod, wait_pod_gone
@@ -69,3 +71,29 @@ def test_an_ephemeral_container_ends_with_its_pod(api, kube_env, kubelet):
     wait_pod_gone(api, "short", timeout=60)
     assert not _running_with(marker), "the ephemeral container outlived its pod"
 
+
+
+def test_an_ephemeral_container_a_status_says_started_is_not_started_again():
+    """After a kubelet restart the worker is rebuilt from the API object: an ephemeral
+    container runs once, so one that ran keeps its reported end."""
+    ended = {"terminated": {"exitCode": 3, "reason": "Error"}}
+    obj = pod("app", "pass")
+    obj["metadata"]["uid"] = "u1"
+    obj["spec"]["ephemeralContainers"] = [{"name": "ran", "image": "busybox"}, {"name": "was-running", "image": "b"},
+                                          {"name": "new", "image": "busybox"}]
+    obj["status"] = {"ephemeralContainerStatuses": [{"name": "ran", "state": ended},
+                                                    {"name": "was-running", "state": {"running": {}}}]}
+    worker = PodWorker(cast(PodContext, object()), obj, "10.0.0.1", {}, lambda uid: None)
+    states = {s.name: s.state for s in worker.ephemeral_states}
+    assert states["ran"] == ended
+    assert states["was-running"]["terminated"]["reason"] == "ContainerStatusUnknown"
+    assert states["new"] == {"waiting": {"reason": "ContainerCreating"}}
+    worker.initialized, worker.phase = True, "Running"
+    started: list[dict[str, Any]] = []
+    worker._run_ephemeral = started.append  # type: ignore[method-assign]
+    worker._start_ephemeral()
+    worker._start_ephemeral()  # nothing is started twice
+    for thread in threading.enumerate():
+        if thread.name.startswith("ephemeral-"):
+            thread.join(30)
+    assert [spec["name"] for spec in started] == ["new"]

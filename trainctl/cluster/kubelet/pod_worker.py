@@ -216,12 +216,24 @@ class PodWorker:
         self._start_ephemeral()
 
     def _take_ephemeral(self, pod: Obj) -> None:
+        """Record the ephemeral containers ``pod`` names that this worker does not know yet.
+        One its status says has started before (a kubelet restarted) keeps that state and is
+        not started again: an ephemeral container runs once."""
         known = {s.get("name") for s in self.ephemeral_specs}
+        reported = {s.get("name"): s for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or []
+                    if isinstance(s, dict)}
         for spec in (pod.get("spec") or {}).get("ephemeralContainers") or []:
             if isinstance(spec, dict) and spec.get("name") and spec.get("name") not in known:
+                state = ContainerState(spec["name"], spec.get("image", ""),
+                                       state={"waiting": {"reason": "ContainerCreating"}})
+                before = (reported.get(spec["name"]) or {}).get("state") or {}
+                if "running" in before or "terminated" in before:
+                    state.state = {"terminated": before["terminated"]} if "terminated" in before else {
+                        "terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                                       "message": "The container could not be located when the kubelet restarted"}}
+                    self._ephemeral_started.add(spec["name"])
                 self.ephemeral_specs.append(spec)
-                self.ephemeral_states.append(ContainerState(spec["name"], spec.get("image", ""),
-                                                            state={"waiting": {"reason": "ContainerCreating"}}))
+                self.ephemeral_states.append(state)
 
     def _start_ephemeral(self) -> None:
         """Start the ephemeral containers not started yet, once the pod's containers run (in
