@@ -122,9 +122,11 @@ def test_pods_proxy_needs_its_own_permission(kube_env, web):
     assert json.loads(kubectl(kube_env, "--as=alice", "get", "--raw", path).stdout)["path"] == "/"
 
 
-def test_node_proxy_reaches_the_kubelets_read_only_paths_only(kube_env, kubelet):
+def test_node_proxy_reaches_the_kubelets_read_only_paths_only(kube_env, kubelet, web):
     node = kubelet.config.node_name
     assert kubectl(kube_env, "get", "--raw", f"/api/v1/nodes/{node}/proxy/healthz").stdout == "ok"
+    listed = raw(kube_env, f"/api/v1/nodes/{node}/proxy/pods")
+    assert listed["kind"] == "PodList" and [p["metadata"]["name"] for p in listed["items"]] == ["web"]
     hidden = kubectl(kube_env, "get", "--raw", f"/api/v1/nodes/{node}/proxy/exec/default/web/main?command=id",
                      check=False)
     assert hidden.returncode == 1 and "could not find the requested resource" in hidden.stderr, hidden.stderr

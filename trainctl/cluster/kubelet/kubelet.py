@@ -491,6 +491,9 @@ class Kubelet:
                                   for spec in worker.specs + worker.ephemeral_specs})
         return None
 
+    def running_pods(self) -> list[Obj]:
+        return [worker.pod for worker in self.admission.workers().values()]
+
     def start_sandbox(self, pod: Obj) -> Optional[PodSandbox]:
         """The pod's sandbox (None: pods run without one here), with its volumes made first;
         raises :class:`.volumes.VolumeError` or :class:`.sandbox.SandboxError` while it cannot be."""

@@ -8,7 +8,7 @@ import base64
 import os
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 import requests
@@ -26,6 +26,9 @@ class NoPods:
 
     def find_pod(self, namespace: str, name: str) -> Optional[PodTarget]:
         return None
+
+    def running_pods(self) -> list[dict[str, Any]]:
+        return []
 
 
 UPGRADE = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13"}

@@ -28,7 +28,7 @@ from trainctl.cluster.apiserver.serving import connect
 Obj = dict[str, Any]
 SUBRESOURCE = "proxy"
 SCHEMES = ("http", "https")
-NODE_PATHS = ("/healthz",)  # what a kubelet here serves that kube's node proxy reaches
+NODE_PATHS = ("/healthz", "/pods")  # what a kubelet here serves that kube's node proxy reaches
 _PORT_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 

@@ -1,7 +1,7 @@
 """The HTTP server the API server proxies ``pods/exec``, ``attach`` and ``portforward`` to.
 
 Paths are the real kubelet's: ``/exec/NAMESPACE/POD/CONTAINER``, ``/attach/...``,
-``/portforward/NAMESPACE/POD`` and ``/healthz``, with the query the client sent the API server;
+``/portforward/NAMESPACE/POD``, ``/healthz`` and ``/pods``, with the query the client sent the API server;
 and one a real kubelet has not, ``/proxy/NAMESPACE/POD/SCHEME/PORT/PATH``, the API server's
 ``pods/proxy`` and ``services/proxy`` (kube-apiserver dials a pod itself; this one may not
 reach the pod network, so the kubelet dials the pod's own address for it). It runs on an
@@ -57,6 +57,9 @@ class StreamingHost(Protocol):
     network: PodNetwork
 
     def find_pod(self, namespace: str, name: str) -> Optional[PodTarget]: ...
+
+    def running_pods(self) -> list[dict[str, Any]]:
+        """The pods this node runs, as the kubelet's ``/pods`` lists them."""
 
 
 class Refused(Exception):
@@ -156,6 +159,9 @@ class StreamingServer:
         parts = [p for p in request.path.split("/") if p]
         if request.path == "/healthz":
             return web.Response(text="ok")
+        if request.path == "/pods" and request.method == "GET":
+            return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {},
+                                      "items": self._host.running_pods()})
         if parts[:1] == ["proxy"] and len(parts) >= 5:
             return await self._proxy(request, self._pod(parts[1], parts[2]), parts[3], parts[4])
         if (parts[:1] in (["exec"], ["attach"], ["portforward"]) and not spdyupgrade.requested(request)
