@@ -1,6 +1,7 @@
 """A DaemonSet on a two-node embedded cluster, driven with kubectl: a pod on each node (bound
 by the scheduler through the pod's node affinity, run by that node's kubelet), a cordoned node
-keeping its daemon, a new image rolled out node by node, and the pods collected with the
+keeping its daemon, a new image rolled out node by node, ``rollout history`` and ``rollout
+undo`` back to the first template (its ControllerRevision), and the pods collected with the
 DaemonSet. The pods ``sleep``: no port, no training controller; the control plane runs only
 the DaemonSet controller."""
 
@@ -57,6 +58,11 @@ def test_a_daemonset_runs_a_pod_per_node_and_rolls_out_node_by_node(ds_env: E2E)
     env.kubectl("set", "image", "ds/agent", "agent=python:3.12")
     rollout_status(env)
     poll(lambda: running(env) == {n: "python:3.12" for n in nodes}, 120, "every node's pod replaced, the cordoned one's too")
+    history = env.kubectl("rollout", "history", "ds/agent")
+    assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"]
+    env.kubectl("rollout", "undo", "ds/agent")
+    rollout_status(env)
+    poll(lambda: running(env) == {n: "python:3.11" for n in nodes}, 120, "every node's pod back on the first template")
 
     env.kubectl("delete", "ds", "agent")
     poll(lambda: not env.kubectl.json("get", "pods", "-l", "app=agent")["items"], 120, "the pods collected with the DaemonSet")

@@ -45,14 +45,19 @@ and is timed from the fault to training again, the first ``[step]`` at the new W
   Worker killed → all three train again;
 - ``store-lost``: the elastic job's ``<job>-rdzv`` pod force-deleted → both workers train again;
 - ``oom``: ``samples/pytorch/elastic-oom.yaml``, timed from the OOMKilled status → the
-  relaunched pod (more memory) trains.
+  relaunched pod (more memory) trains;
+- ``scale-in``: elastic job at 3, a chosen worker (``pod-deletion-cost``) scaled in → the
+  survivors train at 2; scaled out again → it trains at 3;
+- ``reclaim``: ``samples/pytorch/elastic-spot.yaml`` on nodes with room for one worker each, a
+  worker's node reclaimed with ``--notice`` (``trainctl local node preempt``) → the survivors
+  train at 2; the machine boots again → the worker trains there at 3.
 
 Each phase also says where the seconds went: the milestones of MILESTONES, from watch events
 (pods) and polling (Node Ready conditions), timed when the bench saw them, and the training
 script's lines. ``--phase faults`` selects all five; the default is ``basic`` (the
 measurements above).
 
-Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun --backend cluster] [--phase basic|faults|NAME ...] [--mindspore-python PY] [--json FILE]``
+Usage: ``python hack/bench_recovery.py [--runs 5] [--backend torchrun --backend cluster] [--phase basic|faults|NAME ...] [--notice 30s] [--mindspore-python PY] [--json FILE]``
 """
 
 from __future__ import annotations
@@ -562,6 +567,7 @@ class FaultPhase:
     measure: Callable[[E2E, TimedObserver, NodeWatch, argparse.Namespace], Outcome]
     job: Callable[[argparse.Namespace], dict]
     question: str = ""  # a yes/no result (Outcome.verdict) besides the times; a stalled run is a no
+    cluster: Optional[dict] = None  # scratch_cluster options (default FAULT_CLUSTER)
 
 
 def _started(run: TimedObserver, pod: str, after: float, world_size: Optional[int] = None,
@@ -883,6 +889,54 @@ def measure_scale_in(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: arg
                                "survivor_restarted_steps": {p: s.int("step") for p, s in steps.items()}}, verdict)
 
 
+SPOT_JOB = "pytorch-elastic-spot"
+# One CPU a node and 700m a worker: one worker a node, so a reclaimed worker waits for its
+# machine to come back (as on a full spot pool) and the job trains on at the smaller size.
+RECLAIM_CLUSTER = {**FAULT_CLUSTER, "node_cpu": "1", "controlplane_args": ["--controllers", "node-lifecycle"]}
+
+
+def _spot_one_worker_a_node(args: argparse.Namespace) -> dict:
+    job = _sample_job("pytorch/elastic-spot.yaml", args)
+    job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "700m"
+    return job
+
+
+def measure_reclaim(bench: E2E, run: TimedObserver, nodes: NodeWatch, args: argparse.Namespace) -> Outcome:
+    """The spot sample at 3 workers, one a node; the node of a worker (not the store's) reclaimed
+    with ``--notice`` (``trainctl local node preempt``): the survivors train again at 2 (steps
+    redone: from the last step at 3 to the checkpoint they resumed from); then the machine boots
+    again as a new Node and the worker trains there at 3. The verdict: the survivors kept their
+    pods, the job counted no restart and did not fail."""
+    from trainctl.cluster.faults import NODE_FAULTS
+
+    workers = [f"{SPOT_JOB}-worker-{i}" for i in range(3)]
+    _training(run, workers, 3, 0.0)
+    time.sleep(args.pause)
+    store_node = _node(run, f"{SPOT_JOB}-rdzv")
+    victim = next(pod for pod in (workers[1], workers[2], workers[0]) if _node(run, pod) != store_node)
+    node, victim_uid = _node(run, victim), run.pods[victim]["metadata"]["uid"]
+    survivors = [pod for pod in workers if pod != victim]
+    kept = {pod: run.pods[pod]["metadata"]["uid"] for pod in survivors}
+    _before_fault(f"reclaiming {node} ({victim}) with {args.notice} notice", {"layout": _layout(run)})
+    t0 = time.monotonic()
+    NODE_FAULTS["preempt"](bench.cluster, node, {"notice": args.notice})  # returns once the machine is gone
+    steps = {pod: _wait(run, f"{pod} training at 2", functools.partial(_fresh_step, run, pod, t0, 2)) for pod in survivors}
+    shrunk = max(step.at for step in steps.values())
+    first = min(steps.values(), key=lambda step: float(step.fields["ts"]))
+    redone = _last_step(run, 3, first) - first.int("step") + 1
+    time.sleep(args.pause)
+    t1 = time.monotonic()
+    bench.cluster.start_node(node)
+    back = _wait(run, f"{victim} back at 3", lambda: next(
+        (step for uid in run.uids(victim) if uid != victim_uid for step in [_fresh_step(run, victim, t1, 3, uid=uid)] if step), None))
+    job = bench.kubectl.json("get", "pytorchjob", SPOT_JOB)
+    restarts = (job.get("status") or {}).get("restartCount") or 0
+    verdict = all(run.uids(pod)[-1] == uid for pod, uid in kept.items()) and not restarts and condition(job, "Failed") is None
+    times = {"notice → survivors train at 2": shrunk - t0, "node back → trains at 3": back.at - t1}
+    return Outcome(times, {}, {"steps_redone": redone, "restart_count": restarts, "victim": victim, "node": node,
+                               "survivor_restarted_steps": {p: s.int("step") for p, s in steps.items()}}, verdict)
+
+
 FAULT_PHASES = {phase.name: phase for phase in (
     FaultPhase("node-kill", "elastic job, node of worker-0 killed",
                {"survivors train again": 10.0, "replacement trains at full size": 25.0},
@@ -900,6 +954,9 @@ FAULT_PHASES = {phase.name: phase for phase in (
     FaultPhase("scale-in", "elastic job, a chosen worker scaled in (pod-deletion-cost), then out again",
                {"scale in → survivors train at 2": None, "scale out → back at 3": None}, measure_scale_in,
                lambda args: _elastic_at_three(args), "the chosen worker alone went, no restart counted"),
+    FaultPhase("reclaim", "spot sample, one worker a node, a worker's node reclaimed with notice, then back",
+               {"notice → survivors train at 2": None, "node back → trains at 3": None}, measure_reclaim,
+               _spot_one_worker_a_node, "survivors kept their pods, no restart, no failure", RECLAIM_CLUSTER),
     FaultPhase("oom", "worker OOMKilled, opted in to a relaunch with more memory",
                {"OOMKilled → relaunched and training": 10.0}, measure_oom,
                lambda args: _sample_job("pytorch/elastic-oom.yaml", args, checkpoints=False)),
@@ -927,7 +984,7 @@ def run_fault_phase(phase: FaultPhase, args: argparse.Namespace) -> tuple[list[O
     for repetition in range(1, args.runs + 1):
         with tempfile.TemporaryDirectory(prefix="bench-faults-") as root, contextlib.ExitStack() as stack:
             try:
-                bench = stack.enter_context(scratch_cluster(Path(root), **FAULT_CLUSTER))
+                bench = stack.enter_context(scratch_cluster(Path(root), **(phase.cluster or FAULT_CLUSTER)))
             except ClusterError as e:
                 raise SystemExit(f"bench_recovery: {e}") from None
             nodes = NodeWatch(bench.api)
@@ -1068,6 +1125,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                    help="node-freeze: training steps, enough to outlast the freeze (the job must finish)")
     p.add_argument("--store-window", type=float, default=60.0,
                    help="store-lost: seconds to wait for a worker to restart before timing its longest pause instead")
+    p.add_argument("--notice", default="30s", help="the reclaim phase's notice (trainctl local node preempt --notice)")
     p.add_argument("--json", type=Path, help="also write the raw durations here")
     p.add_argument("--serve-store", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -31,6 +31,7 @@ ROOTS = (
     "io.k8s.api.events.v1.Event", "io.k8s.api.coordination.v1.Lease", "io.k8s.api.discovery.v1.EndpointSlice",
     "io.k8s.api.batch.v1.Job", "io.k8s.api.batch.v1.CronJob",
     "io.k8s.api.apps.v1.Deployment", "io.k8s.api.apps.v1.ReplicaSet", "io.k8s.api.apps.v1.DaemonSet",
+    "io.k8s.api.apps.v1.StatefulSet", "io.k8s.api.apps.v1.ControllerRevision",
     "io.k8s.api.autoscaling.v2.HorizontalPodAutoscaler", "io.k8s.api.autoscaling.v1.HorizontalPodAutoscaler",
     "io.k8s.api.policy.v1.PodDisruptionBudget",
     "io.k8s.api.policy.v1.Eviction", "io.k8s.api.scheduling.v1.PriorityClass",

@@ -142,6 +142,40 @@ def test_services_get_loopback_cluster_ips(core):
     assert taken.value.status == 422
 
 
+def test_node_port_services_get_node_ports_from_the_range_and_a_taken_one_is_refused(core):
+    def node_port_service(name, *ports, kind="NodePort"):
+        return {"metadata": {"name": name}, "spec": {"type": kind, "selector": {"app": name}, "ports": list(ports)}}
+
+    first = core.create_namespaced_service(NS, node_port_service("np-a", {"name": "http", "port": 80}, {"name": "x", "port": 81}))
+    given = [p.node_port for p in first.spec.ports]
+    assert all(30000 <= port <= 32767 for port in given) and len(set(given)) == 2
+    chosen = core.create_namespaced_service(NS, node_port_service("np-b", {"port": 80, "nodePort": 31555}))
+    assert chosen.spec.ports[0].node_port == 31555
+    for taken in (31555, given[0]):
+        with pytest.raises(ApiException) as refused:
+            core.create_namespaced_service(NS, node_port_service("np-dup", {"port": 80, "nodePort": taken}))
+        assert refused.value.status == 422 and "provided port is already allocated" in refused.value.body
+    with pytest.raises(ApiException) as outside:
+        core.create_namespaced_service(NS, node_port_service("np-low", {"port": 80, "nodePort": 8080}))
+    assert outside.value.status == 422 and "30000-32767" in outside.value.body
+    with pytest.raises(ApiException) as forbidden:
+        core.create_namespaced_service(NS, node_port_service("np-cip", {"port": 80, "nodePort": 31000}, kind="ClusterIP"))
+    assert forbidden.value.status == 422
+
+    # An update keeps the node ports; dropping the type gives them back for another Service.
+    kept = core.patch_namespaced_service("np-a", NS, {"metadata": {"labels": {"touched": "yes"}}})
+    assert [p.node_port for p in kept.spec.ports] == given
+    core.replace_namespaced_service("np-b", NS, {"metadata": {"name": "np-b", "resourceVersion": chosen.metadata.resource_version},
+                                                 "spec": {**node_port_service("np-b", {"port": 80})["spec"], "type": "ClusterIP",
+                                                          "clusterIP": chosen.spec.cluster_ip}})
+    assert core.read_namespaced_service("np-b", NS).spec.ports[0].node_port is None
+    again = core.create_namespaced_service(NS, node_port_service("np-c", {"port": 80, "nodePort": 31555}))
+    assert again.spec.ports[0].node_port == 31555
+    core.delete_namespaced_service("np-a", NS)
+    reused = core.create_namespaced_service(NS, node_port_service("np-d", {"port": 80, "nodePort": given[0]}))
+    assert reused.spec.ports[0].node_port == given[0]
+
+
 def test_bound_pods_terminate_gracefully_unbound_pods_go_at_once(core):
     core.create_namespaced_pod(NS, pod("pending"))
     core.delete_namespaced_pod("pending", NS)

@@ -43,6 +43,8 @@ def serve(data_dir: Path, test: Callable[[ApiServer, Call], Awaitable[None]], fs
             async def call(method: str, path: str, body: Any = None) -> tuple[int, Any]:
                 data = None if body is None else json.dumps(body)
                 async with session.request(method, path, data=data, headers={"Content-Type": "application/json"}) as response:
+                    if response.content_type != "application/json":
+                        return response.status, await response.text()  # the health checks
                     return response.status, await response.json()
 
             try:
@@ -106,6 +108,27 @@ def test_a_write_that_cannot_be_stored_leaves_no_trace(tmp_path: Path) -> None:
         assert (await call("GET", CONFIGMAPS + "/kept"))[1]["data"]["blob"] == "x" * 10
 
     serve(tmp_path, after_restart)
+
+
+def test_readiness_names_the_storage_while_it_cannot_commit(tmp_path: Path) -> None:
+    async def test(server: ApiServer, call: Call) -> None:
+        assert await call("GET", "/readyz") == (200, "ok")
+        code, text = await call("GET", "/readyz?verbose")
+        assert code == 200 and text.splitlines() == ["[+]ping ok", "[+]log ok", "[+]etcd ok", "readyz check passed"]
+        fill_disk(server)
+        assert (await call("POST", CONFIGMAPS, configmap("lost", size=200_000)))[0] == 507
+        code, text = await call("GET", "/readyz")
+        assert code == 500 and "[-]etcd failed: reason withheld" in text.splitlines() and text.endswith("readyz check failed\n")
+        code, text = await call("GET", "/livez/etcd")
+        assert code == 500 and "database or disk is full" in text
+        code, text = await call("GET", "/healthz?exclude=etcd&verbose")
+        assert code == 200 and "[+]etcd excluded: ok" in text.splitlines()
+        assert (await call("GET", "/readyz/nosuch"))[0] == 404
+        free_disk(server)
+        assert (await call("POST", CONFIGMAPS, configmap("kept")))[0] == 201
+        assert await call("GET", "/readyz/etcd") == (200, "ok")
+
+    serve(tmp_path, test)
 
 
 @pytest.mark.parametrize("fsync", [False, True], ids=["on-loop", "writer-thread"])

@@ -1,4 +1,4 @@
-"""kubectl get configmaps, secrets, serviceaccounts, leases and CRDs, and a pod's RESTARTS, as kube prints them."""
+"""kubectl get configmaps, secrets, serviceaccounts, leases, CRDs and endpoints, and a pod's RESTARTS, as kube prints them."""
 
 from __future__ import annotations
 
@@ -67,3 +67,16 @@ def test_restarts_say_how_long_ago_the_last_one_was():
     assert cells(pod, now)[3] == "5 (20s ago)"
     never = {**pod, "status": {"phase": "Running", "containerStatuses": [{"name": "main", "restartCount": 0, "state": {"running": {}}}]}}
     assert cells(never, now)[3] == "0"
+
+
+def test_endpoints_list_each_ports_addresses_and_shorten_after_three():
+    two_ports = {"metadata": {"name": "web"}, "subsets": [
+        {"addresses": [{"ip": "10.0.0.1"}, {"ip": "10.0.0.2"}], "ports": [{"name": "http", "port": 80}, {"name": "m", "port": 9090}]}]}
+    assert tables.endpoints_cell(two_ports) == "10.0.0.1:80,10.0.0.2:80,10.0.0.1:9090 + 1 more..."
+    headless = {"metadata": {"name": "h"}, "subsets": [{"addresses": [{"ip": "10.0.0.3"}, {"ip": "fd00::1"}]}]}
+    assert tables.endpoints_cell(headless) == "10.0.0.3,fd00::1"
+    assert tables.endpoints_cell({"metadata": {"name": "v6"}, "subsets": [
+        {"addresses": [{"ip": "fd00::1"}], "ports": [{"port": 80}]}]}) == "[fd00::1]:80"
+    assert tables.endpoints_cell({"metadata": {"name": "none"}}) == "<none>"
+    assert tables.endpoints_cell({"metadata": {"name": "unready"}, "subsets": [
+        {"notReadyAddresses": [{"ip": "10.0.0.4"}], "ports": [{"port": 80}]}]}) == ""

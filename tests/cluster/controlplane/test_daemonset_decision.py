@@ -118,3 +118,18 @@ def test_on_delete_leaves_old_pods_until_someone_deletes_them() -> None:
 def test_host_network_pods_tolerate_network_unavailable() -> None:
     tolerations = dd.daemon_tolerations({"hostNetwork": True})
     assert {"key": "node.kubernetes.io/network-unavailable", "operator": "Exists", "effect": "NoSchedule"} in tolerations
+
+
+def test_each_template_is_recorded_as_a_controller_revision_and_undo_renumbers_it() -> None:
+    first = daemonset()
+    [recorded] = dd.decide(first, [node("a")], [], NOW).revisions.create
+    assert (recorded["revision"], recorded["metadata"]["name"]) == (1, f"agent-{dd.revision(first)}")
+    assert recorded["metadata"]["labels"]["app"] == "agent"  # the selector finds it (kubectl rollout history ds)
+    stored = {**recorded, "metadata": {**recorded["metadata"], "uid": "rev-1"}}
+    second = daemonset(image="agent:2")
+    [newer] = dd.decide(second, [node("a")], [pod("agent-a", "a", dd.revision(first))], NOW, [stored]).revisions.create
+    assert newer["revision"] == 2
+    back = dd.decide(first, [node("a")], [], NOW, [stored, {**newer, "metadata": {**newer["metadata"], "uid": "rev-2"}}])
+    assert back.revisions.create == []
+    [renumbered] = back.revisions.rewrite
+    assert (renumbered["metadata"]["name"], renumbered["revision"]) == (stored["metadata"]["name"], 3)

@@ -75,6 +75,13 @@ def test_slices_are_owned_by_the_service_labelled_and_carry_conditions() -> None
     assert slice_["ports"] == [{"name": "http", "port": 8080, "protocol": "TCP"}]
 
 
+def test_an_unnamed_port_has_an_empty_name_in_slices_and_none_in_endpoints() -> None:
+    svc = service(ports=[{"port": 80, "targetPort": 8080}])
+    assert ep.desired_slices(svc, [pod("a", "10.0.0.1")])[0]["ports"] == [{"name": "", "port": 8080, "protocol": "TCP"}]
+    assert ep.desired_slices(svc, [])[0]["ports"] == [{"name": "", "port": 80, "protocol": "TCP"}]
+    assert ep.desired_endpoints(svc, [pod("a", "10.0.0.1")])["subsets"][0]["ports"] == [{"port": 8080, "protocol": "TCP"}]
+
+
 def test_a_slice_holds_at_most_a_hundred_endpoints() -> None:
     pods = [pod(f"p{i:03d}", f"10.0.{i // 250}.{i % 250 + 1}") for i in range(230)]
     assert [len(s["endpoints"]) for s in ep.desired_slices(service(), pods)] == [100, 100, 30]

@@ -59,3 +59,21 @@ def test_a_services_endpoints_follow_its_pods_and_go_with_it(client: KubeClient,
         eventually(lambda: not client.list(ENDPOINT_SLICES, "default")[0], what="the slices deleted with the Service")
     finally:
         controller.stop()
+
+
+def test_kubectl_describes_a_service_whose_port_has_no_name(client: KubeClient, kube_env: dict[str, str]) -> None:
+    kubectl = Kubectl(kube_env)
+    kubectl("create", "-f", "-", input=json.dumps({
+        "apiVersion": "v1", "kind": "Service", "metadata": {"name": "plain", "namespace": "default"},
+        "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}))
+    running_pod(client, "web-c", "10.244.0.7")
+    controller = EndpointsController(client, resync_period=1.0)
+    controller.start()
+    try:
+        def described() -> str | None:
+            out = kubectl("describe", "service", "plain")
+            return out if "10.244.0.7:8080" in out else None
+        out = eventually(described, what="kubectl describe svc listing the pod's address")
+        assert any(line.split() == ["Endpoints:", "10.244.0.7:8080"] for line in out.splitlines()), out
+    finally:
+        controller.stop()

@@ -20,9 +20,11 @@ from .conftest import FakeMetricsClient, eventually
 def test_flags_take_kube_durations() -> None:
     args = parser().parse_args(["--node-monitor-grace-period", "10s", "--hpa-sync-period", "1m", "--hpa-downscale-stabilization", "30s"])
     controllers = build(args, client=None)
-    nodes, autoscaler, accounts, endpoints, jobs, cronjobs, disruption, replicasets, deployments, daemonsets = controllers
+    nodes, autoscaler, accounts, endpoints, jobs, cronjobs, disruption, replicasets, deployments, daemonsets, statefulsets, quotas = controllers
+    assert type(quotas).__name__ == "ResourceQuotaController"
     assert (type(replicasets).__name__, type(deployments).__name__) == ("ReplicaSetController", "DeploymentController")
     assert type(daemonsets).__name__ == "DaemonSetController"
+    assert type(statefulsets).__name__ == "StatefulSetController"
     assert type(cronjobs).__name__ == "CronJobController"
     assert type(jobs).__name__ == "JobController" and jobs.backoff_base == 10.0
     assert type(accounts).__name__ == "ServiceAccountsController"
@@ -33,7 +35,7 @@ def test_flags_take_kube_durations() -> None:
     assert [type(c).__name__ for c in build(parser().parse_args(["--controllers", "horizontal-pod-autoscaler"]), client=None)] == [
         "HorizontalPodAutoscalerController"]
     with pytest.raises(SystemExit):
-        build(parser().parse_args(["--controllers", "statefulset"]), client=None)
+        build(parser().parse_args(["--controllers", "replicationcontroller"]), client=None)
 
 
 def test_process_marks_a_silent_node_unknown_and_stops_on_sigterm(apiserver: ApiServerHandle, client: FakeMetricsClient) -> None:

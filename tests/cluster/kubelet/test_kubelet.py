@@ -515,3 +515,26 @@ def test_the_kubelet_keeps_the_conditions_other_writers_own(api):
     done = wait_pod(api, "marked", phase("Succeeded", "Failed"))
     kept = [c for c in done["status"]["conditions"] if c["type"] == "DisruptionTarget"]
     assert [(c["status"], c["reason"]) for c in kept] == [("True", "PreemptionByScheduler")], done["status"]
+
+
+def test_a_crashed_container_reports_error_before_it_is_restarted(api, tmp_path):
+    """kubectl shows a container that exited non-zero as ``Error`` until the kubelet starts it
+    again: its terminated state is written, not only the run that follows."""
+    counter = tmp_path / "runs"
+    script = (f"import pathlib, sys, time; p = pathlib.Path({str(counter)!r}); n = int(p.read_text()) if p.exists() else 0; "
+              "p.write_text(str(n + 1)); sys.exit(1) if n == 0 else time.sleep(600)")
+    created = create(api, pod("crash-once", script, restart_policy="Always"))
+    seen: list[tuple[int, str]] = []
+    stream = api.watch(PODS, "default", created["metadata"]["resourceVersion"],
+                       field_selector="metadata.name=crash-once", timeout_seconds=60)
+    try:
+        for event in stream:
+            status = container_status(event["object"]) if event.get("type") == "MODIFIED" else {}
+            terminated = (status.get("state") or {}).get("terminated")
+            if terminated:
+                seen.append((status["restartCount"], terminated.get("reason", "")))
+            if status.get("restartCount") == 1 and "running" in (status.get("state") or {}):
+                break
+    finally:
+        stream.close()
+    assert (0, "Error") in seen

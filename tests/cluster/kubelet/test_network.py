@@ -12,7 +12,7 @@ from trainctl.cluster.network.ranges import (
     node_service_address,
     node_service_cidr,
 )
-from trainctl.cluster.network.router import pod_nsswitch
+from trainctl.cluster.network.router import pod_nsswitch, resolv_conf
 
 
 def test_each_directory_gets_its_own_stable_slices(tmp_path):
@@ -69,7 +69,12 @@ def test_pod_index_matches_whole_selectors_within_a_namespace():
     assert index.select("x", {"job": "c"}) == []
 
 
-def test_a_pods_nsswitch_looks_names_up_in_its_hosts_file_only():
+def test_a_pods_nsswitch_looks_names_up_in_its_hosts_file_then_the_cluster_dns_only():
     machine = "passwd:         files\n# a comment\nhosts:          files mdns4_minimal [NOTFOUND=return] dns\nnetworks: files\n"
-    assert pod_nsswitch(machine) == "passwd:         files\n# a comment\nnetworks: files\nhosts: files\n"
-    assert pod_nsswitch("") == "hosts: files\n"
+    assert pod_nsswitch(machine) == "passwd:         files\n# a comment\nnetworks: files\nhosts: files dns\n"
+    assert pod_nsswitch("") == "hosts: files dns\n"
+
+
+def test_a_pods_resolv_conf_names_the_cluster_dns_with_its_namespace_first():
+    assert resolv_conf("10.96.0.10", "team-a").splitlines() == [
+        "search team-a.svc.cluster.local svc.cluster.local cluster.local", "nameserver 10.96.0.10", "options ndots:5"]

@@ -1,4 +1,5 @@
-"""The kubelet's usage publisher: rates per container, PodMetrics per pod, the node as their sum."""
+"""The kubelet's usage publisher: rates per container, PodMetrics per pod, the node as their
+sum plus the kubelet's own process."""
 
 from __future__ import annotations
 
@@ -33,9 +34,11 @@ class FakeWorker:
 
 
 def test_pods_get_rates_over_their_samples_and_the_node_is_their_sum(monkeypatch) -> None:
+    kubelet = FakeGroup()
     a, b = FakeGroup(memory_bytes=4 << 20), FakeGroup(memory_bytes=8 << 20)
     workers = {"uid-a": FakeWorker("a", {"main": a}), "uid-b": FakeWorker("b", {"main": b})}
-    publisher = usage.UsagePublisher(client=None, node="n1", workers=lambda: workers, interval=2.0)  # type: ignore[arg-type]
+    publisher = usage.UsagePublisher(client=None, node="n1", workers=lambda: workers, interval=2.0,  # type: ignore[arg-type]
+                                     own_usage=kubelet.usage)
     clock = iter([100.0, 102.0])
     monkeypatch.setattr(usage.time, "time", lambda: next(clock, 102.0))
     publisher.sample()
@@ -51,9 +54,10 @@ def test_pods_get_rates_over_their_samples_and_the_node_is_their_sum(monkeypatch
 
 
 def test_a_container_that_ended_is_forgotten_and_an_idle_node_reports_zero(monkeypatch) -> None:
-    group = FakeGroup()
+    kubelet = group = FakeGroup()
     workers = {"uid-a": FakeWorker("a", {"main": group})}
-    publisher = usage.UsagePublisher(client=None, node="n1", workers=lambda: workers, interval=2.0)  # type: ignore[arg-type]
+    publisher = usage.UsagePublisher(client=None, node="n1", workers=lambda: workers, interval=2.0,  # type: ignore[arg-type]
+                                     own_usage=kubelet.usage)
     publisher.sample()
     publisher.sample()
     workers.clear()
@@ -62,3 +66,26 @@ def test_a_container_that_ended_is_forgotten_and_an_idle_node_reports_zero(monke
     assert pods == []
     assert publisher.history.rate(("uid-a", "main")) is None
     assert node["usage"] == {"cpu": "0n", "memory": "0Ki"}
+
+
+def test_the_node_counts_the_kubelets_own_process_beside_its_pods(monkeypatch) -> None:
+    kubelet, pod = FakeGroup(memory_bytes=64 << 20), FakeGroup(memory_bytes=8 << 20)
+    workers = {"uid-a": FakeWorker("a", {"main": pod})}
+    publisher = usage.UsagePublisher(client=None, node="n1", workers=lambda: workers, interval=2.0,  # type: ignore[arg-type]
+                                     own_usage=kubelet.usage)
+    clock = iter([100.0, 102.0])
+    monkeypatch.setattr(usage.time, "time", lambda: next(clock, 102.0))
+    publisher.sample()
+    kubelet.cpu_seconds, pod.cpu_seconds = 0.2, 1.0  # a tenth of a core and half a core over 2 s
+    publisher.sample()
+    node, pods = publisher.report()
+    assert [p["metadata"]["name"] for p in pods] == ["a"]  # the kubelet is no pod
+    assert node["usage"] == {"cpu": "600000000n", "memory": f"{72 << 10}Ki"}
+
+
+def test_the_kubelets_own_usage_is_read_from_this_process() -> None:
+    first = usage.process_usage()
+    sum(i * i for i in range(200_000))  # some CPU time
+    second = usage.process_usage()
+    assert second.cpu_seconds >= first.cpu_seconds > 0
+    assert second.memory_bytes > 1 << 20  # a Python process holds more than a MiB

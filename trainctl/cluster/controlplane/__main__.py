@@ -14,12 +14,12 @@ from typing import Any, Optional
 from trainctl.api.durations import positive_duration
 
 CONTROLLERS = ("node-lifecycle", "horizontal-pod-autoscaler", "serviceaccount", "endpoint", "job", "cronjob", "disruption",
-               "replicaset", "deployment", "daemonset")
+               "replicaset", "deployment", "daemonset", "statefulset", "resourcequota")
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m trainctl.cluster.controlplane",
-                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice), Job, CronJob, disruption, ReplicaSet, Deployment and DaemonSet controllers of kube-controller-manager.")
+                                description="The node lifecycle, horizontal pod autoscaler, ServiceAccount, endpoint(slice), Job, CronJob, disruption, ReplicaSet, Deployment, DaemonSet, StatefulSet and ResourceQuota controllers of kube-controller-manager.")
     p.add_argument("--kubeconfig", help="kubeconfig of the API server (default: $KUBECONFIG, ~/.kube/config, in-cluster)")
     p.add_argument("--context", help="kubeconfig context")
     p.add_argument("--controllers", default=",".join(CONTROLLERS),
@@ -114,6 +114,14 @@ def build(args: argparse.Namespace, client: Any) -> list[Any]:
         from trainctl.cluster.controlplane.daemonset_controller import DaemonSetController
 
         controllers.append(DaemonSetController(client))
+    if "statefulset" in wanted:
+        from trainctl.cluster.controlplane.statefulset_controller import StatefulSetController
+
+        controllers.append(StatefulSetController(client))
+    if "resourcequota" in wanted:
+        from trainctl.cluster.controlplane.resourcequota_controller import ResourceQuotaController
+
+        controllers.append(ResourceQuotaController(client))
     return controllers
 
 

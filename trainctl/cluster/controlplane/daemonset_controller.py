@@ -1,8 +1,8 @@
 """The DaemonSet controller: keeps one pod of each apps/v1 DaemonSet on every node it belongs on.
 
 Level-based like the other control-plane loops: each pass hands every DaemonSet, the nodes
-and the pods of its namespace to :func:`daemonset_decision.decide` and applies the answer
-(pods adopted or released, created for nodes without one, deleted where they no longer
+and the pods and ControllerRevisions of its namespace to :func:`daemonset_decision.decide` and
+applies the answer (its template recorded as a revision, pods adopted or released, created for nodes without one, deleted where they no longer
 belong or to roll out a new template, the status written, Events recorded as kube's
 controller records them). Node changes wake it, so a node added or relabelled gets its pod.
 A pass waits for the cache to show the pods it created or deleted before it decides for
@@ -17,9 +17,10 @@ from datetime import datetime
 from typing import Any, Optional
 
 from trainctl.cluster.controlplane import daemonset_decision as dd
-from trainctl.cluster.controlplane.api_resources import DAEMONSETS
+from trainctl.cluster.controlplane.api_resources import CONTROLLER_REVISIONS, DAEMONSETS
+from trainctl.cluster.controlplane.history_control import write_revisions
 from trainctl.cluster.controlplane.periodic import LoopController, PeriodicLoop, utc_now
-from trainctl.cluster.controlplane.pod_control import apply_pods
+from trainctl.cluster.controlplane.pod_control import apply_pods, by_namespace, sync_owners
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.events import Event, EventRecorder
@@ -39,32 +40,26 @@ class DaemonSetController(LoopController):
         self.daemonsets = Informer(client, DAEMONSETS)
         self.nodes = Informer(client, r.NODES)
         self.pods = Informer(client, r.PODS)
+        self.revisions = Informer(client, CONTROLLER_REVISIONS)
         self.events = EventRecorder(client)
         self.expectations = Expectations(ttl=60.0)
-        self.loop = PeriodicLoop("daemonset", [self.daemonsets, self.nodes, self.pods], self.sync,
+        self.loop = PeriodicLoop("daemonset", [self.daemonsets, self.nodes, self.pods, self.revisions], self.sync,
                                  resync_period).wake_on_changes()
 
     def sync(self) -> Optional[float]:
         now = self.clock()
         nodes = self.nodes.store.list()
-        pods_by_namespace: dict[str, list[Obj]] = {}
-        for pod in self.pods.store.list():
-            pods_by_namespace.setdefault(pod["metadata"].get("namespace") or "", []).append(pod)
+        pods_by_namespace = by_namespace(self.pods.store.list())
+        revisions_by_namespace = by_namespace(self.revisions.store.list())
 
-        def lookup(key: tuple[str, str, str]) -> Optional[Obj]:
-            return self.pods.store.get(key[1], key[2])
-
-        sooner: Optional[float] = None
-        for daemonset in self.daemonsets.store.list():
-            uid = daemonset["metadata"].get("uid") or ""
-            if not self.expectations.satisfied(uid, lookup):
-                continue  # the watch event that satisfies it wakes the loop
-            pods = pods_by_namespace.get(daemonset["metadata"].get("namespace") or "", [])
-            decision = dd.decide(daemonset, nodes, pods, now)
+        def step(daemonset: Obj) -> Optional[float]:
+            namespace = daemonset["metadata"].get("namespace") or ""
+            decision = dd.decide(daemonset, nodes, pods_by_namespace.get(namespace, []), now,
+                                 revisions_by_namespace.get(namespace, []))
             self._apply(daemonset, decision, now)
-            if decision.requeue_after is not None:
-                sooner = decision.requeue_after if sooner is None else min(sooner, decision.requeue_after)
-        return None if sooner is None else max(sooner, 0.5)
+            return decision.requeue_after
+
+        return sync_owners(self.daemonsets.store.list(), self.expectations, self.pods.store, step)
 
     def _apply(self, daemonset: Obj, decision: dd.DaemonSetDecision, now: datetime) -> None:
         namespace, name = daemonset["metadata"].get("namespace"), daemonset["metadata"]["name"]
@@ -72,6 +67,8 @@ class DaemonSetController(LoopController):
         def record(kind: str, reason: str, message: str) -> None:
             self.events.record(daemonset, Event(kind, reason, message), COMPONENT, now)
 
+        if not write_revisions(self.client, name, namespace or "", decision.revisions):
+            return
         apply_pods(self.client, self.expectations, daemonset, rewrite=decision.rewrite, create=decision.create,
                    delete=decision.delete, record=record)
         try:

@@ -12,8 +12,10 @@ rules, with no I/O and no clock (``now`` is passed in):
 - each eligible node without a live pod gets one, bound to it as kube binds it: a required
   node affinity term on ``metadata.name`` that the scheduler honours; surplus pods on a node,
   and pods on nodes no longer eligible or gone, are deleted;
-- ``RollingUpdate`` replaces pods of an older template (told by the ``controller-revision-hash``
-  label) while at most ``maxUnavailable`` nodes are without an available pod; ``OnDelete``
+- each template is recorded as a ControllerRevision (:mod:`controller_history`), whose hash
+  the pods carry in their ``controller-revision-hash`` label, so ``kubectl rollout
+  history|undo ds`` work;
+- ``RollingUpdate`` replaces pods of an older template (told by that label) while at most ``maxUnavailable`` nodes are without an available pod; ``OnDelete``
   replaces a pod only once someone deletes it;
 - the status: desired, current, misscheduled, ready, updated, available and unavailable counts.
 
@@ -22,13 +24,13 @@ The loop in :mod:`daemonset_controller` applies what it returns.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Optional
 
-from trainctl.cluster.controlplane import controller_ref, taints
+from trainctl.cluster.controlplane import controller_history, controller_ref, taints
+from trainctl.cluster.controlplane.deployment_decision import short_hash
 from trainctl.cluster.controlplane.replicaset_decision import available_in, count_ready
 from trainctl.cluster.label_selectors import requirement_matches
 from trainctl.cluster.podutil import is_terminal, metadata
@@ -46,14 +48,14 @@ class DaemonSetDecision:
     create: list[Obj] = field(default_factory=list)  # pods to create, one per node
     delete: list[str] = field(default_factory=list)  # names of pods to delete
     rewrite: list[Obj] = field(default_factory=list)  # pods adopted or released
+    revisions: controller_history.RevisionWrites = field(default_factory=controller_history.RevisionWrites)
     status: Optional[Obj] = None
     requeue_after: Optional[float] = None  # when a ready pod becomes available
 
 
 def revision(daemonset: Obj) -> str:
-    """The hash of the pod template, which names its revision."""
-    template = (daemonset.get("spec") or {}).get("template") or {}
-    return hashlib.sha256(json.dumps(template, sort_keys=True).encode()).hexdigest()[:10]
+    """The hash of the pod template's revision, when no other revision took its name."""
+    return short_hash(controller_history.template_data(daemonset))
 
 
 def daemon_tolerations(pod_spec: Obj) -> list[Obj]:
@@ -126,11 +128,14 @@ def _max_unavailable(daemonset: Obj, desired: int) -> int:
     return max(1, int(value))
 
 
-def decide(daemonset: Obj, nodes: list[Obj], pods: list[Obj], now: datetime) -> DaemonSetDecision:
-    """``pods``: the pods of the DaemonSet's namespace (its own and candidates for adoption)."""
+def decide(daemonset: Obj, nodes: list[Obj], pods: list[Obj], now: datetime,
+           revisions: Optional[list[Obj]] = None) -> DaemonSetDecision:
+    """``pods`` and ``revisions``: those of the DaemonSet's namespace (its own and candidates
+    for adoption)."""
     spec = daemonset.get("spec") or {}
     pod_spec = (spec.get("template") or {}).get("spec") or {}
-    hash_ = revision(daemonset)
+    history = controller_history.plan(daemonset, API_VERSION, KIND, revisions or [])
+    hash_ = controller_history.hash_of(history.update)
     decision = DaemonSetDecision()
     claimed = controller_ref.claim(daemonset, API_VERSION, KIND, [p for p in pods if not is_terminal(p)])
     decision.rewrite = claimed.adopt + claimed.release
@@ -171,12 +176,17 @@ def decide(daemonset: Obj, nodes: list[Obj], pods: list[Obj], now: datetime) -> 
 
     ready, available, decision.requeue_after = count_ready(list(kept.values()), min_ready, now)
     updated = sum(1 for p in kept.values() if (metadata(p).get("labels") or {}).get(REVISION_LABEL) == hash_)
+    in_use = {f"{metadata(daemonset).get('name')}-{h}" for p in live if (h := (metadata(p).get("labels") or {}).get(REVISION_LABEL))}
+    decision.revisions = controller_history.writes(history, int(spec.get("revisionHistoryLimit", 10)),
+                                                   in_use | {metadata(history.update)["name"]})
     status: Obj = {**(daemonset.get("status") or {}), "desiredNumberScheduled": len(wanted),
                    "currentNumberScheduled": len(kept),
                    "numberMisscheduled": sum(len(p) for n, p in by_node.items() if n not in wanted),
                    "numberReady": ready, "updatedNumberScheduled": updated, "numberAvailable": available,
                    "numberUnavailable": len(wanted) - available,
                    "observedGeneration": metadata(daemonset).get("generation", 1)}
+    if history.collision_count:
+        status["collisionCount"] = history.collision_count
     for key in ("updatedNumberScheduled", "numberAvailable", "numberUnavailable"):
         if not status[key]:
             status.pop(key)  # omitted when zero, as kube writes them

@@ -79,7 +79,12 @@ def _comparable(template: Obj) -> Obj:
 
 def template_hash(template: Obj) -> str:
     """The ``pod-template-hash`` of a pod template: the same template always gives the same value."""
-    digest = hashlib.sha256(json.dumps(_comparable(template), sort_keys=True, separators=(",", ":")).encode()).digest()
+    return short_hash(_comparable(template))
+
+
+def short_hash(value: Any) -> str:
+    """Ten label-safe characters that name a JSON value (a template, a revision's data)."""
+    digest = hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode()).digest()
     number, text = int.from_bytes(digest[:8], "big"), ""
     for _ in range(10):
         number, digit = divmod(number, len(_HASH_ALPHABET))

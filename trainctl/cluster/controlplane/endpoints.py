@@ -102,8 +102,11 @@ def _labels(service: Obj) -> dict[str, str]:
     return labels
 
 
-def _port_list(ports: tuple[tuple[str, int, str], ...]) -> list[Obj]:
-    return [{**({"name": name} if name else {}), "port": port, "protocol": protocol} for name, port, protocol in ports]
+def _port_list(ports: tuple[tuple[str, int, str], ...], *, always_named: bool = False) -> list[Obj]:
+    """Endpoints leave an unnamed port's name out; an EndpointSlice's port always has one (``""``),
+    as kube's controller writes it: kubectl's ``describe svc`` reads it without a nil check."""
+    return [{**({"name": name} if name or always_named else {}), "port": port, "protocol": protocol}
+            for name, port, protocol in ports]
 
 
 def desired_endpoints(service: Obj, pods: Iterable[Obj]) -> Obj:
@@ -159,7 +162,7 @@ def desired_slices(service: Obj, pods: Iterable[Obj]) -> list[Obj]:
                              "labels": dict(labels), "ownerReferences": [dict(owner)]},
                 "addressType": "IPv4",
                 "endpoints": endpoints[start:start + MAX_ENDPOINTS_PER_SLICE],
-                "ports": _port_list(ports),
+                "ports": _port_list(ports, always_named=True),
             })
     return slices
 

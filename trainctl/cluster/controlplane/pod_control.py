@@ -16,11 +16,38 @@ from typing import Any, Optional
 from trainctl.kube import restmapper as r
 from trainctl.kube.client import ApiError, KubeClient
 from trainctl.kube.expectations import Expectations
+from trainctl.kube.informer import Store
 
 log = logging.getLogger("trainctl.controlplane.pods")
 
 Obj = dict[str, Any]
 Record = Callable[[str, str, str], None]  # (type, reason, message) -> an Event on the owner
+
+
+def by_namespace(objects: list[Obj]) -> dict[str, list[Obj]]:
+    """Cached objects grouped by namespace, as each owner reads those of its own."""
+    grouped: dict[str, list[Obj]] = {}
+    for obj in objects:
+        grouped.setdefault(obj["metadata"].get("namespace") or "", []).append(obj)
+    return grouped
+
+
+def sync_owners(owners: list[Obj], expectations: Expectations, pods: Store,
+                step: Callable[[Obj], Optional[float]]) -> Optional[float]:
+    """Run ``step`` (decide and apply) for each owner whose last pod writes the cache ``pods``
+    shows; the soonest requeue any step asked for, at least half a second away."""
+
+    def lookup(key: tuple[str, str, str]) -> Optional[Obj]:
+        return pods.get(key[1], key[2])
+
+    sooner: Optional[float] = None
+    for owner in owners:
+        if not expectations.satisfied(owner["metadata"].get("uid") or "", lookup):
+            continue  # the watch event that satisfies it wakes the loop
+        after = step(owner)
+        if after is not None:
+            sooner = after if sooner is None else min(sooner, after)
+    return None if sooner is None else max(sooner, 0.5)
 
 
 def apply_pods(client: KubeClient, expectations: Expectations, owner: Obj, *, rewrite: list[Obj], create: list[Obj],

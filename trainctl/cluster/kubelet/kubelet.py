@@ -202,7 +202,8 @@ class Kubelet:
                                     self.node_name)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds,
                                        events=self.events, labels={isolation.POD_NETWORK_LABEL: self.network.mode,
-                                               sandbox.SANDBOX_LABEL: self.sandbox_mode})
+                                               sandbox.SANDBOX_LABEL: self.sandbox_mode,
+                                               **nodes.role_labels(self.node_name, DEFAULT_NODE_NAME)})
         self.admission = Admission(self, self.statuses, ips, self._dirty.set)
         self.terminator = Terminator(self.client, self.pods_dir, self.node_name, self._dirty.set)
         # On a cluster of several nodes each node serves the ClusterIPs at addresses of its
@@ -216,7 +217,8 @@ class Kubelet:
         self.proxy = RouterServices(self.network) if isinstance(self.network, IsolatedNetwork) else ServiceProxy()
         self.usage = UsagePublisher(self.client, self.node_name, self.admission.workers,
                                     node_labels=lambda: self.heartbeat.labels, interval=config.metrics_interval)
-        self.service_rules = ServiceRules(self.names, self.hosts, self.proxy)
+        self.service_rules = ServiceRules(self.names, self.hosts, self.proxy, publish_names=(
+            self.proxy.update_names if isinstance(self.proxy, RouterServices) else None))
         ca_file = load_configuration(str(config.kubeconfig)).ssl_ca_cert
         self.service_accounts = ServiceAccountFiles(self.client, self.pods_dir, Path(ca_file).read_bytes() if ca_file else b"")
         # The proxy serves the kubernetes Service's port 443 where this process may listen on it.

@@ -21,6 +21,7 @@ Obj = dict[str, Any]
 LEASE_NAMESPACE = "kube-node-lease"
 LEASE_DURATION_SECONDS = 40
 KUBELET_VERSION = "v1.32.0-trainctl"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 
 
 def micro_time() -> str:
@@ -64,14 +65,19 @@ def _arch() -> str:
     return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
 
 
+def role_labels(name: str, control_plane_node: str) -> dict[str, str]:
+    """The control-plane role for the cluster's first node only, as kubeadm and kind label
+    one control-plane node and leave the nodes that join it without a role."""
+    return {CONTROL_PLANE_LABEL: ""} if name == control_plane_node else {}
+
+
 def node_object(name: str, labels: Optional[dict[str, str]] = None) -> Obj:
     return {
         "apiVersion": "v1",
         "kind": "Node",
         "metadata": {"name": name, "labels": {
             "kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": _arch(),
-            "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": _arch(),
-            "node-role.kubernetes.io/control-plane": "", **(labels or {}),
+            "beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": _arch(), **(labels or {}),
         }},
         "spec": {},
     }

@@ -157,7 +157,11 @@ class PodWorker:
         self.init_specs: list[Obj] = spec.get("initContainers") or []
         self.specs: list[Obj] = spec.get("containers") or []
         self.init_states = [ContainerState(c.get("name", ""), c.get("image", "")) for c in self.init_specs]
-        self.states = [ContainerState(c.get("name", ""), c.get("image", "")) for c in self.specs]
+        # Until they start, the containers of a pod without init containers are being
+        # created; those behind init containers wait for them (PodInitializing), as kube says.
+        first_wait = "PodInitializing" if self.init_specs else "ContainerCreating"
+        self.states = [ContainerState(c.get("name", ""), c.get("image", ""), state={"waiting": {"reason": first_wait}})
+                       for c in self.specs]
         # Added later through the pods/ephemeralcontainers subresource (kubectl debug): each
         # is started once, when the pod's containers run, and is never restarted or probed.
         self.ephemeral_specs: list[Obj] = []
@@ -488,6 +492,7 @@ class PodWorker:
         try:
             while True:
                 code = self._run_once(spec)
+                self._report()  # the run's end (STATUS Error or Completed) before any back-off
                 unhealthy = state.prober is not None and state.prober.killed is not None
                 if self.stopping.is_set() or not (self._should_restart(code) or
                                                   (unhealthy and self.restart_policy != "Never")):
@@ -543,7 +548,8 @@ class PodWorker:
         while not self.stopping.is_set():
             try:
                 spec = self.pod.get("spec", {})
-                self.ctx.network.setup_pod(self.uid, self.pod_ip, spec.get("hostname") or self.pod["metadata"].get("name", ""))
+                self.ctx.network.setup_pod(self.uid, self.pod_ip, spec.get("hostname") or self.pod["metadata"].get("name", ""),
+                                           self.namespace)
                 return
             except Exception as exc:  # the router refused, or is restarting
                 log.warning("pod %s/%s: no network sandbox yet: %s", self.namespace, self.pod["metadata"].get("name"), exc)

@@ -2,7 +2,8 @@
 
 kube-proxy's job on this machine: every ClusterIP Service port forwards to its ready
 endpoints (pod IP and target port), and every Service with an address gets a line in the
-hosts file that Python processes resolve names from. A Service the kubelet cannot read
+hosts file that Python processes resolve names from; on the isolated network, the records
+the cluster DNS answers from (:mod:`..network.dns_records`). A Service the kubelet cannot read
 (a port that is not a number in range, say) is skipped with a warning; it never stops
 the other Services or the pods from being served.
 """
@@ -10,10 +11,11 @@ the other Services or the pods from being served.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Optional, Protocol, cast
 
 from trainctl.cluster.kubelet.service_names import PodIndex, ServiceNames
+from trainctl.cluster.network.dns_records import Records, cluster_records
 from trainctl.cluster.network.hosts import HostsFile, service_fqdn
 from trainctl.cluster.network.proxy import Backend, Frontend
 
@@ -75,10 +77,12 @@ class Proxy(Protocol):
 class ServiceRules:
     """Owns the Service proxy and the hosts file and keeps both in step with the caches."""
 
-    def __init__(self, names: ServiceNames, hosts: HostsFile, proxy: Proxy) -> None:
+    def __init__(self, names: ServiceNames, hosts: HostsFile, proxy: Proxy,
+                 publish_names: Optional[Callable[[Records], None]] = None) -> None:
         self._names = names
         self._hosts = hosts
         self._proxy = proxy
+        self._publish_names = publish_names  # where the cluster DNS's records go (isolated network)
 
     def sync(self, pods: list[Obj], services: list[Obj], endpoints: Sequence[Obj] = ()) -> None:
         rules: dict[Frontend, list[Backend]] = {}
@@ -118,3 +122,5 @@ class ServiceRules:
                 rules[(cluster_ip, number)] = backends
         self._hosts.write(addresses)
         self._proxy.update(rules)
+        if self._publish_names is not None:
+            self._publish_names(cluster_records(services, endpoints))

@@ -3,13 +3,17 @@
 As metrics-server reads the kubelet's resource metrics, this loop reads every running
 container's resource group every few seconds (so a rate spans a recent window even when a
 container is short-lived), and every ``interval`` seconds publishes the node's NodeMetrics
-and its pods' PodMetrics through :func:`metrics_publish.publish`. A node's usage is the sum
-of its pods' (this machine's other processes are not the cluster's).
+and its pods' PodMetrics through :func:`metrics_publish.publish`. A node's usage is what the
+node itself costs, as a real node's root cgroup counts it: the sum of its pods' plus the
+kubelet's own process (this machine's other processes, other nodes' kubelets among them,
+are not this node's).
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import resource
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -17,12 +21,25 @@ from typing import Any
 
 from trainctl.cluster import metrics_publish
 from trainctl.cluster.compute import pod_metrics
+from trainctl.cluster.compute.accounting import Usage
 from trainctl.cluster.kubelet.pod_worker import PodWorker
 from trainctl.kube.client import KubeClient
 
 log = logging.getLogger(__name__)
 
 ContainerKey = tuple[str, str]  # (pod uid, container name)
+KUBELET_KEY: ContainerKey = ("", "kubelet")  # the kubelet's own process, beside the containers
+
+
+def process_usage() -> Usage:
+    """This process's CPU time (every thread's) and resident memory."""
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            resident_pages = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        resident_pages = 0
+    return Usage(cpu_seconds=used.ru_utime + used.ru_stime, memory_bytes=resident_pages * os.sysconf("SC_PAGE_SIZE"))
 
 
 def node_rate(rates: list[pod_metrics.Rate], *, now: float, window_seconds: float) -> pod_metrics.Rate:
@@ -38,8 +55,10 @@ class UsagePublisher:
 
     def __init__(self, client: KubeClient, node: str, workers: Callable[[], Mapping[str, PodWorker]], *,
                  node_labels: Callable[[], Mapping[str, str]] = dict,
-                 interval: float = metrics_publish.DEFAULT_INTERVAL_SECONDS) -> None:
+                 interval: float = metrics_publish.DEFAULT_INTERVAL_SECONDS,
+                 own_usage: Callable[[], Usage] = process_usage) -> None:
         self.client = client
+        self.own_usage = own_usage
         self.node = node
         self.workers = workers
         self.node_labels = node_labels
@@ -72,6 +91,7 @@ class UsagePublisher:
                     continue
                 running.add((uid, name))
                 self.history.record((uid, name), pod_metrics.Sample(time=now, usage=usage))
+        self.history.record(KUBELET_KEY, pod_metrics.Sample(time=now, usage=self.own_usage()))
         for key in self._known - running:
             self.history.forget(key)
         self._known = running
@@ -89,6 +109,8 @@ class UsagePublisher:
                                       labels=meta.get("labels"), containers=containers)
             if pod is not None:
                 pods.append(pod)
+        if (own := self.history.rate(KUBELET_KEY)) is not None:
+            rates.append(own)
         node = pod_metrics.node_metrics(name=self.node, labels=self.node_labels(),
                                     rate=node_rate(rates, now=time.time(), window_seconds=self.interval))
         return node, pods

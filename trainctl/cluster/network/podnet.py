@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional, Protocol
 
 from trainctl.cluster.network import control
+from trainctl.cluster.network.dns_records import Records
 
 
 class PodNetwork(Protocol):
@@ -35,8 +36,9 @@ class PodNetwork(Protocol):
     def dial(self, host: str, port: int, timeout: float) -> socket.socket:
         """A TCP connection to ``host:port`` as seen from the pod network."""
 
-    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "") -> None:
-        """Give the pod its network (address ``ip``, ``hostname``) before its first process starts."""
+    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "", namespace: str = "default") -> None:
+        """Give the pod its network (address ``ip``, ``hostname``, the DNS search path of
+        ``namespace``) before its first process starts."""
 
     def teardown_pod(self, pod_uid: str) -> None:
         """The pod's processes are gone: release its network."""
@@ -56,7 +58,7 @@ class SharedNetwork:
     def dial(self, host: str, port: int, timeout: float) -> socket.socket:
         return socket.create_connection((host, port), timeout=timeout)
 
-    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "") -> None:
+    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "", namespace: str = "default") -> None:
         pass
 
     def teardown_pod(self, pod_uid: str) -> None:
@@ -77,6 +79,7 @@ class IsolatedNetwork:
         self._lock = threading.Lock()
         self._pauses: dict[str, int] = {}
         self._published: Optional[list[Any]] = None
+        self._published_names: Optional[dict[str, Any]] = None
         self.kubernetes_ip = ""
         self.healing = threading.Event()  # the node's partition healed: the kubelet checks its pods
         self.on_healing: Callable[[], None] = lambda: None
@@ -95,13 +98,15 @@ class IsolatedNetwork:
             if control.UNKNOWN_NODE not in str(exc):
                 raise
         self.attach()
-        self._published = None
+        self._published = self._published_names = None
         return control.request(self.directory, message, timeout)
 
-    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "") -> None:
-        """The pod's sandbox, with ``ip`` on its ``eth0`` and ``hostname`` (idempotent)."""
+    def setup_pod(self, pod_uid: str, ip: str, hostname: str = "", namespace: str = "default") -> None:
+        """The pod's sandbox, with ``ip`` on its ``eth0``, ``hostname`` and a resolv.conf
+        naming the cluster DNS (idempotent)."""
         answer, _ = self._for_node({
             "op": "sandbox", "uid": pod_uid, "node": self.node_name, "ip": ip, "hostname": hostname,
+            "namespace": namespace,
             "serviceaccount": str(self.directory / "pods" / pod_uid / "serviceaccount")})
         with self._lock:
             self._pauses[pod_uid] = int(answer["pid"])
@@ -152,6 +157,14 @@ class IsolatedNetwork:
         """After a heal: links back for the pods this node still runs."""
         self._for_node({"op": "restore", "node": self.node_name, "uids": sorted(pod_uids)})
 
+    def publish_names(self, records: Records) -> None:
+        """The cluster's DNS records, for the DNS server the router runs (sent only on change)."""
+        data = records.to_json()
+        if data == self._published_names:
+            return
+        self._for_node({"op": "names", "node": self.node_name, "records": data})
+        self._published_names = data
+
     def publish_services(self, rules: dict[tuple[str, int], list[tuple[str, int]]]) -> None:
         """This node's ClusterIP rules, for the proxy the router runs (sent only on change)."""
         listed = sorted([list(frontend), sorted(list(b) for b in backends)] for frontend, backends in rules.items())
@@ -176,3 +189,6 @@ class RouterServices:
 
     def update(self, rules: dict[tuple[str, int], list[tuple[str, int]]]) -> None:
         self._network.publish_services(rules)
+
+    def update_names(self, records: Records) -> None:
+        self._network.publish_names(records)

@@ -16,6 +16,9 @@ touches the machine's own network. Inside, as a real cluster's nodes and CNI plu
   or where it cannot, a userspace proxy (:mod:`.proxy`) listens on them. The `kubernetes`
   Service's ClusterIP:443 is always the proxy's: it forwards to the API server's unix
   socket (a path crosses network namespaces);
+- the cluster DNS (:mod:`.cluster_dns`) answers on the ``kube-dns`` Service's ClusterIP, port
+  53, from the records the kubelets send; each pod's ``/etc/resolv.conf`` names it, with
+  the ``<ns>.svc.cluster.local`` search path and ``ndots:5``;
 - processes outside (the kubelets) get connections into the pod network from here: a
   ``dial`` answers with the connected socket (SCM_RIGHTS), and each kubelet's own path to
   the API server runs through a relay here, which is what ``node partition`` cuts.
@@ -44,6 +47,8 @@ from trainctl.cluster import unixsock
 from trainctl.cluster.apiserver import system_objects
 from trainctl.cluster.apiserver.process import UNIX_SOCKET
 from trainctl.cluster.network import control, degrade, nat
+from trainctl.cluster.network.cluster_dns import ClusterDNS
+from trainctl.cluster.network.dns_records import Records
 from trainctl.cluster.network.proxy import Backend, Frontend, ServiceProxy
 
 log = logging.getLogger(__name__)
@@ -57,13 +62,15 @@ _PAUSE = ["unshare", "-n", "-m", "-u", "--propagation", "private", "--",
           "sh", "-c", 'hostname "$1" && echo ready && exec cat >/dev/null', "sh"]
 # Inside the pod's mount namespace: its own /etc/hosts (its hostname is its IP, as the
 # kubelet's managed hosts file says; gloo and others find their address that way), its own
-# nsswitch.conf (see pod_nsswitch) and the ServiceAccount directory where pods look for it.
+# nsswitch.conf (see pod_nsswitch), the ServiceAccount directory where pods look for it and
+# its own resolv.conf (over the file a symlinked /etc/resolv.conf names, when it exists).
 # The machine's own tree is never written: without that directory, a tmpfs over /run holds it.
 _MOUNTS = (
     'mount --bind "$3" /etc/hosts || exit 1; '
     '[ ! -e /etc/nsswitch.conf ] || mount --bind "$4" /etc/nsswitch.conf || exit 1; '
     'target="$2"; [ -d "$target" ] || mount -t tmpfs -o mode=755 tmpfs /run || exit 1; '
-    'mkdir -p "$target" && mount --bind "$1" "$target"')
+    'mkdir -p "$target" && mount --bind "$1" "$target" || exit 1; '
+    'resolv=$(readlink -f /etc/resolv.conf); [ ! -e "$resolv" ] || mount --bind "$5" "$resolv"')
 
 
 def hosts_file(ip: str, hostname: str) -> str:
@@ -74,15 +81,20 @@ def hosts_file(ip: str, hostname: str) -> str:
 
 
 def pod_nsswitch(machine: str) -> str:
-    """A pod's nsswitch.conf: the machine's, with names looked up in the hosts file only.
+    """A pod's nsswitch.conf: the machine's, with names looked up in the hosts file, then
+    the cluster DNS (and nowhere else: mdns or myhostname would reach past the pod).
 
-    The pod network has no DNS server, and the machine's cannot be reached from it: a lookup
-    that asks DNS fails with EAI_AGAIN ("Temporary failure in name resolution") instead of
-    "not found". A reverse lookup of a peer's address (torch's c10d names both ends of every
-    socket with getnameinfo) then fails where it should fall back to the numeric address, and
-    c10d warns "The hostname of the client socket cannot be retrieved. err=-3"."""
+    The cluster DNS answers every query at once (a reverse lookup of an address it does not
+    know is NXDOMAIN), so torch's c10d, which names both ends of every socket with
+    getnameinfo, falls back to the numeric address without warning "err=-3"."""
     lines = [line for line in machine.splitlines() if line.split(":", 1)[0].strip() != "hosts"]
-    return "\n".join([*lines, "hosts: files"]) + "\n"
+    return "\n".join([*lines, "hosts: files dns"]) + "\n"
+
+
+def resolv_conf(nameserver: str, namespace: str) -> str:
+    """A pod's resolv.conf for dnsPolicy ClusterFirst, as the kubelet writes it."""
+    return (f"search {namespace}.svc.cluster.local svc.cluster.local cluster.local\n"
+            f"nameserver {nameserver}\noptions ndots:5\n")
 
 
 class NetworkSetupError(Exception):
@@ -179,6 +191,8 @@ class Router:
         self.directory = directory
         self.service_cidr = service_cidr
         self.kubernetes_ip = system_objects.cluster_ip(service_cidr)
+        self.dns_ip = system_objects.dns_cluster_ip(service_cidr)
+        self.dns = ClusterDNS()
         self._lock = threading.Lock()
         self._nodes: dict[str, Node] = {}
         self._open: dict[str, threading.Event] = {}  # per node: its kubelet's relays may copy
@@ -205,6 +219,7 @@ class Router:
                     else f"userspace proxy ({refused}; install nftables for the kernel's)")
         self._say_services(services)
         self.proxy.start()
+        self.dns.start(self.dns_ip)
         self._apply_rules()
         self._listener = unixsock.listen(self.directory / control.SOCKET)
         threading.Thread(target=self._serve, daemon=True, name="network-control").start()
@@ -218,6 +233,7 @@ class Router:
         for sandbox in sandboxes:
             self._release(sandbox)
         self.proxy.stop()
+        self.dns.stop()
 
     def _serve(self) -> None:
         assert self._listener is not None
@@ -384,7 +400,7 @@ class Router:
         with self._lock:
             return {"nodes": {n.name: {"state": n.state, "cidr": str(n.cidr), "bridge": n.bridge}
                               for n in self._nodes.values()},
-                    "pods": len(self._sandboxes), "kubernetes": self.kubernetes_ip,
+                    "pods": len(self._sandboxes), "kubernetes": self.kubernetes_ip, "dns": self.dns_ip,
                     "services": "kernel" if self.kernel_nat else "proxy"}, None
 
     # --- sandboxes --------------------------------------------------------------------------
@@ -406,6 +422,8 @@ class Router:
         nsswitch = account.parent / "etc-nsswitch.conf"
         with contextlib.suppress(OSError):  # a machine without one: the pod goes without too
             nsswitch.write_text(pod_nsswitch(Path("/etc/nsswitch.conf").read_text()))
+        resolv = account.parent / "etc-resolv.conf"
+        resolv.write_text(str(message.get("resolv_conf") or resolv_conf(self.dns_ip, str(message.get("namespace") or "default"))))
         pause = subprocess.Popen([*_PAUSE, hostname], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE)
         sandbox = Sandbox(uid, node.name, ip, veth, pause)
@@ -420,7 +438,7 @@ class Router:
                 f"addr add {ip}/{node.cidr.prefixlen} dev eth0\nlink set eth0 up\nlink set lo up\n"
                 f"route add default via {node.gateway}\n")
             run(["nsenter", "-t", pid, "-m", "sh", "-c", _MOUNTS, "sh", str(account), SERVICE_ACCOUNT_PATH, str(hosts),
-                 str(nsswitch)])
+                 str(nsswitch), str(resolv)])
             with self._lock:
                 self._sandboxes[uid] = sandbox
                 up = node.state != PARTITIONED
@@ -485,6 +503,11 @@ class Router:
         self._apply_rules()
         return {}, None
 
+    def op_names(self, message: Message) -> tuple[Message, None]:
+        """A kubelet's DNS records (each computes the same from its caches; the newest wins)."""
+        self.dns.update(Records.from_json(message.get("records") or {}))
+        return {}, None
+
     def _say_services(self, how: str) -> None:
         log.info("Service ClusterIPs: %s", how)
         (self.directory / nat.SERVICES_FILE).write_text(how + "\n")
@@ -498,7 +521,9 @@ class Router:
                 for rules in self._rules.values():
                     merged.update(rules)
                 bridges = tuple(sorted(n.bridge for n in self._nodes.values()))
-            # The `kubernetes` Service: the API server's unix socket (relative to DIR, our cwd).
+            # The DNS answers on its ClusterIP itself; the `kubernetes` Service goes to the API
+            # server's unix socket (relative to DIR, our cwd).
+            merged = {f: b for f, b in merged.items() if f[0] != self.dns_ip}
             merged[(self.kubernetes_ip, 443)] = [(str(UNIX_SOCKET), 0)]
             everything = tuple(sorted(merged.items()))
             if (everything, bridges, self.kernel_nat) == self._applied:

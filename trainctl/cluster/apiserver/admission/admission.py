@@ -23,13 +23,14 @@ from trainctl.cluster.apiserver.admission import (
     crds,
     ephemeral_containers,
     pod_update,
+    resource_quotas,
     schema,
     tolerations,
     validation,
 )
 from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
-from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType, pod_qos_class
+from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType, pod_qos_class, requests_from_limits
 from trainctl.kube.timestamps import now_rfc3339
 
 Obj = dict[str, Any]
@@ -123,6 +124,10 @@ class Admission:
         is_pod = rtype.plural == "pods" and not rtype.group
         if is_pod and old is None:
             tolerations.add_defaults(obj)
+            for key in ("initContainers", "containers"):
+                for container in (obj.get("spec") or {}).get(key) or []:
+                    if isinstance(container, dict):
+                        requests_from_limits(container)
         warnings = builtin_validation.admit(rtype, obj, old, field_validation)
         if is_pod:
             if old is None:
@@ -140,8 +145,13 @@ class Admission:
             causes = (validation.validate_job if rtype.plural == "jobs" else validation.validate_cronjob)(obj, old)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
-        if rtype.group == "apps" and rtype.plural in ("deployments", "replicasets", "daemonsets"):
+        if rtype.group == "apps" and rtype.plural in ("deployments", "replicasets", "daemonsets", "statefulsets"):
             causes = validation.validate_workload(obj, old)
+            if causes:
+                raise errors.invalid(rtype.kind, rtype.group, name, causes)
+        if not rtype.group and rtype.plural in ("resourcequotas", "limitranges"):
+            causes = (resource_quotas.validate_quota if rtype.plural == "resourcequotas"
+                      else resource_quotas.validate_limit_range)(obj)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.storage_key == CRD_STORAGE_KEY:

@@ -198,8 +198,7 @@ def validate_workload(obj: Obj, old: Obj | None) -> list[Cause]:
     strategy = spec.get("strategy") or {}
     kind_of_update = strategy.get("type")
     if kind_of_update not in (None, "RollingUpdate", "Recreate"):
-        causes.append(Cause("spec.strategy.type", "FieldValueNotSupported",
-                            f'Unsupported value: "{kind_of_update}": supported values: "Recreate", "RollingUpdate"'))
+        causes.append(_unsupported("spec.strategy.type", kind_of_update, ("Recreate", "RollingUpdate")))
     elif kind_of_update == "Recreate" and strategy.get("rollingUpdate"):
         causes.append(Cause("spec.strategy.rollingUpdate", "FieldValueForbidden",
                             "Forbidden: may not be specified when strategy `type` is 'Recreate'"))
@@ -213,4 +212,47 @@ def validate_workload(obj: Obj, old: Obj | None) -> list[Cause]:
                                 "Invalid value: 0: may not be 0 when `maxSurge` is 0"))
     if old is not None and spec.get("selector") != (old.get("spec") or {}).get("selector"):
         causes.append(Cause("spec.selector", "FieldValueInvalid", "Invalid value: field is immutable"))
+    if obj.get("kind") == "StatefulSet":
+        causes += _validate_statefulset(spec, (old or {}).get("spec") if old is not None else None)
+    return causes
+
+
+def _unsupported(path: str, value: Any, allowed: tuple[str, ...]) -> Cause:
+    quoted = ", ".join(f'"{a}"' for a in allowed)
+    return Cause(path, "FieldValueNotSupported", f'Unsupported value: "{value}": supported values: {quoted}')
+
+
+# The StatefulSet fields an update may change, as kube's validation lists them.
+_STATEFULSET_MUTABLE = ("replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy",
+                        "minReadySeconds", "revisionHistoryLimit")
+
+
+def _validate_statefulset(spec: Obj, old_spec: Obj | None) -> list[Cause]:
+    """A StatefulSet's own rules. This cluster serves no PersistentVolumeClaims, so a set that
+    asks for per-pod claims is refused rather than run without the storage it expects."""
+    causes: list[Cause] = []
+    if spec.get("volumeClaimTemplates"):
+        causes.append(Cause("spec.volumeClaimTemplates", "FieldValueForbidden",
+                            "Forbidden: PersistentVolumeClaims are not served by this cluster; mount a hostPath or "
+                            "emptyDir volume from the pod template instead"))
+    policy = spec.get("podManagementPolicy")
+    if policy not in (None, "OrderedReady", "Parallel"):
+        causes.append(_unsupported("spec.podManagementPolicy", policy, ("OrderedReady", "Parallel")))
+    strategy = spec.get("updateStrategy") or {}
+    kind = strategy.get("type")
+    if kind not in (None, "RollingUpdate", "OnDelete"):
+        causes.append(_unsupported("spec.updateStrategy.type", kind, ("OnDelete", "RollingUpdate")))
+    elif kind == "OnDelete" and strategy.get("rollingUpdate"):
+        causes.append(Cause("spec.updateStrategy.rollingUpdate", "FieldValueInvalid",
+                            "Invalid value: only allowed for updateStrategy 'RollingUpdate'"))
+    partition = (strategy.get("rollingUpdate") or {}).get("partition")
+    if isinstance(partition, int) and partition < 0:
+        causes.append(Cause("spec.updateStrategy.rollingUpdate.partition", "FieldValueInvalid",
+                            f"Invalid value: {partition}: must be greater than or equal to 0"))
+    if old_spec is not None and any(spec.get(k) != old_spec.get(k) for k in set(spec) | set(old_spec)
+                                    if k not in _STATEFULSET_MUTABLE):
+        causes.append(Cause("spec", "FieldValueForbidden",
+                            "Forbidden: updates to statefulset spec for fields other than 'replicas', 'ordinals', "
+                            "'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' and "
+                            "'minReadySeconds' are forbidden"))
     return causes

@@ -124,6 +124,35 @@ def _pod_defaults(pod: dict[str, Any]) -> None:
                 _probe_defaults(container.get(probe))
 
 
+def requests_from_limits(container: dict[str, Any]) -> None:
+    """kube's defaulting of a new pod: a resource a container limits but does not request is
+    requested at its limit (on create only, so that a pod stored without it stays updatable)."""
+    resources = container.get("resources")
+    limits = resources.get("limits") if isinstance(resources, dict) else None
+    if not isinstance(limits, dict) or not limits:
+        return
+    requests = resources.get("requests") if isinstance(resources.get("requests"), dict) else {}  # type: ignore[union-attr]
+    missing = {name: value for name, value in limits.items() if name not in requests}
+    if missing:
+        resources["requests"] = {**requests, **missing}  # type: ignore[index]
+
+
+def _limit_range_defaults(limit_range: dict[str, Any]) -> None:
+    """kube's SetDefaults_LimitRangeItem: a Container item's default limit is its max, its default
+    request its default limit, else its min."""
+    for item in (limit_range.get("spec") or {}).get("limits") or []:
+        if not isinstance(item, dict) or item.get("type") != "Container":
+            continue
+        default = item["default"] = dict(item.get("default") or {})
+        request = item["defaultRequest"] = dict(item.get("defaultRequest") or {})
+        for name, value in (item.get("max") or {}).items():
+            default.setdefault(name, value)
+        for name, value in default.items():
+            request.setdefault(name, value)
+        for name, value in (item.get("min") or {}).items():
+            request.setdefault(name, value)
+
+
 def _probe_defaults(probe: Any) -> None:
     """kube's defaults of a probe (a zero is a field left out, as Go reads it)."""
     if not isinstance(probe, dict):
@@ -216,6 +245,23 @@ def _daemonset_defaults(daemonset: dict[str, Any]) -> None:
     _pod_template_defaults(spec)
 
 
+def _statefulset_defaults(statefulset: dict[str, Any]) -> None:
+    """apps/v1 StatefulSet defaults: one replica started in order, a rolling update from the
+    highest ordinal, claims retained, ten old revisions kept."""
+    spec = statefulset.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    spec.setdefault("persistentVolumeClaimRetentionPolicy", {})
+    spec["persistentVolumeClaimRetentionPolicy"].setdefault("whenDeleted", "Retain")
+    spec["persistentVolumeClaimRetentionPolicy"].setdefault("whenScaled", "Retain")
+    spec.setdefault("revisionHistoryLimit", 10)
+    _pod_template_defaults(spec)
+
+
 def _deployment_defaults(deployment: dict[str, Any]) -> None:
     """apps/v1 Deployment defaults: one replica, a 25%/25% rolling update, ten old ReplicaSets kept."""
     spec = deployment.setdefault("spec", {})
@@ -300,6 +346,11 @@ def builtin_types() -> list[ResourceType]:
                      defaulter=_service_defaults, shape=_SERVICE_SHAPE),
         ResourceType("", "v1", "endpoints", "Endpoints", "endpoints", short_names=("ep",)),
         ResourceType("", "v1", "events", "Event", "event", short_names=("ev",), shape=_EVENT_SHAPE),
+        ResourceType("", "v1", "resourcequotas", "ResourceQuota", "resourcequota", short_names=("quota",),
+                     subresources=("status",), status_on_create=True,
+                     shape={"spec": {"hard": {}, "scopes": [str], "scopeSelector": {}}, "status": {"hard": {}, "used": {}}}),
+        ResourceType("", "v1", "limitranges", "LimitRange", "limitrange", short_names=("limits",),
+                     defaulter=_limit_range_defaults, shape={"spec": {"limits": [{"type": str}]}}),
         ResourceType("", "v1", "configmaps", "ConfigMap", "configmap", short_names=("cm",)),
         ResourceType("", "v1", "secrets", "Secret", "secret"),
         ResourceType("", "v1", "serviceaccounts", "ServiceAccount", "serviceaccount", short_names=("sa",),
@@ -324,6 +375,10 @@ def builtin_types() -> list[ResourceType]:
         ResourceType("apps", "v1", "daemonsets", "DaemonSet", "daemonset", short_names=("ds",), categories=("all",),
                      subresources=("status",), status_on_create=True, defaulter=_daemonset_defaults,
                      shape={"spec": {k: v for k, v in _WORKLOAD_SHAPE["spec"].items() if k != "replicas"}, "status": {}}),
+        ResourceType("apps", "v1", "statefulsets", "StatefulSet", "statefulset", short_names=("sts",), categories=("all",),
+                     subresources=("status", "scale"), status_on_create=True, scale=_REPLICAS_SCALE,
+                     defaulter=_statefulset_defaults, shape=_WORKLOAD_SHAPE),
+        ResourceType("apps", "v1", "controllerrevisions", "ControllerRevision", "controllerrevision"),
         ResourceType("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler",
                      "horizontalpodautoscaler", short_names=("hpa",), categories=("all",),
                      subresources=("status",), status_on_create=True),

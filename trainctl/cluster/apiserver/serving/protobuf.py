@@ -1,7 +1,7 @@
 """Request bodies in Kubernetes' protobuf encoding, for the kinds kubectl sends that way.
 
 kubectl's typed commands (``kubectl create namespace|configmap|secret|serviceaccount|service|
-job|cronjob|deployment|pdb|priorityclass``, ``kubectl autoscale``, ``kubectl drain``'s evictions) send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
+job|cronjob|deployment|pdb|priorityclass|quota``, ``kubectl autoscale``, ``kubectl drain``'s evictions) send ``application/vnd.kubernetes.protobuf`` bodies; ``apply``, ``get``, ``patch`` and the
 clients in Python all use JSON. This module turns those few kinds back into the JSON shape
 the rest of the server works on. There is no Python package carrying the generated
 Kubernetes messages, so the field numbers below are transcribed from the ``generated.proto``
@@ -205,6 +205,11 @@ KINDS: dict[str, Schema] = {
                       3: ("globalDefault", "bool", None), 4: ("description", "string", None),
                       5: ("preemptionPolicy", "string", None)},
     "Eviction": {1: ("metadata", "message", _OBJECT_META), 2: ("deleteOptions", "message", _DELETE_OPTIONS)},
+    # kubectl create quota (core/v1 generated.proto).
+    "ResourceQuota": {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", {
+        1: ("hard", "map", _QUANTITY_MAP), 2: ("scopes", "strings", None),
+        3: ("scopeSelector", "message", {1: ("matchExpressions", "messages", {
+            1: ("scopeName", "string", None), 2: ("operator", "string", None), 3: ("values", "strings", None)})})})},
 }
 _RESOURCE_ATTRIBUTES: Schema = {
     1: ("namespace", "string", None), 2: ("verb", "string", None), 3: ("group", "string", None),

@@ -20,7 +20,7 @@ from aiohttp import web
 from trainctl.cluster.apiserver.apimachinery import errors, request_limits
 from trainctl.cluster.apiserver.apimachinery.resource_types import Registry
 from trainctl.cluster.apiserver.auth import access, pki, tokens
-from trainctl.cluster.apiserver.serving import body, discovery, openapi, params, routes, tables
+from trainctl.cluster.apiserver.serving import body, discovery, health, openapi, params, routes, tables
 from trainctl.cluster.apiserver.serving.metrics import Metrics
 from trainctl.cluster.apiserver.serving.responses import error_response, json_response
 from trainctl.cluster.apiserver.serving.routes import RESOURCE, USER, VERB
@@ -108,8 +108,10 @@ class ApiServer:
 
     async def _dispatch(self, request: web.BaseRequest) -> web.StreamResponse:
         path = request.path.rstrip("/") or "/"
-        if path in ("/healthz", "/readyz", "/livez"):
-            return web.Response(text="ok")
+        parts = [p for p in path.split("/") if p]
+        if parts and parts[0] in health.ENDPOINTS:
+            checks = {"ping": lambda: "", "log": lambda: "", "etcd": lambda: self.store.write_error}
+            return health.answer(parts[0], parts[1:], request.query, checks, request.query.getall("exclude", []))
         if path == "/version":
             return json_response(discovery.KUBERNETES_VERSION)
         if path == "/metrics":
@@ -120,7 +122,6 @@ class ApiServer:
             return web.Response(body=body, headers={"Content-Type": content_type})
         if path in ("/openapi/v2", "/openapi/v3") or path.startswith("/openapi/v3/"):
             return self._openapi(request, path)
-        parts = [p for p in path.split("/") if p]
         if not parts or parts[0] not in ("api", "apis"):
             raise errors.page_not_found()
         if request.method == "GET":

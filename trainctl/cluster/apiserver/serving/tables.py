@@ -88,7 +88,7 @@ def _restarts(pod: Obj, restarts: int, now: datetime) -> str:
     return f"{restarts} ({age(last, now)} ago)" if restarts and last else str(restarts)
 
 
-def _pod_status(pod: Obj) -> tuple[str, int, int, int]:
+def pod_status(pod: Obj) -> tuple[str, int, int, int]:
     """(STATUS, ready, total, restarts) like kubectl's pod printer."""
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}
@@ -143,7 +143,7 @@ def _pod_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     ]
 
     def cells(pod: Obj, now: datetime) -> list[Any]:
-        reason, ready, total, restarts = _pod_status(pod)
+        reason, ready, total, restarts = pod_status(pod)
         status = pod.get("status") or {}
         gates = (pod.get("spec") or {}).get("readinessGates") or []
         return [
@@ -181,7 +181,7 @@ def _node_status(node: Obj) -> str:
     return ",".join(status)
 
 
-def _node_roles(node: Obj) -> str:
+def node_roles(node: Obj) -> str:
     roles = set()
     for key, value in (node["metadata"].get("labels") or {}).items():
         if key.startswith(NODE_ROLE_PREFIX) and key[len(NODE_ROLE_PREFIX):]:
@@ -207,7 +207,7 @@ def _node_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]
 
     def cells(node: Obj, now: datetime) -> list[Any]:
         info = (node.get("status") or {}).get("nodeInfo") or {}
-        return [node["metadata"]["name"], _node_status(node), _node_roles(node),
+        return [node["metadata"]["name"], _node_status(node), node_roles(node),
                 age(node["metadata"].get("creationTimestamp"), now), info.get("kubeletVersion", ""),
                 _node_address(node, "InternalIP"), _node_address(node, "ExternalIP"),
                 info.get("osImage") or "<unknown>", info.get("kernelVersion") or "<unknown>",
@@ -321,6 +321,25 @@ def _priority_class_columns() -> tuple[list[Column], Callable[[Obj, datetime], l
     return columns, cells
 
 
+def _resource_quota_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _AGE,
+               _col("Request", "Request represents a minimum amount of cpu/memory that a container may consume."),
+               _col("Limit", "Limits control the maximum amount of cpu/memory that a container may use independent "
+                             "of contention on the node.")]
+
+    def cells(quota: Obj, now: datetime) -> list[Any]:
+        status = quota.get("status") or {}
+        hard, used = status.get("hard") or {}, status.get("used") or {}
+        request: list[str] = []
+        limit: list[str] = []
+        for resource in sorted(hard):
+            (limit if resource.startswith("limits.") else request).append(f"{resource}: {used.get(resource, '0')}/{hard[resource]}")
+        return [quota["metadata"]["name"], age(quota["metadata"].get("creationTimestamp"), now), ", ".join(request),
+                ", ".join(limit)]
+
+    return columns, cells
+
+
 def _namespace_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(ns: Obj, now: datetime) -> list[Any]:
         return [ns["metadata"]["name"], (ns.get("status") or {}).get("phase", "Active"),
@@ -411,14 +430,32 @@ def _more(items: list[str], shown: int = 3) -> str:
     return f"{text} + {len(items) - shown} more..." if len(items) > shown else text
 
 
+def _host_port(ip: str, port: Any) -> str:
+    """Go's ``net.JoinHostPort``: an IPv6 address in brackets."""
+    return f"[{ip}]:{port}" if ":" in ip else f"{ip}:{port}"
+
+
+def endpoints_cell(endpoints: Obj) -> str:
+    """ENDPOINTS as kubectl prints it: each port's ready addresses in turn (each subset's
+    ports, then their addresses), the first three, then ``+ N more...``; ``<none>`` without
+    subsets."""
+    subsets = endpoints.get("subsets") or []
+    if not subsets:
+        return "<none>"
+    items: list[str] = []
+    for subset in subsets:
+        ips = [a.get("ip", "") for a in subset.get("addresses") or []]
+        ports = subset.get("ports") or []
+        if not ports:  # a headless Service without ports
+            items.extend(ips)
+        for port in ports:
+            items.extend(_host_port(ip, port.get("port")) for ip in ips)
+    return _more(items)
+
+
 def _endpoints_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     def cells(endpoints: Obj, now: datetime) -> list[Any]:
-        items: list[str] = []
-        for subset in endpoints.get("subsets") or []:
-            ports = [p.get("port") for p in subset.get("ports") or []] or [None]
-            for address in subset.get("addresses") or []:
-                items.extend(address.get("ip", "") if port is None else f"{address.get('ip', '')}:{port}" for port in ports)
-        return [endpoints["metadata"]["name"], _more(items) or "<none>", age(endpoints["metadata"].get("creationTimestamp"), now)]
+        return [endpoints["metadata"]["name"], endpoints_cell(endpoints), age(endpoints["metadata"].get("creationTimestamp"), now)]
 
     return [_NAME, _col("Endpoints", "Endpoints is the list of addresses the service selects."), _AGE], cells
 
@@ -540,6 +577,33 @@ def _daemonset_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[A
     return columns, cells
 
 
+def _statefulset_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Ready", "Number of the pod with ready state"), _AGE, *_TEMPLATE_COLUMNS[:2]]
+
+    def cells(statefulset: Obj, now: datetime) -> list[Any]:
+        spec, status = statefulset.get("spec") or {}, statefulset.get("status") or {}
+        return [statefulset["metadata"]["name"], f"{status.get('readyReplicas', 0)}/{spec.get('replicas', 0)}",
+                age(statefulset["metadata"].get("creationTimestamp"), now), *_template_cells(spec)[:2]]
+
+    return columns, cells
+
+
+def _controller_revision_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
+    columns = [_NAME, _col("Controller", "Controller of the object"),
+               _col("Revision", "Revision of the ControllerRevision", type_="integer"), _AGE]
+
+    def cells(revision: Obj, now: datetime) -> list[Any]:
+        meta = revision["metadata"]
+        ref = next((r for r in meta.get("ownerReferences") or [] if r.get("controller")), None)
+        controller = "<none>"
+        if ref is not None:
+            group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+            controller = f"{str(ref.get('kind')).lower()}{'.' + group if group else ''}/{ref.get('name')}"
+        return [meta["name"], controller, revision.get("revision", 0), age(meta.get("creationTimestamp"), now)]
+
+    return columns, cells
+
+
 def _cronjob_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     columns = [_NAME, _col("Schedule", "The schedule in Cron format."),
                _col("Timezone", "The time zone of the schedule."), _col("Suspend", "Whether the CronJob is suspended.", type_="boolean"),
@@ -562,7 +626,8 @@ def _cronjob_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any
 
 
 def _created_at_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
-    """kube's default table, for resources without a printer of their own (CustomResourceDefinitions)."""
+    """kube's table of CustomResourceDefinitions and LimitRanges (and its default for resources
+    without a printer of their own)."""
     def cells(obj: Obj, now: datetime) -> list[Any]:
         return [obj["metadata"]["name"], obj["metadata"].get("creationTimestamp") or ""]
 
@@ -619,6 +684,8 @@ _BUILTIN = {
     ("", "serviceaccounts"): _serviceaccount_columns,
     ("coordination.k8s.io", "leases"): _lease_columns,
     ("apiextensions.k8s.io", "customresourcedefinitions"): _created_at_columns,
+    ("", "limitranges"): _created_at_columns,
+    ("", "resourcequotas"): _resource_quota_columns,
     ("", "events"): _event_columns,
     ("events.k8s.io", "events"): _event_columns,
     ("autoscaling", "horizontalpodautoscalers"): _hpa_columns,
@@ -627,6 +694,8 @@ _BUILTIN = {
     ("apps", "deployments"): _deployment_columns,
     ("apps", "replicasets"): _replicaset_columns,
     ("apps", "daemonsets"): _daemonset_columns,
+    ("apps", "statefulsets"): _statefulset_columns,
+    ("apps", "controllerrevisions"): _controller_revision_columns,
     ("policy", "poddisruptionbudgets"): _pdb_columns,
     ("scheduling.k8s.io", "priorityclasses"): _priority_class_columns,
     ("rbac.authorization.k8s.io", "roles"): _role_columns,

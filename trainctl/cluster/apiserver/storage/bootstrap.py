@@ -86,6 +86,12 @@ class Bootstrap:
                 await self.writes.create(svc_type, system_objects.NAMESPACE, wanted)
         elif current["spec"].get("ports") != wanted["spec"]["ports"]:
             await self.writes.rewrite(svc_type, current, {**clone(current), "spec": {**current["spec"], "ports": wanted["spec"]["ports"]}})
+        if system_objects.has_cluster_dns(self.service_cidr) and self.store.get(
+                svc_type.storage_key, system_objects.DNS_NAMESPACE, system_objects.DNS_NAME) is None:
+            try:
+                await self.writes.create(svc_type, system_objects.DNS_NAMESPACE, system_objects.dns_service(self.service_cidr))
+            except errors.ApiError as exc:  # its address taken by a Service made before this rule
+                log.warning("the kube-dns Service cannot be created: %s", exc.message)
         address = system_objects.endpoints(host, port)
         current = self.store.get(ep_type.storage_key, system_objects.NAMESPACE, system_objects.NAME)
         if current is None:

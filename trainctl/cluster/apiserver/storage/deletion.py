@@ -18,6 +18,7 @@ from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
 from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
+from trainctl.cluster.apiserver.storage import namespace_conditions
 from trainctl.cluster.apiserver.storage.gc import FOREGROUND, GarbageCollector
 from trainctl.cluster.apiserver.storage.ipam import ClusterIPAllocator
 from trainctl.cluster.apiserver.storage.store import Store, clone
@@ -183,11 +184,11 @@ class Deletion:
     async def _delete_namespace(self, rtype: ResourceType, ns: Obj) -> Obj:
         """Mark the namespace Terminating; its contents go in the background, then it does."""
         name = ns["metadata"]["name"]
-        ns["status"] = {"phase": "Terminating"}
         if not ns["metadata"].get("deletionTimestamp"):
+            ns.setdefault("status", {})["phase"] = "Terminating"
             ns["metadata"]["deletionTimestamp"] = now_rfc3339()
             ns["metadata"]["deletionGracePeriodSeconds"] = 0
-        await self.store.put(rtype.storage_key, ns)
+            await self.store.put(rtype.storage_key, ns)
         self._spawn(self._empty_namespace(name))
         return rtype.view(ns)
 
@@ -203,11 +204,26 @@ class Deletion:
         await self._finish_namespace(name)
 
     async def _finish_namespace(self, name: str) -> None:
+        """One pass of the namespace controller over a terminating namespace: its conditions
+        say what remains; once nothing does, its ``kubernetes`` finalizer goes (as the
+        controller's ``finalize``) and then the namespace, unless other finalizers hold it."""
         ns = self.store.get("/namespaces", "", name)
         if ns is None or not ns["metadata"].get("deletionTimestamp"):
             return
-        if any(True for _ in self.store.namespaced_resources(name)):
-            return
+        remaining = []
+        for resource, obj in self.store.namespaced_resources(name):
+            group, _, plural = resource.partition("/")
+            remaining.append((namespace_conditions.group_resource(group, plural), obj))
+        new = clone(ns)
+        status = new.setdefault("status", {})
+        status["conditions"] = namespace_conditions.deletion_conditions(remaining, status.get("conditions") or [],
+                                                                       now_rfc3339())
+        spec = new.setdefault("spec", {})
+        if not remaining:
+            spec["finalizers"] = [f for f in spec.get("finalizers") or [] if f != namespace_conditions.KUBERNETES_FINALIZER]
         ns_type = self.registry.get("", "v1", "namespaces")
         assert ns_type is not None
-        await self.remove(ns_type, ns)
+        if not remaining and not namespace_conditions.held(new):
+            await self.remove(ns_type, new)
+        elif new != ns:
+            await self.store.put(ns_type.storage_key, new)

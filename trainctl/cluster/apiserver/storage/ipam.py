@@ -1,4 +1,4 @@
-"""ClusterIP allocation for Services.
+"""ClusterIP allocation for Services (and their node ports, through :mod:`.nodeports`).
 
 Every ClusterIP comes from the server's ``--service-cidr`` (default ``127.96.0.0/16``, a
 loopback range, so the kubelet can proxy a Service on its ClusterIP without touching the
@@ -15,20 +15,34 @@ from typing import Any
 from trainctl.cluster.apiserver import system_objects
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
+from trainctl.cluster.apiserver.storage.nodeports import NodePortAllocator
 
 Obj = dict[str, Any]
 
 
 class ClusterIPAllocator:
-    def __init__(self, cidr: str, in_use: Iterable[str] = ()) -> None:
+    def __init__(self, cidr: str, services: Iterable[Obj] = ()) -> None:
         self._service_net = ipaddress.ip_network(cidr)
+        services = list(services)
+        in_use = ((svc.get("spec") or {}).get("clusterIP", "") for svc in services)
         self._allocated_ips = {ip for ip in in_use if ip and ip != "None"}
+        self._node_ports = NodePortAllocator(services)
 
     def release(self, service: Obj) -> None:
         self._allocated_ips.discard((service.get("spec") or {}).get("clusterIP", ""))
+        self._node_ports.release(service)
 
     def assign(self, obj: Obj, old: Obj | None) -> None:
-        """Fill ``spec.clusterIP(s)`` of a Service being created (``old`` None) or updated."""
+        """Fill ``spec.clusterIP(s)`` and node ports of a Service being created (``old`` None) or updated."""
+        self._node_ports.assign(obj, old)
+        try:
+            self._assign_ip(obj, old)
+        except errors.ApiError:
+            if old is None:
+                self._node_ports.release(obj)
+            raise
+
+    def _assign_ip(self, obj: Obj, old: Obj | None) -> None:
         spec = obj.setdefault("spec", {})
         old_ip = (old.get("spec") or {}).get("clusterIP") if old else None
         requested = spec.get("clusterIP")
@@ -50,8 +64,11 @@ class ClusterIPAllocator:
                     "spec.clusterIPs", "FieldValueInvalid", f'Invalid value: ["{requested}"]: failed to allocate IP {requested}: {why}')])
             ip = requested
         else:
-            # The first address is the `kubernetes` Service's, as kube-apiserver reserves it.
+            # The first address is the `kubernetes` Service's, as kube-apiserver reserves it
+            # (and the tenth the cluster DNS's, where there is one).
             reserved = {*self._allocated_ips, system_objects.cluster_ip(str(self._service_net))}
+            if system_objects.has_cluster_dns(str(self._service_net)):
+                reserved.add(system_objects.dns_cluster_ip(str(self._service_net)))
             ip = next((str(a) for a in self._service_net.hosts() if str(a) not in reserved), None)
             if ip is None:
                 raise errors.internal(f"range is full: no more ClusterIPs in {self._service_net}")

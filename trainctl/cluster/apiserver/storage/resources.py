@@ -31,8 +31,7 @@ class Resources:
     def __init__(self, store: Store, registry: Registry, service_cidr: str = "127.96.0.0/16") -> None:
         self.store = store
         self.registry = registry
-        cluster_ips = ClusterIPAllocator(
-            service_cidr, ((svc.get("spec") or {}).get("clusterIP", "") for svc in store.list("/services")))
+        cluster_ips = ClusterIPAllocator(service_cidr, store.list("/services"))
         self.gc = GarbageCollector(self, store, registry)
         self.deletion = Deletion(store, registry, self.gc, cluster_ips, self._spawn)
         self.evictions = Evictions(store, self.deletion)

@@ -179,6 +179,8 @@ class Store:
         self._flushing = False
         self._flusher: asyncio.Task[None] | None = None
         self._writer = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+        # Why the last commit failed ("" once one succeeds): the readiness checks' "etcd".
+        self.write_error = ""
 
     def close(self) -> None:
         self._writer.shutdown(wait=True)
@@ -307,10 +309,12 @@ class Store:
                     else:
                         self._persist(events)
                 except Exception as exc:  # disk full, I/O error: fail the callers, keep serving
+                    self.write_error = str(exc) or type(exc).__name__
                     self._undo(batch + self._pending, storage_error(exc))
                     self._pending = []
                     continue
                 self._committed_rv = events[-1].rv
+                self.write_error = ""
                 self._made_durable(events)
                 for event, done in batch:
                     self._publish(event)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainctl.cluster.apiserver import system_objects
-from trainctl.cluster.apiserver.admission import crds, ephemeral_containers, priority
+from trainctl.cluster.apiserver.admission import crds, ephemeral_containers, limit_ranges, priority, resource_quotas
 from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admission
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
@@ -29,6 +29,8 @@ from trainctl.kube.timestamps import now_rfc3339
 
 Obj = dict[str, Any]
 
+RESOURCE_QUOTAS = "/resourcequotas"
+LIMIT_RANGES = "/limitranges"
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
@@ -71,16 +73,15 @@ class Writes:
 
     # --- create -------------------------------------------------------------------------
 
-    def _check_namespace(self, rtype: ResourceType, namespace: str | None) -> None:
+    def _check_namespace(self, rtype: ResourceType, namespace: str | None, name: str) -> None:
         if not rtype.namespaced:
             return
         ns = self.store.get("/namespaces", "", namespace or "")
         if ns is None:
             raise errors.not_found("namespaces", "", namespace or "")
         if ns["metadata"].get("deletionTimestamp"):
-            raise errors.ApiError(403, "Forbidden",
-                                  f"{rtype.plural} is forbidden: unable to create new content in namespace {namespace} because it is being terminated",
-                                  {"group": rtype.group, "kind": rtype.plural})
+            raise errors.forbidden(rtype.plural, rtype.group, name, f"unable to create new content in namespace "
+                                   f"{namespace} because it is being terminated")
 
     async def create(self, rtype: ResourceType, namespace: str | None, body: Any, *,
                      options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
@@ -89,7 +90,7 @@ class Writes:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
         self.admission.check_name(rtype, obj)
-        self._check_namespace(rtype, meta.get("namespace"))
+        self._check_namespace(rtype, meta.get("namespace"), meta["name"])
         if self.store.get(rtype.storage_key, meta.get("namespace") or "", meta["name"]) is not None:
             raise errors.already_exists(rtype.plural, rtype.group, meta["name"])
         for key in ("deletionTimestamp", "deletionGracePeriodSeconds", "resourceVersion", "managedFields", "selfLink"):
@@ -102,9 +103,11 @@ class Writes:
         if rtype.plural == "pods" and not rtype.group:
             self._admit_service_account(obj)
             priority.admit_pod(obj, self.store.list(priority.STORAGE_KEY))
+            limit_ranges.admit_pod(obj, self.store.list(LIMIT_RANGES, meta["namespace"]))
         elif rtype.storage_key == priority.STORAGE_KEY:
             priority.check_default(obj, self.store.list(priority.STORAGE_KEY))
         warnings = self._admit(rtype, obj, None, options.field_validation)
+        self._admit_quota(rtype, obj)
         if options.dry_run:
             return obj, warnings
         if rtype.is_service:
@@ -126,6 +129,17 @@ class Writes:
         if rtype.plural == "namespaces" and not rtype.group:
             await self.ensure_service_account(obj)
         return rtype.view(obj), warnings
+
+    def _admit_quota(self, rtype: ResourceType, obj: Obj) -> None:
+        """ResourceQuota admission of a create. Nothing awaits between it and the store's
+        ``put``, so two creates racing for a namespace's last room are judged one after the other."""
+        namespace = obj["metadata"].get("namespace")
+        if not rtype.namespaced or not namespace:
+            return
+        quotas = self.store.list(RESOURCE_QUOTAS, namespace)
+        if quotas:
+            resource_quotas.check_create(rtype.plural, rtype.group, obj, quotas,
+                                         lambda key: self.store.list(key, namespace))
 
     def _admit(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str, *,
                subresource: str | None = None) -> list[str]:
@@ -151,6 +165,7 @@ class Writes:
                       options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
         old = rtype.view(old) if rtype.conversion is not None else old  # judged as the client writes it
         name = old["metadata"]["name"]
+        is_namespace = rtype.plural == "namespaces" and not rtype.group
         uid = new["metadata"].get("uid")
         if uid and uid != old["metadata"].get("uid"):  # written for an object that was deleted and recreated
             raise errors.conflict(rtype.plural, rtype.group, name,
@@ -174,6 +189,8 @@ class Writes:
             meta["name"] = name
             meta.pop("managedFields", None)
             meta.pop("selfLink", None)
+            if is_namespace and subresource != "finalize":  # only namespaces/finalize changes them
+                new.setdefault("spec", {})["finalizers"] = clone((old.get("spec") or {}).get("finalizers") or [])
             if rtype.has_status:
                 if "status" in old:
                     new["status"] = clone(old["status"])
@@ -197,7 +214,8 @@ class Writes:
         if options.dry_run:
             return new, warnings
         meta = new["metadata"]
-        if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
+        if (meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds")
+                and not (is_namespace and (new.get("spec") or {}).get("finalizers"))):
             await self.deletion.remove(rtype, new)
             return rtype.view(new), warnings
         new = rtype.stored(new)
