@@ -7,18 +7,11 @@ speaks (WebSocket channels; SPDY/3.1 tunnelled in WebSocket for port-forward).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pty
 import re
-import select
-import signal
 import socket
 import ssl
-import struct
-import termios
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -27,12 +20,11 @@ from typing import Any
 
 import pytest
 
-from trainctl.cluster.kubelet.sandbox import BWRAP, SANDBOX_LABEL
-
 from tests.support.cluster import E2E, scratch_cluster
 from tests.support.kubectl import Kubectl
 from tests.support.listener import recording_listener
 from tests.support.net import free_port
+from tests.support.terminal import finished, on_terminal, prompt, read_until
 
 pytestmark = pytest.mark.e2e
 
@@ -113,61 +105,17 @@ def test_an_execd_process_lives_in_the_containers_resource_group(e2e: E2E, runni
     assert hungry.returncode == 137, (hungry.returncode, hungry.stderr)
 
 
-def _read_until(fd: int, needle: bytes, timeout: float = 60) -> bytes:
-    seen, deadline = b"", time.monotonic() + timeout
-    while needle not in seen and time.monotonic() < deadline:
-        if select.select([fd], [], [], 0.5)[0]:
-            try:
-                chunk = os.read(fd, 4096)
-            except OSError:
-                break
-            if not chunk:
-                break
-            seen += chunk
-    assert needle in seen, seen
-    return seen
-
-
 SPDY = {"KUBECTL_REMOTE_COMMAND_WEBSOCKETS": "false", "KUBECTL_PORT_FORWARD_WEBSOCKETS": "false"}  # as before 1.30
-
-
-def on_terminal(e2e: E2E, *args: str, env: dict[str, str] | None = None) -> tuple[int, int]:
-    """kubectl on a pseudo-terminal of its own (33 rows, 111 columns), as a user runs it:
-    (its pid, the terminal's other side)."""
-    child, terminal = pty.fork()
-    if child == 0:
-        os.execvpe("kubectl", ["kubectl", *args], {**e2e.kubectl.env, **(env or {})})
-    fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 111, 0, 0))  # kubectl hears SIGWINCH
-    return child, terminal
-
-
-def finished(child: int, terminal: int, timeout: float = 60) -> int:
-    """kubectl's exit code; killed when it has not exited within ``timeout`` (a failed test)."""
-    deadline = time.monotonic() + timeout
-    while (ended := os.waitpid(child, os.WNOHANG))[0] == 0:
-        if time.monotonic() > deadline:
-            os.kill(child, signal.SIGKILL)
-            ended = os.waitpid(child, 0)
-            break
-        time.sleep(0.1)
-    os.close(terminal)
-    return os.waitstatus_to_exitcode(ended[1])
-
-
-def prompt(e2e: E2E) -> bytes:
-    """sh's prompt for the pods' user: ``nobody`` in the pod sandbox, else the tests' user."""
-    labels = e2e.kubectl.json("get", "nodes")["items"][0]["metadata"].get("labels", {})
-    return b"# " if os.getuid() == 0 and labels.get(SANDBOX_LABEL) != BWRAP else b"$ "
 
 
 @pytest.mark.parametrize("protocol", [{}, SPDY], ids=["websocket", "spdy"])
 def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: dict[str, Any],
                                                              protocol: dict[str, str]) -> None:
-    child, terminal = on_terminal(e2e, "exec", "-it", POD, "--", "sh", env=protocol)
+    child, terminal = on_terminal(e2e.kubectl, "exec", "-it", POD, "--", "sh", env=protocol)
     try:
-        _read_until(terminal, prompt(e2e))
+        read_until(terminal, prompt(e2e.kubectl))
         os.write(terminal, b"tty; stty size; echo $((6*7)); exit 5\n")
-        seen = _read_until(terminal, b"42")
+        seen = read_until(terminal, b"42")
         assert re.search(rb"/dev/pts/\d+", seen), seen
         assert b"33 111" in seen, seen
     finally:
@@ -177,15 +125,15 @@ def test_exec_it_gives_a_terminal_that_follows_kubectls_size(e2e: E2E, running: 
 
 def test_run_it_rm_runs_a_container_on_a_terminal(e2e: E2E) -> None:
     """``stdin`` and ``tty`` in the pod's spec: the container's own terminal, attached."""
-    child, terminal = on_terminal(e2e, "run", "-it", "--rm", "shell", "--image=python", "--restart=Never", "--", "sh")
+    child, terminal = on_terminal(e2e.kubectl, "run", "-it", "--rm", "shell", "--image=python", "--restart=Never", "--", "sh")
     try:
-        _read_until(terminal, b"try pressing enter")
+        read_until(terminal, b"try pressing enter")
         os.write(terminal, b"\n")
-        _read_until(terminal, prompt(e2e))
+        read_until(terminal, prompt(e2e.kubectl))
         os.write(terminal, b"stty size; echo $((6*7)); exit 3\n")
-        seen = _read_until(terminal, b"42")
+        seen = read_until(terminal, b"42")
         assert b"33 111" in seen, seen
-        _read_until(terminal, b'pod "shell" deleted')
+        read_until(terminal, b'pod "shell" deleted')
     finally:
         code = finished(child, terminal)
         e2e.kubectl("delete", "pod", "shell", "--ignore-not-found", "--wait=true", "--timeout=60s", timeout=90)
@@ -252,12 +200,6 @@ def test_attach_streams_what_a_running_container_prints(e2e: E2E) -> None:
         assert ticks and ticks[-1] == "tick 10", attached.stdout
     finally:
         e2e.kubectl("delete", "pod", "talker", "--wait=true", "--timeout=60s", timeout=90)
-
-
-def test_kubectl_debug_says_ephemeral_containers_are_unsupported(e2e: E2E, running: dict[str, Any]) -> None:
-    result = e2e.kubectl.run("debug", POD, "--image=python", "--", "true", check=False)
-    assert result.returncode == 1 and "panic" not in result.stderr
-    assert "ephemeral containers are disabled for this cluster" in result.stderr
 
 
 def test_exec_into_a_finished_pod_is_refused_with_the_phase(e2e: E2E) -> None:

@@ -164,7 +164,7 @@ def test_unchanged_values_are_not_revalidated_after_a_schema_tightens(http):
 
 def test_a_path_nobody_serves_is_a_404_with_empty_details(http):
     """As kube-apiserver's: clients read ``details`` without checking it is there."""
-    for path in ("/api/v1/namespaces/default/pods/p/ephemeralcontainers", "/apis/nothing.example/v1/things", "/nope"):
+    for path in ("/api/v1/namespaces/default/pods/p/nosuchsubresource", "/apis/nothing.example/v1/things", "/nope"):
         body = status_of(http("GET", path))
         assert body["reason"] == "NotFound" and body["details"] == {}
 

@@ -262,12 +262,3 @@ def test_watch_in_the_default_table_format(kubectl):
         watcher.kill()
         watcher.communicate()
 
-
-def test_kubectl_debug_says_ephemeral_containers_are_not_served_instead_of_panicking(kubectl):
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dbg"},
-           "spec": {"containers": [{"name": "main", "image": "python", "command": ["sleep", "60"]}]}}
-    apply(kubectl, pod)
-    result = kubectl.run("debug", "dbg", "--image=busybox", "--", "true", check=False)
-    assert result.returncode == 1
-    assert "panic" not in result.stderr and "goroutine" not in result.stderr
-    assert "ephemeral containers are disabled for this cluster" in result.stderr

@@ -207,6 +207,13 @@ def test_a_binding_to_a_missing_role_grants_nothing() -> None:
     ("GET", "/apis/kubeflow.org/v1", {}, {"path": "/apis/kubeflow.org/v1", "verb": "get"}),
     ("GET", "/openapi/v3/apis/kubeflow.org/v1", {}, {"path": "/openapi/v3/apis/kubeflow.org/v1", "verb": "get"}),
     ("POST", "/metrics", {}, {"path": "/metrics", "verb": "post"}),
+    # A proxy's path is not part of its subresource: the rule is on pods/proxy, services/proxy.
+    ("GET", "/api/v1/namespaces/ns/pods/p:8080/proxy/a/b", {}, {"verb": "get", "resource": "pods", "name": "p:8080",
+                                                               "subresource": "proxy"}),
+    ("POST", "/api/v1/namespaces/ns/services/web:80/proxy/", {}, {"verb": "create", "subresource": "proxy"}),
+    ("GET", "/api/v1/nodes/n/proxy/healthz", {}, {"verb": "get", "resource": "nodes", "subresource": "proxy"}),
+    ("PATCH", "/api/v1/namespaces/ns/pods/p/ephemeralcontainers", {}, {"verb": "patch",
+                                                                       "subresource": "ephemeralcontainers"}),
 ])
 def test_request_attributes_are_read_from_method_and_path(method: str, path: str, query: dict[str, str],
                                                           expected: Obj) -> None:

@@ -489,8 +489,12 @@ class Kubelet:
             meta = _meta(worker.pod)
             if meta.get("namespace", "default") == namespace and meta.get("name") == name:
                 return PodTarget(namespace, name, worker.uid, worker.pod_ip,
-                                 {spec.get("name", ""): worker.running(spec.get("name", "")) for spec in worker.specs})
+                                 {spec.get("name", ""): worker.running(spec.get("name", ""))
+                                  for spec in worker.specs + worker.ephemeral_specs})
         return None
+
+    def running_pods(self) -> list[Obj]:
+        return [worker.pod for worker in self.admission.workers().values()]
 
     def start_sandbox(self, pod: Obj) -> Optional[PodSandbox]:
         """The pod's sandbox (None: pods run without one here), with its volumes made first;

@@ -162,6 +162,11 @@ class PodWorker:
         first_wait = "PodInitializing" if self.init_specs else "ContainerCreating"
         self.states = [ContainerState(c.get("name", ""), c.get("image", ""), state={"waiting": {"reason": first_wait}})
                        for c in self.specs]
+        # Added later through the pods/ephemeralcontainers subresource (kubectl debug): each
+        # is started once, when the pod's containers run, and is never restarted or probed.
+        self.ephemeral_specs: list[Obj] = []
+        self.ephemeral_states: list[ContainerState] = []
+        self._ephemeral_started: set[str] = set()
         self.start_time = now_rfc3339()
         self.phase = "Pending"
         self.initialized = not self.init_specs
@@ -175,6 +180,7 @@ class PodWorker:
         self._grace = 30.0
         self._thread = threading.Thread(target=self._run, name=f"pod-{pod['metadata'].get('name')}", daemon=True)
         self.done = threading.Event()
+        self._take_ephemeral(pod)
 
     def container_groups(self) -> dict[str, ContainerGroup]:
         """The resource groups of the containers running now, by container name (a snapshot)."""
@@ -206,9 +212,59 @@ class PodWorker:
         self.done.wait(timeout=self._grace + 10)
 
     def update(self, pod: Obj) -> None:
-        """The latest API object (labels, annotations and status feed the downward API)."""
+        """The latest API object (labels, annotations and status feed the downward API; an
+        ephemeral container added to it starts)."""
         with self._lock:
             self.pod = pod
+            self._take_ephemeral(pod)
+        self._start_ephemeral()
+
+    def _take_ephemeral(self, pod: Obj) -> None:
+        """Record the ephemeral containers ``pod`` names that this worker does not know yet.
+        One its status says has started before (a kubelet restarted) keeps that state and is
+        not started again: an ephemeral container runs once."""
+        known = {s.get("name") for s in self.ephemeral_specs}
+        reported = {s.get("name"): s for s in (pod.get("status") or {}).get("ephemeralContainerStatuses") or []
+                    if isinstance(s, dict)}
+        for spec in (pod.get("spec") or {}).get("ephemeralContainers") or []:
+            if isinstance(spec, dict) and spec.get("name") and spec.get("name") not in known:
+                state = ContainerState(spec["name"], spec.get("image", ""),
+                                       state={"waiting": {"reason": "ContainerCreating"}})
+                before = (reported.get(spec["name"]) or {}).get("state") or {}
+                if "running" in before or "terminated" in before:
+                    state.state = {"terminated": before["terminated"]} if "terminated" in before else {
+                        "terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                                       "message": "The container could not be located when the kubelet restarted"}}
+                    self._ephemeral_started.add(spec["name"])
+                self.ephemeral_specs.append(spec)
+                self.ephemeral_states.append(state)
+
+    def _start_ephemeral(self) -> None:
+        """Start the ephemeral containers not started yet, once the pod's containers run (in
+        the pod's sandbox and network, as its other containers: :meth:`_run_once`)."""
+        with self._lock:
+            if not self.initialized or self.stopping.is_set() or self.phase != "Running":
+                return
+            pending = [s for s in self.ephemeral_specs if s["name"] not in self._ephemeral_started]
+            self._ephemeral_started.update(s["name"] for s in pending)
+        for spec in pending:
+            threading.Thread(target=self._run_ephemeral, args=(spec,), daemon=True,
+                             name=f"ephemeral-{spec['name']}").start()
+
+    def _run_ephemeral(self, spec: Obj) -> None:
+        try:
+            self._run_once(spec)
+        except _Stopped:
+            pass
+        except Exception as exc:  # a bug must not leave the container without a state
+            log.exception("ephemeral container %s of pod %s/%s", spec.get("name"), self.namespace,
+                          self.pod["metadata"].get("name"))
+            with self._lock:
+                self._state_of(spec).state = _terminated(128, now_rfc3339(), now_rfc3339(), "",
+                                                         f"the local kubelet failed to run the container: {exc!r}",
+                                                         reason="StartError")
+        finally:
+            self._report()
 
     # --- status ---------------------------------------------------------------------------
     def _condition(self, kind: str, ok: bool, reason: str = "", message: str = "") -> Obj:
@@ -260,6 +316,8 @@ class PodWorker:
             }
             if self.init_states:
                 status["initContainerStatuses"] = [s.render() for s in self.init_states]
+            if self.ephemeral_states:
+                status["ephemeralContainerStatuses"] = [s.render() for s in self.ephemeral_states]
             if self.deadline_exceeded:
                 status["reason"] = "DeadlineExceeded"
                 status["message"] = "Pod was active on the node longer than the specified deadline"
@@ -304,7 +362,8 @@ class PodWorker:
         raise _Stopped()
 
     def _state_of(self, spec: Obj) -> ContainerState:
-        for specs, states in ((self.init_specs, self.init_states), (self.specs, self.states)):
+        for specs, states in ((self.init_specs, self.init_states), (self.specs, self.states),
+                              (self.ephemeral_specs, self.ephemeral_states)):
             for s, st in zip(specs, states, strict=True):
                 if s is spec:
                     return st
@@ -352,6 +411,7 @@ class PodWorker:
         self._started_events(spec, state.name)
         prober.start()
         self._report()
+        self._start_ephemeral()  # those added before the pod ran
         code = process.wait()
         assert code is not None
         prober.stop()
@@ -568,7 +628,7 @@ class PodWorker:
             with self._lock:
                 if self.phase != "Succeeded":
                     self.phase = "Failed"
-                for state in self.init_states + self.states:
+                for state in self.init_states + self.states + self.ephemeral_states:
                     if "terminated" not in state.state:
                         state.state = {"waiting": state.state.get("waiting", {"reason": "PodInitializing"})}
         except Exception:  # a bug here must not leave processes behind unreported
@@ -577,6 +637,11 @@ class PodWorker:
             with self._lock:
                 self.phase = "Failed"
         finally:
+            with self._lock:
+                debuggers = [self._processes.get(s["name"]) for s in self.ephemeral_specs]
+            for process in debuggers:  # they end with the pod, as the real kubelet kills them
+                if process is not None:
+                    process.stop(0.0)
             self._release_sandbox()  # every process of the pod is gone by now
             self._report()
             self.done.set()

@@ -3,14 +3,17 @@ upgrade, and how an exec that cannot start is reported."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import pytest
 import requests
+from aiohttp import ClientSession, ClientWebSocketResponse, web
+from aiohttp.test_utils import TestServer
 
 from trainctl.cluster.apiserver.auth import pki
 from trainctl.cluster.kubelet.streaming import remotecommand
@@ -23,6 +26,9 @@ class NoPods:
 
     def find_pod(self, namespace: str, name: str) -> Optional[PodTarget]:
         return None
+
+    def running_pods(self) -> list[dict[str, Any]]:
+        return []
 
 
 UPGRADE = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13"}
@@ -102,3 +108,32 @@ def test_a_command_that_cannot_start_is_said_as_the_runtime_says_it(tmp_path: Pa
     assert (status["status"], status["reason"], status["code"]) == ("Failure", "InternalError", 500)
     assert status["message"] == ('Internal error occurred: error executing command in container: failed to exec in '
                                  'container: exec: "nosuch": executable file not found in $PATH')
+
+
+async def _stdin_of(send: Callable[[ClientWebSocketResponse], Awaitable[None]]) -> list[bytes]:
+    """What a channel connection hands to stdin when a client sends with ``send`` and closes."""
+    received: list[bytes] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        ws, channels = await remotecommand.accept(request)
+        assert channels is not None
+
+        async def on_stdin(data: bytes) -> None:
+            received.append(data)
+        await channels.receive(on_stdin, lambda: received.append(b"<closed>"), lambda w, h: None)
+        return ws
+
+    app = web.Application()
+    app.router.add_get("/", handler)
+    async with TestServer(app) as server, ClientSession() as session:
+        async with session.ws_connect(server.make_url("/"), protocols=("v4.channel.k8s.io",)) as ws:
+            await send(ws)
+    return received
+
+
+def test_stdin_may_come_in_text_frames_as_the_python_client_sends_it() -> None:
+    async def send(ws: ClientWebSocketResponse) -> None:
+        await ws.send_str(chr(remotecommand.STDIN) + "echo hé\n")  # kubernetes.stream's write_stdin("...")
+        await ws.send_bytes(bytes([remotecommand.STDIN]) + b"binary\n")
+        await ws.send_bytes(bytes([remotecommand.CLOSE, remotecommand.STDIN]))
+    assert asyncio.run(_stdin_of(send)) == ["echo hé\n".encode(), b"binary\n", b"<closed>"]

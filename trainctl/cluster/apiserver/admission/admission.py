@@ -22,6 +22,7 @@ from trainctl.cluster.apiserver.admission import (
     apiservices,
     builtin_validation,
     crds,
+    ephemeral_containers,
     pod_update,
     resource_quotas,
     schema,
@@ -113,11 +114,12 @@ class Admission:
             if rtype.is_custom:
                 warnings = self._admit_custom(rtype, obj, old, field_validation)
             else:
-                warnings = self._admit_builtin(rtype, obj, old, field_validation)
+                warnings = self._admit_builtin(rtype, obj, old, field_validation, subresource)
         request_limits.check_object(rtype.kind, rtype.group, obj)
         return warnings
 
-    def _admit_builtin(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str) -> list[str]:
+    def _admit_builtin(self, rtype: ResourceType, obj: Obj, old: Obj | None, field_validation: str,
+                       subresource: str | None) -> list[str]:
         """Validation of the kinds the server itself defines; returns warnings."""
         name = obj["metadata"].get("name", "")
         is_pod = rtype.plural == "pods" and not rtype.group
@@ -131,7 +133,13 @@ class Admission:
         if is_pod:
             if old is None:
                 obj["status"] = {"phase": "Pending", "qosClass": pod_qos_class(obj)}
-            causes = validation.validate_pod(obj) + (pod_update.validate(obj, old) if old is not None else [])
+            causes = validation.validate_pod(obj)
+            if old is None:
+                causes += ephemeral_containers.validate_create(obj)
+            elif subresource == ephemeral_containers.SUBRESOURCE:
+                causes += ephemeral_containers.validate_update(obj, old)
+            else:
+                causes += pod_update.validate(obj, old)
             if causes:
                 raise errors.invalid(rtype.kind, rtype.group, name, causes)
         if rtype.group == "batch" and rtype.plural in ("jobs", "cronjobs"):

@@ -41,7 +41,7 @@ def attributes(method: str, path: str, query: Mapping[str, str]) -> Obj:
             rest = rest[2:]
     resource = rest[0]
     name = rest[1] if len(rest) > 1 else ""
-    subresource = "/".join(rest[2:]) if len(rest) > 2 else ""
+    subresource = rest[2] if len(rest) > 2 else ""  # what follows (a proxy's path) is not part of it
     if subresource in _CREATE_ALWAYS:
         verb = "create"
     elif method in ("GET", "HEAD"):

@@ -24,6 +24,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from trainctl.cluster import http_relay
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.auth import pki
 from trainctl.cluster.apiserver.serving.pod_logs import choose_container
@@ -90,21 +91,7 @@ class _Upstream:
                 self._writer.write_eof()
 
 
-async def _read_head(reader: asyncio.StreamReader) -> tuple[int, list[tuple[str, str]]]:
-    head = await reader.readuntil(b"\r\n\r\n")
-    if len(head) > HEAD_LIMIT:
-        raise ValueError("response head too large")
-    lines = head.decode("latin-1").split("\r\n")
-    code = int(lines[0].split(" ", 2)[1])
-    headers = []
-    for line in lines[1:]:
-        if ":" in line:
-            name, value = line.split(":", 1)
-            headers.append((name.strip(), value.strip()))
-    return code, headers
-
-
-async def _dial(host: str, port: int, node_name: str,
+async def dial(host: str, port: int, node_name: str,
                 context: ssl.SSLContext) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """A TLS connection to the kubelet of ``node_name``, once it proved to be that kubelet."""
     try:
@@ -132,19 +119,19 @@ async def proxy(request: web.BaseRequest, pod: Obj, node: Obj | None, subresourc
         path += f"/{quote(container, safe='')}"
     if request.rel_url.raw_query_string:
         path += f"?{request.rel_url.raw_query_string}"
-    reader, writer = await _dial(host, port, pod["spec"]["nodeName"], context)
+    reader, writer = await dial(host, port, pod["spec"]["nodeName"], context)
     try:
         lines = [f"{request.method} {path} HTTP/1.1", f"Host: {host}:{port}"]
         lines += [f"{name}: {value}" for name, value in request.headers.items() if name.lower() in _FORWARDED]
         writer.write(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        code, headers = await asyncio.wait_for(_read_head(reader), CONNECT_TIMEOUT)
+        code, _, headers = await asyncio.wait_for(http_relay.read_head(reader), CONNECT_TIMEOUT)
         if code != 101:
             length = next((int(v) for n, v in headers if n.lower() == "content-length"), None)
             body = await asyncio.wait_for(reader.readexactly(length) if length is not None else reader.read(),
                                           CONNECT_TIMEOUT)
             content_type = next((v for n, v in headers if n.lower() == "content-type"), "text/plain")
             return web.Response(status=code, body=body, headers={"Content-Type": content_type})
-    except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError) as exc:
+    except (OSError, ValueError, http_relay.BadResponse, asyncio.IncompleteReadError, asyncio.TimeoutError) as exc:
         writer.close()
         raise errors.ApiError(502, "InternalError", f"error talking to the kubelet: {exc!r}", {}) from None
 

@@ -33,7 +33,9 @@ _SUBRESOURCE_KINDS = {
 _SUBRESOURCE_VERBS = {"status": ["get", "patch", "update"], "scale": ["get", "patch", "update"],
                       "log": ["get"], "binding": ["create"], "eviction": ["create"],
                       "finalize": ["update"], "token": ["create"], "exec": ["create", "get"],
-                      "attach": ["create", "get"], "portforward": ["create", "get"]}
+                      "attach": ["create", "get"], "portforward": ["create", "get"],
+                      "ephemeralcontainers": ["get", "patch", "update"],
+                      "proxy": ["create", "delete", "get", "patch", "update"]}
 
 
 def wants_aggregated(accept: str) -> bool:

@@ -55,7 +55,7 @@ def parse_time(text: str) -> datetime | None:
 
 def _container_status(pod: Obj, container: str) -> Obj:
     status = pod.get("status") or {}
-    for key in ("containerStatuses", "initContainerStatuses"):
+    for key in ("containerStatuses", "initContainerStatuses", "ephemeralContainerStatuses"):
         for cs in status.get(key) or []:
             if cs.get("name") == container:
                 return cast("dict[str, Any]", cs)
@@ -66,6 +66,7 @@ def choose_container(pod: Obj, requested: str) -> str:
     spec = pod.get("spec") or {}
     containers: list[str] = [c.get("name") for c in spec.get("containers") or []]
     init: list[str] = [c.get("name") for c in spec.get("initContainers") or []]
+    ephemeral: list[str] = [c.get("name") for c in spec.get("ephemeralContainers") or []]
     name = pod["metadata"]["name"]
     if not requested:
         default = (pod["metadata"].get("annotations") or {}).get("kubectl.kubernetes.io/default-container")
@@ -74,9 +75,13 @@ def choose_container(pod: Obj, requested: str) -> str:
         if not containers:
             raise errors.bad_request(f"a container name must be specified for pod {name}")
         return containers[0]
-    if requested not in containers and requested not in init:
-        choices = " ".join(containers)
-        raise errors.bad_request(f"container {requested} is not valid for pod {name}, choose one of: [{choices}]")
+    if requested not in containers and requested not in init and requested not in ephemeral:
+        choices = f"choose one of: [{' '.join(containers)}]"
+        if init:
+            choices += f" or one of the init containers: [{' '.join(init)}]"
+        if ephemeral:
+            choices += f" or one of the ephemeral containers: [{' '.join(ephemeral)}]"
+        raise errors.bad_request(f"container {requested} is not valid for pod {name}, {choices}")
     return requested
 
 

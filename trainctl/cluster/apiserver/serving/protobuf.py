@@ -67,6 +67,50 @@ _ENV_VAR: Schema = {1: ("name", "string", None), 2: ("value", "string", None), 3
                                        2: ("key", "string", None)}),
     4: ("secretKeyRef", "message", {1: ("localObjectReference", "message", {1: ("name", "string", None)}),
                                     2: ("key", "string", None)})})}
+_LOCAL_NAME: Schema = {1: ("localObjectReference", "inline", {1: ("name", "string", None)})}
+_KEY_TO_PATH: Schema = {1: ("key", "string", None), 2: ("path", "string", None), 3: ("mode", "int", None)}
+_OBJECT_FIELD: Schema = {1: ("apiVersion", "string", None), 2: ("fieldPath", "string", None)}
+_RESOURCE_FIELD: Schema = {1: ("containerName", "string", None), 2: ("resource", "string", None),
+                           3: ("divisor", "quantity", None)}
+_DOWNWARD_FILES: Schema = {1: ("items", "messages", {
+    1: ("path", "string", None), 2: ("fieldRef", "message", _OBJECT_FIELD),
+    3: ("resourceFieldRef", "message", _RESOURCE_FIELD), 4: ("mode", "int", None)})}
+_OBJECT_PROJECTION: Schema = {**_LOCAL_NAME, 2: ("items", "messages", _KEY_TO_PATH), 4: ("optional", "bool", None)}
+# A pod copied by ``kubectl debug --copy-to`` keeps its volumes, the service account token's
+# projected one among them; ``kubectl debug node/X`` mounts the node's root as a hostPath.
+_VOLUME: Schema = {1: ("name", "string", None), 2: ("volumeSource", "inline", {
+    1: ("hostPath", "message", {1: ("path", "string", None), 2: ("type", "string", None)}),
+    2: ("emptyDir", "message", {1: ("medium", "string", None), 2: ("sizeLimit", "quantity", None)}),
+    6: ("secret", "message", {1: ("secretName", "string", None), 2: ("items", "messages", _KEY_TO_PATH),
+                              3: ("defaultMode", "int", None), 4: ("optional", "bool", None)}),
+    10: ("persistentVolumeClaim", "message", {1: ("claimName", "string", None), 2: ("readOnly", "bool", None)}),
+    16: ("downwardAPI", "message", {**_DOWNWARD_FILES, 2: ("defaultMode", "int", None)}),
+    19: ("configMap", "message", {**_OBJECT_PROJECTION, 3: ("defaultMode", "int", None)}),
+    26: ("projected", "message", {2: ("defaultMode", "int", None), 1: ("sources", "messages", {
+        1: ("secret", "message", _OBJECT_PROJECTION), 2: ("downwardAPI", "message", _DOWNWARD_FILES),
+        3: ("configMap", "message", _OBJECT_PROJECTION),
+        4: ("serviceAccountToken", "message", {1: ("audience", "string", None), 2: ("expirationSeconds", "int", None),
+                                               3: ("path", "string", None)})})}),
+})}
+_PORT_ACTION: Schema = {1: ("port", "intorstring", _INT_OR_STRING)}
+_PROBE: Schema = {
+    1: ("handler", "inline", {
+        1: ("exec", "message", {1: ("command", "strings", None)}),
+        2: ("httpGet", "message", {1: ("path", "string", None), 2: ("port", "intorstring", _INT_OR_STRING),
+                                   3: ("host", "string", None), 4: ("scheme", "string", None),
+                                   5: ("httpHeaders", "messages", {1: ("name", "string", None),
+                                                                   2: ("value", "string", None)})}),
+        3: ("tcpSocket", "message", {**_PORT_ACTION, 2: ("host", "string", None)}),
+        4: ("grpc", "message", {1: ("port", "zero_int", None), 2: ("service", "string", None)})}),
+    2: ("initialDelaySeconds", "int", None), 3: ("timeoutSeconds", "int", None), 4: ("periodSeconds", "int", None),
+    5: ("successThreshold", "int", None), 6: ("failureThreshold", "int", None),
+}
+_SECURITY_CONTEXT: Schema = {
+    1: ("capabilities", "message", {1: ("add", "strings", None), 2: ("drop", "strings", None)}),
+    2: ("privileged", "bool", None), 4: ("runAsUser", "int", None), 8: ("runAsGroup", "int", None),
+    5: ("runAsNonRoot", "bool", None), 6: ("readOnlyRootFilesystem", "bool", None),
+    7: ("allowPrivilegeEscalation", "bool", None), 9: ("procMount", "string", None),
+}
 _CONTAINER: Schema = {
     1: ("name", "string", None), 2: ("image", "string", None), 3: ("command", "strings", None),
     4: ("args", "strings", None), 5: ("workingDir", "string", None),
@@ -79,6 +123,11 @@ _CONTAINER: Schema = {
     13: ("terminationMessagePath", "string", None), 14: ("imagePullPolicy", "string", None),
     16: ("stdin", "bool", None), 17: ("stdinOnce", "bool", None), 18: ("tty", "bool", None),
     20: ("terminationMessagePolicy", "string", None),
+    19: ("envFrom", "messages", {1: ("prefix", "string", None),
+                                 2: ("configMapRef", "message", {**_LOCAL_NAME, 2: ("optional", "bool", None)}),
+                                 3: ("secretRef", "message", {**_LOCAL_NAME, 2: ("optional", "bool", None)})}),
+    10: ("livenessProbe", "message", _PROBE), 11: ("readinessProbe", "message", _PROBE),
+    22: ("startupProbe", "message", _PROBE), 15: ("securityContext", "message", _SECURITY_CONTEXT),
 }
 _POD_SPEC: Schema = {
     2: ("containers", "messages", _CONTAINER), 3: ("restartPolicy", "string", None),
@@ -91,6 +140,15 @@ _POD_SPEC: Schema = {
                                      3: ("value", "string", None), 4: ("effect", "string", None),
                                      5: ("tolerationSeconds", "int", None)}),
     24: ("priorityClassName", "string", None), 27: ("shareProcessNamespace", "bool", None),
+    1: ("volumes", "messages", _VOLUME), 13: ("hostIPC", "bool", None), 9: ("serviceAccount", "string", None),
+    21: ("automountServiceAccountToken", "bool", None), 30: ("enableServiceLinks", "bool", None),
+    31: ("preemptionPolicy", "string", None), 25: ("priority", "int", None),
+    15: ("imagePullSecrets", "messages", {1: ("name", "string", None)}),
+    14: ("securityContext", "message", {2: ("runAsUser", "int", None), 6: ("runAsGroup", "int", None),
+                                        3: ("runAsNonRoot", "bool", None), 4: ("supplementalGroups", "ints", None),
+                                        5: ("fsGroup", "int", None)}),
+    34: ("ephemeralContainers", "messages", {1: ("ephemeralContainerCommon", "inline", _CONTAINER),
+                                             2: ("targetContainerName", "string", None)}),
 }
 _POD_TEMPLATE: Schema = {1: ("metadata", "message", _OBJECT_META), 2: ("spec", "message", _POD_SPEC)}
 _JOB_SPEC: Schema = {
@@ -238,6 +296,14 @@ def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     return fields
 
 
+def _packed(data: bytes) -> list[int]:
+    values, pos = [], 0
+    while pos < len(data):
+        value, pos = _varint(data, pos)
+        values.append(_signed(value))
+    return values
+
+
 def _signed(value: int) -> int:
     return value - (1 << 64) if value >= 1 << 63 else value
 
@@ -258,6 +324,12 @@ def _message(data: bytes, schema: Schema) -> dict[str, Any]:
             obj[name] = bool(value)
         elif kind == "message":
             obj[name] = _message(value, sub)
+        elif kind == "inline":  # embedded in Go, its fields the parent's in JSON
+            obj.update(_message(value, sub))
+        elif kind == "quantity":  # a resource.Quantity message: its string form in field 1
+            obj[name] = {n: v for n, _, v in _fields(value)}.get(1, b"").decode("utf-8")
+        elif kind == "ints":  # packed (wire type 2) or one by one
+            obj.setdefault(name, []).extend(_packed(value) if isinstance(value, bytes) else [_signed(value)])
         elif kind == "messages":
             obj.setdefault(name, []).append(_message(value, sub))
         elif kind == "strings":

@@ -24,7 +24,7 @@ from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
 from trainctl.cluster.apiserver.auth import reviews
 from trainctl.cluster.apiserver.auth.access import Access
-from trainctl.cluster.apiserver.serving import body, connect, params, pod_logs, tables, watch
+from trainctl.cluster.apiserver.serving import body, connect, params, pod_logs, proxy, tables, watch
 from trainctl.cluster.apiserver.serving.responses import json_response, warning_headers
 from trainctl.cluster.apiserver.storage.resources import Resources
 
@@ -69,6 +69,8 @@ def parse(registry: Registry, parts: list[str]) -> Target:
     namespace = None
     if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in _NAMESPACE_SUBRESOURCES:
         namespace, rest = rest[1], rest[2:]
+    if len(rest) > 3 and rest[2] == proxy.SUBRESOURCE:
+        rest = rest[:3]  # the rest is the proxied path
     if not rest or len(rest) > 3:
         raise errors.page_not_found()
     rtype = registry.get(group, version, rest[0])
@@ -225,10 +227,31 @@ class Handlers:
     async def connect(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
         """exec, attach and portforward: proxied to the kubelet of the pod's node."""
         pod = self.resources.reads.get(target.rtype, target.namespace, target.name or "")
-        node_name = (pod.get("spec") or {}).get("nodeName") or ""
-        nodes = self.registry.get("", "v1", "nodes")
-        node = self.store.read(nodes.storage_key, "", node_name) if nodes is not None and node_name else None
+        node = self._node((pod.get("spec") or {}).get("nodeName") or "")
         return await connect.proxy(request, pod, node, target.subresource or "", self.kubelet_tls)
+
+    async def proxy(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
+        """pods/, services/ and nodes/NAME/proxy[/PATH]: HTTP to the pod, a Service's backend or the kubelet."""
+        rtype, name = target.rtype, target.name or ""
+        path = proxy.rest_of_path(request, 7 if target.namespace is not None else 5)
+        if rtype.plural == "nodes":
+            if path.split("?", 1)[0] not in proxy.NODE_PATHS:
+                raise errors.page_not_found()
+            return await proxy.to_kubelet(request, self._node(name), name, path, self.kubelet_tls)
+        scheme, name, port = proxy.split_name(name)
+        obj = self.resources.reads.get(rtype, target.namespace, name)
+        if rtype.plural == "pods":
+            pod, number = obj, proxy.pod_port(obj, port, scheme)
+        else:
+            pods = self.registry.get("", "v1", "pods")
+            assert pods is not None
+            pod, number = proxy.service_backend(obj, self.store.list(pods.storage_key, target.namespace), port)
+        return await proxy.to_pod(request, pod, self._node(pod["spec"]["nodeName"]), scheme, number, path,
+                                  self.kubelet_tls)
+
+    def _node(self, name: str) -> Obj | None:
+        nodes = self.registry.get("", "v1", "nodes")
+        return self.store.read(nodes.storage_key, "", name) if nodes is not None and name else None
 
 
 def _created() -> web.Response:
@@ -257,5 +280,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "log"): Route("CONNECT", Handlers.log),
     **{(method, subresource): Route("CONNECT", Handlers.connect)
        for subresource in connect.SUBRESOURCES for method in ("GET", "POST")},
+    **{(method, proxy.SUBRESOURCE): Route("CONNECT", Handlers.proxy)
+       for method in ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")},
 }
 _OWN_ROUTES = {scope for _, scope in ROUTES} - {COLLECTION, OBJECT}

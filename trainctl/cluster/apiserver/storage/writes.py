@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainctl.cluster.apiserver import system_objects
-from trainctl.cluster.apiserver.admission import crds, limit_ranges, priority, resource_quotas
+from trainctl.cluster.apiserver.admission import crds, ephemeral_containers, limit_ranges, priority, resource_quotas
 from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admission
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
@@ -199,6 +199,8 @@ class Writes:
         new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"]
         if rtype.plural == "pods" and not rtype.group:
             priority.keep_on_update(new, old)
+            if subresource != "status":
+                ephemeral_containers.keep_on_update(new, old, subresource)
         elif rtype.storage_key == priority.STORAGE_KEY:
             priority.check_default(new, self.store.list(priority.STORAGE_KEY))
         warnings = self._admit(rtype, new, old, options.field_validation, subresource=subresource)

@@ -4,7 +4,8 @@ kubectl (1.30 on) asks for ``v5.channel.k8s.io`` first, then ``v4.channel.k8s.io
 binary message starts with its channel: 0 stdin, 1 stdout, 2 stderr, 3 the outcome (a
 ``metav1.Status``: a non-zero exit is ``reason: NonZeroExitCode`` with the code as the
 ``ExitCode`` cause), 4 terminal resizes (JSON ``{"Width": w, "Height": h}``); v5 adds 255,
-where ``[255, 0]`` says the client's stdin ended. The outcome is written last, then the
+where ``[255, 0]`` says the client's stdin ended. A text message is read as a binary one
+(its first character the channel), as kubelets read it. The outcome is written last, then the
 connection closes.
 
 An exec'd process runs as a container's process does (:mod:`..runtime`): its environment
@@ -130,9 +131,10 @@ class Channels:
                       on_resize: Callable[[int, int], None]) -> None:
         """Dispatch what the client sends until it closes the connection."""
         async for message in self.ws:
-            if message.type != WSMsgType.BINARY or not message.data:
+            payload = frame_payload(message.type, message.data)
+            if not payload:
                 continue
-            channel, data = message.data[0], message.data[1:]
+            channel, data = payload[0], payload[1:]
             if channel == STDIN:
                 await on_stdin(data)
             elif channel == CLOSE and data[:1] == bytes([STDIN]):
@@ -140,6 +142,17 @@ class Channels:
             elif channel == RESIZE:
                 for width, height in sizes(data):
                     on_resize(width, height)
+
+
+def frame_payload(kind: WSMsgType, data: Any) -> bytes:
+    """A message's bytes, channel first. Text messages count as binary ones do (the Python
+    client writes ``str`` stdin as text frames, ``chr(channel) + text``; kubelets take them);
+    anything else (ping, close) carries no channel."""
+    if kind == WSMsgType.BINARY:
+        return bytes(data)
+    if kind == WSMsgType.TEXT:
+        return str(data).encode("utf-8")
+    return b""
 
 
 def sizes(data: bytes) -> list[tuple[int, int]]:

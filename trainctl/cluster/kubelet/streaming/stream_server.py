@@ -1,7 +1,10 @@
 """The HTTP server the API server proxies ``pods/exec``, ``attach`` and ``portforward`` to.
 
-Paths are the real kubelet's: ``/exec/NAMESPACE/POD/CONTAINER``, ``/attach/...`` and
-``/portforward/NAMESPACE/POD``, with the query the client sent the API server. It runs on an
+Paths are the real kubelet's: ``/exec/NAMESPACE/POD/CONTAINER``, ``/attach/...``,
+``/portforward/NAMESPACE/POD``, ``/healthz`` and ``/pods``, with the query the client sent the API server;
+and one a real kubelet has not, ``/proxy/NAMESPACE/POD/SCHEME/PORT/PATH``, the API server's
+``pods/proxy`` and ``services/proxy`` (kube-apiserver dials a pod itself; this one may not
+reach the pod network, so the kubelet dials the pod's own address for it). It runs on an
 event loop thread of its own, on the node's address and a port the system picks, which the
 kubelet advertises in its Node (``status.daemonEndpoints.kubeletEndpoint.Port``). It speaks
 TLS with the node's serving certificate and answers only the API server: a request whose
@@ -26,6 +29,7 @@ from typing import Any, Optional, Protocol
 
 from aiohttp import WSMsgType, web
 
+from trainctl.cluster import http_relay
 from trainctl.cluster.kubelet.runtime import ContainerProcess
 from trainctl.cluster.kubelet.streaming import portforward, remotecommand, spdy, spdyupgrade
 from trainctl.cluster.network.podnet import PodNetwork
@@ -53,6 +57,9 @@ class StreamingHost(Protocol):
     network: PodNetwork
 
     def find_pod(self, namespace: str, name: str) -> Optional[PodTarget]: ...
+
+    def running_pods(self) -> list[dict[str, Any]]:
+        """The pods this node runs, as the kubelet's ``/pods`` lists them."""
 
 
 class Refused(Exception):
@@ -150,6 +157,13 @@ class StreamingServer:
 
     async def _route(self, request: web.BaseRequest) -> web.StreamResponse:
         parts = [p for p in request.path.split("/") if p]
+        if request.path == "/healthz":
+            return web.Response(text="ok")
+        if request.path == "/pods" and request.method == "GET":
+            return web.json_response({"kind": "PodList", "apiVersion": "v1", "metadata": {},
+                                      "items": self._host.running_pods()})
+        if parts[:1] == ["proxy"] and len(parts) >= 5:
+            return await self._proxy(request, self._pod(parts[1], parts[2]), parts[3], parts[4])
         if (parts[:1] in (["exec"], ["attach"], ["portforward"]) and not spdyupgrade.requested(request)
                 and not web.WebSocketResponse().can_prepare(request).ok):
             raise Refused(400, "BadRequest", f"{parts[0]} needs a WebSocket or SPDY/3.1 upgrade")
@@ -183,6 +197,29 @@ class StreamingServer:
         if len(parts) == 3 and parts[0] == "portforward":
             return await self._port_forward(request, self._pod(parts[1], parts[2]))
         raise Refused(404, "NotFound", "the server could not find the requested resource")
+
+    async def _proxy(self, request: web.BaseRequest, pod: PodTarget, scheme: str, port: str) -> web.StreamResponse:
+        """``/proxy/NAMESPACE/POD/SCHEME/PORT/PATH``: the API server's ``pods/proxy`` and
+        ``services/proxy``, sent to the pod's own address (never one the request names)."""
+        if scheme not in ("http", "https") or not port.isdigit() or not 0 < int(port) < 65536:
+            raise Refused(400, "BadRequest", f"invalid proxy target {scheme}://{port}")
+        segments = request.rel_url.raw_path.split("/")[1:]
+        path = "/" + "/".join(segments[5:])
+        if request.rel_url.raw_query_string:
+            path += f"?{request.rel_url.raw_query_string}"
+        loop = asyncio.get_running_loop()
+        try:
+            sock = await loop.run_in_executor(None, self._host.network.dial, pod.ip, int(port), portforward.DIAL_TIMEOUT)
+            sock.settimeout(None)
+            tls = ssl._create_unverified_context() if scheme == "https" else None  # as kube's proxy: no pod has a name to verify
+            reader, writer = await asyncio.open_connection(sock=sock, ssl=tls, server_hostname=pod.ip if tls else None)
+        except OSError as exc:
+            raise Refused(502, "ServiceUnavailable", f"error trying to reach pod {pod.namespace}/{pod.name} at "
+                          f"{pod.ip}:{port}: {exc}") from None
+        try:
+            return await http_relay.relay(request, reader, writer, path, f"{pod.ip}:{port}")
+        except (OSError, http_relay.BadResponse, asyncio.TimeoutError) as exc:
+            raise Refused(502, "ServiceUnavailable", f"error proxying to pod {pod.namespace}/{pod.name}: {exc}") from None
 
     def _pod(self, namespace: str, name: str) -> PodTarget:
         pod = self._host.find_pod(namespace, name)
