@@ -1,0 +1,459 @@
+"""Field ownership: ``metadata.managedFields`` as kube-apiserver keeps it, and server-side apply.
+
+Every write records which manager set which fields: an Apply entry holds exactly the fields a
+manager's last applied configuration named; an Update entry (create, update, non-apply patch)
+gains the fields the write changed. A field that changes leaves every other manager's set. An
+apply that would change a field another manager owns is a conflict (409) unless forced; an
+applied value equal to the live one shares ownership; a field a manager applied before and no
+longer applies is removed when nobody else owns it.
+
+A field is a path of elements in kube's FieldsV1 spelling: ``f:name`` (a map key), ``k:{...}``
+(an item of an associative list, by its keys) and ``v:...`` (an item of a set). Which lists are
+associative and by which keys is the ``Shape`` of the kind: kube's list-map-keys for built-in
+kinds, the CRD schema's ``x-kubernetes-list-type``/``x-kubernetes-list-map-keys`` for custom ones.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from trainctl.cluster.apiserver.apimachinery import errors
+from trainctl.cluster.apiserver.apimachinery.errors import Cause
+
+Obj = dict[str, Any]
+Path = tuple[str, ...]
+FieldSet = set[Path]
+
+GRANULAR, ATOMIC, SET, MAP = "granular", "atomic", "set", "map"
+# The names of the maps and lists leading to a value -> how that value merges and is owned.
+Shape = Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]]
+
+APPLY, UPDATE = "Apply", "Update"
+
+# Built-in kinds' associative lists (the Go types' listMapKey tags), sets and atomic maps.
+_LIST_MAP_KEYS: dict[str, tuple[str, ...]] = {
+    "containers": ("name",), "initContainers": ("name",), "ephemeralContainers": ("name",),
+    "env": ("name",), "volumes": ("name",), "volumeMounts": ("mountPath",),
+    "volumeDevices": ("devicePath",), "conditions": ("type",), "imagePullSecrets": ("name",),
+    "ownerReferences": ("uid",), "hostAliases": ("ip",), "resourceClaims": ("name",),
+    "topologySpreadConstraints": ("topologyKey", "whenUnsatisfiable"), "taints": ("key", "effect"),
+    "podIPs": ("ip",), "hostIPs": ("ip",), "addresses": ("type",), "readinessGates": ("conditionType",),
+}
+_CONTAINER_LISTS = {"containers", "initContainers", "ephemeralContainers"}
+_SET_LISTS = {"finalizers"}
+_ATOMIC_MAPS = {"selector", "nodeSelector"}
+_KEY_DEFAULTS = {"protocol": "TCP"}  # a key field the server defaults counts with its default
+# Set by the server, never owned (kube's stripped metadata).
+_SERVER_METADATA = {"name", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
+                    "managedFields", "selfLink", "deletionTimestamp", "deletionGracePeriodSeconds"}
+
+
+def builtin_shape(names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    name = names[-1] if names else ""
+    if name == "ports":
+        in_container = len(names) > 1 and names[-2] in _CONTAINER_LISTS
+        return MAP, ("containerPort" if in_container else "port", "protocol")
+    if name in _SET_LISTS:
+        return SET, ()
+    if name in _LIST_MAP_KEYS:
+        return MAP, _LIST_MAP_KEYS[name]
+    if name in _ATOMIC_MAPS and names[:1] != ("metadata",):
+        return ATOMIC, ()
+    return ATOMIC if name == "" else GRANULAR, ()
+
+
+def schema_shape(schema: Obj | None) -> Shape:
+    """A custom resource's shape: its OpenAPI schema below ``metadata`` (which is ObjectMeta)."""
+
+    def shape(names: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+        if not names or names[0] == "metadata" or schema is None:
+            return builtin_shape(names) if names else (GRANULAR, ())
+        node: Any = schema
+        for name in names:
+            if isinstance(node, dict) and node.get("type") == "array":
+                node = node.get("items")
+            if not isinstance(node, dict):
+                return ATOMIC, ()
+            props = node.get("properties") or {}
+            extra = node.get("additionalProperties")
+            node = props.get(name) if name in props else (extra if isinstance(extra, dict) else None)
+        if not isinstance(node, dict):
+            return GRANULAR, ()
+        list_type = node.get("x-kubernetes-list-type")
+        if list_type == "map":
+            return MAP, tuple(node.get("x-kubernetes-list-map-keys") or ())
+        if list_type == "set":
+            return SET, ()
+        if node.get("type") == "array" or node.get("x-kubernetes-map-type") == "atomic":
+            return ATOMIC, ()
+        return GRANULAR, ()
+
+    return shape
+
+
+# --- field sets ---------------------------------------------------------------------------
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS).decode()
+
+
+def _identities(items: list[Any], keys: tuple[str, ...]) -> list[str] | None:
+    """Each item's ``k:`` element, or None when the list cannot be associative (an item lacks a key)."""
+    if not keys:
+        return None
+    out = []
+    for item in items:
+        if not isinstance(item, dict):
+            return None
+        key = {k: item.get(k, _KEY_DEFAULTS.get(k)) for k in keys}
+        if any(v is None for v in key.values()):
+            return None
+        out.append("k:" + _json(key))
+    return out
+
+
+def tracked(obj: Obj) -> Obj:
+    """The part of an object whose fields have owners."""
+    out = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _SERVER_METADATA}
+    if meta:
+        out["metadata"] = meta
+    return out
+
+
+def field_set(obj: Obj, shape: Shape) -> FieldSet:
+    out: FieldSet = set()
+    _collect(tracked(obj), (), (), shape, out)
+    return out
+
+
+def _collect(value: Any, path: Path, names: tuple[str, ...], shape: Shape, out: FieldSet) -> None:
+    if isinstance(value, dict) and value and (not names or shape(names)[0] != ATOMIC):
+        for key, child in value.items():
+            _collect(child, (*path, "f:" + key), (*names, key), shape, out)
+        return
+    if isinstance(value, list) and value:
+        kind, keys = shape(names)
+        if kind == SET:
+            out.update((*path, "v:" + _json(item)) for item in value)
+            return
+        ids = _identities(value, keys) if kind == MAP else None
+        if ids is not None:
+            for item, ident in zip(value, ids, strict=True):
+                out.add((*path, ident))
+                for key, child in item.items():
+                    _collect(child, (*path, ident, "f:" + key), (*names, key), shape, out)
+            return
+    if path:
+        out.add(path)
+
+
+def changed_fields(old: Obj, new: Obj, shape: Shape) -> FieldSet:
+    """The fields a write from ``old`` to ``new`` added, removed or changed."""
+    out: FieldSet = set()
+    _diff(tracked(old), tracked(new), (), (), shape, out)
+    return out
+
+
+def _diff(old: Any, new: Any, path: Path, names: tuple[str, ...], shape: Shape, out: FieldSet) -> None:
+    if old == new:
+        return
+    if isinstance(old, dict) and isinstance(new, dict) and old and new and (not names or shape(names)[0] != ATOMIC):
+        for key in old.keys() | new.keys():
+            child = (*path, "f:" + key)
+            if key not in new:
+                _collect(old[key], child, (*names, key), shape, out)
+            elif key not in old:
+                _collect(new[key], child, (*names, key), shape, out)
+            else:
+                _diff(old[key], new[key], child, (*names, key), shape, out)
+        return
+    if isinstance(old, list) and isinstance(new, list) and old and new:
+        kind, keys = shape(names)
+        if kind == SET:
+            out.update((*path, "v:" + j) for j in {_json(v) for v in old} ^ {_json(v) for v in new})
+            return
+        old_ids, new_ids = (_identities(old, keys), _identities(new, keys)) if kind == MAP else (None, None)
+        if old_ids is not None and new_ids is not None:
+            before, after = dict(zip(old_ids, old, strict=True)), dict(zip(new_ids, new, strict=True))
+            for ident in before.keys() | after.keys():
+                item_path = (*path, ident)
+                if ident in before and ident in after:
+                    _diff(before[ident], after[ident], item_path, names, shape, out)
+                else:
+                    _collect([before.get(ident, after.get(ident))], path, names, shape, out)
+            return
+    _collect(old, path, names, shape, out)
+    _collect(new, path, names, shape, out)
+
+
+# --- FieldsV1 ------------------------------------------------------------------------------
+
+
+def encode(fields: Iterable[Path]) -> Obj:
+    """A set of paths in FieldsV1: nested maps, ``.`` marking a node that is itself a member."""
+    root: Obj = {}
+    for path in sorted(fields):
+        node = root
+        for element in path:
+            node = node.setdefault(element, {})
+        if node:
+            node["."] = {}
+        else:
+            node["."] = None  # a leaf so far; dropped below unless children follow
+    return _finish(root)
+
+
+def _finish(node: Obj) -> Obj:
+    out: Obj = {}
+    children = {k: v for k, v in node.items() if k != "."}
+    if "." in node and children:
+        out["."] = {}
+    for key, child in children.items():
+        out[key] = _finish(child)
+    return out
+
+
+def decode(fields_v1: Any, prefix: Path = ()) -> FieldSet:
+    out: FieldSet = set()
+    if not isinstance(fields_v1, dict):
+        return out
+    if prefix and (not fields_v1 or "." in fields_v1):
+        out.add(prefix)
+    for key, child in fields_v1.items():
+        if key != ".":
+            out |= decode(child, (*prefix, key))
+    return out
+
+
+def path_string(path: Path) -> str:
+    """A path as kube prints it in a conflict: ``.spec.containers[name="app"].image``."""
+    parts = []
+    for element in path:
+        kind, text = element[:1], element[2:]
+        if kind == "f":
+            parts.append("." + text)
+        elif kind == "k":
+            parts.append("[" + ",".join(f"{k}={_json(v)}" for k, v in json.loads(text).items()) + "]")
+        else:
+            parts.append(f"[={text}]")
+    return "".join(parts)
+
+
+# --- managers -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Manager:
+    """Who writes: one managedFields entry per name, operation, subresource (and apiVersion for Update)."""
+
+    name: str
+    operation: str
+    api_version: str
+    subresource: str = ""
+
+    def owns(self, entry: Obj) -> bool:
+        return (entry.get("manager", "") == self.name and entry.get("operation") == self.operation
+                and entry.get("subresource", "") == self.subresource
+                and (self.operation == APPLY or entry.get("apiVersion") == self.api_version))
+
+
+def _entry(manager: Manager, fields: FieldSet, time: str) -> Obj:
+    entry: Obj = {"manager": manager.name, "operation": manager.operation, "apiVersion": manager.api_version,
+                  "time": time, "fieldsType": "FieldsV1", "fieldsV1": encode(fields)}
+    if manager.subresource:
+        entry["subresource"] = manager.subresource
+    return entry
+
+
+def _describe(entry: Obj) -> str:
+    """A manager as kube names it in a conflict message."""
+    text = json.dumps(entry.get("manager", ""))
+    if entry.get("subresource"):
+        text += f" with subresource {json.dumps(entry['subresource'])}"
+    if entry.get("operation") == UPDATE:
+        text += f" using {entry.get('apiVersion', '')}"
+    return text
+
+
+def _sort_key(entry: Obj) -> tuple[str, str, str, str, str]:
+    return (entry.get("operation", ""), entry.get("time", ""), entry.get("manager", ""),
+            entry.get("apiVersion", ""), entry.get("subresource", ""))
+
+
+def _rebuilt(entries: list[tuple[Obj, FieldSet]], mine: FieldSet, manager: Manager, time: str) -> list[Obj]:
+    """The entries with each other manager's set as given and ``manager``'s set ``mine``;
+    an entry whose set did not change keeps its time, an empty one goes."""
+    out = []
+    for entry, fields in entries:
+        if manager.owns(entry):
+            continue
+        if not fields:
+            continue
+        out.append(entry if decode(entry.get("fieldsV1")) == fields else {**entry, "fieldsV1": encode(fields)})
+    previous = next((e for e, _ in entries if manager.owns(e)), None)
+    if mine:
+        unchanged = previous is not None and decode(previous.get("fieldsV1")) == mine
+        out.append(previous if unchanged and previous is not None else _entry(manager, mine, time))
+    return sorted(out, key=_sort_key)
+
+
+def _decoded_entries(obj: Obj | None) -> list[tuple[Obj, FieldSet]]:
+    entries = ((obj or {}).get("metadata") or {}).get("managedFields") or []
+    return [(e, decode(e.get("fieldsV1"))) for e in entries if isinstance(e, dict)]
+
+
+def after_update(old: Obj | None, new: Obj, manager: Manager, shape: Shape, time: str) -> list[Obj]:
+    """managedFields after a create, update or patch by ``manager`` (nameless: nobody gains fields)."""
+    entries = _decoded_entries(old)
+    changed = field_set(new, shape) if old is None else changed_fields(old, new, shape)
+    if not changed and all(not manager.owns(e) for e, _ in entries):
+        return [e for e, _ in entries]
+    present = field_set(new, shape) if changed else set()
+    previous = next((f for e, f in entries if manager.owns(e)), set())
+    mine = (previous - changed) | (changed & present) if manager.name else set()
+    others = [(e, f - changed) if not manager.owns(e) else (e, f) for e, f in entries]
+    return _rebuilt(others, mine, manager, time)
+
+
+# --- apply ---------------------------------------------------------------------------------
+
+
+def _merge(live: Any, config: Any, names: tuple[str, ...], shape: Shape) -> Any:
+    if isinstance(config, dict) and isinstance(live, dict) and (not names or shape(names)[0] != ATOMIC):
+        out = dict(live)
+        for key, value in config.items():
+            out[key] = _merge(live[key], value, (*names, key), shape) if key in live else value
+        return out
+    if isinstance(config, list) and isinstance(live, list):
+        kind, keys = shape(names)
+        if kind == SET:
+            seen = {_json(v) for v in live}
+            return live + [v for v in config if _json(v) not in seen]
+        live_ids, config_ids = (_identities(live, keys), _identities(config, keys)) if kind == MAP else (None, None)
+        if live_ids is not None and config_ids is not None:
+            merged = list(live)
+            for ident, item in zip(config_ids, config, strict=True):
+                if ident in live_ids:
+                    i = live_ids.index(ident)
+                    merged[i] = _merge(merged[i], item, names, shape)
+                else:
+                    merged.append(item)
+            return merged
+    return config
+
+
+_GONE = object()
+
+
+def _matches(item: Any, element: str) -> bool:
+    if element.startswith("v:"):
+        return _json(item) == element[2:]
+    if not isinstance(item, dict):
+        return False
+    return all(item.get(k, _KEY_DEFAULTS.get(k)) == v for k, v in json.loads(element[2:]).items())
+
+
+def _without(value: Any, path: Path, top: bool = True) -> Any:
+    """``value`` with the field at ``path`` removed (copied along the path, shared elsewhere);
+    a map or list the removal empties goes with it."""
+    if not path:
+        return _GONE
+    head, rest = path[0], path[1:]
+    out: Any = value
+    if head.startswith("f:") and isinstance(value, dict):
+        key = head[2:]
+        if key not in value:
+            return value
+        child = _without(value[key], rest, False)
+        out = dict(value)
+        if child is _GONE:
+            del out[key]
+        else:
+            out[key] = child
+    elif isinstance(value, list):
+        index = next((i for i, item in enumerate(value) if _matches(item, head)), None)
+        if index is None:
+            return value
+        child = _without(value[index], rest, False)
+        out = list(value)
+        if child is _GONE:
+            del out[index]
+        else:
+            out[index] = child
+    return _GONE if not out and value and not top else out
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
+def applied_part(config: Obj, subresource: str, has_status: bool) -> Obj:
+    """What of an applied configuration a write through this endpoint may set: the status
+    subresource applies ``status`` only; the main resource of a kind with one everything else.
+    Ownership is the server's to record: a configuration naming managedFields is refused."""
+    if (config.get("metadata") or {}).get("managedFields") is not None:
+        raise errors.bad_request("metadata.managedFields must be nil")
+    config = _without_nulls(config)
+    if subresource == "status":
+        return {k: v for k, v in config.items() if k in ("apiVersion", "kind", "metadata", "status")} | {
+            "metadata": {k: v for k, v in (config.get("metadata") or {}).items() if k in _SERVER_METADATA}}
+    if has_status:
+        return {k: v for k, v in config.items() if k != "status"}
+    return config
+
+
+def apply(live: Obj, config: Obj, manager: Manager, shape: Shape, *, force: bool, time: str) -> Obj:
+    """The object after ``manager`` applies ``config`` to ``live``, with its managedFields;
+    a 409 when it would change fields other managers own, unless ``force``."""
+    entries = _decoded_entries(live)
+    applied = field_set(config, shape)
+    previous = next((f for e, f in entries if manager.owns(e)), set())
+    owned_by_others: FieldSet = set()
+    for entry, fields in entries:
+        if not manager.owns(entry):
+            owned_by_others |= fields
+    merged = _merge(live, tracked(config), (), shape)
+    for path in sorted(previous - applied - owned_by_others, key=len):
+        merged = _without(merged, path)
+    changed = changed_fields(live, merged, shape)
+    conflicts = [(path, entry) for entry, fields in entries if not manager.owns(entry) for path in sorted(fields & changed)]
+    if conflicts and not force:
+        raise _conflict_error(conflicts)
+    kept = [(e, f if manager.owns(e) else f - changed) for e, f in entries]
+    merged["metadata"] = {**merged.get("metadata", {}), "managedFields": _rebuilt(kept, applied, manager, time)}
+    return merged
+
+
+def created_by_apply(config: Obj, manager: Manager, shape: Shape, time: str) -> list[Obj]:
+    """managedFields of an object an apply creates: the applier owns what it applied."""
+    return _rebuilt([], field_set(config, shape), manager, time)
+
+
+def shape_of(is_custom: bool, schema: Obj | None) -> Shape:
+    return schema_shape(schema) if is_custom else builtin_shape
+
+
+def _conflict_error(conflicts: list[tuple[Path, Obj]]) -> errors.ApiError:
+    causes = [Cause(path_string(path), "FieldManagerConflict", f"conflict with {_describe(entry)}")
+              for path, entry in conflicts]
+    if len(conflicts) == 1:
+        path, entry = conflicts[0]
+        message = f"Apply failed with 1 conflict: conflict with {_describe(entry)}: {path_string(path)}"
+    else:
+        by_manager: dict[str, list[str]] = {}
+        for path, entry in conflicts:
+            by_manager.setdefault(_describe(entry), []).append(path_string(path))
+        lines = [line for who in sorted(by_manager) for line in (f"conflicts with {who}:", *(f"- {p}" for p in by_manager[who]))]
+        message = f"Apply failed with {len(conflicts)} conflicts: " + "\n".join(lines)
+    return errors.ApiError(409, "Conflict", message, {}, causes)
