@@ -415,7 +415,8 @@ def applied_part(config: Obj, subresource: str, has_status: bool) -> Obj:
 
 def apply(live: Obj, config: Obj, manager: Manager, shape: Shape, *, force: bool, time: str) -> Obj:
     """The object after ``manager`` applies ``config`` to ``live``, with its managedFields;
-    a 409 when it would change fields other managers own, unless ``force``."""
+    a 409 when it would change fields other managers own, unless ``force``. A uid or
+    resourceVersion in ``config`` stays, as the precondition the update checks."""
     entries = _decoded_entries(live)
     applied = field_set(config, shape)
     previous = next((f for e, f in entries if manager.owns(e)), set())
@@ -431,7 +432,8 @@ def apply(live: Obj, config: Obj, manager: Manager, shape: Shape, *, force: bool
     if conflicts and not force:
         raise _conflict_error(conflicts)
     kept = [(e, f if manager.owns(e) else f - changed) for e, f in entries]
-    merged["metadata"] = {**merged.get("metadata", {}), "managedFields": _rebuilt(kept, applied, manager, time)}
+    preconditions = {k: v for k, v in (config.get("metadata") or {}).items() if k in ("uid", "resourceVersion")}
+    merged["metadata"] = {**merged.get("metadata", {}), **preconditions, "managedFields": _rebuilt(kept, applied, manager, time)}
     return merged
 
 
