@@ -424,7 +424,7 @@ def apply(live: Obj, config: Obj, manager: Manager, shape: Shape, *, force: bool
     for entry, fields in entries:
         if not manager.owns(entry):
             owned_by_others |= fields
-    merged = _merge(live, tracked(config), (), shape)
+    merged: Obj = _merge(live, tracked(config), (), shape)
     for path in sorted(previous - applied - owned_by_others, key=len):
         merged = _without(merged, path)
     changed = changed_fields(live, merged, shape)
