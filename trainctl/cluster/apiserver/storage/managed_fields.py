@@ -156,41 +156,52 @@ def _collect(value: Any, path: Path, names: tuple[str, ...], shape: Shape, out: 
 
 def changed_fields(old: Obj, new: Obj, shape: Shape) -> FieldSet:
     """The fields a write from ``old`` to ``new`` added, removed or changed."""
-    out: FieldSet = set()
-    _diff(tracked(old), tracked(new), (), (), shape, out)
-    return out
+    gone, present = changes(old, new, shape)
+    return gone | present
 
 
-def _diff(old: Any, new: Any, path: Path, names: tuple[str, ...], shape: Shape, out: FieldSet) -> None:
+def changes(old: Obj, new: Obj, shape: Shape) -> tuple[FieldSet, FieldSet]:
+    """The changed fields of a write: those of ``old`` (removed or changed) and those of ``new``
+    (added or changed)."""
+    gone: FieldSet = set()
+    present: FieldSet = set()
+    _diff(tracked(old), tracked(new), (), (), shape, gone, present)
+    return gone, present
+
+
+def _diff(old: Any, new: Any, path: Path, names: tuple[str, ...], shape: Shape, gone: FieldSet, present: FieldSet) -> None:
     if old == new:
         return
     if isinstance(old, dict) and isinstance(new, dict) and old and new and (not names or shape(names)[0] != ATOMIC):
         for key in old.keys() | new.keys():
             child = (*path, "f:" + key)
             if key not in new:
-                _collect(old[key], child, (*names, key), shape, out)
+                _collect(old[key], child, (*names, key), shape, gone)
             elif key not in old:
-                _collect(new[key], child, (*names, key), shape, out)
+                _collect(new[key], child, (*names, key), shape, present)
             else:
-                _diff(old[key], new[key], child, (*names, key), shape, out)
+                _diff(old[key], new[key], child, (*names, key), shape, gone, present)
         return
     if isinstance(old, list) and isinstance(new, list) and old and new:
         kind, keys = shape(names)
         if kind == SET:
-            out.update((*path, "v:" + j) for j in {_json(v) for v in old} ^ {_json(v) for v in new})
+            before_set, after_set = {_json(v) for v in old}, {_json(v) for v in new}
+            gone.update((*path, "v:" + j) for j in before_set - after_set)
+            present.update((*path, "v:" + j) for j in after_set - before_set)
             return
         old_ids, new_ids = (_identities(old, keys), _identities(new, keys)) if kind == MAP else (None, None)
         if old_ids is not None and new_ids is not None:
             before, after = dict(zip(old_ids, old, strict=True)), dict(zip(new_ids, new, strict=True))
             for ident in before.keys() | after.keys():
-                item_path = (*path, ident)
                 if ident in before and ident in after:
-                    _diff(before[ident], after[ident], item_path, names, shape, out)
+                    _diff(before[ident], after[ident], (*path, ident), names, shape, gone, present)
+                elif ident in before:
+                    _collect([before[ident]], path, names, shape, gone)
                 else:
-                    _collect([before.get(ident, after.get(ident))], path, names, shape, out)
+                    _collect([after[ident]], path, names, shape, present)
             return
-    _collect(old, path, names, shape, out)
-    _collect(new, path, names, shape, out)
+    _collect(old, path, names, shape, gone)
+    _collect(new, path, names, shape, present)
 
 
 # --- FieldsV1 ------------------------------------------------------------------------------
@@ -287,39 +298,62 @@ def _sort_key(entry: Obj) -> tuple[str, str, str, str, str]:
             entry.get("apiVersion", ""), entry.get("subresource", ""))
 
 
-def _rebuilt(entries: list[tuple[Obj, FieldSet]], mine: FieldSet, manager: Manager, time: str) -> list[Obj]:
-    """The entries with each other manager's set as given and ``manager``'s set ``mine``;
-    an entry whose set did not change keeps its time, an empty one goes."""
+def _contains(fields_v1: Any, path: Path) -> bool:
+    """Whether an encoded set holds ``path`` (without decoding it)."""
+    node = fields_v1
+    for element in path:
+        if not isinstance(node, dict) or element not in node:
+            return False
+        node = node[element]
+    return isinstance(node, dict) and (not node or "." in node)
+
+
+def _rebuilt(entries: list[tuple[Obj, FieldSet | None]], mine: FieldSet | None, manager: Manager, time: str) -> list[Obj]:
+    """The entries with each other manager's new set (None: unchanged, the entry kept as it is,
+    time and all) and ``manager``'s new set ``mine`` (None likewise); an empty set's entry goes."""
     out = []
     for entry, fields in entries:
         if manager.owns(entry):
-            continue
-        if not fields:
-            continue
-        out.append(entry if decode(entry.get("fieldsV1")) == fields else {**entry, "fieldsV1": encode(fields)})
-    previous = next((e for e, _ in entries if manager.owns(e)), None)
+            if mine is None:
+                out.append(entry)
+        elif fields is None:
+            out.append(entry)
+        elif fields:
+            out.append({**entry, "fieldsV1": encode(fields)})
     if mine:
-        unchanged = previous is not None and decode(previous.get("fieldsV1")) == mine
-        out.append(previous if unchanged and previous is not None else _entry(manager, mine, time))
+        out.append(_entry(manager, mine, time))
     return sorted(out, key=_sort_key)
 
 
-def _decoded_entries(obj: Obj | None) -> list[tuple[Obj, FieldSet]]:
+def _entries(obj: Obj | None) -> list[Obj]:
     entries = ((obj or {}).get("metadata") or {}).get("managedFields") or []
-    return [(e, decode(e.get("fieldsV1"))) for e in entries if isinstance(e, dict)]
+    return [e for e in entries if isinstance(e, dict)]
+
+
+def _losing(entry: Obj, changed: FieldSet) -> FieldSet | None:
+    """A manager's set without the ``changed`` fields, or None when it holds none of them."""
+    tree = entry.get("fieldsV1")
+    hits = {path for path in changed if _contains(tree, path)}
+    return decode(tree) - hits if hits else None
 
 
 def after_update(old: Obj | None, new: Obj, manager: Manager, shape: Shape, time: str) -> list[Obj]:
-    """managedFields after a create, update or patch by ``manager`` (nameless: nobody gains fields)."""
-    entries = _decoded_entries(old)
-    changed = field_set(new, shape) if old is None else changed_fields(old, new, shape)
-    if not changed and all(not manager.owns(e) for e, _ in entries):
-        return [e for e, _ in entries]
-    present = field_set(new, shape) if changed else set()
-    previous = next((f for e, f in entries if manager.owns(e)), set())
-    mine = (previous - changed) | (changed & present) if manager.name else set()
-    others = [(e, f - changed) if not manager.owns(e) else (e, f) for e, f in entries]
-    return _rebuilt(others, mine, manager, time)
+    """managedFields after a create, update or patch by ``manager`` (nameless: nobody gains
+    fields). Only the sets a write touches are decoded: a status write leaves the spec's
+    owners as they are stored."""
+    entries = _entries(old)
+    gone, present = (set(), field_set(new, shape)) if old is None else changes(old, new, shape)
+    changed = gone | present
+    if not changed:
+        return entries
+    others: list[tuple[Obj, FieldSet | None]] = [(e, _losing(e, changed)) for e in entries if not manager.owns(e)]
+    own = next((e for e in entries if manager.owns(e)), None)
+    mine: FieldSet | None = present if manager.name else set()
+    if own is not None and manager.name:
+        tree = own.get("fieldsV1")
+        kept = all(_contains(tree, p) for p in present) and not any(_contains(tree, p) for p in gone - present)
+        mine = None if kept else (decode(tree) - gone) | present
+    return _rebuilt([*others, *(((own, None),) if own is not None else ())], mine, manager, time)
 
 
 # --- apply ---------------------------------------------------------------------------------
@@ -417,7 +451,7 @@ def apply(live: Obj, config: Obj, manager: Manager, shape: Shape, *, force: bool
     """The object after ``manager`` applies ``config`` to ``live``, with its managedFields;
     a 409 when it would change fields other managers own, unless ``force``. A uid or
     resourceVersion in ``config`` stays, as the precondition the update checks."""
-    entries = _decoded_entries(live)
+    entries = [(e, decode(e.get("fieldsV1"))) for e in _entries(live)]
     applied = field_set(config, shape)
     previous = next((f for e, f in entries if manager.owns(e)), set())
     owned_by_others: FieldSet = set()
@@ -431,9 +465,9 @@ def apply(live: Obj, config: Obj, manager: Manager, shape: Shape, *, force: bool
     conflicts = [(path, entry) for entry, fields in entries if not manager.owns(entry) for path in sorted(fields & changed)]
     if conflicts and not force:
         raise _conflict_error(conflicts)
-    kept = [(e, f if manager.owns(e) else f - changed) for e, f in entries]
+    kept = [(e, None if manager.owns(e) or not f & changed else f - changed) for e, f in entries]
     preconditions = {k: v for k, v in (config.get("metadata") or {}).items() if k in ("uid", "resourceVersion")}
-    merged["metadata"] = {**merged.get("metadata", {}), **preconditions, "managedFields": _rebuilt(kept, applied, manager, time)}
+    merged["metadata"] = {**merged.get("metadata", {}), **preconditions, "managedFields": _rebuilt(kept, None if applied == previous else applied, manager, time)}
     return merged
 
 
