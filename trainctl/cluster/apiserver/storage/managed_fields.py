@@ -173,14 +173,14 @@ def _diff(old: Any, new: Any, path: Path, names: tuple[str, ...], shape: Shape, 
     if old == new:
         return
     if isinstance(old, dict) and isinstance(new, dict) and old and new and (not names or shape(names)[0] != ATOMIC):
-        for key in old.keys() | new.keys():
-            child = (*path, "f:" + key)
+        for key, before in old.items():
             if key not in new:
-                _collect(old[key], child, (*names, key), shape, gone)
-            elif key not in old:
-                _collect(new[key], child, (*names, key), shape, present)
-            else:
-                _diff(old[key], new[key], child, (*names, key), shape, gone, present)
+                _collect(before, (*path, "f:" + key), (*names, key), shape, gone)
+            elif before != new[key]:
+                _diff(before, new[key], (*path, "f:" + key), (*names, key), shape, gone, present)
+        for key, after in new.items():
+            if key not in old:
+                _collect(after, (*path, "f:" + key), (*names, key), shape, present)
         return
     if isinstance(old, list) and isinstance(new, list) and old and new:
         kind, keys = shape(names)
@@ -192,13 +192,14 @@ def _diff(old: Any, new: Any, path: Path, names: tuple[str, ...], shape: Shape, 
         old_ids, new_ids = (_identities(old, keys), _identities(new, keys)) if kind == MAP else (None, None)
         if old_ids is not None and new_ids is not None:
             before, after = dict(zip(old_ids, old, strict=True)), dict(zip(new_ids, new, strict=True))
-            for ident in before.keys() | after.keys():
-                if ident in before and ident in after:
-                    _diff(before[ident], after[ident], (*path, ident), names, shape, gone, present)
-                elif ident in before:
-                    _collect([before[ident]], path, names, shape, gone)
-                else:
-                    _collect([after[ident]], path, names, shape, present)
+            for ident, item in before.items():
+                if ident not in after:
+                    _collect([item], path, names, shape, gone)
+                elif item != after[ident]:
+                    _diff(item, after[ident], (*path, ident), names, shape, gone, present)
+            for ident, item in after.items():
+                if ident not in before:
+                    _collect([item], path, names, shape, present)
             return
     _collect(old, path, names, shape, gone)
     _collect(new, path, names, shape, present)
