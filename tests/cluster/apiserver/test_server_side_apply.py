@@ -115,3 +115,18 @@ def test_an_apply_cannot_write_what_an_update_could_not(call):
     assert applied["metadata"]["uid"] == uid and applied["spec"]["replicas"] == 4
     assert "readyReplicas" not in applied.get("status", {})
     assert "f:status" not in managers(applied)[("attacker", "Apply", "")]
+
+
+def test_an_apply_through_status_writes_status_only(call):
+    apply_type = "application/apply-patch+yaml"
+    assert call("PATCH", f"{DEPLOYMENTS}/web?fieldManager=kubectl", deployment(), apply_type).status_code == 201
+    body = {**deployment(replicas=7), "status": {"replicas": 2, "readyReplicas": 1}}
+    answer = call("PATCH", f"{DEPLOYMENTS}/web/status?fieldManager=rollout-watcher", body, apply_type)
+    assert answer.status_code == 200
+    applied = answer.json()
+    assert applied["spec"]["replicas"] == 2 and applied["status"]["readyReplicas"] == 1
+    assert managers(applied)[("rollout-watcher", "Apply", "status")] == {"f:status": {"f:readyReplicas": {}, "f:replicas": {}}}
+    conflict = call("PATCH", f"{DEPLOYMENTS}/web/status?fieldManager=other", {**body, "status": {"readyReplicas": 2}}, apply_type)
+    assert conflict.status_code == 409
+    assert conflict.json()["message"] == ('Apply failed with 1 conflict: conflict with "rollout-watcher" with subresource "status": '
+                                          '.status.readyReplicas')
