@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -135,3 +136,24 @@ def test_custom_resources_use_the_schema_list_types():
     obj = {"spec": {"workers": [{"name": "a", "gpus": 1}], "tags": ["x"]}}
     assert mf.field_set(obj, shape) == {("f:spec", "f:workers", 'k:{"name":"a"}'), ("f:spec", "f:workers", 'k:{"name":"a"}', "f:name"),
                                         ("f:spec", "f:workers", 'k:{"name":"a"}', "f:gpus"), ("f:spec", "f:tags")}
+
+
+def test_kubectl_takes_over_only_what_its_client_side_apply_set():
+    live = deployment(replicas=2)
+    live["metadata"]["annotations"] = {mf.LAST_APPLIED: json.dumps({"spec": {"replicas": 2}})}
+    live["metadata"]["managedFields"] = mf.after_update(None, live, mf.Manager("kubectl-client-side-apply", mf.UPDATE, "apps/v1"), SHAPE, T0)
+    taken = apply_as("kubectl", live, {"spec": {"replicas": 3}})
+    assert taken["spec"]["replicas"] == 3
+    assert json.loads(taken["metadata"]["annotations"][mf.LAST_APPLIED]) == {"metadata": {"annotations": {}}, "spec": {"replicas": 3}}
+    with pytest.raises(ApiError) as refused:
+        apply_as("kubectl", live, {"spec": {"template": {"spec": {"containers": [{"name": "app", "image": "nginx:2"}]}}}})
+    assert refused.value.message.endswith('.spec.template.spec.containers[name="app"].image')  # not in its last-applied
+    with pytest.raises(ApiError):
+        apply_as("ci", live, {"spec": {"replicas": 3}})  # only kubectl's own apply takes over
+
+
+def test_managed_fields_an_update_sends_replace_the_stored_ones_only_when_well_formed():
+    entry = {"manager": "m", "operation": "Update", "fieldsV1": {"f:spec": {"f:replicas": {}}}}
+    assert mf.sent_entries([entry]) == [entry]
+    assert mf.sent_entries([{}]) == []  # a reset
+    assert mf.sent_entries([]) is None and mf.sent_entries(None) is None and mf.sent_entries([{"operation": "Own"}]) is None

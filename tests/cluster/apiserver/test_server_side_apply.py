@@ -91,7 +91,7 @@ def test_update_managers_come_from_the_user_agent_and_status_writes_keep_one_ent
     entries = managers(call("GET", f"{DEPLOYMENTS}/web").json())
     assert [key for key in entries if key[0] == "trainctl-controller"] == [("trainctl-controller", "Update", "status")]
 
-    refused = server_side_apply(kubectl, deployment(replicas=5), check=False)
+    refused = server_side_apply(kubectl, deployment(replicas=5), "--field-manager=ci", check=False)
     assert 'conflict with "kubectl-client-side-apply" using apps/v1: .spec.replicas' in refused.stderr
 
 
@@ -130,3 +130,24 @@ def test_an_apply_through_status_writes_status_only(call):
     assert conflict.status_code == 409
     assert conflict.json()["message"] == ('Apply failed with 1 conflict: conflict with "rollout-watcher" with subresource "status": '
                                           '.status.readyReplicas')
+
+
+def test_server_side_apply_after_client_side_apply_takes_over_as_kubectl_migrates_it(kubectl):
+    kubectl("apply", "-f", "-", input=json.dumps(deployment()))
+    server_side_apply(kubectl, deployment(replicas=4))  # kubectl first rewrites the managedFields, as on kube
+    live = kubectl.json("get", "deploy", "web", "--show-managed-fields")
+    assert live["spec"]["replicas"] == 4
+    assert "f:replicas" in managers(live)[("kubectl", "Apply", "")]["f:spec"]
+    last_applied = json.loads(live["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"])
+    assert last_applied["spec"]["replicas"] == 4  # kept in step, for a later client-side apply
+    kubectl("apply", "-f", "-", input=json.dumps(deployment(replicas=5)))
+    assert kubectl.json("get", "deploy", "web")["spec"]["replicas"] == 5
+
+
+def test_an_update_may_reset_managed_fields_as_on_kube(call, kubectl):
+    server_side_apply(kubectl, deployment())
+    current = call("GET", f"{DEPLOYMENTS}/web").json()
+    current["metadata"].pop("managedFields")  # a client that drops them drops nothing
+    assert managers(call("PUT", f"{DEPLOYMENTS}/web", current).json()).keys() == {("kubectl", "Apply", "")}
+    current["metadata"]["managedFields"] = [{}]
+    assert "managedFields" not in call("PUT", f"{DEPLOYMENTS}/web", current).json()["metadata"]

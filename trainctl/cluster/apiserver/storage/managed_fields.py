@@ -34,6 +34,8 @@ GRANULAR, ATOMIC, SET, MAP = "granular", "atomic", "set", "map"
 Shape = Callable[[tuple[str, ...]], tuple[str, tuple[str, ...]]]
 
 APPLY, UPDATE = "Apply", "Update"
+KUBECTL = "kubectl"  # kubectl apply --server-side's manager, which takes over from its client-side apply
+LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 
 # Built-in kinds' associative lists (the Go types' listMapKey tags), sets and atomic maps.
 _LIST_MAP_KEYS: dict[str, tuple[str, ...]] = {
@@ -338,11 +340,27 @@ def _losing(entry: Obj, changed: FieldSet) -> FieldSet | None:
     return decode(tree) - hits if hits else None
 
 
-def after_update(old: Obj | None, new: Obj, manager: Manager, shape: Shape, time: str) -> list[Obj]:
+def sent_entries(value: Any) -> list[Obj] | None:
+    """The managedFields an update or patch sets itself, when they replace the stored ones:
+    as in kube, a non-empty list of well-formed entries (``[{}]`` clears every owner, which is
+    how a client resets them); anything else keeps the stored ones, so a client that drops
+    them drops nothing."""
+    if not isinstance(value, list) or not value:
+        return None
+    for entry in value:
+        if not isinstance(entry, dict) or not isinstance(entry.get("manager", ""), str):
+            return None
+        if entry.get("operation", UPDATE) not in (APPLY, UPDATE) or not isinstance(entry.get("fieldsV1", {}), dict):
+            return None
+    return [e for e in value if e.get("fieldsV1")]
+
+
+def after_update(old: Obj | None, new: Obj, manager: Manager, shape: Shape, time: str,
+                 sent: list[Obj] | None = None) -> list[Obj]:
     """managedFields after a create, update or patch by ``manager`` (nameless: nobody gains
-    fields). Only the sets a write touches are decoded: a status write leaves the spec's
-    owners as they are stored."""
-    entries = _entries(old)
+    fields), starting from the stored ones or those the write ``sent``. Only the sets a write
+    touches are decoded: a status write leaves the spec's owners as they are stored."""
+    entries = _entries(old) if sent is None else sent
     gone, present = (set(), field_set(new, shape)) if old is None else changes(old, new, shape)
     changed = gone | present
     if not changed:
@@ -464,12 +482,37 @@ def apply(live: Obj, config: Obj, manager: Manager, shape: Shape, *, force: bool
         merged = _without(merged, path)
     changed = changed_fields(live, merged, shape)
     conflicts = [(path, entry) for entry, fields in entries if not manager.owns(entry) for path in sorted(fields & changed)]
+    last_applied = _last_applied(live) if manager.name == KUBECTL and not manager.subresource else None
+    if conflicts and last_applied is not None:  # kubectl taking over what its client-side apply set
+        allowed = field_set(last_applied, shape)
+        conflicts = [(path, entry) for path, entry in conflicts if path not in allowed]
     if conflicts and not force:
         raise _conflict_error(conflicts)
+    if last_applied is not None:
+        merged = _with_last_applied(merged, config)
     kept = [(e, None if manager.owns(e) or not f & changed else f - changed) for e, f in entries]
     preconditions = {k: v for k, v in (config.get("metadata") or {}).items() if k in ("uid", "resourceVersion")}
     merged["metadata"] = {**merged.get("metadata", {}), **preconditions, "managedFields": _rebuilt(kept, None if applied == previous else applied, manager, time)}
     return merged
+
+
+def _last_applied(live: Obj) -> Obj | None:
+    text = ((live.get("metadata") or {}).get("annotations") or {}).get(LAST_APPLIED)
+    try:
+        value = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _with_last_applied(merged: Obj, config: Obj) -> Obj:
+    """kubectl's client-side apply annotation kept in step with what it applies server-side,
+    so a later client-side apply computes its patch from it (as kube-apiserver keeps it)."""
+    meta = dict(config.get("metadata") or {})
+    meta["annotations"] = {k: v for k, v in (meta.get("annotations") or {}).items() if k != LAST_APPLIED}
+    text = orjson.dumps({**config, "metadata": meta}, option=orjson.OPT_SORT_KEYS).decode() + "\n"
+    annotations = {**(merged["metadata"].get("annotations") or {}), LAST_APPLIED: text}
+    return {**merged, "metadata": {**merged["metadata"], "annotations": annotations}}
 
 
 def created_by_apply(config: Obj, manager: Manager, shape: Shape, time: str) -> list[Obj]:

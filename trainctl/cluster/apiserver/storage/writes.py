@@ -194,6 +194,7 @@ class Writes:
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rtype.plural, rtype.group, name,
                                   "the object has been modified; please apply your changes to the latest version and try again")
+        sent_managed: list[Obj] | None = None  # managedFields a main-resource update writes itself
         if subresource == "status":
             status = new.get("status")
             new = {k: v for k, v in clone(old).items() if k != "status"}
@@ -207,7 +208,7 @@ class Writes:
                 else:
                     meta.pop(key, None)
             meta["name"] = name
-            meta.pop("managedFields", None)
+            sent_managed = managed_fields.sent_entries(meta.pop("managedFields", None))
             meta.pop("selfLink", None)
             if is_namespace and subresource != "finalize":  # only namespaces/finalize changes them
                 new.setdefault("spec", {})["finalizers"] = clone((old.get("spec") or {}).get("finalizers") or [])
@@ -227,7 +228,14 @@ class Writes:
             new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
         if rtype.is_service:
             self.cluster_ips.assign(new, old)
-        self._record_update(rtype, old, new, options.manager, subresource or recorded_as, applied_managed)
+        if applied_managed is None:
+            manager = managed_fields.Manager(options.manager, managed_fields.UPDATE, rtype.api_version, subresource or recorded_as)
+            applied_managed = managed_fields.after_update(old, new, manager, managed_fields.shape_of(rtype.is_custom, rtype.schema),
+                                                          now_rfc3339(), sent=sent_managed)
+        if applied_managed:
+            new["metadata"]["managedFields"] = applied_managed
+        else:
+            new["metadata"].pop("managedFields", None)
         if new == old:
             return rtype.view(old), warnings  # a no-op write changes nothing, not even resourceVersion
         if options.dry_run:
@@ -248,18 +256,6 @@ class Writes:
                 serve_crd(self.registry, old)
             raise
         return rtype.view(new), warnings
-
-    @staticmethod
-    def _record_update(rtype: ResourceType, old: Obj, new: Obj, manager_name: str, subresource: str,
-                       applied_managed: list[Obj] | None) -> None:
-        if applied_managed is None:
-            manager = managed_fields.Manager(manager_name, managed_fields.UPDATE, rtype.api_version, subresource)
-            applied_managed = managed_fields.after_update(
-                old, new, manager, managed_fields.shape_of(rtype.is_custom, rtype.schema), now_rfc3339())
-        if applied_managed:
-            new["metadata"]["managedFields"] = applied_managed
-        else:
-            new["metadata"].pop("managedFields", None)
 
     # --- patch --------------------------------------------------------------------------
 
