@@ -157,3 +157,9 @@ def test_managed_fields_an_update_sends_replace_the_stored_ones_only_when_well_f
     assert mf.sent_entries([entry]) == [entry]
     assert mf.sent_entries([{}]) == []  # a reset
     assert mf.sent_entries([]) is None and mf.sent_entries(None) is None and mf.sent_entries([{"operation": "Own"}]) is None
+
+
+def test_a_create_records_in_one_pass_what_the_field_set_encodes():
+    for obj in (deployment(args=["a"], env=[{"name": "A", "value": "1"}]), {"metadata": {"finalizers": ["x", "y"]}, "spec": {"ports": []}}):
+        assert mf.decode(mf.fields_v1(obj, SHAPE)) == mf.field_set(obj, SHAPE)
+        assert mf.fields_v1(obj, SHAPE) == mf.encode(mf.field_set(obj, SHAPE))
