@@ -483,9 +483,9 @@ def applied_part(config: Obj, subresource: str, has_status: bool) -> Obj:
     if (config.get("metadata") or {}).get("managedFields") is not None:
         raise errors.bad_request("metadata.managedFields must be nil")
     config = _without_nulls(config)
-    if subresource == "status":
-        return {k: v for k, v in config.items() if k in ("apiVersion", "kind", "metadata", "status")} | {
-            "metadata": {k: v for k, v in (config.get("metadata") or {}).items() if k in _SERVER_METADATA}}
+    if subresource == "status":  # the object's identity (name, uid, resourceVersion) and its status
+        identity = {k: v for k, v in (config.get("metadata") or {}).items() if k in _SERVER_METADATA}
+        return {k: v for k, v in config.items() if k in ("apiVersion", "kind", "status")} | {"metadata": identity}
     if has_status:
         return {k: v for k, v in config.items() if k != "status"}
     return config
