@@ -11,6 +11,7 @@ temporary directory, then measures
 
 Usage: .venv/bin/python hack/bench_apiserver.py [--pods 4000] [--clients 8] [--watchers 10] [--events 200] [--fsync]
        [--creates-only]   (skip the watch fan-out, e.g. to compare create throughput before and after a change)
+       [--updates 2000]   (also time status updates of one pod, one after another)
 Targets (issue 4): >= 1,000 creates/s with 8 clients, p50 write latency <= 5 ms, p50 watch
 delivery to 10 watchers <= 10 ms.
 """
@@ -91,6 +92,32 @@ def creates(host: str, port: int, headers: dict, ssl_ctx: ssl.SSLContext, total:
     return time.perf_counter() - started, latencies, failures
 
 
+def status_updates(host: str, port: int, headers: dict, ssl_ctx: ssl.SSLContext, total: int) -> list[float]:
+    """Latency of ``total`` status updates of one pod, one after another, as a kubelet sends them."""
+    connection = http.client.HTTPSConnection(host, port, context=ssl_ctx)
+    path = "/api/v1/namespaces/default/pods/updated"
+    connection.request("POST", "/api/v1/namespaces/default/pods", body=orjson.dumps(pod("updated")), headers=headers)
+    current = orjson.loads(connection.getresponse().read())
+    current["metadata"].pop("resourceVersion", None)
+    latencies = []
+    for i in range(total):
+        current["status"] = {"phase": "Running", "podIP": "10.0.0.7", "conditions": [
+            {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": f"2026-01-01T00:{i % 60:02d}:00Z"}
+            for t in ("PodScheduled", "Initialized", "ContainersReady", "Ready")],
+            "containerStatuses": [{"name": "pytorch", "ready": True, "restartCount": i, "image": "trainctl/samples:0.1.0",
+                                   "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]}
+        started = time.perf_counter()
+        connection.request("PUT", path + "/status", body=orjson.dumps(current),
+                           headers={**headers, "User-Agent": "kubelet/v1.32.0 (linux/amd64)"})
+        response = connection.getresponse()
+        response.read()
+        latencies.append(time.perf_counter() - started)
+        if response.status != 200:
+            raise SystemExit(f"status update answered {response.status}")
+    connection.close()
+    return latencies
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -149,6 +176,8 @@ def main() -> int:
     parser.add_argument("--events", type=int, default=200)
     parser.add_argument("--fsync", action="store_true", help="run the server with --fsync (every commit fsynced)")
     parser.add_argument("--creates-only", action="store_true", help="measure creates only, not the watch fan-out")
+    parser.add_argument("--updates", type=int, default=0,
+                        help="then time this many status updates of one pod (the cost of field ownership tracking)")
     parser.add_argument("--rounds", type=int, default=3,
                         help="create rounds; the median round is reported (the machine is shared, single runs are noisy)")
     args = parser.parse_args()
@@ -170,6 +199,11 @@ def main() -> int:
                 print(f"round {n + 1}: {rounds[-1][0]:.0f} creates/s, p50 {percentile(latencies, 0.5) * 1e3:.2f} ms, "
                       f"server CPU {server_cpu * 1e6:.0f} us/create, load {os.getloadavg()[0]:.2f}")
             rate, elapsed, latencies, failures, server_cpu = sorted(rounds, key=lambda r: r[0])[len(rounds) // 2]
+            updates: list[float] = []
+            if args.updates:
+                cpu_before = cpu_seconds(server.pid)
+                updates = status_updates(server.host, server.port, headers, ssl_ctx, args.updates)
+                update_cpu = (cpu_seconds(server.pid) - cpu_before) / args.updates
             delays = [] if args.creates_only else asyncio.run(fanout(server.url, headers, ssl_ctx, args.watchers, args.events))
             db_size = sum(f.stat().st_size for f in (Path(tmp) / "apiserver").glob("state.db*"))
         finally:
@@ -190,6 +224,10 @@ def main() -> int:
     print(f"  [{verdict(p50 <= 5)}] latency p50     {p50:8.2f} ms          (target <= 5)")
     print(f"         latency p99     {p99:8.2f} ms   mean {statistics.mean(latencies) * 1e3:.2f} ms")
     print(f"         server CPU      {server_cpu * 1e6:8.0f} us per create")
+    if updates:
+        print(f"status updates of one pod, one client: {len(updates)}")
+        print(f"         latency p50     {percentile(updates, 0.5) * 1e3:8.2f} ms   p99 {percentile(updates, 0.99) * 1e3:.2f} ms")
+        print(f"         server CPU      {update_cpu * 1e6:8.0f} us per update")
     if delays:
         d50, d99 = percentile(delays, 0.5) * 1e3, percentile(delays, 0.99) * 1e3
         print(f"watch fan-out: {args.events} events x {args.watchers} watchers = {len(delays)} deliveries")

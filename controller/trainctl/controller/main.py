@@ -145,6 +145,7 @@ def _client(args: argparse.Namespace, settings: options.ManagerOptions, metrics:
             burst=settings.burst,
             pool_size=settings.create_concurrency + 16,
             on_response=metrics.observe_api,
+            component="trainctl-controller",
         )
     except connect.ClusterConfigError as exc:
         raise _Exit(1, f"cannot load the cluster configuration: {exc}") from None

@@ -110,12 +110,17 @@ class KubeClient:
         pool_size: int = 64,
         on_response: Optional[Callable[[str, str], None]] = None,
         api_client: Optional[k8s_client.ApiClient] = None,
+        component: Optional[str] = None,
     ) -> None:
-        """``api_client``, when given, is used as it is (its own pool and retry settings)."""
+        """``api_client``, when given, is used as it is (its own pool and retry settings).
+        ``component`` names this program in its User-Agent, which the API server records as the
+        field manager of its writes (as client-go sends its binary's name)."""
         if api_client is None:
             configuration.retries = False  # tenacity decides, urllib3 must not retry on its own
             configuration.connection_pool_maxsize = pool_size
             api_client = k8s_client.ApiClient(configuration)
+        if component:
+            api_client.user_agent = f"{component}/trainctl"
         self.configuration = configuration
         self._api = api_client
         self._limiter = TokenBucket(qps, burst)

@@ -135,7 +135,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     from trainctl.kube.client import KubeClient
 
     structured_logging.configure(args.log_format, args.log_level)
-    client = KubeClient.from_kubeconfig(args.kubeconfig, args.context)
+    client = KubeClient.from_kubeconfig(args.kubeconfig, args.context, component="kube-controller-manager")
     controllers = build(args, client)
     stop = threading.Event()
 

@@ -185,7 +185,7 @@ class Kubelet:
         log.info("pod sandbox: %s", sandbox.describe(self.sandbox_mode, why))
         # No client-side retries or rate limit: the sync loop retries what failed, and a
         # failed write must reach it at once (the API server may be restarting).
-        self.client = KubeClient(self._api_configuration(), qps=0, max_attempts=1, pool_size=8)
+        self.client = KubeClient(self._api_configuration(), qps=0, max_attempts=1, pool_size=8, component="kubelet")
         self._dirty = threading.Event()
         self._stopped = threading.Event()
         self._thawed = threading.Event()
@@ -198,7 +198,8 @@ class Kubelet:
         ips = PodIPAllocator(pod_cidr)
         self.statuses = StatusWriter(self.client)
         # Events have a client of their own, rate-limited as a kubelet's (--event-qps 50).
-        self.events = KubeletEvents(KubeClient(self._api_configuration(), qps=50, max_attempts=3, pool_size=2),
+        self.events = KubeletEvents(KubeClient(self._api_configuration(), qps=50, max_attempts=3, pool_size=2,
+                                               component="kubelet"),
                                     self.node_name)
         self.heartbeat = NodeHeartbeat(self.client, self.node_name, self.allocatable, config.heartbeat_seconds,
                                        events=self.events, labels={isolation.POD_NETWORK_LABEL: self.network.mode,

@@ -121,7 +121,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("urllib3").setLevel(logging.ERROR)
-    client = KubeClient.from_kubeconfig(args.kubeconfig, qps=0, max_attempts=1, pool_size=BINDERS + 4)
+    client = KubeClient.from_kubeconfig(args.kubeconfig, qps=0, max_attempts=1, pool_size=BINDERS + 4,
+                                        component="kube-scheduler")
     component = SchedulerComponent(client)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

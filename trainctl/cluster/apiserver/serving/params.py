@@ -15,6 +15,7 @@ Obj = dict[str, Any]
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}
 _FIELD_VALIDATION = ("Ignore", "Warn", "Strict")
+_MAX_MANAGER_LENGTH = 128
 
 
 def go_bool(params: Mapping[str, str], name: str, default: bool = False) -> bool:
@@ -39,15 +40,17 @@ def int_param(params: Mapping[str, str], name: str) -> int | None:
         raise errors.bad_request(f'invalid value "{value}" for parameter {name}: must be an integer') from None
 
 
-def write_options(params: Any, *, patching: bool = False) -> WriteOptions:
+def write_options(params: Any, *, patching: bool = False, user_agent: str = "") -> WriteOptions:
     """The options of a create, update or patch request (``params`` is a multidict);
-    ``force`` is read for patches only."""
+    ``force`` is read for patches only. A write without ``fieldManager`` is recorded under
+    its User-Agent's program name (``kubectl-edit/v1.32.0 (linux/amd64) ...`` -> ``kubectl-edit``)."""
     field_validation = params.get("fieldValidation") or "Warn"
     if field_validation not in _FIELD_VALIDATION:
         raise errors.bad_request(f'fieldValidation must be one of "Ignore", "Warn" or "Strict", got "{field_validation}"')
     return WriteOptions(field_validation=field_validation, dry_run=dry_run(params),
                         force=patching and go_bool(params, "force"),
-                        field_manager=params.get("fieldManager") or "")
+                        field_manager=params.get("fieldManager") or "",
+                        user_agent_manager=user_agent.split("/", 1)[0][:_MAX_MANAGER_LENGTH])
 
 
 def dry_run(params: Any) -> bool:

@@ -27,6 +27,7 @@ from trainctl.cluster.apiserver.auth.access import Access
 from trainctl.cluster.apiserver.serving import body, connect, params, pod_logs, proxy, tables, watch
 from trainctl.cluster.apiserver.serving.responses import json_response, warning_headers
 from trainctl.cluster.apiserver.storage.resources import Resources
+from trainctl.cluster.apiserver.storage.writes import WriteOptions
 
 Obj = dict[str, Any]
 
@@ -139,7 +140,7 @@ class Handlers:
             return json_response(self.access.review(rtype.group, rtype.plural, target.namespace,
                                                     await body.decoded(request), request[USER]), 201)
         obj, warnings = await self.resources.writes.create(
-            rtype, target.namespace, await body.decoded(request), options=params.write_options(request.query))
+            rtype, target.namespace, await body.decoded(request), options=_write_options(request))
         return json_response(obj, 201, warning_headers(warnings))
 
     async def delete_collection(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
@@ -161,7 +162,7 @@ class Handlers:
     async def update(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
         obj, warnings = await self.resources.writes.update(
             target.rtype, target.namespace, target.name or "", await body.decoded(request),
-            subresource=target.subresource, options=params.write_options(request.query))
+            subresource=target.subresource, options=_write_options(request))
         return json_response(obj, 200, warning_headers(warnings))
 
     async def patch(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
@@ -171,7 +172,7 @@ class Handlers:
         raw = await body.read(request)
         obj, created, warnings = await self.resources.writes.patch(
             target.rtype, target.namespace, target.name or "", raw, content_type=content_type,
-            subresource=target.subresource, options=params.write_options(request.query, patching=True))
+            subresource=target.subresource, options=_write_options(request, patching=True))
         return json_response(obj, 201 if created else 200, warning_headers(warnings))
 
     async def delete(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
@@ -191,11 +192,13 @@ class Handlers:
 
     async def update_scale(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
         document = await body.decoded(request)
-        return json_response(await self.resources.writes.update_scale(target.rtype, target.namespace, target.name or "", document))
+        return json_response(await self.resources.writes.update_scale(target.rtype, target.namespace, target.name or "", document,
+                                                                      options=_write_options(request)))
 
     async def patch_scale(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
         obj, _, _ = await self.resources.writes.patch(target.rtype, target.namespace, target.name or "", await body.read(request),
-                                                      content_type=body.content_type(request), subresource="scale")
+                                                      content_type=body.content_type(request), subresource="scale",
+                                                      options=_write_options(request, patching=True))
         return json_response(obj)
 
     async def bind(self, request: web.BaseRequest, target: Target) -> web.StreamResponse:
@@ -252,6 +255,10 @@ class Handlers:
     def _node(self, name: str) -> Obj | None:
         nodes = self.registry.get("", "v1", "nodes")
         return self.store.read(nodes.storage_key, "", name) if nodes is not None and name else None
+
+
+def _write_options(request: web.BaseRequest, *, patching: bool = False) -> WriteOptions:
+    return params.write_options(request.query, patching=patching, user_agent=request.headers.get("User-Agent", ""))
 
 
 def _created() -> web.Response:

@@ -20,7 +20,7 @@ from trainctl.cluster.apiserver.admission.admission import CRD_STORAGE_KEY, Admi
 from trainctl.cluster.apiserver.apimachinery import errors
 from trainctl.cluster.apiserver.apimachinery.errors import Cause
 from trainctl.cluster.apiserver.apimachinery.resource_types import Registry, ResourceType
-from trainctl.cluster.apiserver.storage import deletion, patch, scale_subresource
+from trainctl.cluster.apiserver.storage import deletion, managed_fields, patch, scale_subresource
 from trainctl.cluster.apiserver.storage.deletion import Deletion
 from trainctl.cluster.apiserver.storage.gc import GarbageCollector
 from trainctl.cluster.apiserver.storage.ipam import ClusterIPAllocator
@@ -39,7 +39,12 @@ class WriteOptions:
     field_validation: str = "Warn"  # what unknown fields get: Ignore, Warn (a warning) or Strict (a 400)
     dry_run: bool = False  # admit, but store nothing
     force: bool = False  # server-side apply: take over conflicting fields
-    field_manager: str = ""
+    field_manager: str = ""  # the fieldManager parameter
+    user_agent_manager: str = ""  # who a write without one is recorded as (kube: the User-Agent's program)
+
+    @property
+    def manager(self) -> str:
+        return self.field_manager or self.user_agent_manager
 
 
 _DEFAULT_WRITE = WriteOptions()
@@ -84,7 +89,8 @@ class Writes:
                                    f"{namespace} because it is being terminated")
 
     async def create(self, rtype: ResourceType, namespace: str | None, body: Any, *,
-                     options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
+                     options: WriteOptions = _DEFAULT_WRITE, applied: Obj | None = None) -> tuple[Obj, list[str]]:
+        """``applied``: the configuration of a server-side apply that creates the object."""
         obj = self.admission.check_type(rtype, body, namespace)
         meta = obj["metadata"]
         if not meta.get("name") and meta.get("generateName"):
@@ -108,6 +114,15 @@ class Writes:
             priority.check_default(obj, self.store.list(priority.STORAGE_KEY))
         warnings = self._admit(rtype, obj, None, options.field_validation)
         self._admit_quota(rtype, obj)
+        shape = managed_fields.shape_of(rtype.is_custom, rtype.schema)
+        if applied is not None:
+            manager = managed_fields.Manager(options.manager, managed_fields.APPLY, rtype.api_version)
+            managed = managed_fields.created_by_apply(applied, manager, shape, now_rfc3339())
+        else:
+            manager = managed_fields.Manager(options.manager, managed_fields.UPDATE, rtype.api_version)
+            managed = managed_fields.after_update(None, obj, manager, shape, now_rfc3339())
+        if managed:
+            meta["managedFields"] = managed
         if options.dry_run:
             return obj, warnings
         if rtype.is_service:
@@ -156,13 +171,18 @@ class Writes:
             raise errors.bad_request(f"the name of the object ({new['metadata'].get('name')}) does not match the name on the URL ({name})")
         return await self._update(rtype, old, new, subresource=subresource, options=options)
 
-    async def rewrite(self, rtype: ResourceType, current: Obj, new: Obj) -> Obj:
-        """Write a new state of a stored object as an update of the main resource would."""
-        obj, _ = await self._update(rtype, current, new)
+    async def rewrite(self, rtype: ResourceType, current: Obj, new: Obj, *, options: WriteOptions = _DEFAULT_WRITE,
+                      recorded_as: str = "") -> Obj:
+        """Write a new state of a stored object as an update of the main resource would
+        (its fields recorded under the ``recorded_as`` subresource)."""
+        obj, _ = await self._update(rtype, current, new, options=options, recorded_as=recorded_as)
         return obj
 
     async def _update(self, rtype: ResourceType, old: Obj, new: Obj, *, subresource: str | None = None,
-                      options: WriteOptions = _DEFAULT_WRITE) -> tuple[Obj, list[str]]:
+                      options: WriteOptions = _DEFAULT_WRITE, applied_managed: list[Obj] | None = None,
+                      recorded_as: str = "") -> tuple[Obj, list[str]]:
+        """``applied_managed``: the managedFields a server-side apply computed (else the
+        write is recorded as an Update by ``options.manager``)."""
         old = rtype.view(old) if rtype.conversion is not None else old  # judged as the client writes it
         name = old["metadata"]["name"]
         is_namespace = rtype.plural == "namespaces" and not rtype.group
@@ -174,6 +194,7 @@ class Writes:
         if rv and rv != old["metadata"]["resourceVersion"]:
             raise errors.conflict(rtype.plural, rtype.group, name,
                                   "the object has been modified; please apply your changes to the latest version and try again")
+        sent_managed: list[Obj] | None = None  # managedFields a main-resource update writes itself
         if subresource == "status":
             status = new.get("status")
             new = {k: v for k, v in clone(old).items() if k != "status"}
@@ -187,7 +208,7 @@ class Writes:
                 else:
                     meta.pop(key, None)
             meta["name"] = name
-            meta.pop("managedFields", None)
+            sent_managed = managed_fields.sent_entries(meta.pop("managedFields", None))
             meta.pop("selfLink", None)
             if is_namespace and subresource != "finalize":  # only namespaces/finalize changes them
                 new.setdefault("spec", {})["finalizers"] = clone((old.get("spec") or {}).get("finalizers") or [])
@@ -209,6 +230,14 @@ class Writes:
             new["metadata"]["generation"] = old["metadata"].get("generation", 1) + 1
         if rtype.is_service:
             self.cluster_ips.assign(new, old)
+        if applied_managed is None:
+            manager = managed_fields.Manager(options.manager, managed_fields.UPDATE, rtype.api_version, subresource or recorded_as)
+            applied_managed = managed_fields.after_update(old, new, manager, managed_fields.shape_of(rtype.is_custom, rtype.schema),
+                                                          now_rfc3339(), sent=sent_managed)
+        if applied_managed:
+            new["metadata"]["managedFields"] = applied_managed
+        else:
+            new["metadata"].pop("managedFields", None)
         if new == old:
             return rtype.view(old), warnings  # a no-op write changes nothing, not even resourceVersion
         if options.dry_run:
@@ -243,6 +272,9 @@ class Writes:
             raise errors.unsupported_media_type(
                 f"the body of the request was in an unknown format - accepted media types include: "
                 f"{patch.JSON_PATCH}, {patch.MERGE_PATCH}, {patch.APPLY_PATCH}")
+        if content_type == patch.APPLY_PATCH and not options.field_manager:
+            raise errors.invalid("PatchOptions", "meta.k8s.io", "",
+                                 [Cause("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")])
         document = await patch.decoded(body, content_type)
         current = self.store.get(rtype.storage_key, namespace or "", name)
         if current is None:
@@ -251,12 +283,15 @@ class Writes:
                     raise errors.bad_request("apply patch must be an object")
                 document = patch.strip_directives(document)
                 document.setdefault("metadata", {}).setdefault("name", name)
-                obj, warnings = await self.create(rtype, namespace, document, options=options)
+                applied = managed_fields.applied_part(document, "", rtype.has_status)
+                obj, warnings = await self.create(rtype, namespace, document, options=options, applied=applied)
                 return obj, True, warnings
             raise errors.not_found(rtype.plural, rtype.group, name)
         if subresource == "scale":
-            return await self._write_scale(rtype, current, scale_subresource.patched(rtype, current, document, content_type)), False, []
+            scaled = scale_subresource.patched(rtype, current, document, content_type)
+            return await self._write_scale(rtype, current, scaled, options), False, []
         base = rtype.view(current)
+        applied_managed: list[Obj] | None = None
         if content_type == patch.JSON_PATCH:
             patched = patch.json_patch(base, document)
         elif content_type == patch.MERGE_PATCH:
@@ -274,13 +309,18 @@ class Writes:
             meta = applied.get("metadata") or {}
             if meta.get("name", name) != name:
                 raise errors.bad_request(f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})")
-            patched = patch.strategic_merge(base, applied) if not rtype.is_custom else patch.merge_patch(base, applied)
+            manager = managed_fields.Manager(options.field_manager, managed_fields.APPLY, rtype.api_version, subresource or "")
+            patched = managed_fields.apply(base, managed_fields.applied_part(applied, subresource or "", rtype.has_status),
+                                           manager, managed_fields.shape_of(rtype.is_custom, rtype.schema),
+                                           force=options.force, time=now_rfc3339())
+            applied_managed = patched["metadata"]["managedFields"]
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
         patched = self.admission.check_type(rtype, clone(patched), namespace)
         if patched["metadata"].get("name") != name:
             raise errors.invalid(rtype.kind, rtype.group, name, [Cause("metadata.name", "FieldValueInvalid", "field is immutable")])
-        obj, warnings = await self._update(rtype, current, patched, subresource=subresource, options=options)
+        obj, warnings = await self._update(rtype, current, patched, subresource=subresource, options=options,
+                                           applied_managed=applied_managed)
         return obj, False, warnings
 
     # --- pods ---------------------------------------------------------------------------
@@ -304,12 +344,14 @@ class Writes:
 
     # --- scale ---------------------------------------------------------------------------
 
-    async def update_scale(self, rtype: ResourceType, namespace: str | None, name: str, body: Any) -> Obj:
+    async def update_scale(self, rtype: ResourceType, namespace: str | None, name: str, body: Any, *,
+                           options: WriteOptions = _DEFAULT_WRITE) -> Obj:
         current = deletion.existing(self.store, rtype, namespace, name)
-        return await self._write_scale(rtype, current, body)
+        return await self._write_scale(rtype, current, body, options)
 
-    async def _write_scale(self, rtype: ResourceType, current: Obj, new_scale: Any) -> Obj:
-        obj = await self.rewrite(rtype, current, scale_subresource.scaled(rtype, current, new_scale))
+    async def _write_scale(self, rtype: ResourceType, current: Obj, new_scale: Any, options: WriteOptions) -> Obj:
+        obj = await self.rewrite(rtype, current, scale_subresource.scaled(rtype, current, new_scale),
+                                 options=options, recorded_as="scale")
         return scale_subresource.scale_of(rtype, obj)
 
     # --- ServiceAccounts -----------------------------------------------------------------
