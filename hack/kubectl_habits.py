@@ -228,11 +228,11 @@ def habits(node: str) -> list[Habit]:
         h("kubectl apply --dry-run=server", "kubectl apply -f cm-other.yaml --dry-run=server && kubectl get cm settings -o jsonpath='{.data.mode}'", r"\(server dry run\)\s*fast"),
         h("kubectl create --dry-run=client -o yaml", "kubectl create deployment x --image=y --dry-run=client -o yaml", r"kind: Deployment"),
         h("kubectl replace", "kubectl replace -f cm-other.yaml", r"configmap/settings replaced"),
-        h("kubectl apply --server-side", "kubectl apply --server-side -f cm.yaml", r"configmap/settings serverside-applied"),
-        h("kubectl apply --server-side (a conflict)", "kubectl apply --server-side --field-manager=other -f cm-other.yaml",
-          r'conflict with "kubectl"[\s\S]*\.data\.mode', rc=1),
-        h("kubectl apply --server-side --force-conflicts", "kubectl apply --server-side --field-manager=other --force-conflicts -f cm-other.yaml "
-          "&& kubectl get cm settings -o jsonpath='{.data.mode}'", r"serverside-applied\s*slow"),
+        h("kubectl apply --server-side", "kubectl apply --server-side -f cm-other.yaml", r"configmap/settings serverside-applied"),
+        h("kubectl apply --server-side (a conflict)", "kubectl apply --server-side --field-manager=other -f cm.yaml",
+          r'conflict with "kubectl[\s\S]*\.data\.mode', rc=1),
+        h("kubectl apply --server-side --force-conflicts", "kubectl apply --server-side --field-manager=other --force-conflicts -f cm.yaml "
+          "&& kubectl get cm settings -o jsonpath='{.data.mode}'", r"serverside-applied\s*fast"),
         h("kubectl get --show-managed-fields", "kubectl get cm settings -o yaml --show-managed-fields", r"managedFields:[\s\S]*manager: other"),
         h("kubectl delete -f", "kubectl delete -f cm.yaml", r'configmap "settings" deleted'),
         # workloads
@@ -264,7 +264,8 @@ def habits(node: str) -> list[Habit]:
           r"statefulset.apps/db created[\s\S]*roll(ing update| out) complete", timeout=160),
         h("kubectl get sts", "kubectl get sts db", r"NAME\s+READY\s+AGE\s+db\s+2/2"),
         h("kubectl get pods (stable names)", "kubectl get pods -l app=db -o name", r"pod/db-0\npod/db-1"),
-        h("kubectl scale sts", "kubectl scale sts db --replicas=1 && kubectl wait --for=delete pod/db-1 --timeout=120s", r"scaled[\s\S]*pod/db-1 condition met", timeout=130),
+        h("kubectl scale sts", "kubectl scale sts db --replicas=1 && kubectl wait --for=delete pod/db-1 --timeout=120s "
+          "&& kubectl get pods -l app=db -o name", r"scaled[\s\S]*^pod/db-0\Z", timeout=130),
         h("kubectl apply (a DaemonSet)", "kubectl apply -f ds.yaml && kubectl rollout status ds/agent --timeout=150s",
           r'daemon set "agent" successfully rolled out', timeout=160),
         h("kubectl get ds", "kubectl get ds agent", r"agent\s+3\s+3\s+3\s+3\s+3\s+<none>"),
@@ -274,7 +275,7 @@ def habits(node: str) -> list[Habit]:
         h("kubectl create priorityclass", "kubectl create priorityclass habits-high --value=1000 --description=habits", r"priorityclass.scheduling.k8s.io/habits-high created"),
         h("kubectl create quota", "kubectl create quota habits --hard=pods=50,count/configmaps=30", r"resourcequota/habits created"),
         h("kubectl get quota", "for i in $(seq 30); do kubectl get quota habits | grep -q 'pods: [1-9]' && break; sleep 1; done; kubectl get quota habits",
-          r"habits\s+\d+\S*\s+pods: \d+/50"),
+          r"habits\s+\S+\s+.*pods: \d+/50"),
         h("kubectl apply (a LimitRange) + describe limits", "kubectl apply -f limits.yaml && kubectl describe limits limits", r"Container\s+memory\s+-\s+-\s+64Mi\s+512Mi"),
         h("kubectl get all", "kubectl get all", r"pod/web[\s\S]*service/web[\s\S]*deployment.apps/board[\s\S]*replicaset.apps/board-"),
         # nodes

@@ -26,6 +26,17 @@ def test_secrets_show_their_type_and_data(kubectl):
     assert table[1][:3] == ["token", "Opaque", "1"]
 
 
+def test_services_show_node_ports_and_external_addresses(kubectl):
+    kubectl("create", "service", "nodeport", "np", "--tcp=80:8080")
+    kubectl("create", "service", "externalname", "ext", "--external-name=example.org")
+    kubectl("create", "service", "loadbalancer", "lb", "--tcp=443:8443")
+    table = {row[0]: row for row in rows(kubectl("get", "services", "np", "ext", "lb"))[1:]}
+    node_port = json.loads(kubectl("get", "service", "np", "-o", "json"))["spec"]["ports"][0]["nodePort"]
+    assert table["np"][1:5] == ["NodePort", table["np"][2], "<none>", f"80:{node_port}/TCP"]
+    assert table["ext"][1:4] == ["ExternalName", "<none>", "example.org"]
+    assert table["lb"][3] == "<pending>" and table["lb"][4].startswith("443:")
+
+
 def test_serviceaccounts_show_their_secrets(kubectl):
     kubectl("create", "serviceaccount", "trainer")
     table = rows(kubectl("get", "serviceaccounts", "trainer"))

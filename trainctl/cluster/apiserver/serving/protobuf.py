@@ -50,8 +50,8 @@ _SERVICE_PORT: Schema = {
 _SERVICE_SPEC: Schema = {
     1: ("ports", "messages", _SERVICE_PORT), 2: ("selector", "map", "string"), 3: ("clusterIP", "string", None),
     4: ("type", "string", None), 5: ("externalIPs", "strings", None), 7: ("sessionAffinity", "string", None),
-    11: ("externalName", "string", None), 18: ("clusterIPs", "strings", None), 19: ("ipFamilies", "strings", None),
-    17: ("ipFamilyPolicy", "string", None),
+    10: ("externalName", "string", None), 11: ("externalTrafficPolicy", "string", None),
+    18: ("clusterIPs", "strings", None), 19: ("ipFamilies", "strings", None), 17: ("ipFamilyPolicy", "string", None),
 }
 # Pods and Jobs (kubectl create job, kubectl debug --copy-to): the fields those commands set,
 # and the ones a pod is commonly written with.

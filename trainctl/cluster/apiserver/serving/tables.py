@@ -156,16 +156,31 @@ def _pod_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     return columns, cells
 
 
+def _external_ip(svc: Obj) -> str:
+    """EXTERNAL-IP as kubectl's service printer says it: an ExternalName's name, a
+    LoadBalancer's ingress (``<pending>`` until it has one), else ``spec.externalIPs``."""
+    spec = svc.get("spec") or {}
+    external = list(spec.get("externalIPs") or [])
+    if spec.get("type") == "ExternalName":
+        return str(spec.get("externalName") or "<none>")
+    if spec.get("type") == "LoadBalancer":
+        ingress = (((svc.get("status") or {}).get("loadBalancer") or {}).get("ingress")) or []
+        external += [i.get("ip") or i.get("hostname") for i in ingress if i.get("ip") or i.get("hostname")]
+        return ",".join(external) or "<pending>"
+    return ",".join(external) or "<none>"
+
+
 def _service_columns() -> tuple[list[Column], Callable[[Obj, datetime], list[Any]]]:
     columns = [_NAME, _col("Type"), _col("Cluster-IP"), _col("External-IP"), _col("Port(s)"), _AGE,
                _col("Selector", priority=1)]
 
     def cells(svc: Obj, now: datetime) -> list[Any]:
         spec = svc.get("spec") or {}
-        ports = ",".join(f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
+        ports = ",".join(f"{p.get('port')}:{p['nodePort']}/{p.get('protocol', 'TCP')}" if p.get("nodePort")
+                         else f"{p.get('port')}/{p.get('protocol', 'TCP')}" for p in spec.get("ports") or []) or "<none>"
         selector = ",".join(f"{k}={v}" for k, v in sorted((spec.get("selector") or {}).items())) or "<none>"
         return [svc["metadata"]["name"], spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>",
-                "<none>", ports, age(svc["metadata"].get("creationTimestamp"), now), selector]
+                _external_ip(svc), ports, age(svc["metadata"].get("creationTimestamp"), now), selector]
 
     return columns, cells
 

@@ -53,6 +53,8 @@ class ClusterIPAllocator:
             ip = old_ip
         elif requested == "None":
             ip = "None"
+        elif spec.get("type") == "ExternalName" and not requested:
+            ip = ""  # a DNS alias: no address, as kube-apiserver allocates none
         elif requested:
             try:
                 inside = ipaddress.ip_address(requested) in self._service_net
