@@ -230,7 +230,7 @@ def habits(node: str) -> list[Habit]:
         h("kubectl replace", "kubectl replace -f cm-other.yaml", r"configmap/settings replaced"),
         h("kubectl apply --server-side", "kubectl apply --server-side -f cm-other.yaml", r"configmap/settings serverside-applied"),
         h("kubectl apply --server-side (a conflict)", "kubectl apply --server-side --field-manager=other -f cm.yaml",
-          r'conflict with "kubectl[\s\S]*\.data\.mode', rc=1),
+          r'conflicts? with "kubectl[\s\S]*\.data\.mode', rc=1),
         h("kubectl apply --server-side --force-conflicts", "kubectl apply --server-side --field-manager=other --force-conflicts -f cm.yaml "
           "&& kubectl get cm settings -o jsonpath='{.data.mode}'", r"serverside-applied\s*fast"),
         h("kubectl get --show-managed-fields", "kubectl get cm settings -o yaml --show-managed-fields", r"managedFields:[\s\S]*manager: other"),
