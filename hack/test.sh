@@ -56,10 +56,10 @@ echo "== checking generated CRDs"
 bash hack/lint.sh
 
 # Two runs: the tests that need no whole cluster are independent and run on several workers
-# (a file per worker, so module fixtures are built once); the e2e tests train real jobs, on two
-# workers, each with a cluster of its own that its files share (so every e2e test runs beside
-# another cluster, as the tests must bear). Exit code 5 (nothing selected, e.g. by -k) is fine
-# for one of the two runs, not for both.
+# (a file per worker, so module fixtures are built once); the e2e tests train real jobs on a
+# cluster they share, one at a time (two at once were no faster on two cores: training is
+# CPU-bound). Exit code 5 (nothing selected, e.g. by -k) is fine for one of the two runs, not
+# for both.
 run_pytest() {
   local code=0
   .venv/bin/python -m pytest -q "$@" || code=$?
@@ -67,8 +67,8 @@ run_pytest() {
 }
 echo "== running the unit and component tests on ${TRAINCTL_TEST_WORKERS:-3} workers"
 unit=0; run_pytest -n "${TRAINCTL_TEST_WORKERS:-3}" --dist loadfile -m "not e2e" "$@" || unit=$?
-echo "== running the end-to-end tests on ${TRAINCTL_E2E_WORKERS:-2} workers"
-e2e=0; run_pytest -n "${TRAINCTL_E2E_WORKERS:-2}" --dist loadfile --durations=30 -m e2e "$@" || e2e=$?
+echo "== running the end-to-end tests"
+e2e=0; run_pytest --durations=30 -m e2e "$@" || e2e=$?
 # The e2e clusters run on the default pod network (auto: isolated where the machine allows
 # it); the tests whose pods meet the network (training, exec and port-forward, in-pod
 # identity) run once more on the shared one, the fallback where namespaces are refused.
