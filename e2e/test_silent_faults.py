@@ -188,7 +188,9 @@ def test_a_frozen_pod_stops_on_a_healthy_node_and_resumes_when_thawed(cluster: L
     wait(lambda: len(printed(cluster, ticker)) >= 3, "ticks")
 
     cluster.pod_fault("freeze", "default", "ticker")
-    assert process_state(pid) == "T"
+    # SIGSTOP takes effect when the process next runs: on a busy machine /proc may say R a moment.
+    wait(lambda: process_state(pid) == "T", "the pod's process stopped", timeout=10.0)
+    time.sleep(0.5)  # a line written just before the stop reaches the log
     frozen = len(printed(cluster, ticker))
     time.sleep(2.0)  # ten ticks' time
     assert len(printed(cluster, ticker)) == frozen, "a frozen pod printed"
