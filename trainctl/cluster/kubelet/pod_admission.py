@@ -110,6 +110,10 @@ class Admission:
                 continue
             if meta.get("deletionTimestamp"):
                 continue  # the sync loop removes it
+            if not (pod.get("status") or {}).get("startTime"):
+                # No kubelet ever took it up: bound while this one registered (a Pending
+                # replacement waiting for room lands the moment the Node is back). Run it.
+                continue
             patch = {"status": processes_gone_status(pod, "KubeletRestarted",
                                                      "The local kubelet restarted; the pod's processes were stopped.")}
             try:
